@@ -1,0 +1,1 @@
+"""torch nn.Modules only: no file, UI or process handling."""

@@ -1,0 +1,40 @@
+"""Real test audio: Amharic speech from espeak-ng and generated signals."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def espeak_amharic(text: str, path: Path, voice: str = "am", rate: int = 160) -> Path:
+    """Speak Amharic with espeak-ng into a 22.05 kHz mono WAV (voices: am, am+f2, am+m3, ...)."""
+    exe = shutil.which("espeak-ng")
+    if exe is None:
+        raise RuntimeError("espeak-ng is missing: install the Debian package espeak-ng (the README's test command does).")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([exe, "-v", voice, "-s", str(rate), "-w", str(path), text], check=True, capture_output=True)
+    return path
+
+
+def sentences(n: int | None = None) -> list[str]:
+    """Amharic sentences from the project's fixture copy of UD_Amharic-ATT (CC BY-SA 4.0)."""
+    lines = [l.strip() for l in (FIXTURES / "amharic_sentences.txt").read_text(encoding="utf-8").splitlines() if l.strip()]
+    return lines[:n] if n else lines
+
+
+def tone(seconds: float, sr: int = 24000, freq: float = 220.0, amp: float = 0.3) -> np.ndarray:
+    t = np.arange(int(seconds * sr)) / sr
+    return (amp * np.sin(2 * np.pi * freq * t)).astype(np.float32)
+
+
+def write_wav(path: Path, audio: np.ndarray, sr: int) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(str(path), audio, sr)
+    return path

@@ -1,0 +1,143 @@
+"""Audio I/O, resampling and the model's mel features.
+
+Audio is read and written with soundfile (WAV, FLAC, OGG, MP3 and whatever libsndfile decodes) and
+resampled with soxr. Mel features match the public 24 kHz Vocos vocoder exactly (n_fft 1024, hop 256,
+100 HTK mels without filter normalisation, full band, center=True, natural log of magnitude floored
+at 1e-7) so a Vocos vocoder, trained here or supplied by the user, turns our mels into audio.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+import soxr
+
+from utils.events import StudioError
+
+MODEL_SAMPLE_RATE = 24_000
+
+
+@dataclass(frozen=True)
+class FeatureConfig:
+    sample_rate: int = MODEL_SAMPLE_RATE
+    n_fft: int = 1024
+    hop_length: int = 256
+    win_length: int = 1024
+    n_mels: int = 100
+    f_min: float = 0.0
+    f_max: float | None = None  # None = sample_rate / 2 (full band, as Vocos)
+    log_floor: float = 1e-7
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FeatureConfig":
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+    def key(self) -> str:
+        """Short stable id of this configuration, used to key the feature cache."""
+        text = ",".join(f"{k}={v}" for k, v in sorted(self.to_dict().items()))
+        return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+    def frames(self, n_samples: int) -> int:
+        return n_samples // self.hop_length + 1  # center=True
+
+
+def audio_info(path: str | Path) -> sf._SoundFileInfo:
+    try:
+        return sf.info(str(path))
+    except Exception as exc:  # soundfile raises several types for unreadable files
+        raise StudioError(f"{Path(path).name}: not readable audio ({_short(exc)}). Re-export it as WAV or FLAC.") from exc
+
+
+def load_audio(path: str | Path, sample_rate: int | None = None, mono: bool = True) -> tuple[np.ndarray, int]:
+    """Decode a file to float32. mono=True gives shape [T] (channels averaged), else [C, T]."""
+    path = Path(path)
+    if not path.exists():
+        raise StudioError(f"{path.name}: file not found at {path}.")
+    if path.stat().st_size == 0:
+        raise StudioError(f"{path.name}: the file is empty (0 bytes). Replace it or remove its row.")
+    try:
+        data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    except Exception as exc:
+        raise StudioError(f"{path.name}: not readable audio ({_short(exc)}). Re-export it as WAV or FLAC.") from exc
+    if data.shape[0] == 0:
+        raise StudioError(f"{path.name}: the file holds no audio samples.")
+    audio = data.mean(axis=1) if mono else data.T
+    if sample_rate and sr != sample_rate:
+        audio, sr = resample(audio, sr, sample_rate), sample_rate
+    return np.ascontiguousarray(audio, dtype=np.float32), sr
+
+
+def resample(audio: np.ndarray, orig_sr: int, target_sr: int) -> np.ndarray:
+    """High-quality resampling (soxr). Accepts [T] or [C, T]."""
+    if orig_sr == target_sr:
+        return audio
+    if audio.ndim == 1:
+        return soxr.resample(audio, orig_sr, target_sr).astype(np.float32)
+    return soxr.resample(audio.T, orig_sr, target_sr).T.astype(np.float32)
+
+
+def save_audio(path: str | Path, audio: np.ndarray, sample_rate: int) -> Path:
+    """Write audio atomically; the format follows the suffix (.wav is 16-bit PCM, .flac 16-bit)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    audio = np.asarray(audio, dtype=np.float32)
+    data = audio.T if audio.ndim == 2 else audio
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
+    os.close(fd)
+    try:
+        sf.write(tmp, np.clip(data, -1.0, 1.0), sample_rate, subtype="PCM_16" if path.suffix.lower() in (".wav", ".flac") else None)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def wav_bytes(audio: np.ndarray, sample_rate: int) -> bytes:
+    buf = io.BytesIO()
+    sf.write(buf, np.clip(np.asarray(audio, dtype=np.float32), -1, 1), sample_rate, format="WAV", subtype="PCM_16")
+    return buf.getvalue()
+
+
+def file_digest(path: str | Path, chunk: int = 1 << 20) -> str:
+    """Content hash of a file: caches are keyed by what the audio is, not where it lies."""
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=8)
+def _mel_transform(cfg: FeatureConfig, device: str):
+    import torchaudio
+
+    return torchaudio.transforms.MelSpectrogram(
+        sample_rate=cfg.sample_rate, n_fft=cfg.n_fft, win_length=cfg.win_length, hop_length=cfg.hop_length,
+        f_min=cfg.f_min, f_max=cfg.f_max, n_mels=cfg.n_mels, power=1.0, center=True, pad_mode="reflect",
+        norm=None, mel_scale="htk",
+    ).to(device)
+
+
+def log_mel(audio, cfg: FeatureConfig = FeatureConfig()):
+    """Log-magnitude mel of waveform(s) [T] or [B, T] (torch tensor or numpy) -> torch [.., n_mels, frames]."""
+    import torch
+
+    wav = torch.as_tensor(audio, dtype=torch.float32)
+    mel = _mel_transform(cfg, str(wav.device))(wav)
+    return torch.log(torch.clamp(mel, min=cfg.log_floor))
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:160]

@@ -1,0 +1,47 @@
+"""Progress events and user-facing errors shared by every service.
+
+Long work is a generator of `Event`s; the UI maps them to a progress bar and a log box, the CLI
+prints them. The last event of a successful run carries the result.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+
+class StudioError(Exception):
+    """A problem with the user's input or setup. The message names the file or row and what to do."""
+
+
+@dataclass
+class Event:
+    stage: str
+    done: int = 0
+    total: int = 0
+    message: str = ""
+    level: str = "info"  # info | warning | error
+    result: Any = field(default=None, repr=False)
+
+    @property
+    def fraction(self) -> float:
+        return self.done / self.total if self.total else 0.0
+
+    def format(self) -> str:
+        count = f" [{self.done}/{self.total}]" if self.total else ""
+        prefix = "" if self.level == "info" else f"{self.level.upper()}: "
+        return f"{prefix}{self.stage}{count} {self.message}".rstrip()
+
+
+def run_to_end(events: Iterable[Event], printer=None) -> Any:
+    """Drain an event generator (optionally printing each event) and return the last result."""
+    result = None
+    for event in events:
+        if printer is not None:
+            printer(event.format())
+        if event.result is not None:
+            result = event.result
+    return result
+
+
+def last_result(events: Iterator[Event]) -> Any:
+    return run_to_end(events)

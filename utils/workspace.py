@@ -1,0 +1,143 @@
+"""The workspace folder: every path the app reads or writes, and atomic writes.
+
+Everything a user makes lives under one folder so a browser refresh, a dead share link or an app
+restart loses nothing (see DESIGN.md for the layout).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from utils.events import StudioError
+
+DEFAULT_WORKSPACE = Path(os.environ.get("AMHARIC_TTS_WORKSPACE", "workspace"))
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def check_name(name: str, what: str = "name") -> str:
+    """Dataset, run and voice names become folder names: keep them plain."""
+    name = (name or "").strip()
+    if not _NAME_RE.match(name) or ".." in name:
+        raise StudioError(
+            f"The {what} {name!r} cannot be used: use letters, digits, '-', '_' or '.', "
+            "start with a letter or digit, at most 100 characters."
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+
+    @classmethod
+    def open(cls, root: str | Path | None = None) -> "Workspace":
+        ws = cls(Path(root or DEFAULT_WORKSPACE).expanduser().resolve())
+        for sub in ("datasets", "runs", "voices", "uploads"):
+            (ws.root / sub).mkdir(parents=True, exist_ok=True)
+        return ws
+
+    @property
+    def datasets(self) -> Path:
+        return self.root / "datasets"
+
+    @property
+    def runs(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def voices(self) -> Path:
+        return self.root / "voices"
+
+    @property
+    def uploads(self) -> Path:
+        return self.root / "uploads"
+
+    @property
+    def pronunciations(self) -> Path:
+        """The user's pronunciation dictionary (word<TAB>IPA segments), shared by training and inference."""
+        return self.root / "pronunciations.tsv"
+
+    def dataset_dir(self, name: str) -> Path:
+        return self.datasets / check_name(name, "dataset name")
+
+    def run_dir(self, name: str) -> Path:
+        return self.runs / check_name(name, "run name")
+
+    def voice_dir(self, name: str) -> Path:
+        return self.voices / check_name(name, "voice name")
+
+    def list_datasets(self) -> list[str]:
+        return sorted(p.name for p in self.datasets.iterdir() if (p / "manifest.jsonl").exists())
+
+    def list_runs(self) -> list[str]:
+        return sorted(p.name for p in self.runs.iterdir() if p.is_dir())
+
+    def inside(self, path: str | Path) -> Path:
+        """Resolve `path` (relative to the workspace or absolute) and refuse anything outside it."""
+        p = Path(path)
+        p = (p if p.is_absolute() else self.root / p).resolve()
+        if not p.is_relative_to(self.root):
+            raise StudioError(f"{path} is outside the workspace {self.root}; copy it into the workspace first.")
+        return p
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary file in the same folder, flush, then rename: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+
+
+def read_json(path: Path, default: Any = None) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return default
+
+
+def write_jsonl(path: Path, rows: Iterable[dict]) -> None:
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """Read a JSON-lines file; a torn last line (a writer killed mid-append) is ignored."""
+    rows = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return rows
+    for line in lines:
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return rows
+
+
+def append_jsonl(path: Path, row: dict) -> None:
+    """Append one line (metrics logs): a single write call so readers see whole lines."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row, ensure_ascii=False) + "\n")

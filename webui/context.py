@@ -1,0 +1,12 @@
+"""What every tab receives: the workspace and the app's limits. Per-user values live in gr.State."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from utils.workspace import Workspace
+
+
+@dataclass(frozen=True)
+class AppContext:
+    workspace: Workspace
+    max_upload_mb: int = 4096
