@@ -54,12 +54,16 @@ def resolve_auth(auth: str | None, share: bool) -> tuple[tuple[str, str] | None,
 
 
 def cmd_ui(args) -> None:
+    workspace = Workspace.open(args.workspace)
+    # Gradio's upload/output cache lives inside the workspace: everything served stays under it.
+    os.environ.setdefault("GRADIO_TEMP_DIR", str(workspace.root / ".cache" / "gradio"))
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from webui.app import launch
 
     credentials, message = resolve_auth(args.auth, args.share)
     if message:
         print(message, flush=True)
-    launch(Workspace.open(args.workspace), host=args.host, port=args.port, share=args.share,
+    launch(workspace, host=args.host, port=args.port, share=args.share,
            auth=credentials, max_upload_mb=args.max_upload_mb)
 
 

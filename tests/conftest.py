@@ -1,0 +1,109 @@
+"""Shared fixtures: a running app in a subprocess, and a real headless Chromium driven by Playwright."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class AppServer:
+    """`python app.py ...` on a free port, its output in a log file (no pipe left unread)."""
+
+    def __init__(self, workspace: Path, *args: str, env: dict | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.workspace = workspace
+        self.log_path = workspace.parent / f"app-{self.port}.log"
+        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "GRADIO_ANALYTICS_ENABLED": "False", **(env or {})}
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--workspace", str(workspace),
+                                      "--port", str(self.port), *args],
+                                     cwd=ROOT, env=full_env, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def wait_ready(self, timeout: float = 120) -> "AppServer":
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"app exited with {self.proc.returncode}:\n{self.output()}")
+            try:
+                urllib.request.urlopen(self.url + "/", timeout=2)
+                return self
+            except urllib.error.HTTPError:
+                return self  # answering (e.g. 401 behind a login) is ready
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError(f"app did not answer within {timeout}s:\n{self.output()}")
+
+    def output(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+@pytest.fixture
+def start_app(tmp_path):
+    servers = []
+
+    def start(*args: str, workspace: Path | None = None, env: dict | None = None, wait: bool = True) -> AppServer:
+        server = AppServer(workspace or tmp_path / "workspace", *args, env=env)
+        servers.append(server)
+        return server.wait_ready() if wait else server
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def app_server(tmp_path_factory):
+    """One app shared by the browser tests of a module."""
+    server = AppServer(tmp_path_factory.mktemp("ui") / "workspace").wait_ready()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        raise RuntimeError("Debian's chromium is missing: the README's test command installs it (apt-get install chromium).")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, headless=True,
+                              args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                                    "--disable-component-update", "--disable-sync", "--no-first-run"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    yield pg
+    context.close()

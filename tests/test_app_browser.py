@@ -1,0 +1,23 @@
+"""The whole app in a real headless Chromium."""
+import re
+
+from playwright.sync_api import expect
+
+from webui.app import TABS
+
+
+def test_every_tab_is_shown_and_system_tab_reports_cpu_count(app_server, page):
+    import os
+
+    page.goto(app_server.url)
+    for label, _ in TABS:
+        expect(page.get_by_role("tab", name=label)).to_be_visible()
+    page.get_by_role("tab", name="System").click()
+    card = page.locator("#hardware-card")
+    expect(card).to_contain_text("CPU cores")
+    expected = len(os.sched_getaffinity(0))
+    assert page.locator("#cpu-count").inner_text().strip() == str(expected)
+    expect(card).to_contain_text("No GPU was found")
+    # the live panel refreshes from the server on a timer
+    expect(page.locator("#live-usage")).to_contain_text(re.compile(r"CPU \d+%"), timeout=20_000)
+    expect(page.locator("#recommended-settings")).to_contain_text("precision")

@@ -1,0 +1,124 @@
+"""Extract a zip without trusting it: no paths outside the target, no links, bounded size and count.
+
+Every refused entry becomes a message naming it; the rest is extracted. Limits are checked from the
+central directory before anything is written, and again while streaming (a zip may lie about sizes).
+"""
+from __future__ import annotations
+
+import shutil
+import stat
+import zipfile
+from pathlib import Path, PurePosixPath
+
+from utils.events import StudioError
+
+CHUNK = 1 << 20
+
+
+def _entry_problem(info: zipfile.ZipInfo) -> str | None:
+    name = info.filename.replace("\\", "/")
+    pure = PurePosixPath(name)
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        return "absolute path"
+    if ".." in pure.parts:
+        return "path with '..'"
+    mode = info.external_attr >> 16
+    if stat.S_ISLNK(mode):
+        return "symbolic link"
+    if "\x00" in name:
+        return "bad name"
+    return None
+
+
+def safe_extract(zip_path: Path, target: Path, max_bytes: int, max_entries: int, max_ratio: int) -> tuple[list[Path], list[str]]:
+    """Extract `zip_path` into `target`. Returns (files written, messages about refused entries)."""
+    zip_path, target = Path(zip_path), Path(target).resolve()
+    label = zip_path.name
+    try:
+        zf = zipfile.ZipFile(zip_path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise StudioError(f"{label}: not a readable zip file ({exc}).") from exc
+    written, messages = [], []
+    with zf:
+        infos = [i for i in zf.infolist() if not i.is_dir()]
+        if not infos:
+            raise StudioError(f"{label}: the zip is empty; it holds no files.")
+        if len(infos) > max_entries:
+            raise StudioError(f"{label}: {len(infos)} entries, more than the limit of {max_entries} "
+                              "(a zip bomb guard); split the dataset into several zips.")
+        declared = sum(i.file_size for i in infos)
+        if declared > max_bytes:
+            raise StudioError(f"{label}: would unpack to {declared / 1e9:.1f} GB, more than the limit of "
+                              f"{max_bytes / 1e9:.1f} GB (a zip bomb guard).")
+        total = 0
+        for info in infos:
+            problem = _entry_problem(info)
+            if problem:
+                messages.append(f"{label}: entry {info.filename!r} skipped ({problem}).")
+                continue
+            if info.compress_size and info.file_size / max(info.compress_size, 1) > max_ratio and info.file_size > 10 * CHUNK:
+                messages.append(f"{label}: entry {info.filename!r} skipped: it expands {info.file_size // max(info.compress_size, 1)}x "
+                                "(a zip bomb guard).")
+                continue
+            dest = (target / info.filename.replace("\\", "/")).resolve()
+            if not dest.is_relative_to(target):
+                messages.append(f"{label}: entry {info.filename!r} skipped (it points outside the dataset).")
+                continue
+            if dest.exists() and dest.stat().st_size == info.file_size:
+                written.append(dest)  # extracted by an earlier, interrupted run
+                total += info.file_size
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(f".{dest.name}.part")
+            size = 0
+            try:
+                with zf.open(info) as src, open(tmp, "wb") as out:
+                    while block := src.read(CHUNK):
+                        size += len(block)
+                        total += len(block)
+                        if size > info.file_size or total > max_bytes:
+                            raise StudioError(f"{label}: entry {info.filename!r} is larger than declared or the "
+                                              "total exceeds the limit (a zip bomb guard); extraction stopped.")
+                        out.write(block)
+                tmp.replace(dest)
+                written.append(dest)
+            except StudioError:
+                tmp.unlink(missing_ok=True)
+                raise
+            except (zipfile.BadZipFile, OSError, EOFError, RuntimeError) as exc:  # corrupt, encrypted
+                tmp.unlink(missing_ok=True)
+                messages.append(f"{label}: entry {info.filename!r} could not be extracted ({exc}).")
+    return written, messages
+
+
+def copy_tree(src: Path, dest: Path) -> tuple[list[Path], list[str]]:
+    """Copy a folder (hard links when on the same disk), skipping symlinks with a message."""
+    src, dest = Path(src), Path(dest)
+    written, messages = [], []
+    for path in sorted(src.rglob("*")):
+        rel = path.relative_to(src)
+        if path.is_symlink():
+            messages.append(f"{src.name}/{rel}: skipped (symbolic link; copy the real file in).")
+            continue
+        if not path.is_file() or any(part.startswith(".") for part in rel.parts):
+            continue
+        written.append(copy_file(path, dest / rel))
+    return written, messages
+
+
+def copy_file(src: Path, dest: Path) -> Path:
+    """Byte-exact copy; a hard link when possible (free for large uploads already in the workspace)."""
+    src, dest = Path(src), Path(dest)
+    if dest.exists():
+        if dest.stat().st_size == src.stat().st_size:
+            return dest
+        raise StudioError(f"{dest.name}: a different file with this name was already imported into this "
+                          "dataset; choose another dataset name.")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        dest.hardlink_to(src)
+    except OSError:
+        tmp = dest.with_name(f".{dest.name}.part")
+        shutil.copyfile(src, tmp)
+        tmp.replace(dest)
+    return dest

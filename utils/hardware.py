@@ -1,0 +1,332 @@
+"""What this machine is, and the training settings it should start from, each with its reason.
+
+The one place that decides device, precision, TF32, attention backend, checkpointing, compile,
+batch size and workers. The first guess comes from the GPU's capabilities and *usable* memory (not
+a static tier by name: an "80 GB" card reports about 79.2 GiB); the measured probe in
+utils/training replaces the batch size through `with_measured_batch`.
+"""
+from __future__ import annotations
+
+import math
+import os
+import platform
+import shutil
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+# Effective batch every machine reaches (micro-batch x accumulation x GPUs), in mel frames:
+# about 64 utterances of 6.7 s at 93.75 frames/s (twice Matcha-TTS's batch of 32, for large datasets).
+TARGET_FRAMES_PER_STEP = 40_000
+# Below this many frames per micro-batch a GPU is poorly used: then recomputation is worth its cost.
+MIN_USEFUL_FRAMES = 8_000
+# First-guess activation memory per mel frame for the `base` preset, mixed precision, no
+# checkpointing (an estimate to start from; the probe measures the real number on the GPU).
+BYTES_PER_FRAME_BASE = 240_000
+RESERVED_GB = 2.5  # CUDA context, weights, optimizer state, allocator slack
+NOMINAL_SIZES_GB = (4, 6, 8, 10, 11, 12, 16, 20, 24, 32, 40, 48, 64, 80, 94, 96, 141, 180, 192)
+
+# name pattern -> class label, in match order. Capability decides precision and kernels;
+# the label only makes the report readable.
+GPU_CLASSES = (
+    ("H200", "Hopper H200"), ("H100", "Hopper H100"), ("GH200", "Hopper GH200"),
+    ("B200", "Blackwell B200"), ("A100", "Ampere A100"), ("A800", "Ampere A800"),
+    ("L40", "Ada L40"), ("L4", "Ada L4"), ("A10", "Ampere A10"), ("A6000", "Ampere RTX A6000"),
+    ("T4", "Turing T4"), ("V100", "Volta V100"), ("P100", "Pascal P100"),
+    ("RTX 50", "consumer Blackwell"), ("RTX 40", "consumer Ada"), ("RTX 30", "consumer Ampere"),
+    ("RTX 20", "consumer Turing"), ("GTX", "consumer Pascal/Turing"),
+)
+
+
+@dataclass
+class GPUInfo:
+    index: int
+    name: str
+    memory_gb: float  # what the driver reports (GiB)
+    compute_capability: str  # "9.0"
+    multiprocessors: int = 0
+
+    @property
+    def capability(self) -> tuple[int, int]:
+        major, minor = self.compute_capability.split(".")
+        return int(major), int(minor)
+
+    @property
+    def bf16(self) -> bool:
+        return self.capability >= (8, 0)
+
+    @property
+    def tf32(self) -> bool:
+        return self.capability >= (8, 0)
+
+    @property
+    def nominal_gb(self) -> int:
+        """The marketed size: reported memory is a little less (driver reservation, GiB vs GB)."""
+        for size in NOMINAL_SIZES_GB:
+            if self.memory_gb <= size + 0.5 and self.memory_gb >= size * 0.85:
+                return size
+        return round(self.memory_gb)
+
+    @property
+    def gpu_class(self) -> str:
+        upper = self.name.upper()
+        for pattern, label in GPU_CLASSES:
+            if pattern in upper:
+                return f"{label} {self.nominal_gb} GB"
+        return f"{self.name} {self.nominal_gb} GB"
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "bf16": self.bf16, "tf32": self.tf32, "nominal_gb": self.nominal_gb,
+                "gpu_class": self.gpu_class}
+
+
+@dataclass
+class Setting:
+    value: Any
+    reason: str
+
+
+@dataclass
+class HardwareReport:
+    gpus: list[GPUInfo]
+    cpu_count: int
+    ram_gb: float
+    disk_free_gb: float
+    mps: bool = False
+    platform: str = field(default_factory=lambda: f"{platform.system()} {platform.machine()}")
+    torch_version: str = ""
+    cuda_version: str | None = None
+    recommended: dict[str, Setting] = field(default_factory=dict)
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self.gpus else "mps" if self.mps else "cpu"
+
+    def to_dict(self) -> dict:
+        return {
+            "device": self.device, "gpus": [g.to_dict() for g in self.gpus], "cpu_count": self.cpu_count,
+            "ram_gb": round(self.ram_gb, 1), "disk_free_gb": round(self.disk_free_gb, 1), "mps": self.mps,
+            "platform": self.platform, "torch_version": self.torch_version, "cuda_version": self.cuda_version,
+            "recommended": {k: asdict(v) for k, v in self.recommended.items()},
+        }
+
+
+# ------------------------------------------------------------------------------- detection
+def query_gpus() -> list[GPUInfo]:
+    """torch's CUDA device queries: the boundary tests fake to stand in for GPUs this machine lacks."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    gpus = []
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        gpus.append(GPUInfo(i, p.name, p.total_memory / 2**30, f"{p.major}.{p.minor}",
+                            getattr(p, "multi_processor_count", 0)))
+    return gpus
+
+
+def _mps_available() -> bool:
+    import torch
+
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend and backend.is_available())
+
+
+def detect(disk_path: str | Path = ".") -> HardwareReport:
+    import psutil
+    import torch
+
+    path = Path(disk_path)
+    while not path.exists():
+        path = path.parent
+    report = HardwareReport(
+        gpus=query_gpus(),
+        cpu_count=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
+        ram_gb=psutil.virtual_memory().total / 2**30,
+        disk_free_gb=shutil.disk_usage(path).free / 2**30,
+        mps=_mps_available(),
+        torch_version=torch.__version__,
+        cuda_version=torch.version.cuda,
+    )
+    report.recommended = recommend(report)
+    return report
+
+
+def device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "mps" if _mps_available() else "cpu"
+
+
+# -------------------------------------------------------------------------- recommendations
+def recommend(report: HardwareReport, preset: str = "base") -> dict[str, Setting]:
+    """Settings for this machine, each with why. Pure: depends only on the report."""
+    gpus = report.gpus
+    if not gpus:
+        return _recommend_cpu(report) if not report.mps else _recommend_mps(report)
+    # DDP runs in lock step: the weakest card decides (least capability first, then least memory)
+    g = min(gpus, key=lambda x: (x.capability, x.memory_gb))
+    g = replace(g, memory_gb=min(x.memory_gb for x in gpus))
+    n = len(gpus)
+    usable = max(1.0, g.memory_gb - RESERVED_GB)
+    r: dict[str, Setting] = {}
+
+    if g.bf16:
+        r["precision"] = Setting("bf16", f"{g.name} (compute {g.compute_capability}) has bf16 tensor cores: "
+                                         "half the activation memory of fp32, no loss scaling needed.")
+    else:
+        r["precision"] = Setting("fp16", f"{g.name} (compute {g.compute_capability}) has no bf16; fp16 tensor "
+                                         "cores with a gradient scaler to keep small gradients from underflowing.")
+    r["tf32"] = Setting(g.tf32, "TF32 matmuls run ~2-8x faster than fp32 on Ampere and newer with negligible "
+                                "accuracy loss for TTS." if g.tf32 else f"compute {g.compute_capability} has no TF32.")
+    if g.capability >= (8, 0):
+        r["attention"] = Setting("flash", "FlashAttention kernels (SDPA) exist for compute >= 8.0 in half "
+                                          "precision: exact attention without the T x T matrix in memory.")
+    else:
+        r["attention"] = Setting("efficient", f"compute {g.compute_capability} has no FlashAttention; the "
+                                              "memory-efficient SDPA kernel avoids the T x T matrix.")
+    plain_fit = _frames_that_fit(usable, preset, 1.0)
+    checkpointing = plain_fit < MIN_USEFUL_FRAMES
+    r["grad_checkpointing"] = Setting(
+        checkpointing,
+        f"only ~{plain_fit} frames fit in {usable:.1f} GiB without it: recomputing block activations in the "
+        "backward pass (~30% slower) fits about 2.5x longer batches." if checkpointing else
+        f"~{plain_fit} frames fit in {usable:.1f} GiB without it; recomputation would only cost ~30% speed.")
+    compile_ok = platform.system() == "Linux" and g.capability >= (7, 0)
+    r["compile"] = Setting(compile_ok, "torch.compile fuses the decoder's small ops (Triton on Linux, compute >= "
+                                       "7.0); length bucketing keeps shapes few, so recompiles stay rare."
+                           if compile_ok else "torch.compile's GPU backend needs Linux and compute >= 7.0.")
+    fit = _frames_that_fit(usable, preset, 2.5 if checkpointing else 1.0)
+    # Many GPUs split the effective batch, but each keeps a batch big enough to stay busy.
+    frames = min(fit, max(TARGET_FRAMES_PER_STEP // n, 2 * MIN_USEFUL_FRAMES))
+    r["max_frames_per_batch"] = Setting(
+        frames, f"~{fit} frames fit (first guess from {g.memory_gb:.1f} GiB reported, {g.gpu_class}; "
+                f"{RESERVED_GB} GiB kept for weights, optimizer and allocator; ~{_bytes_per_frame(preset) / 1e3:.0f} kB "
+                f"per frame for the {preset} preset{' with checkpointing' if checkpointing else ''})"
+                + (f", capped at {frames} per GPU to keep the effective batch" if fit > frames else "")
+                + ". Press 'measure' (batch probe) to replace the guess with what really fits.")
+    r.update(_accumulation(frames, n))
+    per_gpu = max(1, report.cpu_count // n)
+    workers = max(1, min(8, per_gpu - 1))
+    r["num_workers"] = Setting(workers, f"{report.cpu_count} CPU cores for {n} GPU process(es): {workers} loader "
+                                        f"worker(s) each, one core left for the training process itself.")
+    r["pin_memory"] = Setting(True, "page-locked host buffers let batches copy to the GPU asynchronously.")
+    sep = int(max(1, min(16, usable // 3)))
+    r["separation_batch_size"] = Setting(sep, f"~3 GiB per 30 s music-removal chunk; {usable:.1f} GiB usable.")
+    r["distributed"] = Setting(n > 1, f"{n} GPUs: torchrun with DistributedDataParallel, one process per GPU."
+                               if n > 1 else "one GPU: a single process.")
+    return r
+
+
+def _recommend_cpu(report: HardwareReport) -> dict[str, Setting]:
+    frames = 4000  # tiny runs: a step takes seconds on a laptop
+    r = {
+        "precision": Setting("fp32", "no GPU found: CPUs train in fp32 (bf16 autocast on CPU is slower for "
+                                     "these conv-heavy models on most CPUs)."),
+        "tf32": Setting(False, "TF32 is a GPU (Ampere+) feature."),
+        "attention": Setting("math", "on the CPU SDPA uses its standard (math/fused CPU) kernel."),
+        "grad_checkpointing": Setting(False, "memory is rarely the limit on CPU; recomputation would only slow it."),
+        "compile": Setting(False, "compiling costs minutes of start-up, more than a small CPU run gains."),
+        "max_frames_per_batch": Setting(frames, f"{report.ram_gb:.0f} GiB RAM holds far more; kept small so each "
+                                                "CPU step takes seconds, not minutes (tiny runs)."),
+    }
+    r.update(_accumulation(frames, 1))
+    workers = 0 if report.cpu_count <= 2 else min(2, report.cpu_count // 4 or 1)
+    r["num_workers"] = Setting(workers, f"{report.cpu_count} CPU cores: the model needs them; "
+                                        f"{'loading in the main process' if workers == 0 else f'{workers} loader worker(s)'}.")
+    r["pin_memory"] = Setting(False, "no GPU to copy to.")
+    r["separation_batch_size"] = Setting(1, "no GPU: one chunk at a time keeps memory flat.")
+    r["distributed"] = Setting(False, "no GPU: a single process.")
+    return r
+
+
+def _recommend_mps(report: HardwareReport) -> dict[str, Setting]:
+    r = _recommend_cpu(report)
+    r["precision"] = Setting("fp32", "Apple GPU (MPS): fp32, since mixed-precision autocast on MPS does not cover "
+                                     "every op this model uses.")
+    r["attention"] = Setting("math", "MPS has no FlashAttention; SDPA's standard kernel.")
+    frames = 8000
+    r["max_frames_per_batch"] = Setting(frames, "Apple GPU shares system memory; a moderate batch keeps the OS responsive.")
+    r.update(_accumulation(frames, 1))
+    r["separation_batch_size"] = Setting(2, "Apple GPU: small batches of music-removal chunks.")
+    return r
+
+
+def _bytes_per_frame(preset: str) -> float:
+    return BYTES_PER_FRAME_BASE * {"tiny": 0.1, "small": 0.45, "base": 1.0}.get(preset, 1.0)
+
+
+def _frames_that_fit(usable_gb: float, preset: str, factor: float) -> int:
+    frames = usable_gb * 2**30 * 0.8 / _bytes_per_frame(preset) * factor
+    return int(max(1000, min(400_000, frames)) // 1000 * 1000)
+
+
+def _accumulation(frames: int, n_gpus: int) -> dict[str, Setting]:
+    accum = max(1, math.ceil(TARGET_FRAMES_PER_STEP / (frames * n_gpus)))
+    total = frames * n_gpus * accum
+    if accum == 1 and total > TARGET_FRAMES_PER_STEP:
+        why = (f"{frames} frames x {n_gpus} GPUs = {total} frames per step, above the usual "
+               f"~{TARGET_FRAMES_PER_STEP}: each GPU keeps a batch big enough to stay busy.")
+    else:
+        why = (f"{frames} frames x {n_gpus} process(es) x {accum} = {total} frames per optimizer step, so every "
+               f"machine reaches the same effective batch (~{TARGET_FRAMES_PER_STEP}).")
+    return {"grad_accumulation": Setting(accum, why)}
+
+
+def with_measured_batch(report: HardwareReport, max_frames: int, detail: str) -> HardwareReport:
+    """Hook for the measured batch probe (utils/training): replace the first guess by what fits."""
+    rec = dict(report.recommended)
+    rec["max_frames_per_batch"] = Setting(max_frames, f"measured: {detail}")
+    rec.update(_accumulation(max_frames, max(1, len(report.gpus))))
+    return replace(report, recommended=rec)
+
+
+def describe(report: HardwareReport) -> str:
+    lines = [f"Platform: {report.platform}, torch {report.torch_version}"
+             + (f", CUDA {report.cuda_version}" if report.cuda_version else "")]
+    if report.gpus:
+        for g in report.gpus:
+            lines.append(f"GPU {g.index}: {g.name}, {g.memory_gb:.1f} GiB reported ({g.gpu_class}), "
+                         f"compute {g.compute_capability}, bf16 {'yes' if g.bf16 else 'no'}")
+    else:
+        lines.append("No GPU found" + (" (Apple MPS available)" if report.mps else "") + ": training runs on the CPU.")
+    lines.append(f"CPU cores: {report.cpu_count}, RAM: {report.ram_gb:.1f} GiB, free disk: {report.disk_free_gb:.1f} GiB")
+    lines.append("\nRecommended settings:")
+    for name, s in report.recommended.items():
+        lines.append(f"  {name:22} {str(s.value):8} {s.reason}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- live usage
+def live_usage(pids: list[int] | None = None) -> dict:
+    """Memory and utilization now: per GPU (NVML) and, where the driver allows, per process; CPU/RAM always."""
+    import psutil
+
+    out: dict[str, Any] = {"cpu_percent": psutil.cpu_percent(interval=None),
+                           "ram_used_gb": psutil.virtual_memory().used / 2**30,
+                           "ram_total_gb": psutil.virtual_memory().total / 2**30, "gpus": []}
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception as exc:  # no driver / no GPU: NVML refuses to start
+        out["nvml"] = f"unavailable ({type(exc).__name__})"
+        return out
+    try:
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
+            util = pynvml.nvmlDeviceGetUtilizationRates(h)
+            gpu = {"index": i, "used_gb": mem.used / 2**30, "total_gb": mem.total / 2**30, "util_percent": util.gpu,
+                   "processes": []}
+            try:
+                for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
+                    if pids is None or p.pid in pids:
+                        gpu["processes"].append({"pid": p.pid, "used_gb": (p.usedGpuMemory or 0) / 2**30})
+            except pynvml.NVMLError:
+                gpu["processes"] = None  # the driver hides per-process data (containers)
+            out["gpus"].append(gpu)
+    finally:
+        pynvml.nvmlShutdown()
+    return out

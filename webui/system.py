@@ -1,0 +1,67 @@
+"""Tab: the machine, the settings it gets and why, and live memory/utilization."""
+from __future__ import annotations
+
+import time
+
+import gradio as gr
+import pandas as pd
+
+from utils import hardware
+from webui.context import AppContext
+
+HISTORY_POINTS = 120
+
+
+def hardware_card(report: hardware.HardwareReport) -> str:
+    lines = [f"**Platform** {report.platform} · torch {report.torch_version}"
+             + (f" · CUDA {report.cuda_version}" if report.cuda_version else "")]
+    if report.gpus:
+        for g in report.gpus:
+            lines.append(f"**GPU {g.index}** {g.name} · {g.memory_gb:.1f} GiB reported ({g.gpu_class}) · "
+                         f"compute {g.compute_capability} · bf16 {'yes' if g.bf16 else 'no'} · TF32 {'yes' if g.tf32 else 'no'}")
+    else:
+        lines.append("**No GPU was found**" + (" (Apple MPS is available)" if report.mps else "")
+                     + ": training and music removal run on the CPU; keep runs tiny.")
+    lines.append(f"**CPU cores** <span id='cpu-count'>{report.cpu_count}</span> · **RAM** {report.ram_gb:.1f} GiB · "
+                 f"**Free disk** {report.disk_free_gb:.1f} GiB")
+    return "\n\n".join(lines)
+
+
+def settings_table(report: hardware.HardwareReport) -> pd.DataFrame:
+    return pd.DataFrame([{"setting": k, "value": str(s.value), "reason": s.reason}
+                         for k, s in report.recommended.items()])
+
+
+def sample_usage(history: list[dict]) -> tuple[str, pd.DataFrame, list[dict]]:
+    """One live reading: a summary line, the plot data, and the updated history."""
+    now = hardware.live_usage()
+    point = {"time": time.strftime("%H:%M:%S"), "CPU %": now["cpu_percent"],
+             "RAM GiB": round(now["ram_used_gb"], 2)}
+    parts = [f"CPU {now['cpu_percent']:.0f}% · RAM {now['ram_used_gb']:.1f}/{now['ram_total_gb']:.1f} GiB"]
+    for g in now["gpus"]:
+        point[f"GPU{g['index']} GiB"] = round(g["used_gb"], 2)
+        point[f"GPU{g['index']} util %"] = g["util_percent"]
+        procs = g["processes"]
+        per_proc = ("per-process data hidden by the driver" if procs is None else
+                    ", ".join(f"pid {p['pid']}: {p['used_gb']:.2f} GiB" for p in procs) or "no processes")
+        parts.append(f"GPU {g['index']}: {g['used_gb']:.1f}/{g['total_gb']:.1f} GiB, {g['util_percent']}% busy ({per_proc})")
+    if not now["gpus"]:
+        parts.append("No GPU: showing CPU and RAM.")
+    history = (history + [point])[-HISTORY_POINTS:]
+    frame = pd.DataFrame(history).melt(id_vars="time", var_name="series", value_name="value")
+    return "\n\n".join(parts), frame, history
+
+
+def build(ctx: AppContext) -> None:
+    report = hardware.detect(ctx.workspace.root)
+    gr.Markdown("### This machine", elem_classes=["hw-card"])
+    gr.Markdown(hardware_card(report), elem_id="hardware-card", elem_classes=["hw-card"])
+    gr.Markdown("### Recommended training settings\nEvery setting starts here; the Optimizations tab lets you change them.")
+    gr.Dataframe(settings_table(report), wrap=True, interactive=False, elem_id="recommended-settings")
+    gr.Markdown("### Live usage")
+    live = gr.Markdown(elem_id="live-usage")
+    plot = gr.LinePlot(x="time", y="value", color="series", height=260, label="memory and utilization")
+    history = gr.State([])
+    timer = gr.Timer(2.0)
+    timer.tick(sample_usage, inputs=history, outputs=[live, plot, history], api_name="system_usage",
+               show_progress="hidden")
