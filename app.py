@@ -90,7 +90,26 @@ def add_g2p_command(sub) -> None:
 
 
 def cmd_g2p(args) -> None:
-    raise StudioError("The Amharic text frontend is not built yet.")
+    from pathlib import Path
+
+    from utils.text import load_user_dict, normalize, phonemes_string, phonemize, word_list_ipa
+
+    user_dict = load_user_dict(Workspace(Path(args.workspace).expanduser().resolve()))
+    if args.words:
+        try:
+            lines = sys.stdin.read().splitlines() if args.words == "-" else Path(args.words).read_text(encoding="utf-8-sig").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StudioError(f"Cannot read the word list {args.words}: {exc}. Give a UTF-8 text file, one word a line.")
+        for word, segments in word_list_ipa(lines, user_dict):
+            print(f"{word}\t{' '.join(segments)}")
+        return
+    if not args.text:
+        raise StudioError('Give Amharic text (python app.py g2p "ሰላም ነው") or --words FILE.')
+    normalized = normalize(args.text)
+    for warning in normalized.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(normalized.text)
+    print(phonemes_string(phonemize(args.text, user_dict)))
 
 
 # ----------------------------------------------------------------------------------- prepare
@@ -103,7 +122,14 @@ def add_prepare_command(sub) -> None:
 
 
 def cmd_prepare(args) -> None:
-    raise StudioError("Dataset preparation is not built yet.")
+    from utils.datasets import prepare
+
+    workspace = Workspace.open(args.workspace)
+    summary = run_to_end(prepare(workspace, args.name, args.source, fmt=args.format), print)
+    print(json.dumps(summary, ensure_ascii=False, indent=2))
+    if not summary or not summary.get("clips"):
+        raise StudioError(f"nothing usable was found in {args.source}; see "
+                          f"{workspace.dataset_dir(args.name) / 'report.json'} for what was wrong with each file.")
 
 
 # ---------------------------------------------------------------------------------- separate
@@ -118,26 +144,58 @@ def add_separate_command(sub) -> None:
 
 
 def cmd_separate(args) -> None:
-    raise StudioError("Music removal is not built yet.")
+    from utils import separation
+    from utils.separation import dataset
+
+    if args.dataset:
+        events = dataset.process_dataset(Workspace.open(args.workspace), args.dataset, backend=args.backend)
+    elif args.input and args.output:
+        events = separation.separate_file(args.input, args.output, args.residual, backend=args.backend)
+    else:
+        raise StudioError("Give INPUT and OUTPUT files, or --dataset NAME.")
+    run_to_end(events, printer=lambda line: print(line, flush=True))
 
 
 # ------------------------------------------------------------------------------------- train
 def add_train_command(sub) -> None:
-    p = sub.add_parser("train", help="train or fine-tune the acoustic model")
-    p.add_argument("--dataset", required=True)
-    p.add_argument("--run", help="run name (default: dataset + time)")
-    p.add_argument("--preset", default="small", choices=["tiny", "small", "base"])
-    p.add_argument("--init", metavar="CHECKPOINT", help="fine-tune from this checkpoint folder")
-    p.add_argument("--resume", default=None, help="'auto' continues the run's last checkpoint")
-    p.add_argument("--max-steps", type=int)
-    p.add_argument("--precision", choices=["auto", "bf16", "fp16", "fp32"], default="auto")
-    p.add_argument("--compile", action="store_true")
-    p.add_argument("--grad-checkpointing", action="store_true")
-    p.set_defaults(func=cmd_train)
+    from utils.training.config import TrainConfig, cli_fields
+
+    p = sub.add_parser("train", help="train or fine-tune the acoustic model",
+                       description="Every setting of utils.training.TrainConfig; 'auto' = the hardware recommendation.")
+    for name, default, help_text, choices in cli_fields():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(default, bool) or default == "auto" and "true" in help_text:
+            # --compile alone means true; --compile false / auto also work
+            p.add_argument(flag, dest=name, nargs="?", const="true", default=default, help=help_text)
+        else:
+            p.add_argument(flag, dest=name, default=default, choices=choices, help=help_text,
+                           type=type(default) if isinstance(default, (int, float)) and not isinstance(default, bool)
+                           else None)
+    p.set_defaults(func=cmd_train, dataset=None)
+    p.add_argument("--background", action="store_true",
+                   help="queue the run as its own process (utils.jobs) instead of training in this one")
 
 
 def cmd_train(args) -> None:
-    raise StudioError("Training is not built yet.")
+    from utils.training import TrainConfig, prepare_run, run
+    from utils.training.config import config_from_cli
+
+    if not args.dataset:
+        raise StudioError("train needs --dataset NAME (a folder under workspace/datasets).")
+    cfg = config_from_cli(vars(args), Workspace.open(args.workspace).root)
+    config_path = prepare_run(cfg)
+    print(f"run {cfg.run}: config {config_path}", flush=True)
+    if args.background:
+        from utils import jobs
+
+        jobs.start(Workspace.open(args.workspace), cfg.run, config_path)
+        print(f"queued; follow {config_path.parent / 'train.log'}")
+        return
+    result = run(config_path)
+    print(f"{result['state']}: {result['message']}; last checkpoint {result['last_checkpoint']}"
+          + (f", best {result['best_checkpoint']} (MCD {result['best_mcd']:.2f} dB)" if result["best_checkpoint"] else ""))
+    if result["state"] == "failed":
+        raise StudioError(result["message"])
 
 
 # ------------------------------------------------------------------------------------- synth
@@ -150,7 +208,39 @@ def add_synth_command(sub) -> None:
 
 
 def cmd_synth(args) -> None:
-    raise StudioError("Inference is not built yet.")
+    from utils.audio import save_audio
+    from utils.inference import synthesize
+
+    wave, sr, info = synthesize(Workspace.open(args.workspace), args.voice, args.text)
+    save_audio(args.output, wave, sr)
+    print(f"wrote {args.output}: {info['duration_s']:.2f} s of audio in {info['seconds']:.2f} s "
+          f"(RTF {info['rtf']:.3f}, vocoder {info['vocoder']})")
+
+
+# ----------------------------------------------------------------------------- train-vocoder
+def add_train_vocoder_command(sub) -> None:
+    p = sub.add_parser("train-vocoder", help="fine-tune (or train) the Vocos vocoder on a dataset's audio")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--run", help="run name (default: dataset-vocoder)")
+    p.add_argument("--init", metavar="VOCODER",
+                   help="public Vocos folder/file (config.yaml + pytorch_model.bin), hub id, or our checkpoint")
+    p.add_argument("--preset", default="mel-24khz", choices=["tiny", "small", "mel-24khz"],
+                   help="generator size when training from scratch")
+    p.add_argument("--max-steps", type=int, default=20_000)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--eval-every", type=int, default=500, help="steps between validation + checkpoint (0: at the end)")
+    p.add_argument("--resume", default=None, help="'auto' continues the run's last checkpoint")
+    p.set_defaults(func=cmd_train_vocoder)
+
+
+def cmd_train_vocoder(args) -> None:
+    from utils.vocoder.training import VocoderTrainConfig, train_vocoder
+
+    cfg = VocoderTrainConfig(dataset=args.dataset, run=args.run or f"{args.dataset}-vocoder", init=args.init,
+                             preset=args.preset, max_steps=args.max_steps, batch_size=args.batch_size,
+                             eval_every=args.eval_every, save_every=args.eval_every, resume=args.resume)
+    folder = run_to_end(train_vocoder(Workspace.open(args.workspace), cfg), printer=print)
+    print(f"vocoder checkpoint: {folder}")
 
 
 # -------------------------------------------------------------------------------------- main
@@ -163,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_ui_arguments(parser)
     sub = parser.add_subparsers(dest="command", parser_class=lambda **kw: argparse.ArgumentParser(parents=[common], **kw))
     for add in (add_hardware_command, add_g2p_command, add_prepare_command, add_separate_command,
-                add_train_command, add_synth_command):
+                add_train_command, add_synth_command, add_train_vocoder_command):
         add(sub)
     return parser
 

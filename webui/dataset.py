@@ -1,9 +1,177 @@
-"""Tab: Dataset upload, checking and preparation."""
+"""Tab: Dataset upload, checking and preparation.
+
+Handlers are small module functions taking the workspace first (tests call them directly);
+`build` wires them to components. All work happens in `utils.datasets`.
+"""
 from __future__ import annotations
 
-from webui.components import not_built
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from utils import datasets
+from utils.events import StudioError
 from webui.context import AppContext
+
+FRONTENDS = ("phoneme", "char", "bpe")
+TABLE_COLUMNS = ["id", "flags", "excluded", "decision", "duration", "speaker", "text", "messages"]
+
+
+def _sources(ws, files, path: str) -> list[Path]:
+    sources = [Path(f if isinstance(f, str) else f.name) for f in (files or [])]
+    if path and path.strip():
+        sources.append(ws.inside(path.strip()))
+    if not sources:
+        raise StudioError("Upload a zip or files, or give a path inside the workspace.")
+    return sources
+
+
+def inspect_upload(ws, files, path: str) -> dict:
+    """Columns of an uploaded CSV/TSV (for the column pickers), or {} when there is none."""
+    try:
+        sources = _sources(ws, files, path)
+    except StudioError:
+        return {}
+    tables = [s for s in sources if s.suffix.lower() in (".csv", ".tsv")]
+    return datasets.inspect_table(tables[0]) if tables else {}
+
+
+def run_prepare(ws, files, path, name, fmt, frontend, audio_col, text_col, speaker_col, progress=None):
+    """Generator of log text; the last value ends with the summary."""
+    columns = {k: v for k, v in (("audio", audio_col), ("text", text_col), ("speaker", speaker_col)) if v}
+    lines: list[str] = []
+    for event in datasets.prepare(ws, name, _sources(ws, files, path), fmt=fmt or "auto", columns=columns or None,
+                                  frontend=frontend or "phoneme"):
+        if progress is not None and event.total:
+            progress(event.fraction, desc=f"{event.stage} {event.done}/{event.total}")
+        if event.level != "info" or event.stage in ("discover", "check", "done", "cancelled", "tokenizer"):
+            lines.append(event.format())
+            yield "\n".join(lines[-200:])
+    yield "\n".join(lines[-200:])
+
+
+def summary_markdown(ws, name: str) -> str:
+    report = datasets.load_report(ws, name)
+    s = report.get("summary") or {}
+    if not s:
+        return f"Dataset **{name}** has no report yet."
+    flags = "\n".join(f"- **{k}** ({datasets.FLAG_HELP.get(k, k)}): {v}" for k, v in s.get("flags", {}).items())
+    errors = "\n".join(f"- {e['message']}" for e in report.get("errors", [])[:50])
+    return (f"### {name}\n**{s['usable_hours']:.2f} h usable** of {s['hours']:.2f} h · **{s['usable_clips']}** of "
+            f"{s['clips']} clips · **{s['speakers']}** speaker(s) · {s['train_clips']} train / {s['val_clips']} val · "
+            f"format {s.get('format')}\n\n**Flagged rows by kind**\n{flags or '- none'}\n\n"
+            f"**Files that could not be used** ({s.get('errors', 0)})\n{errors or '- none'}")
+
+
+def load_view(ws, name: str, show_all: bool = False):
+    """(summary markdown, histogram frame, rate frame, review table frame) of a dataset."""
+    if not name:
+        empty = pd.DataFrame()
+        return "Choose or prepare a dataset.", empty, empty, pd.DataFrame(columns=TABLE_COLUMNS)
+    hist, rates = datasets.plot_data(ws, name)
+    table = pd.DataFrame(datasets.flagged_rows(ws, name, include_ok=show_all), columns=TABLE_COLUMNS + ["path"])
+    return summary_markdown(ws, name), pd.DataFrame(hist), pd.DataFrame(rates), table.drop(columns="path")
+
+
+def select_row(ws, name: str, row_id: str):
+    """(id, audio path, transcript) of the row picked in the review table."""
+    for r in datasets.flagged_rows(ws, name, include_ok=True):
+        if r["id"] == row_id:
+            return r["id"], r["path"], r["text"]
+    raise StudioError(f"Dataset {name!r} has no row {row_id!r}.")
+
+
+def edit_row(ws, name: str, row_id: str, action: str, text: str = "") -> str:
+    if not name or not row_id:
+        raise StudioError("Pick a row in the table first.")
+    summary = datasets.apply_edits(ws, name, [{"id": row_id, "action": action, "text": text}])
+    return f"{row_id}: {action} saved · {summary['usable_clips']} usable clips"
 
 
 def build(ctx: AppContext) -> None:
-    not_built("Dataset upload, checking and preparation", "issue 4")
+    ws = ctx.workspace
+    gr.Markdown("### Import a dataset\nA zip or files in LJSpeech layout (`metadata.csv` + `wavs/`), a CSV/TSV "
+                "with audio and text columns, audio + `.txt` pairs, long recordings with `.srt`/`.vtt`, or long "
+                "recordings alone (cut by voice activity). Uploads are kept exactly as received under `raw/`.")
+    with gr.Row():
+        files = gr.File(label="Upload", file_count="multiple", elem_id="dataset-upload")
+        with gr.Column():
+            path = gr.Textbox(label="...or a path inside the workspace", placeholder="uploads/my_corpus.zip")
+            name = gr.Textbox(label="Dataset name", placeholder="my-voice", elem_id="dataset-name")
+            with gr.Row():
+                fmt = gr.Dropdown(list(datasets.FORMATS), value="auto", label="Format")
+                frontend = gr.Dropdown(list(FRONTENDS), value="phoneme", label="Text frontend")
+    with gr.Accordion("CSV columns (chosen automatically unless the header is ambiguous)", open=False) as csv_box:
+        csv_info = gr.Markdown()
+        with gr.Row():
+            audio_col = gr.Dropdown([], label="Audio column", allow_custom_value=True)
+            text_col = gr.Dropdown([], label="Text column", allow_custom_value=True)
+            speaker_col = gr.Dropdown([], label="Speaker column (optional)", allow_custom_value=True)
+    with gr.Row():
+        prepare_btn = gr.Button("Prepare", variant="primary", elem_id="dataset-prepare")
+        cancel_btn = gr.Button("Cancel")
+    log = gr.Textbox(label="Log", lines=8, max_lines=20, elem_id="dataset-log")
+
+    gr.Markdown("### Review")
+    with gr.Row():
+        dataset = gr.Dropdown(ws.list_datasets(), label="Dataset", allow_custom_value=True, elem_id="dataset-pick")
+        show_all = gr.Checkbox(label="Show every row, not only flagged ones")
+        refresh = gr.Button("Refresh")
+        recheck_btn = gr.Button("Re-check")
+    summary = gr.Markdown(elem_id="dataset-summary")
+    with gr.Row():
+        hist = gr.BarPlot(x="seconds", y="clips", sort="x", title="Clip durations", height=260)
+        rate = gr.ScatterPlot(x="duration", y="chars_per_s", color="status", title="Speaking rate", height=260)
+    table = gr.Dataframe(headers=TABLE_COLUMNS, interactive=False, wrap=True, label="Flagged rows (click one)",
+                         elem_id="dataset-flagged")
+    with gr.Row():
+        row_id = gr.Textbox(label="Row", interactive=False)
+        player = gr.Audio(label="Clip", type="filepath", interactive=False)
+    text = gr.Textbox(label="Transcript (edit, then Save text)")
+    with gr.Row():
+        exclude_btn = gr.Button("Exclude")
+        keep_btn = gr.Button("Keep")
+        save_btn = gr.Button("Save text")
+    status = gr.Markdown()
+
+    # ---- wiring
+    def on_upload(f, p):
+        info = inspect_upload(ws, f, p)
+        if not info:
+            return gr.update(), gr.update(), gr.update(), "", gr.update()
+        cols = [str(c) for c in info["columns"]]
+        note = ("**Choose the audio and text columns: the header is ambiguous.**" if info["ambiguous"]
+                else f"Detected {info['rows']} rows.")
+        return (gr.update(choices=cols, value=info["audio"]), gr.update(choices=cols, value=info["text"]),
+                gr.update(choices=[""] + cols, value=info["speaker"] or ""), note, gr.update(open=info["ambiguous"]))
+
+    files.change(on_upload, [files, path], [audio_col, text_col, speaker_col, csv_info, csv_box], api_name="dataset_inspect")
+
+    def on_prepare(f, p, n, fm, fe, a, t, s, progress=gr.Progress()):
+        yield from run_prepare(ws, f, p, n, fm, fe, a, t, s, progress)
+
+    def on_view(n, everything):
+        return load_view(ws, n, everything)
+
+    def on_prepared(n):
+        return gr.update(choices=ws.list_datasets(), value=n)
+
+    view_outputs = [summary, hist, rate, table]
+    prep = prepare_btn.click(on_prepare, [files, path, name, fmt, frontend, audio_col, text_col, speaker_col], log,
+                             api_name="dataset_prepare")
+    prep.then(on_prepared, name, dataset).then(on_view, [dataset, show_all], view_outputs)
+    cancel_btn.click(None, None, None, cancels=[prep])
+    dataset.change(on_view, [dataset, show_all], view_outputs, api_name="dataset_view")
+    show_all.change(on_view, [dataset, show_all], view_outputs)
+    refresh.click(on_prepared, dataset, dataset).then(on_view, [dataset, show_all], view_outputs)
+    recheck_btn.click(lambda n: f"Re-checked: {datasets.recheck(ws, n)['flagged_clips']} flagged row(s)", dataset,
+                      status, api_name="dataset_recheck").then(on_view, [dataset, show_all], view_outputs)
+
+    def on_select(n, frame, evt: gr.SelectData):
+        return select_row(ws, n, str(frame.iloc[evt.index[0]]["id"]))
+
+    table.select(on_select, [dataset, table], [row_id, player, text])
+    for btn, action in ((exclude_btn, "exclude"), (keep_btn, "keep"), (save_btn, "text")):
+        btn.click(lambda n, r, t, a=action: edit_row(ws, n, r, a, t), [dataset, row_id, text], status,
+                  api_name=f"dataset_{action}").then(on_view, [dataset, show_all], view_outputs)

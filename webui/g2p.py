@@ -1,9 +1,124 @@
-"""Tab: The Amharic text frontend (normalizer, G2P, pronunciation dictionary)."""
+"""Tab: the Amharic text frontend. Type text and see what the model will be told to say; edit the
+pronunciation dictionary that overrides the rules; convert a whole dataset's transcripts."""
 from __future__ import annotations
 
-from webui.components import not_built
+from functools import partial
+
+import gradio as gr
+
+from utils.events import StudioError
+from utils.text import load_user_dict, save_user_dict, word_to_ipa
+from utils.text.convert import analyze, convert_dataset
+from utils.text.lexicon import dict_from_rows
+from utils.workspace import Workspace
 from webui.context import AppContext
+
+EXAMPLE = "በ፲፰፻፹፯ ዓ.ም ዶ/ር አበበ ወደ ት/ቤት ሄዱ። 2ኛው ቀን 25 ብር ከፈሉ፤ ልጆቻቸው ደስ አላቸው!"
+
+
+def _user_dict(ws: Workspace) -> dict:
+    try:
+        return load_user_dict(ws)
+    except StudioError as exc:
+        raise gr.Error(str(exc))
+
+
+def explain(ws: Workspace, text: str) -> tuple[str, str, str, str]:
+    """Text -> normalized text, IPA, model symbols, warnings."""
+    a = analyze(text or "", _user_dict(ws))
+    notes = "\n".join(f"- {w}" for w in a.warnings + [f"not in the model's symbols: {m}" for m in a.missing])
+    return a.normalized, a.ipa, " ".join("|" if s == " " else s for s in a.symbols) + f"\n\n{len(a.ids)} ids: {a.ids}", notes or "No warnings."
+
+
+def dict_rows(ws: Workspace) -> list[list[str]]:
+    return [[w, " ".join(s)] for w, s in sorted(_user_dict(ws).items())]
+
+
+def save_rows(ws: Workspace, rows) -> tuple[list[list[str]], str]:
+    values = rows.values.tolist() if hasattr(rows, "values") else rows
+    mapping, problems = dict_from_rows(values)
+    if problems:
+        raise gr.Error("Not saved: " + "; ".join(problems[:5]))
+    path = save_user_dict(ws, mapping)
+    return dict_rows(ws), f"Saved {len(mapping)} word(s) to `{path}`; training and inference use them."
+
+
+def add_word(ws: Workspace, word: str, ipa: str) -> tuple[list[list[str]], str]:
+    mapping, problems = dict_from_rows([[word, ipa]])
+    if problems or not mapping:
+        raise gr.Error("Give one word and its IPA segments separated by spaces, e.g. ሰላም → s ə l a m")
+    save_user_dict(ws, {**_user_dict(ws), **mapping})
+    return dict_rows(ws), f"{word.strip()} → {' '.join(next(iter(mapping.values())))} saved."
+
+
+def suggest(word: str) -> str:
+    """The rules' reading of a word, as a starting point for a dictionary entry."""
+    return " ".join(word_to_ipa(word.strip())) if word and word.strip() else ""
+
+
+def dataset_choices(ws: Workspace):
+    return gr.Dropdown(choices=ws.list_datasets())
+
+
+def convert(ws: Workspace, name: str, progress=gr.Progress()) -> str:
+    if not name:
+        raise gr.Error("Pick a dataset first.")
+    summary = None
+    try:
+        for event in convert_dataset(ws, name):
+            progress(event.fraction, desc=event.message)
+            summary = event.result or summary
+    except StudioError as exc:
+        raise gr.Error(str(exc))
+    lines = [f"**{summary['changed']} of {summary['rows']}** transcripts updated in `{name}`."]
+    if summary["missing"]:
+        lines.append("Symbols the phoneme vocabulary lacks (skipped): " + ", ".join(summary["missing"]))
+    lines += [f"- {w}" for w in summary["warnings"][:50]]
+    if len(summary["warnings"]) > 50:
+        lines.append(f"... and {len(summary['warnings']) - 50} more warnings.")
+    return "\n".join(lines)
 
 
 def build(ctx: AppContext) -> None:
-    not_built("The Amharic text frontend (normalizer, G2P, pronunciation dictionary)", "issue 3")
+    ws = ctx.workspace
+    gr.Markdown("Type Amharic to see the words a voice will say (numbers, dates and abbreviations "
+                "read out), their IPA, and the symbols the model receives.")
+    with gr.Row():
+        text = gr.Textbox(label="Amharic text", value=EXAMPLE, lines=3, elem_id="g2p-input", scale=3)
+        run = gr.Button("Convert", variant="primary", elem_id="g2p-run", scale=1)
+    normalized = gr.Textbox(label="Normalized text", interactive=False, elem_id="g2p-normalized")
+    ipa = gr.Textbox(label="IPA (| between words)", interactive=False, elem_id="g2p-ipa")
+    symbols = gr.Textbox(label="Model symbols and ids (phoneme tokenizer)", interactive=False, lines=2,
+                         elem_id="g2p-symbols")
+    notes = gr.Markdown(elem_id="g2p-warnings")
+
+    gr.Markdown("### Pronunciation dictionary\nA word here is read exactly as written, in training and "
+                "inference alike. IPA segments are separated by spaces; a geminate is written `tː`.")
+    with gr.Row():
+        word = gr.Textbox(label="Word", elem_id="g2p-dict-word")
+        word_ipa = gr.Textbox(label="IPA segments", elem_id="g2p-dict-ipa")
+        fill = gr.Button("Fill from rules", elem_id="g2p-dict-suggest")
+        add = gr.Button("Add / update", elem_id="g2p-dict-add")
+    table = gr.Dataframe(value=partial(dict_rows, ws), headers=["word", "IPA"], datatype=["str", "str"],
+                         column_count=2, interactive=True, elem_id="g2p-dict-table")
+    with gr.Row():
+        save = gr.Button("Save dictionary", elem_id="g2p-dict-save")
+        reload = gr.Button("Reload", elem_id="g2p-dict-reload")
+    dict_status = gr.Markdown(elem_id="g2p-dict-status")
+
+    gr.Markdown("### Convert a dataset\nFills `normalized` and `phonemes` of every transcript in the "
+                "dataset's manifest with the current rules and dictionary.")
+    with gr.Row():
+        dataset = gr.Dropdown(label="Dataset", choices=ws.list_datasets(), elem_id="g2p-dataset")
+        refresh = gr.Button("Refresh list", elem_id="g2p-dataset-refresh")
+        go = gr.Button("Convert transcripts", variant="primary", elem_id="g2p-convert")
+    convert_status = gr.Markdown(elem_id="g2p-convert-status")
+
+    run.click(partial(explain, ws), text, [normalized, ipa, symbols, notes], api_name="g2p_explain")
+    text.submit(partial(explain, ws), text, [normalized, ipa, symbols, notes], api_name=False)
+    fill.click(suggest, word, word_ipa, api_name="g2p_suggest")
+    add.click(partial(add_word, ws), [word, word_ipa], [table, dict_status], api_name="g2p_dict_add")
+    save.click(partial(save_rows, ws), table, [table, dict_status], api_name="g2p_dict_save")
+    reload.click(partial(dict_rows, ws), None, table, api_name="g2p_dict_load")
+    refresh.click(partial(dataset_choices, ws), None, dataset, api_name="g2p_datasets")
+    go.click(partial(convert, ws), dataset, convert_status, api_name="g2p_convert")

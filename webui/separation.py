@@ -1,9 +1,158 @@
-"""Tab: Music removal."""
+"""Tab: Music removal.
+
+Handlers are small module functions taking the workspace first (tests call them directly); `build`
+wires them to components. All work happens in `utils.separation`.
+"""
 from __future__ import annotations
 
-from webui.components import not_built
+from functools import partial
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from utils import separation
+from utils.events import StudioError
+from utils.separation import dataset as sep_dataset
 from webui.context import AppContext
+
+BACKEND_LABELS = [("auto (best available)", "auto"), ("Spleeter 2-stem (offline)", "spleeter"),
+                  ("Demucs (needs its weights)", "demucs"), ("signal processing (no weights)", "dsp")]
+TABLE_COLUMNS = ["id", "music score", "music", "in use"]
+
+
+def backend_note(backend: str) -> str:
+    choice = separation.choose_backend(backend or "auto")
+    return f"**Backend:** {choice.name}: {choice.reason}"
+
+
+def dataset_choices(ws) -> dict:
+    return gr.update(choices=ws.list_datasets())
+
+
+def clip_table(ws, name: str) -> pd.DataFrame:
+    if not name:
+        return pd.DataFrame(columns=TABLE_COLUMNS)
+    return pd.DataFrame(sep_dataset.summary(ws, name), columns=TABLE_COLUMNS)
+
+
+def clip_ids(ws, name: str) -> dict:
+    ids = [] if not name else [r["id"] for r in sep_dataset.summary(ws, name)]
+    return gr.update(choices=ids, value=ids[0] if ids else None)
+
+
+def _drive(events, progress):
+    """Run an event generator, moving the progress bar; yields the log text after each event.
+
+    Being a generator is what lets the Cancel button stop the work between two events."""
+    lines = []
+    for event in events:
+        if progress is not None and event.total:
+            progress(event.fraction, desc=event.format()[:120])
+        lines.append(event.format())
+        yield "\n".join(lines[-300:])
+
+
+def run_dataset(ws, name: str, backend: str, gate: bool, progress=gr.Progress()):
+    """Separate every clip of a dataset; yields (log, clip table)."""
+    if not name:
+        raise gr.Error("Pick a dataset first.")
+    try:
+        for log in _drive(sep_dataset.process_dataset(ws, name, backend or "auto", gate=bool(gate)), progress):
+            yield log, gr.update()
+    except StudioError as exc:
+        raise gr.Error(str(exc)) from exc
+    yield log, clip_table(ws, name)
+
+
+def run_file(ws, path: str, backend: str, gate: bool, progress=gr.Progress()):
+    """Separate one uploaded file; yields (log, original, speech, residual)."""
+    if not path:
+        raise gr.Error("Upload an audio file first.")
+    src = Path(path)
+    out = ws.uploads / "separated"
+    speech, residual = out / f"{src.stem}.speech.wav", out / f"{src.stem}.residual.wav"
+    try:
+        for log in _drive(separation.separate_file(src, speech, residual, backend=backend or "auto",
+                                                   gate=bool(gate)), progress):
+            yield log, gr.update(), gr.update(), gr.update()
+    except StudioError as exc:
+        raise gr.Error(str(exc)) from exc
+    yield log, str(src), str(speech), str(residual)
+
+
+def show_clip(ws, name: str, clip_id: str):
+    """Before/after players of one clip (after is empty when it had no music)."""
+    if not name or not clip_id:
+        return None, None
+    try:
+        before, after = sep_dataset.clip_paths(ws, name, clip_id)
+    except StudioError as exc:
+        raise gr.Error(str(exc)) from exc
+    return str(before), (str(after) if after else None)
+
+
+def accept(ws, name: str):
+    if not name:
+        raise gr.Error("Pick a dataset first.")
+    n = sep_dataset.accept(ws, name)
+    return f"{n} clip(s) now use their music-removed audio (originals kept under audio/ and raw/).", clip_table(ws, name)
+
+
+def revert(ws, name: str):
+    if not name:
+        raise gr.Error("Pick a dataset first.")
+    n = sep_dataset.revert(ws, name)
+    return f"{n} clip(s) point back at their original audio.", clip_table(ws, name)
 
 
 def build(ctx: AppContext) -> None:
-    not_built("Music removal", "issue 5")
+    ws = ctx.workspace
+    gr.Markdown("Remove background music under speech. A music detector checks every clip first: clips "
+                "without music pass through untouched. Originals are never changed; results go to `separated/`.")
+    with gr.Row():
+        backend = gr.Radio(BACKEND_LABELS, value="auto", label="Backend", elem_id="sep-backend")
+        gate = gr.Checkbox(True, label="Only separate clips where music is detected", elem_id="sep-gate")
+    note = gr.Markdown(backend_note("auto"), elem_id="sep-backend-note")
+    with gr.Tabs():
+        with gr.Tab("Dataset"):
+            with gr.Row():
+                name = gr.Dropdown(ws.list_datasets(), label="Dataset", elem_id="sep-dataset")
+                refresh = gr.Button("Refresh list", size="sm")
+            with gr.Row():
+                run_ds = gr.Button("Remove music", variant="primary", elem_id="sep-run")
+                stop_ds = gr.Button("Cancel", variant="stop", elem_id="sep-cancel")
+            table = gr.Dataframe(clip_table(ws, ""), interactive=False, label="Clips", elem_id="sep-table")
+            clip = gr.Dropdown([], label="Listen to a clip", elem_id="sep-clip")
+            with gr.Row():
+                before = gr.Audio(type="filepath", label="Before", interactive=False)
+                after = gr.Audio(type="filepath", label="After (empty: no music found)", interactive=False)
+            with gr.Row():
+                accept_btn = gr.Button("Accept: use separated audio for training", elem_id="sep-accept")
+                revert_btn = gr.Button("Revert to originals", elem_id="sep-revert")
+            status = gr.Markdown(elem_id="sep-status")
+        with gr.Tab("One file"):
+            upload = gr.Audio(type="filepath", label="Audio file", sources=["upload"], elem_id="sep-upload")
+            with gr.Row():
+                run_one = gr.Button("Remove music", variant="primary", elem_id="sep-run-file")
+                stop_one = gr.Button("Cancel", variant="stop")
+            with gr.Row():
+                file_before = gr.Audio(type="filepath", label="Before", interactive=False)
+                file_speech = gr.Audio(type="filepath", label="Speech", interactive=False)
+                file_residual = gr.Audio(type="filepath", label="Removed", interactive=False)
+    log = gr.Textbox(label="Log", lines=8, max_lines=20, elem_id="sep-log")
+
+    backend.change(backend_note, backend, note, api_name="separation_backend")
+    refresh.click(partial(dataset_choices, ws), None, name, api_name="separation_datasets")
+    name.change(partial(clip_table, ws), name, table, api_name="separation_table").then(
+        partial(clip_ids, ws), name, clip)
+    ds_event = run_ds.click(partial(run_dataset, ws), [name, backend, gate], [log, table],
+                            api_name="separation_run_dataset")
+    ds_event.then(partial(clip_ids, ws), name, clip)
+    stop_ds.click(None, None, None, cancels=[ds_event])
+    clip.change(partial(show_clip, ws), [name, clip], [before, after], api_name="separation_clip")
+    accept_btn.click(partial(accept, ws), name, [status, table], api_name="separation_accept")
+    revert_btn.click(partial(revert, ws), name, [status, table], api_name="separation_revert")
+    file_event = run_one.click(partial(run_file, ws), [upload, backend, gate],
+                               [log, file_before, file_speech, file_residual], api_name="separation_run_file")
+    stop_one.click(None, None, None, cancels=[file_event])

@@ -1,9 +1,165 @@
-"""Tab: Training from the browser."""
+"""Tab: start a run, watch it live (log, loss, MCD, LR, speed, GPU memory, samples), stop, resume.
+
+Everything shown is read from the run's files once a second, so a reload, a second browser or an
+app restart shows the same run; the run itself is its own process (utils/jobs).
+"""
 from __future__ import annotations
 
-from webui.components import not_built
+import gradio as gr
+import pandas as pd
+
+from utils import jobs, runs
+from utils.events import StudioError
 from webui.context import AppContext
+
+MAX_SAMPLES = 4
+LOSS = lambda k: "loss" in k  # noqa: E731
+QUALITY = lambda k: "mcd" in k  # noqa: E731
+LR = lambda k: k == "lr"  # noqa: E731
+SPEED = lambda k: k in ("samples_per_s", "frames_per_s")  # noqa: E731
+MEMORY = lambda k: "mem" in k or k.startswith("nvml") or k.startswith("gpu_util")  # noqa: E731
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["step", "series", "value"])
+
+
+def run_choices(ctx: AppContext) -> list[str]:
+    return [r["run"] for r in runs.run_table(ctx.workspace)]
+
+
+def default_run(ctx: AppContext) -> str | None:
+    """The run to show when nothing is selected: an active one, else the newest."""
+    table = runs.run_table(ctx.workspace)
+    active = [r["run"] for r in table if r["status"] in ("running", "stopping", "queued")]
+    return (active or [r["run"] for r in table] or [None])[0]
+
+
+def refresh_list(ctx: AppContext, selected: str | None):
+    table = runs.run_table(ctx.workspace)
+    names = [r["run"] for r in table]
+    value = selected if selected in names else default_run(ctx)
+    return pd.DataFrame(table, columns=["run", "status", "step", "dataset", "preset", "best (val MCD)", "started"]), \
+        gr.update(choices=names, value=value)
+
+
+def refresh_run(ctx: AppContext, name: str | None):
+    """Everything the live panel shows, from the run's files."""
+    empty = _frame([])
+    if not name:
+        return ("No run yet: choose a dataset above and press Start.", "", empty, empty, empty, empty, empty,
+                *[gr.update(value=None, visible=False)] * MAX_SAMPLES)
+    try:
+        v = runs.view(ctx.workspace, name)
+    except StudioError as exc:
+        return (str(exc), "", empty, empty, empty, empty, empty, *[gr.update(value=None, visible=False)] * MAX_SAMPLES)
+    samples = [gr.update(value=str(p), label=f"step {s}: {p.stem}", visible=True) for s, p in v.samples[:MAX_SAMPLES]]
+    samples += [gr.update(value=None, visible=False)] * (MAX_SAMPLES - len(samples))
+    return (v.summary(), v.log, _frame(v.series(LOSS)), _frame(v.series(QUALITY)), _frame(v.series(LR)),
+            _frame(v.series(SPEED)), _frame(v.series(MEMORY)), *samples)
 
 
 def build(ctx: AppContext) -> None:
-    not_built("Training from the browser", "issue 7")
+    from utils import inference
+
+    ws = ctx.workspace
+    gr.Markdown("Training runs in its own process: close the tab, reload, or restart the app — the run goes on "
+                "and this page finds it again. Settings come from the **Optimizations** tab.")
+    with gr.Row():
+        dataset = gr.Dropdown(ws.list_datasets(), label="dataset", allow_custom_value=False)
+        preset = gr.Radio(["tiny", "small", "base"], value="small", label="model size",
+                          info="tiny: minutes on a CPU (tests); small; base: ~18M parameters (GPU)")
+        run_name = gr.Textbox(label="run name", placeholder="automatic: dataset + time")
+        max_steps = gr.Number(value=20000, precision=0, label="steps", minimum=1)
+    with gr.Row():
+        init = gr.Dropdown(["(from scratch)"] + runs.list_checkpoints(ws), value="(from scratch)",
+                           label="start from", info="a checkpoint to fine-tune, or scratch")
+        mode = gr.Radio(["full", "freeze_encoder", "new_speaker"], value="full", label="fine-tune mode",
+                        info="freeze_encoder keeps the text encoder; new_speaker trains only the new speaker's rows")
+        all_gpus = gr.Checkbox(False, label="use every GPU (torchrun, DDP)")
+        start = gr.Button("Start training", variant="primary")
+    message = gr.Markdown(elem_id="train-message")
+
+    gr.Markdown("### Runs")
+    with gr.Row():
+        run_list = gr.Dataframe(refresh_list(ctx, None)[0], interactive=False, wrap=True, elem_id="run-list", scale=3)
+    with gr.Row():
+        selected = gr.Dropdown(run_choices(ctx), value=default_run(ctx), label="run shown below", scale=2,
+                               elem_id="run-select")
+        stop = gr.Button("Stop", variant="stop", elem_id="stop-button")
+        resume = gr.Button("Resume", elem_id="resume-button")
+        confirm = gr.Checkbox(False, label="yes, delete it")
+        delete = gr.Button("Delete")
+        voice_name = gr.Textbox(label="voice name", placeholder="export the best checkpoint as a voice", scale=2)
+        export = gr.Button("Export as voice")
+
+    summary = gr.Markdown(elem_id="run-summary")
+    log = gr.Textbox(label="log (newest at the bottom)", lines=16, max_lines=16, autoscroll=True, interactive=False,
+                     elem_id="train-log", elem_classes=["log-box"])
+    with gr.Row():
+        loss_plot = gr.LinePlot(x="step", y="value", color="series", label="losses", height=260, elem_id="loss-plot")
+        mcd_plot = gr.LinePlot(x="step", y="value", color="series", label="validation MCD (dB)", height=260)
+    with gr.Row():
+        lr_plot = gr.LinePlot(x="step", y="value", color="series", label="learning rate", height=220)
+        speed_plot = gr.LinePlot(x="step", y="value", color="series", label="speed", height=220)
+        mem_plot = gr.LinePlot(x="step", y="value", color="series", label="GPU memory (GiB) and utilization",
+                               height=220)
+    gr.Markdown("**Samples rendered at evaluations (newest first)**")
+    with gr.Row():
+        players = [gr.Audio(visible=False, interactive=False, type="filepath") for _ in range(MAX_SAMPLES)]
+
+    live_outputs = [summary, log, loss_plot, mcd_plot, lr_plot, speed_plot, mem_plot, *players]
+
+    # ------------------------------------------------------------------------------- events
+    def on_start(dataset, preset, run_name, max_steps, init, mode, all_gpus):
+        try:
+            status = runs.start_training(ws, dataset, preset, run_name or "", "" if init == "(from scratch)" else init,
+                                         mode, int(max_steps or 0) or None, all_gpus)
+        except StudioError as exc:
+            raise gr.Error(str(exc))
+        note = f"Run **{status['run']}** {status['state']}" + (f": {status['message']}" if status.get("message") else "")
+        return note, *refresh_list(ctx, status["run"])
+
+    def on_stop(name):
+        if not name:
+            raise gr.Error("Choose a run first.")
+        return runs_action(lambda: jobs.stop(ws, name))
+
+    def on_resume(name):
+        if not name:
+            raise gr.Error("Choose a run first.")
+        return runs_action(lambda: f"Resuming {name}: {runs.resume_training(ws, name)['state']}")
+
+    def on_delete(name, confirmed):
+        if not confirmed:
+            raise gr.Error("Tick 'yes, delete it' first: a deleted run cannot be brought back.")
+        return runs_action(lambda: runs.delete(ws, name))
+
+    def on_export(name, voice):
+        v = runs.view(ws, name)
+        best = v.status.get("best_checkpoint") or (str(v.checkpoints[-1][1]) if v.checkpoints else None)
+        if not best:
+            raise gr.Error(f"{name} has no checkpoint yet.")
+        return runs_action(lambda: f"Exported voice to {inference.export_voice(ws, best, voice or name)}")
+
+    def runs_action(action):
+        try:
+            return action()
+        except StudioError as exc:
+            raise gr.Error(str(exc))
+
+    start.click(on_start, [dataset, preset, run_name, max_steps, init, mode, all_gpus],
+                [message, run_list, selected], api_name="start_training")
+    stop.click(on_stop, selected, message, api_name="stop_training")
+    resume.click(on_resume, selected, message, api_name="resume_training")
+    delete.click(on_delete, [selected, confirm], message, api_name="delete_run")
+    export.click(on_export, [selected, voice_name], message, api_name="export_voice")
+    selected.change(lambda n: refresh_run(ctx, n), selected, live_outputs, show_progress="hidden")
+
+    fast = gr.Timer(1.0)
+    fast.tick(lambda n: refresh_run(ctx, n), selected, live_outputs, api_name="refresh_run", show_progress="hidden")
+    slow = gr.Timer(4.0)
+    slow.tick(lambda n: refresh_list(ctx, n), selected, [run_list, selected], show_progress="hidden")
+    slow.tick(lambda: (gr.update(choices=ws.list_datasets()),
+                       gr.update(choices=["(from scratch)"] + runs.list_checkpoints(ws))), None, [dataset, init],
+              show_progress="hidden")

@@ -18,8 +18,12 @@ def _silero():
     import torch
     from silero_vad import load_silero_vad
 
+    import warnings
+
     torch.set_num_threads(1)  # one VAD per worker process; the pool provides the parallelism
-    return load_silero_vad()
+    with warnings.catch_warnings():  # the packaged model is TorchScript; torch warns about jit.load
+        warnings.simplefilter("ignore", FutureWarning)
+        return load_silero_vad()
 
 
 def speech_segments(path: Path, threshold: float = 0.5) -> list[tuple[float, float]]:

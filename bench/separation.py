@@ -1,0 +1,144 @@
+"""Music removal benchmark: SI-SDR improvement on speech + synthetic music, pass-through, speed.
+
+    python bench/separation.py                      # CPU: quality table + speed on 60 s
+    python bench/separation.py --voices 2 --quick   # a smaller run
+    python bench/separation.py --json out.json      # also save the numbers with the machine
+
+Mixtures are made here: espeak-ng Amharic (several voices, three sentences each) + synthetic music
+(chords, bass, drums; utils.separation.evaluation) at +5, 0 and -5 dB SNR. The oracle is the ideal
+ratio mask |S| / (|S| + |M|) on a 2048/512 STFT: what a perfect magnitude mask could do.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.helpers import espeak_amharic, sentences  # noqa: E402
+from utils.audio import load_audio  # noqa: E402
+from utils.separation import api  # noqa: E402
+from utils.separation.evaluation import mix_at_snr, si_sdr, synth_music  # noqa: E402
+
+VOICES = ("am", "am+f2", "am+m3", "am+f4", "am+m1", "am+f3")
+SNRS = (5.0, 0.0, -5.0)
+
+
+def oracle(mix: np.ndarray, speech: np.ndarray, music: np.ndarray, sr: int) -> np.ndarray:
+    import scipy.signal as ss
+
+    _, _, m = ss.stft(mix, sr, nperseg=2048, noverlap=1536)
+    _, _, s = ss.stft(speech, sr, nperseg=2048, noverlap=1536)
+    _, _, b = ss.stft(music, sr, nperseg=2048, noverlap=1536)
+    _, y = ss.istft(m * np.abs(s) / (np.abs(s) + np.abs(b) + 1e-9), sr, nperseg=2048, noverlap=1536)
+    return y[:len(mix)]
+
+
+def make_clips(n_voices: int, folder: Path) -> tuple[list[np.ndarray], int]:
+    texts = sentences(3 * n_voices)
+    clips = []
+    for i, voice in enumerate(VOICES[:n_voices]):
+        audio, sr = load_audio(espeak_amharic(" ".join(texts[3 * i:3 * i + 3]), folder / f"{i}.wav", voice))
+        clips.append(audio)
+    return clips, sr
+
+
+def quality(clips, sr, backends, device: str) -> dict:
+    rows = {}
+    for name in ("oracle",) + tuple(backends):
+        for snr in SNRS:
+            gains = []
+            for i, speech in enumerate(clips):
+                mix, ref, music = mix_at_snr(speech, synth_music(len(speech) / sr, sr, seed=i, bpm=90 + 8 * i), snr)
+                est = oracle(mix, ref, music, sr) if name == "oracle" else api.separate_verbose(mix, sr, name, gate=False, device=device).speech
+                gains.append(si_sdr(est, ref) - si_sdr(mix, ref))
+            rows[(name, snr)] = (float(np.mean(gains)), float(np.min(gains)))
+        if name != "oracle":  # clean speech in: with the gate (what the app does) and forced through the model
+            gated = [si_sdr(api.separate_verbose(c, sr, name, device=device).speech, c) for c in clips]
+            forced = [si_sdr(api.separate_verbose(c, sr, name, gate=False, device=device).speech, c) for c in clips]
+            rows[(name, "clean")] = (float(np.mean(np.minimum(gated, 99))), float(np.mean(forced)))
+    return rows
+
+
+def speed(clips, sr, backends, seconds: float, device: str) -> dict:
+    speech = np.concatenate(clips * int(np.ceil(seconds * sr / sum(len(c) for c in clips))))[:int(seconds * sr)]
+    mix, _, _ = mix_at_snr(speech, synth_music(seconds, sr, seed=9), 0.0)
+    out = {}
+    for name in backends:
+        model = api.get_backend(name, device)
+        batch = api.batch_size() if device != "cpu" else 1
+        run = lambda: api.separate_verbose(mix, sr, name, gate=True, batch=batch, device=device)  # noqa: E731
+        api.separate_verbose(mix[:sr * 12], sr, name, gate=False, batch=batch, device=device)  # warm-up: weights, kernels
+        _sync(device)
+        t0 = time.perf_counter()
+        run()
+        _sync(device)
+        out[name] = (seconds / (time.perf_counter() - t0), batch, getattr(model, "device", "cpu"))
+    return out
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def machine(device: str) -> str:
+    import torch
+
+    gpu = f", {torch.cuda.get_device_name(0)}" if device == "cuda" else ""
+    return (f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, "
+            f"{os.cpu_count()} cores visible{gpu}, torch {torch.__version__}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--voices", type=int, default=5)
+    p.add_argument("--backends", default="spleeter,dsp")
+    p.add_argument("--seconds", type=float, default=60.0, help="length of the speed test")
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads (the goal is for 2 cores)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--skip-quality", action="store_true")
+    p.add_argument("--json", metavar="FILE")
+    args = p.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    backends = tuple(b for b in args.backends.split(",") if b)
+    with tempfile.TemporaryDirectory() as tmp:
+        clips, sr = make_clips(args.voices, Path(tmp))
+    total = sum(len(c) for c in clips) / sr
+    print(f"# machine: {machine(args.device)}")
+    print(f"# {len(clips)} voices, {total:.0f} s of espeak-ng Amharic at {sr} Hz\n")
+    results: dict = {"machine": machine(args.device), "voices": len(clips), "seconds_of_speech": total}
+    if not args.skip_quality:
+        rows = quality(clips, sr, backends, args.device)
+        print("| method | SI-SDRi +5 dB | SI-SDRi 0 dB | SI-SDRi -5 dB | clean in: gated / forced (SI-SDR) |")
+        print("|---|---|---|---|---|")
+        for name in ("oracle",) + backends:
+            cells = [f"{rows[(name, s)][0]:+.1f} (min {rows[(name, s)][1]:+.1f})" for s in SNRS]
+            clean = rows.get((name, "clean"))
+            cells.append("-" if clean is None else f"{'>= 99' if clean[0] >= 99 else f'{clean[0]:.1f}'} / {clean[1]:.1f} dB")
+            print(f"| {name} | " + " | ".join(cells) + " |")
+        results["quality"] = {f"{k[0]}@{k[1]}": v for k, v in rows.items()}
+    print(f"\n| backend | device | batch | speed on {args.seconds:.0f} s at 0 dB (x real time) |")
+    print("|---|---|---|---|")
+    sp = speed(clips, sr, backends, args.seconds, args.device)
+    for name, (rtf, batch, dev) in sp.items():
+        print(f"| {name} | {dev} | {batch} | {rtf:.1f}x |")
+    results["speed"] = {k: {"x_realtime": v[0], "batch": v[1], "device": v[2]} for k, v in sp.items()}
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

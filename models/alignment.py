@@ -1,0 +1,71 @@
+"""Monotonic alignment search (Glow-TTS / Matcha) and the hard-path helpers around it.
+
+`maximum_path` finds, per utterance, the monotonic path through a [tokens x frames] log-likelihood
+matrix that maximises the summed log-likelihood (each token gets >= 1 frame). It uses the maintained
+Cython kernel from the `monotonic-alignment-search` package when it is installed, else a torch
+version of the same dynamic programme (per-frame recursion over all tokens at once, then a
+backtrack vectorised over the batch). Always float32: the -inf bookkeeping breaks in fp16/bf16.
+"""
+from __future__ import annotations
+
+import torch
+
+try:  # Cython kernel, parallel over the batch on the CPU
+    from monotonic_alignment_search import maximum_path_cython as _mas_cython
+except ImportError:  # pragma: no cover - depends on the environment
+    _mas_cython = None
+
+
+def sequence_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
+    """lengths [B] -> bool [B, max_len], True on real positions."""
+    max_len = int(max_len or lengths.max())
+    return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]
+
+
+def maximum_path(log_p: torch.Tensor, mask: torch.Tensor, implementation: str = "auto") -> torch.Tensor:
+    """log_p: [B, N, T] log-likelihood of frame t under token n; mask: [B, N, T] (1 on valid cells)
+    -> hard alignment [B, N, T] of 0/1 (same dtype as log_p)."""
+    log_p = log_p.float()
+    if implementation == "auto":
+        implementation = "cython" if _mas_cython is not None else "torch"
+    if implementation == "cython":
+        return _mas_cython(log_p.detach(), mask).to(log_p.dtype)
+    return maximum_path_torch(log_p.detach(), mask)
+
+
+@torch.no_grad()
+def maximum_path_torch(log_p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Torch MAS: Q[n, t] = L[n, t] + max(Q[n, t-1], Q[n-1, t-1]), then backtrack. Shapes as maximum_path."""
+    b, n_max, t_max = log_p.shape
+    device = log_p.device
+    mask = mask.bool()
+    n_len = mask[:, :, 0].sum(1)  # [B] tokens
+    t_len = mask[:, 0, :].sum(1)  # [B] frames
+    neg = torch.tensor(float("-inf"), device=device)
+    rows = torch.arange(n_max, device=device)
+    q = torch.full((b, n_max), float("-inf"), device=device)  # running column Q[:, :, t]
+    advance = torch.zeros(b, n_max, t_max, dtype=torch.bool, device=device)  # came from n-1 at frame t
+    for t in range(t_max):
+        if t == 0:
+            q = torch.where(rows[None] == 0, log_p[:, :, 0], neg)
+            continue
+        shifted = torch.cat([torch.full((b, 1), float("-inf"), device=device), q[:, :-1]], dim=1)  # Q[n-1, t-1]
+        advance[:, :, t] = shifted > q  # a tie keeps the token (stay)
+        q = log_p[:, :, t] + torch.maximum(q, shifted)
+        q = torch.where((rows[None] <= t) & (rows[None] < n_len[:, None]), q, neg)
+    path = torch.zeros(b, n_max, t_max, dtype=log_p.dtype, device=device)
+    index = n_len - 1  # [B] current token while walking back
+    batch = torch.arange(b, device=device)
+    for t in range(t_max - 1, -1, -1):
+        active = t < t_len
+        path[batch[active], index[active], t] = 1.0
+        step = active & (index > 0) & ((index == t) | advance[batch, index.clamp(min=0), t])
+        index = index - step.long()
+    return path
+
+
+def durations_to_path(durations: torch.Tensor, t_max: int) -> torch.Tensor:
+    """Integer durations [B, N] -> hard path [B, N, T]: token n covers frames cum[n-1] .. cum[n]-1."""
+    cum = torch.cumsum(durations, dim=1)  # [B, N]
+    frames = torch.arange(t_max, device=durations.device)[None, None, :]  # [1, 1, T]
+    return ((frames < cum[:, :, None]) & (frames >= (cum - durations)[:, :, None])).float()

@@ -1,0 +1,79 @@
+"""Multi-head self-attention over [B, C, T] sequences through torch's scaled_dot_product_attention.
+
+The kernel is picked per module by `backend` (set by the trainer, see `set_attention_backend`):
+  "flash"     FlashAttention first, memory-efficient as fallback (FlashAttention takes no padding mask,
+              so padded batches on a GPU run the memory-efficient kernel; unpadded ones run flash)
+  "efficient" memory-efficient kernel only (CUDA)
+  "math"      the reference implementation (any device)
+  "auto"      let PyTorch choose
+The choice is applied with `torch.nn.attention.sdpa_kernel` around the call, so it is the kernel
+this model really runs, not a global flag.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+BACKENDS = {
+    "flash": [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION],
+    "efficient": [SDPBackend.EFFICIENT_ATTENTION],
+    "math": [SDPBackend.MATH],
+    "auto": None,
+}
+
+
+def rope(x: torch.Tensor, n_rot: int, base: float = 10_000.0) -> torch.Tensor:
+    """Rotary position embedding on the first `n_rot` dims of each head. x: [B, H, T, D]."""
+    if n_rot <= 0:
+        return x
+    t = x.shape[2]
+    half = n_rot // 2
+    freqs = base ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)  # [half]
+    angles = torch.arange(t, device=x.device, dtype=torch.float32)[:, None] * freqs[None]  # [T, half]
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    x1, x2, rest = x[..., :half], x[..., half:n_rot], x[..., n_rot:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos, rest], dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, channels: int, n_heads: int, head_dim: int | None = None, dropout: float = 0.0,
+                 rope_fraction: float = 0.0, bias: bool = True):
+        super().__init__()
+        self.n_heads = n_heads
+        self.head_dim = head_dim or channels // n_heads
+        inner = self.n_heads * self.head_dim
+        self.qkv = nn.Linear(channels, 3 * inner, bias=bias)
+        self.out = nn.Linear(inner, channels)
+        self.dropout = dropout
+        self.n_rot = int(self.head_dim * rope_fraction) // 2 * 2
+        self.backend = "auto"  # set by set_attention_backend
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """x: [B, T, C]; mask: [B, T] bool (True = real frame), or None for an unpadded batch -> [B, T, C]."""
+        b, t, _ = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # 3 x [B, H, T, D]
+        q, k = rope(q, self.n_rot), rope(k, self.n_rot)
+        attn_mask = None if mask is None else mask[:, None, None, :]  # [B, 1, 1, T]: padded keys hidden
+        drop = self.dropout if self.training else 0.0
+        backends = BACKENDS[self.backend]
+        if backends is None:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=drop)
+        else:
+            with sdpa_kernel(backends):
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=drop)
+        return self.out(y.transpose(1, 2).reshape(b, t, -1))  # [B, T, C]
+
+
+def set_attention_backend(model: nn.Module, backend: str) -> int:
+    """Point every Attention module of `model` at one SDPA kernel family; returns how many were set."""
+    if backend not in BACKENDS:
+        raise ValueError(f"attention backend must be one of {sorted(BACKENDS)}, not {backend!r}")
+    n = 0
+    for m in model.modules():
+        if isinstance(m, Attention):
+            m.backend = backend
+            n += 1
+    return n
+

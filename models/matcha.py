@@ -1,0 +1,205 @@
+"""Matcha-TTS-style acoustic model: text encoder + duration predictor + MAS + flow-matching decoder.
+
+    model = MatchaTTS(MatchaConfig.preset("tiny", n_symbols=60, n_speakers=3))
+    losses = model(tokens, token_lens, mels, mel_lens, speakers)      # training: dict of scalar losses
+    out = model.synthesise(tokens, speaker=0, n_steps=10)              # out["mel"]: [1, n_feats, T] log-mel
+
+Mels inside the model are normalised, (logmel - mel_mean) / mel_std; `synthesise` returns the
+denormalised log-mel the vocoder expects. Sizes live in `MatchaConfig` and nowhere else.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field, fields
+
+import torch
+import torch.nn as nn
+
+from models.alignment import durations_to_path, maximum_path, sequence_mask
+from models.attention import set_attention_backend
+from models.decoder import LENGTH_MULTIPLE, Decoder
+from models.duration import DurationPredictor
+from models.flow_matching import FlowMatching
+from models.text_encoder import TextEncoder
+
+PRESETS = {
+    # trains on 2 CPU cores in minutes (tests)
+    "tiny": dict(enc_channels=64, enc_layers=2, enc_heads=2, enc_ffn=128, dp_channels=64, spk_dim=16,
+                 dec_channels=(64, 64), dec_blocks=1, dec_mid=1, dec_heads=2, dec_head_dim=32),
+    "small": dict(enc_channels=128, enc_layers=4, enc_heads=2, enc_ffn=512, dp_channels=192, spk_dim=32,
+                  dec_channels=(192, 192), dec_blocks=1, dec_mid=2, dec_heads=2, dec_head_dim=48),
+    # the published Matcha-TTS sizes (~18M parameters at 100 mels)
+    "base": dict(enc_channels=192, enc_layers=6, enc_heads=2, enc_ffn=768, dp_channels=256, spk_dim=64,
+                 dec_channels=(256, 256), dec_blocks=1, dec_mid=2, dec_heads=2, dec_head_dim=64),
+}
+
+
+@dataclass
+class MatchaConfig:
+    n_symbols: int
+    n_speakers: int = 1
+    n_feats: int = 100
+    enc_channels: int = 192
+    enc_layers: int = 6
+    enc_heads: int = 2
+    enc_ffn: int = 768
+    enc_kernel: int = 3
+    enc_dropout: float = 0.1
+    dp_channels: int = 256
+    dp_dropout: float = 0.1
+    spk_dim: int = 64  # used only when n_speakers > 1
+    dec_channels: tuple[int, ...] = (256, 256)
+    dec_blocks: int = 1
+    dec_mid: int = 2
+    dec_heads: int = 2
+    dec_head_dim: int = 64
+    dec_dropout: float = 0.05
+    sigma_min: float = 1e-4
+    mel_mean: float = 0.0  # normalisation of the log-mel (set from the training data)
+    mel_std: float = 1.0
+    preset: str = "base"
+
+    @classmethod
+    def preset_config(cls, name: str, **overrides) -> "MatchaConfig":
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+        return cls(**{**PRESETS[name], "preset": name, **overrides})
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["dec_channels"] = list(self.dec_channels)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MatchaConfig":
+        known = {f.name for f in fields(cls)}
+        d = {k: v for k, v in d.items() if k in known}
+        if "dec_channels" in d:
+            d["dec_channels"] = tuple(d["dec_channels"])
+        return cls(**d)
+
+
+def fix_len(t: int, multiple: int = LENGTH_MULTIPLE) -> int:
+    return int(math.ceil(t / multiple) * multiple)
+
+
+class MatchaTTS(nn.Module):
+    def __init__(self, cfg: MatchaConfig):
+        super().__init__()
+        self.cfg = cfg
+        spk_dim = cfg.spk_dim if cfg.n_speakers > 1 else 0
+        self.spk_emb = nn.Embedding(cfg.n_speakers, cfg.spk_dim) if spk_dim else None
+        self.encoder = TextEncoder(cfg.n_symbols, cfg.enc_channels, cfg.enc_layers, cfg.enc_heads, cfg.enc_ffn,
+                                   cfg.enc_kernel, cfg.enc_dropout, spk_dim, cfg.n_feats)
+        self.duration = DurationPredictor(self.encoder.width, cfg.dp_channels, dropout=cfg.dp_dropout)
+        self.decoder = FlowMatching(
+            Decoder(2 * cfg.n_feats + spk_dim, cfg.n_feats, tuple(cfg.dec_channels), cfg.dec_blocks, cfg.dec_mid,
+                    cfg.dec_heads, cfg.dec_head_dim, cfg.dec_dropout), cfg.sigma_min)
+        self.mas_implementation = "auto"
+
+    # ------------------------------------------------------------------ switches the trainer sets
+    def set_grad_checkpointing(self, on: bool) -> None:
+        """Recompute each encoder layer and each decoder U-Net level in the backward pass."""
+        self.encoder.grad_checkpointing = on
+        self.decoder.estimator.grad_checkpointing = on
+
+    def set_attention_backend(self, backend: str) -> int:
+        return set_attention_backend(self, backend)
+
+    # ----------------------------------------------------------------------------------- shared
+    def _speaker(self, speakers: torch.Tensor | None, batch: int, device) -> torch.Tensor | None:
+        if self.spk_emb is None:
+            return None
+        if speakers is None:
+            speakers = torch.zeros(batch, dtype=torch.long, device=device)
+        return self.spk_emb(speakers)  # [B, S]
+
+    def encode(self, tokens, token_lens, speakers=None):
+        """tokens [B, N], token_lens [B] -> mu [B, F, N], log-durations [B, 1, N], token mask [B, 1, N], spk."""
+        x_mask = sequence_mask(token_lens, tokens.shape[1])  # [B, N] bool
+        spk = self._speaker(speakers, tokens.shape[0], tokens.device)
+        key_mask = None if tokens.shape[1] == int(token_lens.min()) else x_mask
+        mask = x_mask[:, None].to(self.encoder.emb.weight.dtype)
+        mu, hidden = self.encoder(tokens, mask, spk, key_mask)
+        logw = self.duration(hidden.detach(), mask)  # stop-gradient: the duration loss does not train the encoder
+        return mu, logw, mask, spk
+
+    # --------------------------------------------------------------------------------- training
+    def forward(self, tokens, token_lens, mels, mel_lens, speakers=None) -> dict[str, torch.Tensor]:
+        """tokens [B, N]; mels [B, F, T] normalised log-mel with T a multiple of LENGTH_MULTIPLE;
+        lengths [B] -> {"dur", "prior", "cfm", "loss"} scalar tensors."""
+        mu, logw, x_mask, spk = self.encode(tokens, token_lens, speakers)
+        y_mask = sequence_mask(mel_lens, mels.shape[-1])[:, None].to(mu.dtype)  # [B, 1, T]
+        with torch.autocast(mels.device.type, enabled=False), torch.no_grad():
+            # log N(y_t; mu_n, I) up to a constant, in float32: [B, N, T]
+            mu32, y32 = mu.float(), mels.float()
+            log_p = (-0.5 * (y32 ** 2).sum(1)[:, None, :] + torch.einsum("bfn,bft->bnt", mu32, y32)
+                     - 0.5 * (mu32 ** 2).sum(1)[:, :, None])
+            attn_mask = x_mask.float().transpose(1, 2) * y_mask.float()  # [B, N, T]
+            path = maximum_path(log_p, attn_mask, self.mas_implementation)  # [B, N, T], no gradient
+        durations = path.sum(-1)[:, None]  # [B, 1, N]
+        log_target = torch.log(1e-8 + durations) * x_mask
+        dur_loss = ((logw.float() - log_target) ** 2).sum() / x_mask.sum()
+        mu_y = torch.einsum("bfn,bnt->bft", mu, path.to(mu.dtype))  # [B, F, T]: gradient through mu, not the path
+        prior = (0.5 * ((mels.float() - mu_y.float()) ** 2 + math.log(2 * math.pi)) * y_mask).sum() / (
+            y_mask.sum() * self.cfg.n_feats)
+        padded = mels.shape[-1] != int(mel_lens.min())
+        cfm = self.decoder.loss(mels, y_mask, mu_y, spk, padded)
+        return {"dur": dur_loss, "prior": prior, "cfm": cfm, "loss": dur_loss + prior + cfm}
+
+    # -------------------------------------------------------------------------------- inference
+    @torch.no_grad()
+    def synthesise(self, tokens, speaker: int | torch.Tensor | None = 0, n_steps: int = 10,
+                   temperature: float = 0.667, length_scale: float = 1.0,
+                   generator: torch.Generator | None = None) -> dict:
+        """Text ids -> log-mel.
+
+        tokens: list[int] or LongTensor [N] / [1, N] (ids from the checkpoint's symbol table);
+        speaker: index into config["speakers"]; n_steps: Euler steps of the flow (2-10);
+        temperature: scale of the starting noise; length_scale: >1 slower, <1 faster.
+        Returns {"mel": denormalised natural-log mel [1, n_feats, T] (the Vocos/Griffin-Lim input),
+                 "mel_norm": the normalised mel, "durations": LongTensor [N] frames per token,
+                 "rtf_s": seconds spent}.
+        """
+        start = time.perf_counter()
+        device = next(self.parameters()).device
+        tokens = torch.as_tensor(tokens, dtype=torch.long, device=device).reshape(1, -1)
+        token_lens = torch.tensor([tokens.shape[1]], device=device)
+        spk = None if self.spk_emb is None else torch.as_tensor(speaker or 0, device=device).reshape(1)
+        mu, logw, x_mask, spk_vec = self.encode(tokens, token_lens, spk)
+        # scale before rounding and keep >= 1 frame per token (Matcha scales after ceil: tokens could vanish)
+        w = torch.clamp(torch.ceil(torch.exp(logw) * length_scale), min=1) * x_mask  # [1, 1, N]
+        durations = w[:, 0].long()  # [1, N]
+        t_y = int(durations.sum())
+        t_pad = fix_len(t_y)
+        path = durations_to_path(durations, t_pad).to(mu.dtype)  # [1, N, T]
+        mu_y = torch.einsum("bfn,bnt->bft", mu, path)
+        y_mask = (torch.arange(t_pad, device=device) < t_y)[None, None].to(mu.dtype)
+        y = self.decoder.sample(mu_y, y_mask, n_steps, temperature, spk_vec, generator)[:, :, :t_y]
+        mel = y * self.cfg.mel_std + self.cfg.mel_mean
+        return {"mel": mel.float(), "mel_norm": y.float(), "durations": durations[0].cpu(),
+                "rtf_s": time.perf_counter() - start}
+
+    # ------------------------------------------------------------------------------ fine-tuning
+    def grow_tables(self, n_symbols: int, n_speakers: int) -> None:
+        """Enlarge the symbol and speaker tables, keeping the rows that exist (fine-tuning on new data)."""
+        if n_symbols > self.cfg.n_symbols:
+            self.encoder.emb = _grow(self.encoder.emb, n_symbols, self.cfg.enc_channels ** -0.5)
+            self.cfg.n_symbols = n_symbols
+        if n_speakers > self.cfg.n_speakers:
+            if self.spk_emb is None:
+                raise ValueError("this checkpoint was trained for one speaker; it has no speaker table to grow. "
+                                 "Fine-tune it on one speaker, or train a multi-speaker model from scratch.")
+            old = self.spk_emb.weight.data
+            self.spk_emb = _grow(self.spk_emb, n_speakers, 0.0)
+            # a new speaker starts from the average voice
+            self.spk_emb.weight.data[old.shape[0]:] = old.mean(0, keepdim=True)
+            self.cfg.n_speakers = n_speakers
+
+
+def _grow(emb: nn.Embedding, n: int, std: float) -> nn.Embedding:
+    new = nn.Embedding(n, emb.embedding_dim).to(emb.weight.device, emb.weight.dtype)
+    nn.init.normal_(new.weight, 0.0, std) if std > 0 else nn.init.zeros_(new.weight)
+    new.weight.data[: emb.num_embeddings] = emb.weight.data
+    return new

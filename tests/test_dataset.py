@@ -1,0 +1,296 @@
+"""Dataset preparation: every input kind, real audio (espeak-ng Amharic and generated signals)."""
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tests.helpers import espeak_amharic, sentences, tone, write_wav
+from utils.audio import FeatureConfig, file_digest, load_audio, log_mel
+from utils.datasets import features, load_manifest, load_report, prepare
+from utils.datasets.config import PrepareConfig
+from utils.datasets.split import assign_split
+from utils.datasets.subtitles import parse_subtitles
+from utils.events import StudioError, run_to_end
+from utils.workspace import Workspace
+
+SENTS = sentences(12)
+
+
+def run(ws, name, source, **kw):
+    kw.setdefault("workers", 1)
+    return run_to_end(prepare(ws, name, source, **kw))
+
+
+def speech(path: Path, i: int, voice: str = "am") -> Path:
+    return espeak_amharic(SENTS[i % len(SENTS)], path, voice=voice)
+
+
+def ljspeech(folder: Path, n: int = 4, speakers: list[str] | None = None) -> Path:
+    lines = []
+    for i in range(n):
+        speech(folder / "wavs" / f"utt{i:03d}.wav", i)
+        lines.append(f"utt{i:03d}|{speakers[i % len(speakers)]}|{SENTS[i]}" if speakers else f"utt{i:03d}|{SENTS[i]}")
+    (folder / "metadata.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+def recording_with_pauses(path: Path, tmp: Path, n: int = 3, pause: float = 1.0) -> tuple[Path, list[tuple[float, float]]]:
+    """Several espeak sentences in one file with silence between; returns the sentence times."""
+    parts, times, t = [], [], pause
+    for i in range(n):
+        a, sr = load_audio(speech(tmp / f"part{i}.wav", i), 24000)
+        parts += [np.zeros(int(pause * 24000), np.float32), a]
+        times.append((t, t + len(a) / 24000))
+        t += len(a) / 24000 + pause
+    parts.append(np.zeros(int(pause * 24000), np.float32))
+    write_wav(path, np.concatenate(parts), 24000)
+    return path, times
+
+
+def srt_time(s: float) -> str:
+    ms = int(round(s * 1000))
+    return f"{ms // 3600000:02d}:{ms // 60000 % 60:02d}:{ms // 1000 % 60:02d},{ms % 1000:03d}"
+
+
+# ------------------------------------------------------------------------------------- formats
+def test_ljspeech_zip_becomes_24k_mono_clips_with_manifest_split_report_and_untouched_raw(tmp_path):
+    src = ljspeech(tmp_path / "lj", 5)
+    archive = tmp_path / "lj.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for p in sorted(src.rglob("*")):
+            zf.write(p, p.relative_to(src).as_posix())
+    ws = Workspace.open(tmp_path / "ws")
+    summary = run(ws, "lj", archive)
+
+    assert summary["clips"] == summary["usable_clips"] == 5 and summary["format"] == "ljspeech"
+    ds = ws.dataset_dir("lj")
+    assert file_digest(ds / "raw" / "lj.zip") == file_digest(archive)  # kept exactly as received
+    rows = load_manifest(ws, "lj")
+    assert {r["id"] for r in rows} == {f"utt{i:03d}" for i in range(5)}
+    for r in rows:
+        info = sf.info(str(ds / r["audio"]))
+        assert (info.samplerate, info.channels, info.subtype) == (24000, 1, "PCM_16")
+        assert r["text"] == SENTS[int(r["id"][3:])] and r["normalized"] and r["phonemes"]
+        assert r["sha1"] == file_digest(ds / r["audio"]) and r["excluded"] is False and r["music"] is None
+        assert abs(r["duration"] - info.frames / 24000) < 1e-3
+        assert r["source"].startswith("raw/lj/wavs/")
+    assert {r["split"] for r in rows} == {"train", "val"}
+    report = json.loads((ds / "report.json").read_text())
+    assert report["summary"]["hours"] > 0 and len(report["rows"]) == 5
+
+
+def test_ljspeech_folder_with_speakers_stereo_flac_44k_is_downmixed_and_split_per_speaker(tmp_path):
+    src = tmp_path / "multi"
+    lines = []
+    for i in range(24):
+        a, sr = sf.read(str(speech(tmp_path / "tmp" / f"{i}.wav", i, "am+f2" if i % 2 else "am")))
+        stereo = np.stack([a, 0.5 * a], axis=1)
+        sf.write(str(src / "wavs" / f"s{i:02d}.flac") if (src / "wavs").mkdir(parents=True, exist_ok=True) is None else "",
+                 stereo, sr)
+        lines.append(f"s{i:02d}|{'hana' if i % 2 else 'abebe'}|{SENTS[i % len(SENTS)]}")
+    (src / "metadata.csv").write_text("\n".join(lines), encoding="utf-8")
+    ws = Workspace.open(tmp_path / "ws")
+    summary = run(ws, "multi", src)
+    rows = load_manifest(ws, "multi")
+    assert summary["speakers"] == 2 and len(rows) == 24
+    assert {r["speaker"] for r in rows} == {"hana", "abebe"}
+    for spk in ("hana", "abebe"):  # every speaker with >= 10 clips gets validation rows
+        assert any(r["split"] == "val" for r in rows if r["speaker"] == spk)
+    assert all(sf.info(str(ws.dataset_dir("multi") / r["audio"])).channels == 1 for r in rows)
+
+
+@pytest.mark.parametrize("encoding,sep,suffix", [("utf-16", "\t", ".tsv"), ("utf-8-sig", ";", ".csv"),
+                                                 ("utf-8", ",", ".csv")])
+def test_csv_in_any_encoding_and_separator_is_read_and_missing_audio_is_named(tmp_path, encoding, sep, suffix):
+    src = tmp_path / "csvset"
+    rows = ["path" + sep + "transcript" + sep + "speaker"]
+    for i in range(3):
+        speech(src / "clips" / f"c{i}.wav", i)
+        rows.append(f"clips/c{i}.wav{sep}{SENTS[i]}{sep}tigist")
+    rows.append(f"clips/missing.wav{sep}{SENTS[5]}{sep}tigist")
+    (src / f"list{suffix}").write_text("\n".join(rows) + "\n", encoding=encoding)
+    ws = Workspace.open(tmp_path / "ws")
+    summary = run(ws, "csv", src)
+    assert summary["clips"] == 3 and summary["format"] == "csv" and summary["speakers"] == 1
+    assert {r["text"] for r in load_manifest(ws, "csv")} == set(SENTS[:3])
+    errors = load_report(ws, "csv")["errors"]
+    assert any("missing.wav" in e["message"] and "row 5" in e["message"] for e in errors)
+
+
+def test_ambiguous_csv_asks_for_columns_then_prepares_with_the_chosen_ones(tmp_path):
+    src = tmp_path / "amb"
+    lines = []
+    for i in range(2):
+        speech(src / f"a{i}.wav", i)
+        lines.append(f"a{i}.wav,{SENTS[i]},{SENTS[i + 5]}")  # two text-like columns, no header
+    (src / "data.csv").write_text("\n".join(lines), encoding="utf-8")
+    ws = Workspace.open(tmp_path / "ws")
+    with pytest.raises(StudioError, match="choose the audio and text columns"):
+        run(ws, "amb", src)
+    summary = run(ws, "amb", None, columns={"audio": "column 1", "text": "column 3"})
+    assert summary["clips"] == 2
+    assert {r["text"] for r in load_manifest(ws, "amb")} == {SENTS[5], SENTS[6]}
+
+
+def test_lone_csv_brings_its_referenced_audio_into_raw(tmp_path):
+    src = tmp_path / "outside"
+    speech(src / "w" / "x.wav", 0)
+    (src / "list.csv").write_text(f"audio,text\nw/x.wav,{SENTS[0]}\n../../etc/passwd,{SENTS[1]}\n", encoding="utf-8")
+    ws = Workspace.open(tmp_path / "ws")
+    summary = run(ws, "lone", src / "list.csv")
+    assert summary["clips"] == 1
+    assert (ws.dataset_dir("lone") / "raw" / "outside" / "w" / "x.wav").exists()
+    assert any("passwd" in e["message"] and "outside" in e["message"] for e in load_report(ws, "lone")["errors"])
+
+
+def test_audio_and_txt_pairs_in_mp3_ogg_flac_with_orphans_reported(tmp_path):
+    src = tmp_path / "pairs"
+    for i, fmt in enumerate(["MP3", "OGG", "FLAC"]):
+        a, sr = sf.read(str(speech(tmp_path / "t" / f"{i}.wav", i)))
+        ext = {"MP3": ".mp3", "OGG": ".ogg", "FLAC": ".flac"}[fmt]
+        src.mkdir(exist_ok=True)
+        sf.write(str(src / f"p{i}{ext}"), a, 48000 if fmt != "MP3" else sr, format=fmt) if fmt != "MP3" else \
+            sf.write(str(src / f"p{i}{ext}"), a, sr, format="MP3")
+        (src / f"p{i}.txt").write_text(SENTS[i] + "\n", encoding="utf-8")
+    speech(src / "notext.wav", 4)
+    (src / "lonely.txt").write_text(SENTS[5], encoding="utf-8")
+    ws = Workspace.open(tmp_path / "ws")
+    summary = run(ws, "pairs", src)
+    rows = {r["id"]: r for r in load_manifest(ws, "pairs")}
+    assert set(rows) == {"p0", "p1", "p2", "notext"} and summary["format"] == "pairs"
+    assert rows["p1"]["text"] == SENTS[1] and not rows["p1"]["excluded"]
+    assert "missing_text" in rows["notext"]["flags"] and rows["notext"]["excluded"]
+    assert any("lonely.txt" in e["message"] and "no audio" in e["message"] for e in load_report(ws, "pairs")["errors"])
+
+
+def test_long_recording_with_srt_is_cut_at_cue_times_refined_by_vad(tmp_path):
+    src = tmp_path / "talk"
+    rec, times = recording_with_pauses(src / "talk.wav", tmp_path)
+    # cues deliberately 0.2 s late at the start and early at the end: VAD moves the edges to the speech
+    cues = [f"{i + 1}\n{srt_time(s + 0.2)} --> {srt_time(e - 0.2)}\n{SENTS[i]}\n" for i, (s, e) in enumerate(times)]
+    (src / "talk.srt").write_text("\n".join(cues), encoding="utf-8")
+    ws = Workspace.open(tmp_path / "ws")
+    summary = run(ws, "talk", src)
+    rows = load_manifest(ws, "talk")
+    assert summary["format"] == "subtitles" and [r["text"] for r in rows] == SENTS[:3]
+    for r, (s, e) in zip(rows, times):
+        assert abs(r["duration"] - (e - s)) < 0.45  # the whole sentence, not the late/early cue
+        assert r["source"].startswith("raw/talk/talk.wav#t=")
+
+
+def test_vtt_subtitles_are_parsed(tmp_path):
+    vtt = tmp_path / "a.vtt"
+    vtt.write_text("WEBVTT\n\nNOTE hi\n\n1\n00:00.500 --> 00:02.000 align:start\n<v Abebe>ሰላም</v>\n\n"
+                   "00:00:03.000 --> 00:00:04.250\nደህና\nነህ\n", encoding="utf-8")
+    cues = parse_subtitles(vtt)
+    assert [(c.start, c.end, c.text) for c in cues] == [(0.5, 2.0, "ሰላም"), (3.0, 4.25, "ደህና ነህ")]
+
+
+def test_long_recording_without_text_is_cut_by_vad_into_clips_for_transcription(tmp_path):
+    src = tmp_path / "untranscribed"
+    recording_with_pauses(src / "radio.wav", tmp_path, n=3, pause=1.2)
+    ws = Workspace.open(tmp_path / "ws")
+    summary = run(ws, "radio", src, fmt="long")
+    rows = load_manifest(ws, "radio")
+    assert summary["format"] == "long" and len(rows) >= 1
+    assert all("missing_text" in r["flags"] and r["text"] == "" for r in rows)
+    assert sum(r["duration"] for r in rows) > 3.0
+
+
+# ------------------------------------------------------------------------- cache, resume, split
+def test_features_are_vocos_mels_cached_by_content_and_config(tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    run(ws, "f", ljspeech(tmp_path / "lj", 2))
+    row = load_manifest(ws, "f")[0]
+    ds = ws.dataset_dir("f")
+    cfg = FeatureConfig()
+    cached = ds / "features" / cfg.key() / f"{row['sha1'][:16]}.npy"
+    assert cached.exists()  # precomputed during prepare
+    mel = features(ws, "f", row, cfg)
+    audio, _ = load_audio(ds / row["audio"])
+    np.testing.assert_allclose(mel, log_mel(audio, cfg).numpy(), atol=1e-4)
+    assert mel.shape == (100, cfg.frames(len(audio))) and mel.dtype == np.float32
+    other = FeatureConfig(n_mels=80)
+    assert features(ws, "f", row, other).shape[0] == 80
+    assert (ds / "features" / other.key() / f"{row['sha1'][:16]}.npy").exists()
+    # a different file at the same path gets a different entry (keyed by content, not path)
+    write_wav(ds / row["audio"], tone(1.0), 24000)
+    assert features(ws, "f", row, cfg).shape[1] == cfg.frames(24000)
+
+
+def test_rerun_skips_finished_clips_and_cancel_stops_then_resumes(tmp_path):
+    import threading
+
+    ws = Workspace.open(tmp_path / "ws")
+    src = ljspeech(tmp_path / "lj", 4)
+    cancel = threading.Event()
+    events = []
+    for ev in prepare(ws, "r", src, workers=1, cancel=cancel):
+        events.append(ev)
+        if ev.stage == "discover" and ev.level == "info":
+            cancel.set()
+    assert events[-1].stage == "cancelled" and not (ws.dataset_dir("r") / "manifest.jsonl").exists()
+    assert run(ws, "r", None)["clips"] == 4
+    (ws.dataset_dir("r") / "audio" / "utt002.wav").unlink()
+    events = list(prepare(ws, "r", None, workers=1))
+    assert any("3 clip(s) already made" in e.message for e in events)
+    assert events[-1].result["clips"] == 4 and (ws.dataset_dir("r") / "audio" / "utt002.wav").exists()
+
+
+def test_process_pool_gives_the_same_clips_as_one_process(tmp_path):
+    src = ljspeech(tmp_path / "lj", 4)
+    ws = Workspace.open(tmp_path / "ws")
+    run(ws, "one", src, workers=1)
+    run(ws, "two", src, workers=2)
+    one = {r["id"]: r["sha1"] for r in load_manifest(ws, "one")}
+    two = {r["id"]: r["sha1"] for r in load_manifest(ws, "two")}
+    assert one == two and len(one) == 4
+
+
+def test_split_is_stable_and_stratified_by_speaker():
+    rows = [{"id": f"{s}{i}", "speaker": s} for s in "ab" for i in range(40)]
+    assign_split(rows, 0.1)
+    first = {r["id"]: r["split"] for r in rows}
+    assert sum(v == "val" for k, v in first.items() if k.startswith("a")) == 4
+    assert sum(v == "val" for k, v in first.items() if k.startswith("b")) == 4
+    shuffled = list(reversed([dict(r) for r in rows]))
+    assign_split(shuffled, 0.1)
+    assert {r["id"]: r["split"] for r in shuffled} == first
+
+
+def test_cli_prepare_prints_summary_and_exits_nonzero_only_when_nothing_usable(tmp_path):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    src = ljspeech(tmp_path / "lj", 2)
+    cmd = [sys.executable, str(root / "app.py"), "prepare", "--workspace", str(tmp_path / "ws")]
+    ok = subprocess.run(cmd + [str(src), "--name", "cli", "--format", "ljspeech"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert "2 usable of 2 clip(s)" in ok.stdout and (tmp_path / "ws" / "datasets" / "cli" / "report.json").exists()
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "notes.wav").write_text("not audio at all")
+    bad = subprocess.run(cmd + [str(tmp_path / "junk"), "--name", "junk"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "notes.wav" in bad.stdout + bad.stderr
+    assert "nothing usable" in bad.stderr
+
+
+def test_batch_feature_pass_matches_the_on_demand_cache(tmp_path):
+    """The GPU pass (run here on the CPU device) writes the same entries `features` computes."""
+    from utils.datasets.features import cache_path, precompute_gpu
+
+    ws = Workspace.open(tmp_path / "ws")
+    run(ws, "g", ljspeech(tmp_path / "lj", 3), feature_cfg=None)  # no mels during prepare
+    rows, ds, cfg = load_manifest(ws, "g"), ws.dataset_dir("g"), FeatureConfig()
+    assert not (ds / "features").exists()
+    progress = list(precompute_gpu(ds, rows, cfg, "cpu"))
+    assert progress[-1] == (3, 3)
+    for r in rows:
+        stored = np.load(cache_path(ds, r["sha1"], cfg))
+        audio, _ = load_audio(ds / r["audio"])
+        np.testing.assert_allclose(stored, log_mel(audio, cfg).numpy(), atol=1e-4)

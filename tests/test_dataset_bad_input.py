@@ -1,0 +1,155 @@
+"""Bad input: each problem yields a message naming the file, the rest is prepared, nothing escapes."""
+from __future__ import annotations
+
+import io
+import os
+import stat
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tests.helpers import espeak_amharic, sentences
+from utils.datasets import load_manifest, load_report, prepare
+from utils.datasets.config import PrepareConfig
+from utils.events import StudioError, run_to_end
+from utils.workspace import Workspace
+
+SENTS = sentences(6)
+
+
+def run(ws, name, source, **kw):
+    return run_to_end(prepare(ws, name, source, workers=1, **kw))
+
+
+def messages(ws, name) -> str:
+    return "\n".join(e["message"] for e in load_report(ws, name)["errors"])
+
+
+def good_pairs(folder: Path, n: int = 2) -> Path:
+    for i in range(n):
+        espeak_amharic(SENTS[i], folder / f"ok{i}.wav")
+        (folder / f"ok{i}.txt").write_text(SENTS[i], encoding="utf-8")
+    return folder
+
+
+def files_under(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*")}
+
+
+def test_zip_with_dotdot_absolute_and_symlink_entries_extracts_only_safe_files(tmp_path):
+    src = good_pairs(tmp_path / "g")
+    archive = tmp_path / "evil.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for p in src.iterdir():
+            zf.write(p, p.name)
+        zf.writestr("../escaped.txt", "gotcha")
+        zf.writestr(f"{tmp_path}/absolute_evil.txt", "gotcha")  # an absolute name, kept as written
+        link = zipfile.ZipInfo("link.wav")
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        zf.writestr(link, "/etc/passwd")
+    ws = Workspace.open(tmp_path / "ws")
+    before = files_under(tmp_path) - files_under(tmp_path / "ws")
+    summary = run(ws, "z", archive)
+    assert summary["clips"] == 2
+    text = messages(ws, "z")
+    assert "'../escaped.txt'" in text and f"'{tmp_path}/absolute_evil.txt'" in text and "'link.wav'" in text
+    after = files_under(tmp_path) - files_under(tmp_path / "ws")
+    assert after == before  # nothing written outside the workspace (and so outside the dataset)
+    assert not (tmp_path / "absolute_evil.txt").exists()
+    ds = ws.dataset_dir("z")
+    assert all(p.resolve().is_relative_to(ds) for p in files_under(ws.root / "datasets"))
+    assert not any(p.is_symlink() for p in files_under(ds))
+
+
+def test_folder_symlink_is_skipped_with_a_message(tmp_path):
+    src = good_pairs(tmp_path / "g")
+    secret = tmp_path / "secret.wav"
+    espeak_amharic(SENTS[3], secret)
+    os.symlink(secret, src / "sneaky.wav")
+    ws = Workspace.open(tmp_path / "ws")
+    assert run(ws, "s", src)["clips"] == 2
+    assert "sneaky.wav" in messages(ws, "s") and "symbolic link" in messages(ws, "s")
+
+
+def test_zip_bomb_guards_on_ratio_total_size_and_entry_count(tmp_path):
+    src = good_pairs(tmp_path / "g")
+    bomb = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zf:
+        for p in src.iterdir():
+            zf.write(p, p.name)
+        zf.writestr("zeros.wav", b"\0" * (40 << 20))  # 40 MB that compresses ~1000x
+    ws = Workspace.open(tmp_path / "ws")
+    assert run(ws, "bomb", bomb)["clips"] == 2
+    assert "'zeros.wav'" in messages(ws, "bomb") and "zip bomb" in messages(ws, "bomb")
+    assert not (ws.dataset_dir("bomb") / "raw" / "bomb" / "zeros.wav").exists()
+
+    with pytest.raises(StudioError, match="bomb.zip.*limit"):
+        run(ws, "bomb2", bomb, cfg=PrepareConfig(max_zip_bytes=1 << 20))
+    with pytest.raises(StudioError, match="bomb.zip: 5 entries"):
+        run(ws, "bomb3", bomb, cfg=PrepareConfig(max_zip_entries=3))
+
+
+def test_empty_zip_says_so(tmp_path):
+    empty = tmp_path / "empty.zip"
+    zipfile.ZipFile(empty, "w").close()
+    ws = Workspace.open(tmp_path / "ws")
+    with pytest.raises(StudioError, match="empty.zip: the zip is empty"):
+        run(ws, "e", empty)
+    assert "empty.zip" in messages(ws, "e")
+
+
+def test_zero_byte_non_audio_and_three_hour_files_are_named_and_the_rest_prepared(tmp_path):
+    src = good_pairs(tmp_path / "bad")
+    (src / "zero.wav").write_bytes(b"")
+    (src / "zero.txt").write_text(SENTS[2], encoding="utf-8")
+    (src / "fake.wav").write_text("this is a text file renamed to .wav")
+    (src / "fake.txt").write_text(SENTS[3], encoding="utf-8")
+    # 3 hours of a quiet generated signal, written block by block (43 MB, 8-bit at 4 kHz)
+    with sf.SoundFile(str(src / "marathon.wav"), "w", 4000, 1, "PCM_U8") as f:
+        block = (0.01 * np.sin(np.arange(4000 * 60) * 0.05)).astype(np.float32)
+        for _ in range(180):
+            f.write(block)
+    (src / "marathon.txt").write_text(SENTS[4], encoding="utf-8")
+    ws = Workspace.open(tmp_path / "ws")
+    summary = run(ws, "bad", src)
+    assert summary["clips"] == 2 and {r["id"] for r in load_manifest(ws, "bad")} == {"ok0", "ok1"}
+    text = messages(ws, "bad")
+    assert "zero.wav: the file is empty (0 bytes)" in text
+    assert "fake.wav: not readable audio" in text
+    assert "marathon.wav: 3:00:00 long" in text and "--format long" in text
+    assert not (ws.dataset_dir("bad") / "audio" / "marathon.wav").exists()
+
+
+def test_csv_referencing_missing_and_outside_files_names_each_row(tmp_path):
+    src = tmp_path / "c"
+    espeak_amharic(SENTS[0], src / "a.wav")
+    (src / "meta.csv").write_text(f"audio|text\na.wav|{SENTS[0]}\nnope.wav|{SENTS[1]}\n/etc/hosts|{SENTS[2]}\n",
+                                  encoding="utf-8")
+    ws = Workspace.open(tmp_path / "ws")
+    assert run(ws, "c", src)["clips"] == 1
+    text = messages(ws, "c")
+    assert "row 3: audio 'nope.wav' does not exist" in text and "row 4: audio '/etc/hosts'" in text
+
+
+def test_transcripts_without_audio_in_ljspeech_are_named(tmp_path):
+    src = tmp_path / "lj"
+    espeak_amharic(SENTS[0], src / "wavs" / "a.wav")
+    (src / "metadata.csv").write_text(f"a|{SENTS[0]}\nb|{SENTS[1]}\n", encoding="utf-8")
+    ws = Workspace.open(tmp_path / "ws")
+    assert run(ws, "lj", src)["clips"] == 1
+    assert "line 2: transcript for 'b' has no audio" in messages(ws, "lj")
+
+
+def test_nothing_usable_raises_with_the_reason(tmp_path):
+    src = tmp_path / "n"
+    src.mkdir()
+    (src / "x.wav").write_bytes(b"RIFF....garbage")
+    ws = Workspace.open(tmp_path / "ws")
+    summary = run(ws, "n", src)
+    assert summary["clips"] == 0 and "x.wav" in messages(ws, "n")
+    (tmp_path / "void").mkdir()
+    with pytest.raises(StudioError, match="no files found"):
+        run(ws, "v", tmp_path / "void")

@@ -1,0 +1,138 @@
+"""Row checks (the report curators read) and curator edits saved to the manifest."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tests.helpers import espeak_amharic, sentences, tone, write_wav
+from utils.audio import load_audio
+from utils.datasets import apply_edits, load_manifest, load_report, prepare, recheck
+from utils.datasets.config import PrepareConfig
+from utils.events import StudioError, run_to_end
+from utils.workspace import Workspace
+
+SENTS = sentences(12)
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    """One dataset holding every kind of problem, prepared once for the tests of this module."""
+    tmp = tmp_path_factory.mktemp("checks")
+    src = tmp / "src"
+    rows = []
+
+    def add(uid, audio, sr, text, speaker="default"):
+        write_wav(src / "wavs" / f"{uid}.wav", audio, sr)
+        rows.append(f"{uid}|{speaker}|{text}")
+
+    for i in range(8):  # ordinary clean rows
+        a, sr = load_audio(espeak_amharic(SENTS[i], tmp / f"s{i}.wav"))
+        add(f"good{i}", a, sr, SENTS[i], "abebe" if i % 2 else "hana")
+    speech, sr = load_audio(espeak_amharic(SENTS[8], tmp / "s8.wav"))
+    add("short", tone(0.25, sr, amp=0.3), sr, "ሰላም")
+    reps = int(np.ceil(25 * sr / len(speech)))  # over the 20 s maximum
+    add("long", np.concatenate([speech] * reps), sr, " ".join([SENTS[8]] * reps))
+    add("silent", np.zeros(sr * 2, np.float32), sr, SENTS[9])
+    add("clipped", np.clip(speech * 8, -1, 1), sr, SENTS[8])
+    rng = np.random.default_rng(0)
+    add("noisy", speech + rng.normal(0, 0.08, len(speech)).astype(np.float32), sr, SENTS[8])
+    add("latin", speech, sr, "this transcript is in english")
+    add("odd", tone(2.0, sr, 180), sr, "ሰላም ☺ ነው")
+    add("fast", tone(1.0, sr, 300), sr, " ".join(SENTS[:4]))
+    add("notext", tone(2.0, sr, 250), sr, "")
+    a, _ = load_audio(src / "wavs" / "good0.wav")
+    add("copy", a, sr, SENTS[0])  # the same audio as good0 under another id
+    rows.append(rows[1])  # good1 twice: a duplicate id
+    (src / "metadata.csv").write_text("\n".join(rows), encoding="utf-8")
+    ws = Workspace.open(tmp / "ws")
+    summary = run_to_end(prepare(ws, "chk", src, workers=1))
+    return ws, summary
+
+
+def flags(ws, name="chk") -> dict[str, list[str]]:
+    return {r["id"]: r["flags"] for r in load_manifest(ws, name)}
+
+
+def test_each_problem_is_flagged_with_a_message(checked):
+    ws, summary = checked
+    f = flags(ws)
+    assert "too_short" in f["short"]
+    assert "too_long" in f["long"]
+    assert "silent" in f["silent"]
+    assert "clipping" in f["clipped"]
+    assert "low_snr" in f["noisy"]
+    assert "non_ethiopic" in f["latin"]
+    assert "unknown_chars" in f["odd"]
+    assert "rate_outlier" in f["fast"]
+    assert "missing_text" in f["notext"]
+    assert "duplicate_audio" in f["copy"]
+    assert "duplicate_id" in f["good1-dup2"] and "duplicate_audio" in f["good1-dup2"]
+    assert not any(f[f"good{i}"] for i in range(8))
+    report = load_report(ws, "chk")
+    by_id = {r["id"]: r for r in report["rows"]}
+    assert any("dBFS" in m for m in by_id["silent"]["messages"])
+    assert any("☺" in m for m in by_id["odd"]["messages"])
+    assert summary["flags"]["too_short"] == 1 and summary["speakers"] >= 2
+    assert summary["hours"] > summary["usable_hours"] > 0
+
+
+def test_serious_flags_exclude_by_default_but_rows_stay_in_the_manifest(checked):
+    ws, _ = checked
+    rows = {r["id"]: r for r in load_manifest(ws, "chk")}
+    for uid in ("short", "long", "silent", "latin", "notext", "copy"):
+        assert rows[uid]["excluded"] is True
+    for uid in ("clipped", "noisy", "odd", "fast", "good3"):
+        assert rows[uid]["excluded"] is False
+
+
+def test_curator_exclude_keep_and_text_fix_are_saved_and_survive_recheck_and_rerun(checked, tmp_path):
+    ws, _ = checked
+    summary = apply_edits(ws, "chk", [{"id": "good2", "action": "exclude"},
+                                      {"id": "short", "action": "keep"},
+                                      {"id": "latin", "action": "text", "text": "  ዶ/ር  አበበ 25 ብር  "}])
+    rows = {r["id"]: r for r in load_manifest(ws, "chk")}
+    assert rows["good2"]["excluded"] and rows["good2"]["review"] == "exclude"
+    assert not rows["short"]["excluded"] and "too_short" in rows["short"]["flags"]
+    latin = rows["latin"]
+    assert latin["text"] == "ዶ/ር አበበ 25 ብር" and "ዶክተር" in latin["normalized"] and "non_ethiopic" not in latin["flags"]
+    assert not latin["excluded"] and latin["phonemes"]
+    assert summary["usable_clips"] == sum(not r["excluded"] for r in rows.values())
+    report = json.loads((ws.dataset_dir("chk") / "report.json").read_text())
+    assert report["summary"]["usable_clips"] == summary["usable_clips"]
+
+    recheck(ws, "chk")
+    run_to_end(prepare(ws, "chk", None, workers=1))  # a re-run keeps the decisions
+    rows = {r["id"]: r for r in load_manifest(ws, "chk")}
+    assert rows["good2"]["excluded"] and not rows["short"]["excluded"] and rows["latin"]["text"] == "ዶ/ር አበበ 25 ብር"
+    with pytest.raises(StudioError, match="no row 'ghost'"):
+        apply_edits(ws, "chk", [{"id": "ghost", "action": "keep"}])
+
+
+def test_clips_are_trimmed_and_loudness_normalized(tmp_path):
+    a, sr = load_audio(espeak_amharic(SENTS[0], tmp_path / "s.wav"))
+    quiet = np.concatenate([np.zeros(sr, np.float32), 0.05 * a, np.zeros(sr, np.float32)])
+    (tmp_path / "src").mkdir()
+    write_wav(tmp_path / "src" / "q.wav", quiet, sr)
+    (tmp_path / "src" / "q.txt").write_text(SENTS[0], encoding="utf-8")
+    ws = Workspace.open(tmp_path / "ws")
+    run_to_end(prepare(ws, "q", tmp_path / "src", workers=1, cfg=PrepareConfig(target_dbfs=-20)))
+    row = load_manifest(ws, "q")[0]
+    out, _ = sf.read(str(ws.dataset_dir("q") / row["audio"]))
+    assert row["duration"] < len(quiet) / sr - 1.5  # most of the 2 s of silence is gone
+    assert np.max(np.abs(out)) > 10 * np.max(np.abs(quiet))  # brought up from -26 dB...
+    assert np.max(np.abs(out)) <= 10 ** (-1 / 20) + 1e-3  # ...but never above the -1 dBFS peak cap
+
+
+def test_bpe_frontend_trains_a_sentencepiece_model(tmp_path):
+    src = tmp_path / "b"
+    for i in range(6):
+        espeak_amharic(SENTS[i], src / f"b{i}.wav")
+        (src / f"b{i}.txt").write_text(SENTS[i], encoding="utf-8")
+    ws = Workspace.open(tmp_path / "ws")
+    events = list(prepare(ws, "bpe", src, workers=1, frontend="bpe"))
+    assert any(e.stage == "tokenizer" for e in events)
+    tok = json.loads((ws.dataset_dir("bpe") / "tokenizer" / "tokenizer.json").read_text())
+    assert tok and events[-1].result["frontend"] == "bpe"

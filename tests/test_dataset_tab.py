@@ -1,0 +1,74 @@
+"""Dataset tab handlers, called as the UI calls them (the coordinator writes the browser tests)."""
+from __future__ import annotations
+
+import gradio as gr
+import pytest
+
+from tests.helpers import espeak_amharic, sentences, tone, write_wav
+from utils.datasets import load_manifest
+from utils.events import StudioError
+from utils.workspace import Workspace
+from webui import dataset as tab
+from webui.context import AppContext
+
+SENTS = sentences(4)
+
+
+def upload_files(tmp_path):
+    """What gr.File(file_count="multiple") hands the handler: paths of the uploaded files."""
+    up = tmp_path / "upload"
+    for i in range(3):
+        espeak_amharic(SENTS[i], up / f"u{i}.wav")
+    write_wav(up / "u3.wav", tone(0.2), 24000)  # too short
+    (up / "list.csv").write_text("file,sentence,other\n" + "".join(f"u{i}.wav,{SENTS[i]},{SENTS[(i + 1) % 4]}\n"
+                                                                   for i in range(4)), encoding="utf-8")
+    return [str(p) for p in sorted(up.iterdir())]
+
+
+def test_tab_builds_with_named_api_events(tmp_path):
+    ctx = AppContext(Workspace.open(tmp_path / "ws"))
+    with gr.Blocks() as demo:
+        tab.build(ctx)
+    names = {getattr(fn, "api_name", None) for fn in demo.fns.values()}
+    assert {"dataset_prepare", "dataset_view", "dataset_inspect", "dataset_exclude", "dataset_keep",
+            "dataset_text", "dataset_recheck"} <= names
+
+
+def test_upload_inspect_prepare_review_and_edit_through_the_handlers(tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    files = upload_files(tmp_path)
+
+    info = tab.inspect_upload(ws, files, "")
+    assert info["audio"] == "file" and info["text"] == "sentence" and info["columns"] == ["file", "sentence", "other"]
+
+    logs = list(tab.run_prepare(ws, files, "", "up", "auto", "phoneme", info["audio"], info["text"], "", None))
+    assert "usable of 4 clip(s)" in logs[-1]
+
+    summary, hist, rates, table = tab.load_view(ws, "up")
+    assert "**3** of 4 clips" in summary and "too_short" in summary
+    assert hist["clips"].sum() == 4 and len(rates) == 4
+    assert list(table["id"]) == ["u3"] and "too_short" in table.iloc[0]["flags"]
+
+    row_id, audio_path, text = tab.select_row(ws, "up", "u3")
+    assert audio_path.endswith("audio/u3.wav") and text == SENTS[3]
+    assert "keep saved" in tab.edit_row(ws, "up", "u3", "keep")
+    assert not {r["id"]: r for r in load_manifest(ws, "up")}["u3"]["excluded"]
+    tab.edit_row(ws, "up", "u1", "text", SENTS[2])
+    assert {r["id"]: r for r in load_manifest(ws, "up")}["u1"]["text"] == SENTS[2]
+    _, _, _, everything = tab.load_view(ws, "up", show_all=True)
+    assert set(everything["id"]) == {"u0", "u1", "u2", "u3"}
+    with pytest.raises(StudioError, match="Pick a row"):
+        tab.edit_row(ws, "up", "", "keep")
+
+
+def test_prepare_from_a_workspace_path_and_refusal_outside_it(tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    folder = ws.uploads / "pairs"
+    espeak_amharic(SENTS[0], folder / "a.wav")
+    (folder / "a.txt").write_text(SENTS[0], encoding="utf-8")
+    logs = list(tab.run_prepare(ws, None, "uploads/pairs", "p", "auto", "phoneme", None, None, None))
+    assert "1 usable of 1 clip(s)" in logs[-1]
+    with pytest.raises(StudioError, match="outside the workspace"):
+        list(tab.run_prepare(ws, None, str(tmp_path), "p2", "auto", "phoneme", None, None, None))
+    with pytest.raises(StudioError, match="Upload a zip"):
+        list(tab.run_prepare(ws, None, "", "p3", "auto", "phoneme", None, None, None))

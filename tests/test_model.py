@@ -1,0 +1,116 @@
+"""The acoustic model's parts: MAS, shapes, synthesis, table growth, and the code paths the
+optimization switches select (inspected, not timed)."""
+from __future__ import annotations
+
+import torch
+
+from models.alignment import maximum_path, maximum_path_torch, sequence_mask
+from models.attention import Attention
+from models.matcha import MatchaConfig, MatchaTTS
+
+torch.set_num_threads(1)
+
+
+def tiny(n_symbols=40, n_speakers=3, **kw) -> MatchaTTS:
+    torch.manual_seed(0)
+    return MatchaTTS(MatchaConfig.preset_config("tiny", n_symbols=n_symbols, n_speakers=n_speakers, **kw))
+
+
+def batch():
+    tokens = torch.randint(1, 40, (2, 10))
+    token_lens = torch.tensor([10, 7])
+    mels = torch.randn(2, 100, 48)
+    mel_lens = torch.tensor([48, 30])
+    return tokens, token_lens, mels, mel_lens, torch.tensor([0, 2])
+
+
+def test_torch_mas_finds_the_same_paths_as_the_cython_kernel():
+    g = torch.Generator().manual_seed(1)
+    for _ in range(30):
+        n = torch.randint(1, 9, (3,), generator=g)
+        t = n + torch.randint(0, 15, (3,), generator=g)
+        log_p = torch.randn(3, int(n.max()), int(t.max()), generator=g)
+        mask = (sequence_mask(n)[:, :, None] & sequence_mask(t)[:, None, :]).float()
+        a, b = maximum_path(log_p, mask, "cython"), maximum_path_torch(log_p, mask)
+        assert torch.equal(a, b)
+        assert torch.equal(a.sum(1)[0, : int(t[0])], torch.ones(int(t[0])))  # every frame has exactly one token
+        assert (a.sum(2)[0, : int(n[0])] >= 1).all()  # every token gets at least one frame
+
+
+def test_forward_gives_finite_losses_and_gradients_everywhere_used():
+    model = tiny()
+    losses = model(*batch())
+    assert set(losses) == {"dur", "prior", "cfm", "loss"} and all(torch.isfinite(v) for v in losses.values())
+    losses["loss"].backward()
+    no_grad = [n for n, p in model.named_parameters() if p.grad is None]
+    assert no_grad == []
+
+
+def test_synthesise_returns_denormalised_mel_and_at_least_one_frame_per_token():
+    model = tiny(mel_mean=-5.0, mel_std=2.0).eval()
+    out = model.synthesise([3, 4, 5, 6], speaker=1, n_steps=2, length_scale=0.1)
+    assert out["mel"].shape[:2] == (1, 100) and out["durations"].shape == (4,)
+    assert (out["durations"] >= 1).all() and out["mel"].shape[-1] == int(out["durations"].sum())
+    assert torch.allclose(out["mel"], out["mel_norm"] * 2.0 - 5.0)
+
+
+def test_base_preset_is_about_18m_parameters():
+    model = MatchaTTS(MatchaConfig.preset_config("base", n_symbols=180, n_speakers=1))
+    assert 17e6 < sum(p.numel() for p in model.parameters()) < 20e6
+
+
+def test_grow_tables_keeps_existing_rows():
+    model = tiny(n_symbols=20, n_speakers=2)
+    emb, spk = model.encoder.emb.weight.detach().clone(), model.spk_emb.weight.detach().clone()
+    model.grow_tables(25, 3)
+    assert model.encoder.emb.weight.shape[0] == 25 and model.spk_emb.weight.shape[0] == 3
+    assert torch.equal(model.encoder.emb.weight[:20], emb) and torch.equal(model.spk_emb.weight[:2], spk)
+    assert torch.allclose(model.spk_emb.weight[2], spk.mean(0))  # a new voice starts from the average
+
+
+def _sdpa_kernels(model, backend: str) -> set[str]:
+    model.set_attention_backend(backend)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        model(*batch())
+    return {e.key for e in prof.key_averages() if "scaled_dot_product" in e.key and e.key != "aten::scaled_dot_product_attention"}
+
+
+def test_attention_backend_switch_selects_the_kernel_the_model_runs():
+    model = tiny()
+    assert all(m.backend == "auto" for m in model.modules() if isinstance(m, Attention))
+    assert _sdpa_kernels(model, "math") == {"aten::_scaled_dot_product_attention_math"}
+    assert _sdpa_kernels(model, "flash") == {"aten::_scaled_dot_product_flash_attention_for_cpu"}
+
+
+def test_grad_checkpointing_recomputes_each_block_in_backward():
+    model = tiny()
+    calls = {"n": 0}
+    model.encoder.layers[0].register_forward_pre_hook(lambda *a: calls.__setitem__("n", calls["n"] + 1))
+    model(*batch())["loss"].backward()
+    plain = calls["n"]
+    calls["n"] = 0
+    model.set_grad_checkpointing(True)
+    model(*batch())["loss"].backward()
+    assert plain == 1 and calls["n"] == 2  # forward once, again during backward
+
+
+def test_unpadded_batches_run_attention_without_a_mask():
+    """FlashAttention takes no mask: an unpadded batch must reach SDPA with attn_mask=None."""
+    model = tiny()
+    seen = []
+    orig = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*a, **kw):
+        seen.append(kw.get("attn_mask") is None)
+        return orig(*a, **kw)
+
+    torch.nn.functional.scaled_dot_product_attention = spy
+    try:
+        tokens, _, mels, _, spk = batch()
+        model(tokens, torch.tensor([10, 10]), mels, torch.tensor([48, 48]), spk)
+        assert seen and all(seen)
+        seen.clear()
+        model(*batch())
+        assert not any(seen)
+    finally:
+        torch.nn.functional.scaled_dot_product_attention = orig

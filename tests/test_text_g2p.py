@@ -1,0 +1,160 @@
+"""G2P: every Ethiopic code point, syllable structure, gemination, dictionaries, real sentences."""
+import re
+
+import pytest
+
+from tests.helpers import sentences
+from utils.events import StudioError
+from utils.text import load_user_dict, phonemize, save_user_dict, word_to_ipa
+from utils.text.ethiopic import BLOCKS, syllable
+from utils.text.tokenizers import make_tokenizer
+from utils.workspace import Workspace
+
+ETHIOPIC = re.compile("[\u1200-\u139f\u2d80-\u2ddf\uab00-\uab2f\U0001e7e0-\U0001e7ff]")
+REQUIRED_BLOCKS = [(0x1200, 0x137F), (0x1380, 0x139F), (0x2D80, 0x2DDF), (0xAB00, 0xAB2F)]
+
+
+def ipa(word: str) -> str:
+    return " ".join(word_to_ipa(word))
+
+
+def every_code_point():
+    return [chr(cp) for lo, hi in BLOCKS for cp in range(lo, hi + 1)]
+
+
+def test_every_code_point_of_the_ethiopic_blocks_leaves_no_ethiopic_in_the_ipa():
+    inventory = set(make_tokenizer("phoneme").symbols)
+    for ch in every_code_point():
+        for text in (ch, f"ሰ{ch}ላም", f"{ch}\u135fና"):
+            out = phonemize(text)
+            assert not ETHIOPIC.search("".join(out)), (hex(ord(ch)), out)
+            assert set(out) <= inventory, (hex(ord(ch)), set(out) - inventory)
+
+
+def test_every_syllable_letter_of_the_required_blocks_is_read():
+    letters = [chr(cp) for lo, hi in REQUIRED_BLOCKS for cp in range(lo, hi + 1) if syllable(chr(cp))]
+    assert len(letters) > 400
+    for ch in letters:
+        assert word_to_ipa(ch), hex(ord(ch))
+
+
+@pytest.mark.parametrize("word, expected", [
+    ("ሰላም", "s ə l a m"),
+    ("ሀ", "h a"), ("ሐ", "h a"), ("አ", "ʔ a"), ("ዐ", "ʔ a"), ("ኧ", "ʔ ə"),   # ə -> a after a laryngeal
+    ("ሁ", "h u"), ("ቆ", "kʼ o"), ("ጨ", "t͡ʃʼ ə"), ("ኘ", "ɲ ə"), ("ዠ", "ʒ ə"), ("ፐ", "p ə"),
+])
+def test_consonant_then_vowel(word, expected):
+    assert ipa(word) == expected
+
+
+@pytest.mark.parametrize("word, expected", [
+    ("ቊ", "kʼʷ i"), ("ቌ", "kʼʷ e"), ("ኲ", "kʷ i"), ("ኴ", "kʷ e"), ("ጔ", "ɡʷ e"), ("ኊ", "hʷ i"),
+    ("ኌ", "hʷ e"), ("ቋ", "kʼʷ a"), ("ሏ", "lʷ a"), ("ቷ", "tʷ a"), ("ጓ", "ɡʷ a"),
+])
+def test_labiovelars_and_labialized_letters(word, expected):
+    assert ipa(word) == expected
+
+
+@pytest.mark.parametrize("word, expected", [
+    ("ስም", "s ɨ m"),                 # word-initial cluster gets ɨ; never word-final
+    ("ልብስ", "l ɨ b s"),
+    ("ክንፍ", "k ɨ n f"),
+    ("ሚስት", "m i s t"),              # a falling-sonority final cluster stays
+    ("ሆስፒታል", "h o s p i t a l"),   # one 6th-order consonant between vowels: no ɨ
+    ("ብርቱካን", "b ɨ r t u k a n"),
+    ("እስትንፋስ", "ʔ ɨ s t ɨ n f a s"),  # three consonants: one ɨ
+    ("እግርጌ", "ʔ ɨ ɡ ɨ r ɡ e"),
+    ("መንግስት", "m ə n ɡ ɨ s t"),
+    ("ወንዝ", "w ə n z"),
+    ("ወንድም", "w ə n d ɨ m"),         # rising-sonority final cluster splits
+    ("እኅት", "ʔ ɨ h ɨ t"),             # a laryngeal closes no cluster
+    ("ቍርስ", "kʼʷ ɨ r s"),
+])
+def test_sixth_order_vowel_follows_syllable_structure(word, expected):
+    assert ipa(word) == expected
+
+
+def test_no_word_ends_in_an_epenthetic_vowel():
+    for line in sentences(200):
+        words = " ".join(phonemize(line)).split("   ")
+        for w in words:
+            segs = [s for s in w.split() if s not in ",.?!"]
+            if len(segs) > 2:
+                assert segs[-1] != "ɨ" or segs[-2] in ("ʔ",), (line, w)
+
+
+@pytest.mark.parametrize("word, expected", [
+    ("ሰበ\u135fረ", "s ə bː ə r ə"),             # the gemination mark doubles
+    ("ጥሩ\u135f", "tʼ ɨ rː u"),
+    ("ሰ\u135fላ", "s ə l a"),                    # ... except word-initially
+    ("ሁለተኛ", "h u l ə tː ə ɲː a"),            # ordinal -təɲɲa
+    ("አማርኛ", "ʔ a m a r ɨ ɲː a"),               # -ɲɲa
+    ("ልጆች", "l ɨ d͡ʒ o t͡ʃː"),                   # plural -otʃtʃ
+    ("ልጆቻቸው", "l ɨ d͡ʒ o t͡ʃː a t͡ʃː ə w"),
+    ("ማንኛችሁ", "m a nː ɨ ɲː a t͡ʃː ɨ h u"),     # lexicon (ማን) + suffix rules
+    ("እሄዳለሁ", "ʔ ɨ h e d a lː ə h u"),         # present auxiliary -alləhu
+    ("ሰበረ", "s ə bː ə r ə"),                    # C1əC2C2əC3ə perfective
+    ("ተሰበረ", "t ə s ə bː ə r ə"),
+    ("ለስላሳ", "l ə s l a sː a"),                 # reduplicated adjective
+    ("እነሱ", "ʔ ɨ nː ə sː u"),                    # lexicon
+    ("የሷ", "j ə sːʷ a"),                        # preposition swallowed እ: የ + እሷ
+    ("ሰውዬ", "s ə w ɨ jː e"),
+])
+def test_gemination_from_lexicon_and_rules(word, expected):
+    assert ipa(word) == expected
+
+
+def test_laryngeals_never_geminate_and_lower_the_vowel():
+    assert ipa("ሰዓት") == "s ə ʔ a t"
+    assert "ː" not in ipa("ሰሐረ")
+
+
+def test_phonemize_marks_word_boundaries_and_pauses():
+    assert phonemize("ሰላም፣ ነው።") == ["s", "ə", "l", "a", "m", ",", " ", "n", "ə", "w", "."]
+    assert phonemize("ማን ነው፧")[-1] == "?"
+    assert phonemize("") == [] and phonemize("   ") == [] and phonemize("።") == []
+
+
+def test_numbers_and_abbreviations_are_pronounced_through_normalization():
+    out = "".join(phonemize("፲፰፻፹፯ ዶ/ር"))
+    assert "ʃ" in out and "d" in out and not ETHIOPIC.search(out)
+
+
+def test_latin_and_mixed_script_input():
+    out = phonemize("ሰላም Google 2024 ነው!")
+    assert out[-1] == "!" and "ɡ" in out and not ETHIOPIC.search("".join(out))
+    assert set(out) <= set(make_tokenizer("phoneme").symbols)
+
+
+def test_ten_thousand_characters():
+    text = ("ኢትዮጵያ በ፲፰፻፹፯ ዓ.ም ሰላም ነበረች፤ ዶ/ር አበበ 25 ብር ከፈሉ። " * 300)[:10_000]
+    out = phonemize(text)
+    assert len(out) > 5000 and not ETHIOPIC.search("".join(out))
+
+
+def test_all_fixture_sentences_phonemize_into_the_default_inventory():
+    inventory = set(make_tokenizer("phoneme").symbols)
+    lines = sentences()
+    assert len(lines) == 805
+    for line in lines:
+        out = phonemize(line)
+        assert out, line
+        assert not ETHIOPIC.search("".join(out)), line
+        assert set(out) <= inventory, (line, set(out) - inventory)
+
+
+def test_user_dictionary_overrides_rules_and_round_trips(tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    assert load_user_dict(ws) == {}
+    save_user_dict(ws, {"ኢትዮጵያ": "ʔ i t ɨ j o pʼ ɨ j a", "Google": ["ɡ u ɡ ə l".split()][0]})
+    user = load_user_dict(ws)
+    assert ws.pronunciations.read_text(encoding="utf-8").count("\t") == 2
+    assert word_to_ipa("ኢትዮጵያ", user) == "ʔ i t ɨ j o pʼ ɨ j a".split()
+    assert phonemize("በኢትዮጵያ Google", user) == "b ə ʔ i t ɨ j o pʼ ɨ j a".split() + [" "] + "ɡ u ɡ ə l".split()
+
+
+def test_a_broken_dictionary_line_is_reported_with_its_number(tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    ws.pronunciations.write_text("ሰላም\ts ə l a m\nbroken line\n", encoding="utf-8")
+    with pytest.raises(StudioError, match="line 2"):
+        load_user_dict(ws)

@@ -1,0 +1,88 @@
+"""The Amharic G2P tab: handlers called directly, and its API through gradio_client."""
+import gradio as gr
+import pytest
+
+from utils.text import load_user_dict
+from utils.workspace import Workspace, read_jsonl, write_jsonl
+from webui import g2p
+from webui.context import AppContext
+
+
+@pytest.fixture
+def ws(tmp_path):
+    return Workspace.open(tmp_path / "workspace")
+
+
+def make_dataset(ws, name="demo", texts=("ሰላም ነው።", "በ፲፰፻፹፯ ዓ.ም ተወለደ።", "")):
+    rows = [{"id": f"u{i}", "audio": f"audio/u{i}.wav", "text": t, "normalized": None, "phonemes": None,
+             "duration": 1.0, "speaker": "s", "split": "train", "flags": [], "excluded": False}
+            for i, t in enumerate(texts)]
+    write_jsonl(ws.dataset_dir(name) / "manifest.jsonl", rows)
+    return name
+
+
+def test_explain_shows_normalized_text_ipa_symbols_and_warnings(ws):
+    normalized, ipa, symbols, notes = g2p.explain(ws, "ዶ/ር አበበ 2ኛ Hi ሰላም።")
+    assert normalized == "ዶክተር አበበ ሁለተኛ Hi ሰላም."
+    assert ipa.endswith("s ə l a m .") and " | " in ipa
+    assert "ids:" in symbols and "Hi" in notes
+
+
+def test_dictionary_edits_are_saved_to_the_workspace_and_used(ws):
+    table, status = g2p.add_word(ws, "ኢትዮጵያ", "ʔ i t ɨ j o pʼ ɨ j a")
+    assert table == [["ኢትዮጵያ", "ʔ i t ɨ j o pʼ ɨ j a"]] and "saved" in status
+    assert load_user_dict(ws)["ኢትዮጵያ"][3] == "ɨ"
+    _, ipa, _, _ = g2p.explain(ws, "ኢትዮጵያ")
+    assert ipa == "ʔ i t ɨ j o pʼ ɨ j a"
+    table, status = g2p.save_rows(ws, [["ሰላም", "s ə l a m"], ["", ""]])
+    assert table == [["ሰላም", "s ə l a m"]] and set(load_user_dict(ws)) == {"ሰላም"}
+    assert g2p.dict_rows(ws) == table
+
+
+def test_a_bad_dictionary_row_is_refused_and_nothing_is_saved(ws):
+    g2p.add_word(ws, "ሰላም", "s ə l a m")
+    with pytest.raises(gr.Error):
+        g2p.save_rows(ws, [["ሰላም", ""], ["two words", "t u"]])
+    assert load_user_dict(ws) == {"ሰላም": ["s", "ə", "l", "a", "m"]}
+
+
+def test_suggest_fills_in_the_rules_reading():
+    assert g2p.suggest("ሰላም") == "s ə l a m" and g2p.suggest("  ") == ""
+
+
+def test_converting_a_dataset_fills_normalized_and_phonemes(ws):
+    name = make_dataset(ws)
+    seen = []
+    message = g2p.convert(ws, name, progress=lambda fraction, desc=None: seen.append(fraction))
+    rows = read_jsonl(ws.dataset_dir(name) / "manifest.jsonl")
+    assert rows[0]["normalized"] == "ሰላም ነው." and rows[0]["phonemes"] == "s ə l a m | n ə w ."
+    assert "m ə tː o" in rows[1]["phonemes"] and rows[2]["phonemes"] is None
+    assert rows[0]["audio"] == "audio/u0.wav" and rows[0]["speaker"] == "s"  # other fields untouched
+    assert "3 of 3" in message.replace("**", "") and "nothing to pronounce" in message
+    assert seen and seen[-1] == 1.0
+
+
+def test_converting_needs_an_existing_dataset(ws):
+    with pytest.raises(gr.Error):
+        g2p.convert(ws, "", progress=lambda *a, **k: None)
+    with pytest.raises(gr.Error, match="manifest"):
+        g2p.convert(ws, "missing", progress=lambda *a, **k: None)
+
+
+def test_tab_api_through_gradio_client(ws):
+    from gradio_client import Client
+
+    make_dataset(ws, "viaapi")
+    with gr.Blocks() as demo:
+        with gr.Tab("Amharic G2P"):
+            g2p.build(AppContext(workspace=ws))
+    demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
+    try:
+        client = Client(demo.local_url, verbose=False)
+        normalized, ipa, _, _ = client.predict("ሰላም ፩", api_name="/g2p_explain")
+        assert normalized == "ሰላም አንድ" and ipa == "s ə l a m | ʔ a n d"
+        message = client.predict("viaapi", api_name="/g2p_convert")
+        assert "3 of 3" in message.replace("**", "")
+        assert read_jsonl(ws.dataset_dir("viaapi") / "manifest.jsonl")[0]["phonemes"] == "s ə l a m | n ə w ."
+    finally:
+        demo.close()

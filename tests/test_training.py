@@ -1,0 +1,212 @@
+"""Training engine behaviours on a tiny espeak-ng Amharic corpus (CPU, a few seconds per run)."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.helpers import espeak_amharic, sentences
+from utils.audio import MODEL_SAMPLE_RATE, load_audio, save_audio
+from utils.workspace import Workspace, read_jsonl, write_jsonl
+
+torch.set_num_threads(1)
+
+
+def make_dataset(root: Path, name: str = "am", n_train: int = 4, n_val: int = 1, voices=("am",),
+                 first: int = 0, max_chars: int = 40) -> Workspace:
+    """A dataset folder per the manifest contract, spoken by espeak-ng (short sentences, 24 kHz)."""
+    ws = Workspace.open(root)
+    ds = ws.dataset_dir(name)
+    texts = [s for s in sentences() if len(s) <= max_chars][first: first + n_train + n_val]
+    rows = []
+    for i, text in enumerate(texts):
+        voice = voices[i % len(voices)]
+        rid = f"{name}-{i:03d}"
+        tmp = espeak_amharic(text, ds / "raw" / f"{rid}.wav", voice=voice, rate=190)
+        audio, sr = load_audio(tmp, sample_rate=MODEL_SAMPLE_RATE)
+        save_audio(ds / "audio" / f"{rid}.wav", audio, MODEL_SAMPLE_RATE)
+        rows.append({"id": rid, "audio": f"audio/{rid}.wav", "text": text, "normalized": text, "phonemes": None,
+                     "duration": len(audio) / MODEL_SAMPLE_RATE, "speaker": voice.replace("+", "_"),
+                     "split": "train" if i < n_train else "val", "flags": [], "excluded": False,
+                     "source": f"raw/{rid}.wav", "sha1": "", "music": None})
+    write_jsonl(ds / "manifest.jsonl", rows)
+    return ws
+
+
+# ---------------------------------------------------------------------------------- fixtures
+from utils.training import TrainConfig, load_checkpoint, prepare_run, run  # noqa: E402
+from utils.training.checkpoint import load_trainer_state, step_folders  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Workspace:
+    return make_dataset(tmp_path_factory.mktemp("ws"), n_train=4, n_val=1, voices=("am", "am+f2"), max_chars=30)
+
+
+def tiny_config(ws: Workspace, run_name: str, **kw) -> TrainConfig:
+    base = dict(workspace=str(ws.root), dataset="am", run=run_name, preset="tiny", max_steps=6, lr=2e-3,
+                warmup_steps=1, log_every=1, eval_every=0, checkpoint_every=3, keep_checkpoints=2,
+                grad_accumulation=1, max_frames_per_batch=400, mcd="logmel", eval_clips=1, sample_clips=1,
+                ode_steps=2, ema_decay=0.9)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def losses(run_dir: Path) -> dict[int, float]:
+    return {r["step"]: r["loss"] for r in read_jsonl(run_dir / "metrics.jsonl") if "loss" in r}
+
+
+# ---------------------------------------------------------------------------------- behaviours
+def test_tiny_run_lowers_the_loss_and_writes_every_run_file(corpus):
+    result = run(prepare_run(tiny_config(corpus, "basic", max_steps=12, checkpoint_every=6)))
+    run_dir = corpus.run_dir("basic")
+    curve = losses(run_dir)
+    assert result["state"] == "finished" and len(curve) == 12
+    assert np.mean([curve[s] for s in (10, 11, 12)]) < np.mean([curve[s] for s in (1, 2, 3)])
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "finished" and status["step"] == 12 and status["max_steps"] == 12
+    assert status["heartbeat"] > 0 and status["last_checkpoint"].endswith("step-12")
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["train"]["preset"] == "tiny" and config["resolved"]["precision"] == "fp32"
+    assert all(config["reasons"][k] for k in config["resolved"])
+    row = read_jsonl(run_dir / "metrics.jsonl")[0]
+    for key in ("step", "epoch", "loss", "dur", "prior", "cfm", "lr", "grad_norm", "samples_per_s", "frames_per_s",
+                "data_wait"):
+        assert key in row
+    assert any("mcd" in r and "val_loss" in r for r in read_jsonl(run_dir / "metrics.jsonl"))
+    assert list((run_dir / "events").iterdir()) and "attention" in (run_dir / "train.log").read_text()
+    assert [s for s, _ in step_folders(run_dir / "checkpoints")] == [6, 12]
+    assert list((run_dir / "samples" / "step-12").glob("*.wav"))
+
+
+def test_checkpoint_round_trip_restores_the_same_model(corpus):
+    run(prepare_run(tiny_config(corpus, "roundtrip", max_steps=2, checkpoint_every=2)))
+    folder = corpus.run_dir("roundtrip") / "checkpoints" / "step-2"
+    assert {p.name for p in folder.iterdir()} == {"model.safetensors", "config.json", "trainer_state.pt"}
+    model, config = load_checkpoint(folder)
+    again, _ = load_checkpoint(folder)
+    assert config["speakers"] == ["am", "am_f2"] and config["frontend"]["symbols"][0] == "<pad>"
+    assert config["features"]["n_mels"] == 100 and config["model"]["n_symbols"] == len(config["frontend"]["symbols"])
+    tokens = [1, 5, 9, 3]
+    a = model.synthesise(tokens, speaker=1, n_steps=2, generator=torch.Generator().manual_seed(0))
+    b = again.synthesise(tokens, speaker=1, n_steps=2, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(a["mel"], b["mel"]) and a["mel"].shape[1] == 100
+    state = load_trainer_state(folder)
+    assert state["step"] == 2 and "optimizer" in state and "rng_cpu" in state
+
+
+def test_resume_after_a_stop_continues_the_same_loss_curve(corpus):
+    straight = corpus.run_dir("straight")
+    run(prepare_run(tiny_config(corpus, "straight")))
+    # same run, stopped by a STOP file after the first step, then resumed
+    cfg = tiny_config(corpus, "interrupted", checkpoint_every=100)
+    path = prepare_run(cfg)
+    (corpus.run_dir("interrupted") / "STOP").write_text("stop")
+    first = run(path)
+    assert first["state"] == "stopped" and first["step"] == 1
+    status = json.loads((corpus.run_dir("interrupted") / "status.json").read_text())
+    assert status["state"] == "stopped" and status["last_checkpoint"].endswith("step-1")
+    (corpus.run_dir("interrupted") / "STOP").unlink()
+    second = run(path)
+    assert second["state"] == "finished" and second["step"] == 6
+    a, b = losses(straight), losses(corpus.run_dir("interrupted"))
+    assert sorted(b) == list(range(1, 7))
+    for step in range(1, 7):
+        assert b[step] == pytest.approx(a[step], rel=1e-5, abs=1e-6), step
+    log = (corpus.run_dir("interrupted") / "train.log").read_text()
+    assert "resume: continuing from" in log
+
+
+def test_resume_reports_settings_changed_since_the_checkpoint(corpus):
+    path = prepare_run(tiny_config(corpus, "changed", max_steps=1, checkpoint_every=1))
+    run(path)
+    run(prepare_run(tiny_config(corpus, "changed", max_steps=2, checkpoint_every=1, lr=5e-3)))
+    assert "resume: setting lr changed since the checkpoint: 0.002 -> 0.005" in (
+        corpus.run_dir("changed") / "train.log").read_text()
+
+
+def test_out_of_memory_halves_the_micro_batch_and_continues(corpus):
+    # one batch of all 4 clips; a micro-batch of more than 2 longest clips "runs out of memory"
+    rows = [r for r in read_jsonl(corpus.dataset_dir("am") / "manifest.jsonl") if r["split"] == "train"]
+    longest = max(int(r["duration"] * MODEL_SAMPLE_RATE) // 256 + 1 for r in rows)
+    longest = -(-longest // 4) * 4
+    result = run(prepare_run(tiny_config(corpus, "oom", max_steps=3, max_frames_per_batch=4 * longest,
+                                         fault_oom_above_frames=2 * longest, checkpoint_every=3)))
+    log = (corpus.run_dir("oom") / "train.log").read_text()
+    assert result["state"] == "finished" and result["step"] == 3
+    assert "out of memory at step 0: micro-batch halved" in log
+    state = load_trainer_state(corpus.run_dir("oom") / "checkpoints" / "step-3")
+    assert state["split"] >= 2
+
+
+def test_nan_loss_skips_the_step_and_lowers_the_learning_rate(corpus):
+    result = run(prepare_run(tiny_config(corpus, "nan", max_steps=4, fault_nan_steps=[1], checkpoint_every=4)))
+    log = (corpus.run_dir("nan") / "train.log").read_text()
+    assert result["state"] == "finished"
+    assert "step 1: non-finite loss/gradients, step skipped, learning rate halved" in log
+    assert load_trainer_state(corpus.run_dir("nan") / "checkpoints" / "step-4")["lr_scale"] == 0.5
+
+
+def test_nan_in_fp16_lowers_the_loss_scale(corpus):
+    run(prepare_run(tiny_config(corpus, "nan16", max_steps=3, precision="fp16", fault_nan_steps=[1],
+                                checkpoint_every=3)))
+    log = (corpus.run_dir("nan16") / "train.log").read_text()
+    assert "step 1: non-finite loss/gradients, step skipped, loss scale lowered" in log
+    state = load_trainer_state(corpus.run_dir("nan16") / "checkpoints" / "step-3")
+    assert state["lr_scale"] == 1.0 and state["scaler"]["scale"] < 65536.0
+
+
+def test_repeated_nan_stops_with_a_message_and_a_good_checkpoint(corpus):
+    result = run(prepare_run(tiny_config(corpus, "nanstop", max_steps=10, fault_nan_steps=list(range(2, 10)),
+                                         max_bad_steps=3, checkpoint_every=100)))
+    assert result["state"] == "failed" and "3 steps in a row had non-finite" in result["message"]
+    status = json.loads((corpus.run_dir("nanstop") / "status.json").read_text())
+    assert status["state"] == "failed" and "non-finite" in status["message"]
+    model, _ = load_checkpoint(result["last_checkpoint"])
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_finetune_grows_symbols_and_speakers_and_new_speaker_mode_trains_only_that_row(tmp_path, corpus):
+    run(prepare_run(tiny_config(corpus, "charbase", max_steps=2, checkpoint_every=2, frontend="char")))
+    base_dir = corpus.run_dir("charbase") / "checkpoints" / "step-2"
+    base_model, base_cfg = load_checkpoint(base_dir)
+    # a second dataset: a new voice and sentences with characters the first one never saw
+    ws2 = make_dataset(tmp_path / "ws2", name="new", n_train=2, n_val=0, voices=("am+m3",), first=20)
+    text_chars = {ch for r in read_jsonl(ws2.dataset_dir("new") / "manifest.jsonl") for ch in r["normalized"]}
+    rows = read_jsonl(ws2.dataset_dir("new") / "manifest.jsonl")
+    for r in rows:  # make sure at least one symbol is new
+        r["normalized"] = r["text"] = r["text"] + " x"
+    write_jsonl(ws2.dataset_dir("new") / "manifest.jsonl", rows)
+    cfg = TrainConfig(**{**tiny_config(ws2, "ft", max_steps=2, checkpoint_every=2).to_dict(), "dataset": "new",
+                         "init": str(base_dir), "finetune_mode": "new_speaker", "ema_decay": 0.0})
+    run(prepare_run(cfg))
+    model, config = load_checkpoint(ws2.run_dir("ft") / "checkpoints" / "step-2")
+    assert config["speakers"] == ["am", "am_f2", "am_m3"]
+    old_symbols = base_cfg["frontend"]["symbols"]
+    assert config["frontend"]["symbols"][: len(old_symbols)] == old_symbols
+    assert len(config["frontend"]["symbols"]) > len(old_symbols) and text_chars
+    old, new = base_model.state_dict(), model.state_dict()
+    for name, tensor in new.items():
+        if name == "spk_emb.weight":
+            assert torch.equal(tensor[:2], old[name][:2]) and not torch.equal(tensor[2], old[name].mean(0))
+        elif name == "encoder.emb.weight":
+            assert torch.equal(tensor[: len(old_symbols)], old[name])
+        else:
+            assert torch.equal(tensor, old[name]), name
+
+
+def test_freeze_encoder_mode_keeps_the_encoder(corpus):
+    base_dir = corpus.run_dir("roundtrip") / "checkpoints" / "step-2"
+    if not base_dir.exists():
+        run(prepare_run(tiny_config(corpus, "roundtrip", max_steps=2, checkpoint_every=2)))
+    run(prepare_run(tiny_config(corpus, "frozen", max_steps=2, checkpoint_every=2, init=str(base_dir),
+                                finetune_mode="freeze_encoder", ema_decay=0.0)))
+    a, _ = load_checkpoint(base_dir)
+    b, _ = load_checkpoint(corpus.run_dir("frozen") / "checkpoints" / "step-2")
+    sa, sb = a.state_dict(), b.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa if k.startswith("encoder."))
+    assert not all(torch.equal(sa[k], sb[k]) for k in sa if k.startswith("decoder."))

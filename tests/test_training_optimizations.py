@@ -1,0 +1,161 @@
+"""Each optimization switch changes the code path it claims (inspected on CPU, never timed), and the
+measured batch probe bisects to what fits."""
+from __future__ import annotations
+
+import json
+
+import torch
+
+from models.matcha import MatchaConfig, MatchaTTS
+from tests.test_training import corpus, tiny_config  # noqa: F401  (module fixture)
+from utils import hardware
+from utils.training import prepare_run, run
+from utils.training import optimization as opt
+from utils.training.config import TrainConfig
+from utils.training.data import Collate, FrameBatchSampler, make_loader, split_batch
+from utils.training.probe import probe_max_frames
+
+torch.set_num_threads(1)
+
+
+def h100_report() -> hardware.HardwareReport:
+    report = hardware.HardwareReport(gpus=[hardware.GPUInfo(0, "NVIDIA H100 80GB HBM3", 79.2, "9.0", 132)],
+                                     cpu_count=16, ram_gb=128, disk_free_gb=500)
+    report.recommended = hardware.recommend(report)
+    return report
+
+
+def cpu_report() -> hardware.HardwareReport:
+    report = hardware.HardwareReport(gpus=[], cpu_count=2, ram_gb=16, disk_free_gb=50)
+    report.recommended = hardware.recommend(report)
+    return report
+
+
+def test_auto_settings_follow_the_hardware_recommendation_with_reasons():
+    gpu = opt.resolve(TrainConfig(preset="base"), h100_report())
+    assert gpu.device == "cuda" and gpu.precision == "bf16" and gpu.tf32 and gpu.attention == "flash"
+    assert gpu.compile and gpu.length_multiple == 64 and gpu.fused_adamw and gpu.cudnn_benchmark
+    assert gpu.pin_memory and gpu.num_workers > 0 and gpu.persistent_workers and gpu.probe
+    assert all(gpu.reasons[k] for k in gpu.values)
+    cpu = opt.resolve(TrainConfig(preset="tiny"), cpu_report())
+    assert (cpu.device, cpu.precision, cpu.tf32, cpu.attention, cpu.compile) == ("cpu", "fp32", False, "math", False)
+    assert not cpu.pin_memory and not cpu.fused_adamw and not cpu.probe and cpu.length_multiple == 4
+    forced = opt.resolve(TrainConfig(preset="tiny", attention="flash", compile="true", grad_checkpointing="true",
+                                     max_frames_per_batch=1234, grad_accumulation=3), cpu_report())
+    assert forced.attention == "flash" and forced.compile and forced.grad_checkpointing
+    assert forced.max_frames_per_batch == 1234 and forced.grad_accumulation == 3
+    assert forced.reasons["attention"] == "set by the user"
+
+
+def test_backend_flags_autocast_and_scaler_follow_the_settings():
+    gpu = opt.resolve(TrainConfig(preset="base"), h100_report())
+    old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
+    try:
+        opt.apply_backend_flags(gpu)
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+        assert torch.backends.cudnn.benchmark
+    finally:
+        (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark) = old
+    assert opt.autocast(gpu).fast_dtype == torch.bfloat16 and opt.autocast(gpu).device == "cuda"
+    cpu16 = opt.resolve(TrainConfig(preset="tiny", precision="fp16"), cpu_report())
+    assert opt.grad_scaler(cpu16).is_enabled()
+    cpu32 = opt.resolve(TrainConfig(preset="tiny"), cpu_report())
+    assert not opt.grad_scaler(cpu32).is_enabled()
+    assert type(opt.autocast(cpu32)).__name__ == "nullcontext"
+
+
+def test_model_settings_set_attention_checkpointing_and_compile_on_the_modules():
+    model = MatchaTTS(MatchaConfig.preset_config("tiny", n_symbols=30, n_speakers=2))
+    m = opt.resolve(TrainConfig(preset="tiny", attention="flash", compile="true", grad_checkpointing="true"),
+                    cpu_report())
+    assert model.encoder._compiled_call_impl is None
+    opt.apply_model_settings(model, m)
+    assert model.encoder._compiled_call_impl is not None and model.decoder.estimator._compiled_call_impl is not None
+    assert model.encoder.grad_checkpointing and model.decoder.estimator.grad_checkpointing
+    assert {a.backend for a in model.modules() if type(a).__name__ == "Attention"} == {"flash"}
+    assert set(model.state_dict()) == set(MatchaTTS(model.cfg).state_dict())  # checkpoints stay loadable
+
+
+def test_fused_adamw_and_decay_groups():
+    model = MatchaTTS(MatchaConfig.preset_config("tiny", n_symbols=30, n_speakers=2))
+    cfg = TrainConfig(preset="tiny")
+    fused = opt.make_optimizer(model, cfg, opt.resolve(TrainConfig(preset="tiny", fused_adamw="true"), cpu_report()))
+    plain = opt.make_optimizer(model, cfg, opt.resolve(cfg, cpu_report()))
+    assert fused.defaults["fused"] and not plain.defaults.get("fused") and plain.defaults["foreach"]
+    no_decay = {id(p) for p in fused.param_groups[1]["params"]}
+    assert id(model.encoder.emb.weight) in no_decay and id(model.spk_emb.weight) in no_decay
+    assert fused.param_groups[1]["weight_decay"] == 0.0
+
+
+def test_lr_warms_up_then_decays():
+    cfg = TrainConfig(lr=1e-3, warmup_steps=10, max_steps=100, min_lr_ratio=0.1)
+    lrs = [opt.lr_at(s, cfg) for s in range(100)]
+    assert lrs[0] < lrs[5] < lrs[9] == 1e-3 and lrs[-1] < lrs[50] < lrs[10] and min(lrs[10:]) >= 1e-4 - 1e-12
+
+
+def test_frame_batches_respect_the_budget_bucket_shapes_and_shard_across_ranks():
+    g = torch.Generator().manual_seed(0)
+    frames = [int(x) for x in torch.randint(50, 900, (200,), generator=g)]
+    sampler = FrameBatchSampler(frames, 4000, seed=3, length_multiple=64)
+    batches = sampler.epoch_batches(0)
+    assert sorted(i for b in batches for i in b) == list(range(200))  # every clip once per epoch
+    pad = lambda n: -(-n // 64) * 64  # noqa: E731
+    assert all(max(pad(frames[i]) for i in b) * len(b) <= 4000 for b in batches)
+    assert len({max(pad(frames[i]) for i in b) for b in batches}) <= 900 // 64 + 1  # few distinct shapes
+    assert sampler.epoch_batches(1) != batches  # reshuffled per epoch
+    r0, r1 = (FrameBatchSampler(frames, 4000, seed=3, rank=r, world_size=2).epoch_batches(0) for r in (0, 1))
+    assert len(r0) == len(r1) and not set(map(tuple, r0)) & set(map(tuple, r1))
+    # resuming at (epoch 1, batch 2) yields exactly what an uninterrupted iterator yields there
+    it = iter(sampler)
+    seq = [next(it) for _ in range(len(batches) + 5)]
+    resumed = iter(FrameBatchSampler(frames, 4000, seed=3, length_multiple=64, start=(1, 2)))
+    assert next(resumed) == seq[len(batches) + 2]
+
+
+def test_loader_uses_workers_pinning_persistence_and_prefetch_when_set():
+    m = opt.resolve(TrainConfig(preset="tiny", num_workers=2, pin_memory="true", persistent_workers="true"),
+                    cpu_report())
+    assert m.pin_memory is False  # nothing to pin for without a GPU: the reason says so
+    m.values["pin_memory"] = True
+    loader = make_loader(torch.utils.data.TensorDataset(torch.zeros(4)), FrameBatchSampler([10] * 4, 100), m, 3)
+    assert loader.num_workers == 2 and loader.pin_memory and loader.persistent_workers and loader.prefetch_factor == 3
+    assert isinstance(loader.collate_fn, Collate) and loader.collate_fn.length_multiple == m.length_multiple
+
+
+def test_split_batch_keeps_every_utterance_and_trims_padding():
+    items = [{"tokens": torch.arange(1, n + 1), "mel": torch.zeros(100, 4 * n), "speaker": 0, "pos": (0, 0),
+              "index": i} for i, n in enumerate([3, 5, 9, 12])]
+    batch = Collate(4)(items)
+    parts = split_batch(batch, 2)
+    assert [p["tokens"].shape[0] for p in parts] == [2, 2]
+    assert parts[0]["mels"].shape[-1] == 20 and parts[1]["mels"].shape[-1] == 48
+
+
+def test_probe_bisects_to_the_largest_batch_that_fits():
+    limit = 13_337
+
+    def try_frames(frames):
+        if frames > limit:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    for start in (1000, 50_000):
+        fitted, trials = probe_max_frames(try_frames, start=start, longest=400, log=lambda s: None)
+        assert limit * 0.94 <= fitted <= limit
+        assert any(not ok for _, ok in trials)
+    assert probe_max_frames(try_frames, start=20_000, longest=20_000, log=lambda s: None)[0] == 0
+
+
+def test_trainer_probe_replaces_the_batch_guess_with_the_measured_one(corpus):
+    rows = json.loads("[" + ",".join((corpus.dataset_dir("am") / "manifest.jsonl").read_text().splitlines()) + "]")
+    longest = max(int(r["duration"] * 24000) // 256 + 1 for r in rows if r["split"] == "train")
+    longest = -(-longest // 4) * 4
+    cap = 3 * longest + 10  # more than 3 longest clips in one batch 'runs out of memory'
+    result = run(prepare_run(tiny_config(corpus, "probe", max_steps=1, probe="true", max_frames_per_batch="auto",
+                                         fault_oom_above_frames=cap, checkpoint_every=1)))
+    assert result["state"] == "finished"
+    config = json.loads((corpus.run_dir("probe") / "config.json").read_text())
+    # a budget of 4 longest clips would not fit; 3 do
+    assert 3 * longest <= config["resolved"]["max_frames_per_batch"] < 4 * longest
+    assert config["reasons"]["max_frames_per_batch"].startswith("measured:")
+    log = (corpus.run_dir("probe") / "train.log").read_text()
+    assert "probe:" in log and "out of memory at step" not in log

@@ -1,0 +1,107 @@
+"""The trainer as its own OS process: SIGTERM stops cleanly, kill -9 resumes exactly, DDP with two
+CPU processes (gloo), and the `app.py train` command end to end."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_training import corpus, losses, tiny_config  # noqa: F401  (module fixture)
+from utils.training import prepare_run, run
+from utils.training.checkpoint import step_folders
+from utils.workspace import read_json
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def start_trainer(config_path: Path, nproc: int = 1) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    if nproc > 1:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+               "-m", "utils.training", "--config", str(config_path)]
+    else:
+        cmd = [sys.executable, "-m", "utils.training", "--config", str(config_path)]
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def wait_for(predicate, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"trainer exited early ({proc.returncode}):\n{proc.stdout.read().decode()[-3000:]}")
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("timed out waiting for the trainer")
+
+
+def test_sigterm_finishes_the_step_saves_a_checkpoint_and_exits_0(corpus):
+    path = prepare_run(tiny_config(corpus, "sigterm", max_steps=10_000, checkpoint_every=10_000))
+    run_dir = corpus.run_dir("sigterm")
+    proc = start_trainer(path)
+    wait_for(lambda: (read_json(run_dir / "status.json", {}) or {}).get("step", 0) >= 2, proc)
+    status = read_json(run_dir / "status.json")
+    assert status["state"] == "running" and status["pid"] == proc.pid and status["eta_s"] is not None
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 0
+    status = read_json(run_dir / "status.json")
+    assert status["state"] == "stopped" and "SIGTERM" in status["message"]
+    saved = step_folders(run_dir / "checkpoints")
+    assert saved and saved[-1][0] == status["step"] and status["last_checkpoint"] == str(saved[-1][1])
+
+
+def test_kill_9_then_resume_auto_continues_exactly(corpus):
+    reference = run(prepare_run(tiny_config(corpus, "ref30", max_steps=30, checkpoint_every=1000)))
+    assert reference["step"] == 30
+    path = prepare_run(tiny_config(corpus, "killed", max_steps=30, checkpoint_every=2))
+    run_dir = corpus.run_dir("killed")
+    proc = start_trainer(path)
+    wait_for(lambda: any(s >= 4 for s, _ in step_folders(run_dir / "checkpoints")), proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    killed_at = step_folders(run_dir / "checkpoints")[-1][0]
+    assert killed_at < 30, "the run finished before it could be killed"
+    result = run(path)  # resume "auto"
+    assert result["state"] == "finished" and result["step"] == 30
+    a, b = losses(corpus.run_dir("ref30")), losses(run_dir)
+    for step in range(1, 31):
+        assert b[step] == pytest.approx(a[step], rel=1e-5, abs=1e-6), step
+    # no half-written checkpoint folder is left behind, and only the newest K are kept
+    names = [p.name for p in (run_dir / "checkpoints").iterdir()]
+    assert all(n.startswith("step-") for n in names) and len(names) <= 2
+
+
+def test_ddp_two_cpu_processes_with_gloo_train_in_lock_step(corpus):
+    path = prepare_run(tiny_config(corpus, "ddp", max_steps=4, checkpoint_every=4, eval_every=0))
+    proc = start_trainer(path, nproc=2)
+    out = proc.communicate(timeout=300)[0].decode()
+    assert proc.returncode == 0, out[-3000:]
+    run_dir = corpus.run_dir("ddp")
+    log = (run_dir / "train.log").read_text()
+    assert "machine: cpu, 2 process(es)" in log
+    assert read_json(run_dir / "status.json")["state"] == "finished"
+    assert [s for s, _ in step_folders(run_dir / "checkpoints")] == [4]
+    rows = [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]  # one writer (rank 0), not two
+
+
+def test_app_train_command_trains_and_reports(corpus, capsys):
+    sys.path.insert(0, str(ROOT))
+    import app
+
+    code = app.main(["train", "--workspace", str(corpus.root), "--dataset", "am", "--run", "cli", "--preset", "tiny",
+                     "--max-steps", "2", "--grad-accumulation", "1", "--max-frames-per-batch", "400",
+                     "--mcd", "logmel", "--eval-clips", "1", "--ode-steps", "2", "--checkpoint-every", "2",
+                     "--attention", "flash", "--compile", "false"])
+    out = capsys.readouterr().out
+    assert code == 0 and "finished" in out and "step-2" in out
+    config = json.loads((corpus.run_dir("cli") / "config.json").read_text())
+    assert config["resolved"]["attention"] == "flash" and config["reasons"]["attention"] == "set by the user"
+    assert config["train"]["max_steps"] == 2 and config["resolved"]["compile"] is False

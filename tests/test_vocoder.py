@@ -1,0 +1,244 @@
+"""Vocoder: public checkpoint format, our format, Griffin-Lim, discriminators and the GAN trainer."""
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from models.discriminators import MultiPeriodDiscriminator, MultiResolutionDiscriminator
+from models.vocoder import PRESETS, Vocoder, VocoderConfig
+from tests.helpers import espeak_amharic, sentences
+from utils.audio import FeatureConfig, load_audio, log_mel, save_audio
+from utils.events import StudioError, run_to_end
+from utils.vocoder import griffin_lim, load_vocoder, save_vocoder, vocode
+from utils.vocoder.training import VocoderTrainConfig, train_vocoder
+from utils.workspace import Workspace, read_json, read_jsonl, write_jsonl
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PUBLIC_CONFIG_YAML = """\
+feature_extractor:
+  class_path: vocos.feature_extractors.MelSpectrogramFeatures
+  init_args:
+    sample_rate: 24000
+    n_fft: 1024
+    hop_length: 256
+    n_mels: 100
+    padding: center
+
+backbone:
+  class_path: vocos.models.VocosBackbone
+  init_args:
+    input_channels: 100
+    dim: 512
+    intermediate_dim: 1536
+    num_layers: 8
+
+head:
+  class_path: vocos.heads.ISTFTHead
+  init_args:
+    dim: 512
+    n_fft: 1024
+    hop_length: 256
+    padding: center
+"""
+
+
+def public_state_dict(seed: int = 0) -> dict:
+    """The 83 tensors of charactr/vocos-mel-24khz's pytorch_model.bin, names and shapes written out
+    from the published layout (not from our module), randomly initialised."""
+    g = torch.Generator().manual_seed(seed)
+    r = lambda *shape: torch.randn(*shape, generator=g) * 0.02  # noqa: E731
+    sd = {"feature_extractor.mel_spec.spectrogram.window": torch.hann_window(1024),
+          "feature_extractor.mel_spec.mel_scale.fb": torch.rand(513, 100, generator=g),
+          "backbone.embed.weight": r(512, 100, 7), "backbone.embed.bias": r(512),
+          "backbone.norm.weight": 1 + r(512), "backbone.norm.bias": r(512)}
+    for i in range(8):
+        p = f"backbone.convnext.{i}."
+        sd.update({p + "dwconv.weight": r(512, 1, 7), p + "dwconv.bias": r(512),
+                   p + "norm.weight": 1 + r(512), p + "norm.bias": r(512),
+                   p + "pwconv1.weight": r(1536, 512), p + "pwconv1.bias": r(1536),
+                   p + "pwconv2.weight": r(512, 1536), p + "pwconv2.bias": r(512),
+                   p + "gamma": torch.full((512,), 0.125)})
+    sd.update({"backbone.final_layer_norm.weight": 1 + r(512), "backbone.final_layer_norm.bias": r(512),
+               "head.out.weight": r(1026, 512), "head.out.bias": r(1026), "head.istft.window": torch.hann_window(1024)})
+    assert len(sd) == 83
+    return sd
+
+
+@pytest.fixture(scope="module")
+def public_folder(tmp_path_factory) -> tuple[Path, dict]:
+    folder = tmp_path_factory.mktemp("vocos-mel-24khz")
+    sd = public_state_dict()
+    torch.save(sd, folder / "pytorch_model.bin")
+    (folder / "config.yaml").write_text(PUBLIC_CONFIG_YAML)
+    return folder, sd
+
+
+def test_public_vocos_folder_loads_every_weight(public_folder):
+    folder, sd = public_folder
+    model = load_vocoder(folder)
+    assert model.cfg == PRESETS["mel-24khz"]
+    loaded = model.state_dict()
+    for key, value in sd.items():
+        if not key.startswith("feature_extractor."):
+            assert torch.equal(loaded[key], value), key
+    assert sum(p.numel() for p in model.parameters()) == 13_531_650  # the published parameter count
+
+
+def test_public_weights_file_alone_loads_and_vocodes_with_the_right_length(public_folder):
+    folder, _ = public_folder
+    model = load_vocoder(folder / "pytorch_model.bin")
+    wave = vocode(model, torch.randn(100, 40))
+    assert wave.shape == (256 * 39,) and wave.dtype == np.float32 and np.isfinite(wave).all()
+
+
+def test_public_loader_refuses_pickles_that_run_code(tmp_path):
+    marker = tmp_path / "pwned"
+
+    class Evil:
+        def __reduce__(self):
+            return (Path.touch, (marker,))
+
+    (tmp_path / "pytorch_model.bin").write_bytes(pickle.dumps({"backbone.embed.weight": Evil()}))
+    with pytest.raises(StudioError, match="not a plain PyTorch weights file"):
+        load_vocoder(tmp_path)
+    assert not marker.exists()
+
+
+def test_weights_that_do_not_fit_the_config_are_named(tmp_path, public_folder):
+    _, sd = public_folder
+    torch.save({k: v for k, v in sd.items() if k != "head.out.bias"}, tmp_path / "pytorch_model.bin")
+    (tmp_path / "config.yaml").write_text(PUBLIC_CONFIG_YAML)
+    with pytest.raises(StudioError, match="head.out.bias"):
+        load_vocoder(tmp_path)
+
+
+def test_our_format_round_trips_exactly(tmp_path):
+    model = Vocoder(PRESETS["tiny"]).eval()
+    folder = save_vocoder(model, tmp_path / "voc")
+    assert read_json(folder / "config.json")["kind"] == "vocos"
+    again = load_vocoder(folder)
+    mel = torch.randn(100, 20)
+    np.testing.assert_array_equal(vocode(model, mel), vocode(again, mel))
+
+
+def test_hub_id_that_cannot_be_downloaded_says_what_to_do(monkeypatch):
+    import huggingface_hub
+
+    def offline(*args, **kwargs):
+        raise OSError("no network")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    with pytest.raises(StudioError, match="offline"):
+        load_vocoder("charactr/vocos-mel-24khz")
+
+
+def test_missing_vocoder_path_is_a_clear_error(tmp_path):
+    with pytest.raises(StudioError, match="not found"):
+        load_vocoder(tmp_path / "nothing" / "here")
+
+
+def test_istft_head_stays_fp32_under_bf16_autocast():
+    model = Vocoder(PRESETS["tiny"])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        wave = model(torch.randn(2, 100, 12))
+    assert wave.dtype == torch.float32 and wave.shape == (2, 256 * 11)
+
+
+def test_griffin_lim_rebuilds_speech_whose_mel_matches(tmp_path):
+    wav, _ = load_audio(espeak_amharic(sentences(1)[0], tmp_path / "a.wav"), 24000)
+    mel = log_mel(wav)
+    out = griffin_lim(mel, n_iter=32)
+    assert out.shape == (256 * (mel.shape[-1] - 1),)
+    speech = mel > mel.max() - 8  # bins within ~35 dB of the loudest
+    err = (log_mel(out)[:, : mel.shape[-1]] - mel).abs()[speech].mean()
+    noise_err = (log_mel(np.random.default_rng(0).normal(0, 0.05, len(out)).astype(np.float32))
+                 [:, : mel.shape[-1]] - mel).abs()[speech].mean()
+    assert err < 0.6 and err < noise_err / 3
+
+
+def test_discriminators_give_logits_and_feature_maps_per_sub_discriminator():
+    wave = torch.randn(2, 4096)
+    logits, feats = MultiPeriodDiscriminator()(wave)
+    assert len(logits) == 5 and all(l.shape[0] == 2 for l in logits) and all(len(f) == 5 for f in feats)
+    logits, feats = MultiResolutionDiscriminator()(wave)
+    assert len(logits) == 3 and all(len(f) == 6 for f in feats)
+
+
+def make_dataset(ws: Workspace, name: str = "speech", n: int = 3) -> None:
+    folder = ws.dataset_dir(name)
+    rows = []
+    for i, text in enumerate(sentences(n)):
+        wav, sr = load_audio(espeak_amharic(text, folder / "raw" / f"{i}.wav"), 24000)
+        save_audio(folder / "audio" / f"u{i}.wav", wav, sr)
+        rows.append({"id": f"u{i}", "audio": f"audio/u{i}.wav", "text": text, "excluded": False,
+                     "split": "val" if i == 0 else "train", "speaker": "am"})
+    rows.append({"id": "gone", "audio": "audio/gone.wav", "excluded": True, "split": "train"})
+    write_jsonl(folder / "manifest.jsonl", rows)
+
+
+def tiny_config(**kw) -> VocoderTrainConfig:
+    base = dict(dataset="speech", run="voc", preset="tiny", max_steps=2, batch_size=2, segment=4096,
+                log_every=1, eval_every=0, save_every=0, mcd_clips=1, val_clips=1, device="cpu",
+                mpd_channels=(8, 16, 32, 32, 32), mrd_channels=8)
+    return VocoderTrainConfig(**{**base, **kw})
+
+
+def test_train_vocoder_writes_checkpoint_metrics_log_and_resumes(tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    make_dataset(ws)
+    first = run_to_end(train_vocoder(ws, tiny_config()))
+    run = ws.run_dir("voc")
+    assert first == run / "checkpoints" / "step-2"
+    assert {p.name for p in first.iterdir()} >= {"model.safetensors", "config.json", "trainer_state.pt"}
+    metrics = read_jsonl(run / "metrics.jsonl")
+    assert [m["step"] for m in metrics if "loss_g" in m] == [1, 2]
+    assert all(np.isfinite(m["loss_mel"]) and m["loss_d"] > 0 for m in metrics if "loss_g" in m)
+    assert any("val_mcd" in m for m in metrics) and (run / "samples" / "step-2" / "u0.wav").exists()
+    assert read_json(run / "status.json")["state"] == "finished"
+    load_vocoder(first)  # the checkpoint is a usable vocoder
+
+    second = run_to_end(train_vocoder(ws, tiny_config(max_steps=3, resume="auto")))
+    assert second == run / "checkpoints" / "step-3"
+    assert "resuming from runs/voc/checkpoints/step-2" in (run / "train.log").read_text()
+    assert [m["step"] for m in read_jsonl(run / "metrics.jsonl") if "loss_g" in m] == [1, 2, 3]
+
+
+def test_fine_tuning_starts_from_the_given_weights_and_stop_saves(tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    make_dataset(ws, n=2)
+    init = save_vocoder(Vocoder(PRESETS["tiny"]), tmp_path / "init")
+    run = ws.run_dir("ft")
+    run.mkdir(parents=True)
+    (run / "STOP").write_text("stop")  # a stop request before the first step still leaves a checkpoint
+    ckpt = run_to_end(train_vocoder(ws, tiny_config(run="ft", init=str(init), mcd_clips=0)))
+    assert ckpt == run / "checkpoints" / "step-0"
+    assert read_json(run / "status.json")["state"] == "stopped"
+    assert read_json(run / "config.json")["lr"] == 1e-4
+    for key, value in load_vocoder(init).state_dict().items():
+        assert torch.equal(load_vocoder(ckpt).state_dict()[key], value)
+
+
+def test_dataset_without_manifest_is_a_clear_error(tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    with pytest.raises(StudioError, match="prepare it first"):
+        run_to_end(train_vocoder(ws, tiny_config(dataset="nothing")))
+
+
+def test_train_vocoder_cli_end_to_end(tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    make_dataset(ws, n=2)
+    init = save_vocoder(Vocoder(PRESETS["tiny"]), tmp_path / "init")
+    proc = subprocess.run([sys.executable, "app.py", "train-vocoder", "--workspace", str(ws.root), "--dataset",
+                           "speech", "--run", "cli", "--init", str(init), "--max-steps", "1", "--batch-size", "1", "--eval-every", "0"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "vocoder checkpoint:" in proc.stdout
+    assert (ws.run_dir("cli") / "checkpoints" / "step-1" / "model.safetensors").exists()

@@ -1,0 +1,17 @@
+"""Datasets: import uploads, cut long recordings, check every row, prepare clips, features and split.
+
+Public API (see CONTRIBUTING.md, "Dataset contract"):
+    prepare(ws, name, sources, fmt=...)   generator of Events; the last carries the report summary
+    load_manifest(ws, name) / save_manifest(ws, name, rows)
+    features(ws, name, row, cfg)          cached log-mel [n_mels, frames] of a row
+    recheck(ws, name) / apply_edits(ws, name, edits)
+"""
+from utils.datasets.config import FLAG_HELP, PrepareConfig
+from utils.datasets.curate import apply_edits, flagged_rows, plot_data, recheck
+from utils.datasets.features import features
+from utils.datasets.manifest import load_manifest, load_report, save_manifest
+from utils.datasets.prepare import prepare
+from utils.datasets.sources import FORMATS, inspect_table
+
+__all__ = ["FLAG_HELP", "FORMATS", "PrepareConfig", "apply_edits", "features", "flagged_rows", "inspect_table",
+           "load_manifest", "load_report", "plot_data", "prepare", "recheck", "save_manifest"]

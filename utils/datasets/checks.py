@@ -1,0 +1,111 @@
+"""What is wrong with a row: text checks (one transcript at a time) and dataset checks (all rows).
+
+Audio checks (unreadable, duration, silence, clipping, SNR) are measured while the clip is made,
+in `clips.py`; this module turns transcripts and the whole table into flags and messages.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+from utils.datasets.config import EXCLUDING_FLAGS, FLAG_HELP, PrepareConfig
+
+ETHIOPIC_RANGES = ((0x1200, 0x139F), (0x2D80, 0x2DDF), (0xAB00, 0xAB2F))
+# What the frontend reads besides Ethiopic letters: spaces, digits and the punctuation it turns into pauses.
+READABLE_EXTRA = set(" 0123456789.,?!:;'\"-()/%") | set("፡።፣፤፥፦፧፨")
+
+
+def is_ethiopic(ch: str) -> bool:
+    o = ord(ch)
+    return any(a <= o <= b for a, b in ETHIOPIC_RANGES)
+
+
+def check_text(text: str, cfg: PrepareConfig) -> dict:
+    """{"normalized", "phonemes", "notes": {flag: message}} for one transcript ("normalizer" holds
+    the normalizer's warnings and is not a flag)."""
+    out = {"normalized": "", "phonemes": None, "notes": {}}
+    notes = out["notes"]
+    text = (text or "").strip()
+    if not text:
+        notes["missing_text"] = "no transcript (transcribe it, or exclude the row)"
+        return out
+    letters = [c for c in text if c.isalpha()]
+    share = sum(map(is_ethiopic, letters)) / len(letters) if letters else 0.0
+    if share < cfg.min_ethiopic:
+        notes["non_ethiopic"] = f"only {share:.0%} of the letters are Ethiopic script"
+    try:
+        from utils.text import normalize, phonemes_string, phonemize
+
+        norm = normalize(text)
+        out["normalized"] = norm.text
+        removed = [w for w in norm.warnings if str(w).startswith("Removed")]  # chars with no Amharic reading
+        if removed:
+            notes["unknown_chars"] = "; ".join(removed)
+        if len(removed) < len(norm.warnings):
+            notes["normalizer"] = "normalizer: " + "; ".join(str(w) for w in norm.warnings if w not in removed)
+        out["phonemes"] = phonemes_string(phonemize(text))
+    except ImportError as exc:  # frontend missing entirely: a setup problem, not a data problem
+        raise RuntimeError(f"the Amharic text frontend (utils.text) cannot be imported: {exc}") from exc
+    except Exception as exc:
+        notes["text_error"] = f"text frontend failed: {exc}"
+        return out
+    unknown = sorted({c for c in out["normalized"] if not is_ethiopic(c) and c not in READABLE_EXTRA
+                      and not c.isspace() and not (c.isascii() and c.isalpha())})  # Latin: read by letter rules
+    if unknown and "unknown_chars" not in notes:
+        notes["unknown_chars"] = "characters the frontend cannot read: " + " ".join(repr(c) for c in unknown[:20])
+    return out
+
+
+def speaking_rate(row: dict) -> float | None:
+    """Characters (no spaces) per second of the normalized text."""
+    chars = len("".join((row.get("normalized") or "").split()))
+    return chars / row["duration"] if chars and row.get("duration") else None
+
+
+TEXT_FLAGS = ("missing_text", "non_ethiopic", "unknown_chars", "text_error", "normalizer")
+TABLE_FLAGS = ("duplicate_audio", "rate_outlier")
+
+
+def flags_of(notes: dict) -> list[str]:
+    return [k for k in notes if k != "normalizer"]
+
+
+def dataset_checks(rows: list[dict], cfg: PrepareConfig) -> None:
+    """Flags that need the whole table: duplicate audio and speaking-rate outliers.
+    Rows carry "notes" {flag: message}; updates notes and flags in place."""
+    for r in rows:
+        for flag in TABLE_FLAGS:
+            r["notes"].pop(flag, None)
+    first_by_sha: dict[str, str] = {}
+    for r in rows:
+        if r.get("sha1") in first_by_sha:
+            r["notes"]["duplicate_audio"] = f"same audio as {first_by_sha[r['sha1']]}"
+        else:
+            first_by_sha[r["sha1"]] = r["id"]
+    rates = {r["id"]: speaking_rate(r) for r in rows if "missing_text" not in r["notes"]}
+    rates = {k: v for k, v in rates.items() if v}
+    if len(rates) >= 5:
+        med = statistics.median(rates.values())
+        lo, hi = med / cfg.rate_factor, med * cfg.rate_factor
+        for r in rows:
+            v = rates.get(r["id"])
+            if v is not None and not lo <= v <= hi:
+                r["notes"]["rate_outlier"] = f"{v:.1f} characters/s, the dataset's median is {med:.1f}"
+    for r in rows:
+        r["flags"] = flags_of(r["notes"])
+
+
+def default_excluded(flags: list[str]) -> bool:
+    return any(f in EXCLUDING_FLAGS for f in flags)
+
+
+def flag_counts(rows: list[dict]) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for r in rows:
+        for f in r["flags"]:
+            counts[f] += 1
+    return dict(sorted(counts.items()))
+
+
+def describe_flag(flag: str) -> str:
+    return FLAG_HELP.get(flag, flag)

@@ -1,0 +1,114 @@
+"""The mel feature cache: `features/<FeatureConfig.key()>/<audio sha1[:16]>.npy`, float32 [n_mels, frames].
+
+Keyed by the audio's content and the feature configuration, never by path alone: a clip replaced
+by its music-removed version (a different file) gets its own entry. The sha1 of a file is memoized
+by (path, size, mtime), so a training loop pays one `stat` per lookup, not a hash.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from utils.audio import FeatureConfig, file_digest, load_audio, resample
+from utils.events import StudioError
+from utils.workspace import Workspace
+
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def content_sha1(path: Path) -> str:
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    digest = _DIGESTS.get(key)
+    if digest is None:
+        digest = _DIGESTS[key] = file_digest(path)
+    return digest
+
+
+def cache_path(ds_dir: Path, sha1: str, cfg: FeatureConfig) -> Path:
+    return ds_dir / "features" / cfg.key() / f"{sha1[:16]}.npy"
+
+
+def save_npy(path: Path, array: np.ndarray) -> None:
+    """Atomic .npy write: a reader (training workers) never sees half an array."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, array)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def mel_numpy(audio: np.ndarray, cfg: FeatureConfig, device: str = "cpu") -> np.ndarray:
+    import torch
+
+    from utils.audio import log_mel
+
+    with torch.no_grad():
+        mel = log_mel(torch.from_numpy(np.ascontiguousarray(audio)).to(device), cfg)  # [n_mels, frames]
+    return mel.float().cpu().numpy()
+
+
+def compute_and_store(wav: Path, mel_dir: Path, sha1: str, cfg_dict: dict, device: str = "cpu") -> Path:
+    cfg = FeatureConfig.from_dict(cfg_dict)
+    path = Path(mel_dir) / f"{sha1[:16]}.npy"
+    if not path.exists():
+        audio, sr = load_audio(wav)
+        if sr != cfg.sample_rate:
+            audio = resample(audio, sr, cfg.sample_rate)
+        save_npy(path, mel_numpy(audio, cfg, device))
+    return path
+
+
+def features(ws: Workspace, name: str, row: dict, cfg: FeatureConfig = FeatureConfig()) -> np.ndarray:
+    """Log-mel [n_mels, frames] float32 of a manifest row, computed and cached on a miss."""
+    ds_dir = ws.dataset_dir(name)
+    wav = (ds_dir / row["audio"]).resolve()
+    if not wav.is_relative_to(ds_dir.resolve()):
+        raise StudioError(f"row {row.get('id')!r}: audio path {row['audio']!r} points outside the dataset.")
+    if not wav.exists():
+        raise StudioError(f"row {row.get('id')!r}: {row['audio']} is missing; run prepare again.")
+    path = cache_path(ds_dir, content_sha1(wav), cfg)
+    try:
+        return np.load(path)
+    except (FileNotFoundError, ValueError, EOFError, OSError):
+        pass  # a miss (or a damaged entry): compute it
+    compute_and_store(wav, path.parent, path.stem, cfg.to_dict())
+    return np.load(path)
+
+
+def precompute_gpu(ds_dir: Path, rows: list[dict], cfg: FeatureConfig, device: str, cancelled=lambda: False):
+    """Mels for many clips on a GPU: files are read by a thread pool while the GPU computes.
+    Yields the number done after each clip."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    out_dir = ds_dir / "features" / cfg.key()
+    todo = [r for r in rows if not (out_dir / f"{r['sha1'][:16]}.npy").exists()]
+    window = 64  # clips read ahead; bounds memory whatever the dataset size
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        pending: deque = deque()
+        saves: deque = deque()
+        done = 0
+        for n in range(len(todo) + window):
+            if n < len(todo):
+                pending.append((todo[n], pool.submit(load_audio, ds_dir / todo[n]["audio"])))
+            if len(pending) < window and n < len(todo):
+                continue
+            if not pending or cancelled():
+                break
+            row, fut = pending.popleft()
+            mel = mel_numpy(fut.result()[0], cfg, device)
+            saves.append(pool.submit(save_npy, out_dir / f"{row['sha1'][:16]}.npy", mel))
+            while len(saves) > window:
+                saves.popleft().result()
+            done += 1
+            yield done, len(todo)
+        for s in saves:
+            s.result()

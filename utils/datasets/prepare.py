@@ -1,0 +1,322 @@
+"""The preparation pipeline: import -> discover -> cut long recordings -> make clips -> check ->
+split -> manifest + report -> mel features -> (BPE model).
+
+    for event in prepare(ws, "my-voice", ["/data/upload.zip"]):
+        print(event.format())
+
+Clips, checks and (without a GPU) mels run in a process pool, one task per clip, so the pool keeps
+every core busy on decode/resample/write; with a GPU the mels are computed there after the clips
+exist. Every finished task is appended to `.prepare/done.jsonl`, so a re-run after a crash or a
+cancel skips what is done. Curator decisions (keep, exclude, fixed text) survive a re-run.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import threading
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from utils.audio import FeatureConfig
+from utils.datasets import checks
+from utils.datasets.clips import init_worker, process_clip, segment_recording
+from utils.datasets.config import PrepareConfig
+from utils.datasets.manifest import load_report, save_manifest, write_report
+from utils.datasets.sources import DEFAULT_SPEAKER, Item, discover, import_source
+from utils.datasets.split import assign_split
+from utils.events import Event, StudioError
+from utils.workspace import Workspace, append_jsonl, atomic_write_json, read_json, read_jsonl
+
+STATE_DIR = ".prepare"
+
+
+def default_workers() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def _key(*parts) -> str:
+    return hashlib.sha1(json.dumps(parts, ensure_ascii=False, default=str).encode()).hexdigest()
+
+
+def run_tasks(fn: Callable[[dict], dict], tasks: list[dict], workers: int, cancelled: Callable[[], bool],
+              pool: ProcessPoolExecutor | None) -> Iterator[tuple[dict, dict]]:
+    """(task, result) in completion order; a bounded window of tasks is in flight so cancel is quick
+    and memory stays flat. A task that crashes yields {"error": ...} naming its source."""
+    def failed(task, exc):
+        return {"id": task["id"], "error": f"{task['source']}: unexpected failure ({type(exc).__name__}: {exc})."}
+
+    if pool is None:
+        for task in tasks:
+            if cancelled():
+                return
+            try:
+                yield task, fn(task)
+            except Exception as exc:
+                yield task, failed(task, exc)
+        return
+    queue, running = deque(tasks), {}
+    while queue or running:
+        while queue and len(running) < workers * 4 and not cancelled():
+            task = queue.popleft()
+            running[pool.submit(fn, task)] = task
+        if not running:
+            return
+        done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
+        for fut in done:
+            task = running.pop(fut)
+            try:
+                yield task, fut.result()
+            except BrokenProcessPool as exc:  # a worker died (killed, out of memory): stop, keep what is done
+                raise StudioError(f"A preparation worker died while on {task['source']} (out of memory?). "
+                                  "Run prepare again with fewer workers; finished clips are kept.") from exc
+            except Exception as exc:
+                yield task, failed(task, exc)
+        if cancelled():
+            for fut in running:
+                fut.cancel()
+            return
+
+
+def prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Path | None = None,
+            fmt: str = "auto", columns: dict | None = None, frontend: str = "phoneme",
+            cfg: PrepareConfig = PrepareConfig(), feature_cfg: FeatureConfig | None = FeatureConfig(),
+            workers: int | None = None, cancel: threading.Event | None = None,
+            device: str | None = None) -> Iterator[Event]:
+    """Prepare dataset `name` from `sources` (files, folders or zips; None re-runs on what `raw/` holds).
+    The last event's result is the report summary. `feature_cfg=None` skips the mel cache."""
+    ds_dir = ws.dataset_dir(name)
+    raw, state = ds_dir / "raw", ds_dir / STATE_DIR
+    state.mkdir(parents=True, exist_ok=True)
+    cancelled = (lambda: cancel.is_set()) if cancel is not None else (lambda: False)
+    workers = workers or default_workers()
+    errors: list[dict] = []
+
+    # 1. import: the upload goes into raw/ byte for byte; a lone CSV brings its audio along
+    if isinstance(sources, (str, Path)):
+        sources = [sources]
+    sources = [Path(s) for s in sources or []]
+    origin = sources[0].parent if len(sources) == 1 and sources[0].suffix.lower() in (".csv", ".tsv") else None
+    if sources:
+        yield Event("import", 0, len(sources), f"copying {len(sources)} upload(s) into {raw}")
+        errors += import_source(sources, raw, cfg)
+    elif not raw.exists():
+        raise StudioError(f"Dataset {name!r} has nothing in raw/; give a zip, folder or files to prepare.")
+    else:  # a re-run on what raw/ holds: same format and columns as last time unless told otherwise
+        last = read_json(ds_dir / "prepare.json", default={}) or {}
+        fmt = last.get("format", fmt) if fmt == "auto" else fmt
+        columns = columns or last.get("columns")
+    for e in errors:
+        yield Event("import", message=e["message"], level="warning")
+
+    # 2. discover the utterances
+    try:
+        found = discover(ds_dir, fmt, columns, origin)
+    except StudioError as exc:  # nothing to prepare: say so in the report too
+        if not (ds_dir / "manifest.jsonl").exists():
+            write_report(ws, name, [], errors + [{"source": str(sources[0].name if sources else "raw"),
+                                                  "message": str(exc)}], fmt)
+        if errors:
+            raise StudioError(f"{exc} " + " ".join(e["message"] for e in errors[:5])) from exc
+        raise
+    errors += found.errors
+    for e in found.errors:
+        yield Event("discover", message=e["message"], level="warning")
+    yield Event("discover", len(found.items), len(found.items), f"format {found.format}: {len(found.items)} item(s)")
+    atomic_write_json(ds_dir / "prepare.json", {"format": found.format, "frontend": frontend, "columns": columns,
+                                                "config": cfg.to_dict(),
+                                                "features": feature_cfg.to_dict() if feature_cfg else None})
+    done = {d["key"]: d["result"] for d in read_jsonl(state / "done.jsonl")}
+    common = {"cfg": cfg.to_dict()}
+    use_gpu_mels = feature_cfg is not None and (device or _device()) == "cuda"
+    ctx = mp.get_context("spawn")  # never fork a process that may hold threads (Gradio, torch)
+    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=init_worker) if workers > 1 else None
+    try:
+        # 3. long recordings -> utterances (subtitle times refined by VAD, or VAD alone)
+        clips = [it for it in found.items if it.kind == "clip"]
+        long_items = [it for it in found.items if it.kind != "clip"]
+        if long_items:
+            tasks, cached = [], []
+            for it in long_items:
+                st = it.audio.stat()
+                key = _key("segment", it.source, st.st_size, st.st_mtime_ns, it.kind,
+                           it.subtitles and it.subtitles.stat().st_mtime_ns, cfg.segment_min, cfg.segment_max)
+                task = {"id": it.id, "src": str(it.audio), "source": it.source, "kind": it.kind, "key": key,
+                        "subtitles": str(it.subtitles) if it.subtitles else None, "item": it, **common}
+                (cached if key in done else tasks).append(task)
+            results = [(t, done[t["key"]]) for t in cached]
+            n = len(results)
+            for task, res in run_tasks(segment_recording, [{k: v for k, v in t.items() if k != "item"} | {"_i": i}
+                                                           for i, t in enumerate(tasks)], workers, cancelled, pool):
+                n += 1
+                full = tasks[task["_i"]]
+                if "error" not in res:
+                    append_jsonl(state / "done.jsonl", {"key": full["key"], "result": res})
+                results.append((full, res))
+                yield Event("segment", n, len(long_items), f"{full['source']}: {len(res.get('segments', []))} utterance(s)")
+            if cancelled():
+                yield from _cancelled()
+                return
+            for task, res in results:
+                it = task["item"]
+                if "error" in res:
+                    errors.append({"source": it.source, "message": res["error"]})
+                    yield Event("segment", message=res["error"], level="warning")
+                    continue
+                for m in res.get("messages", []):
+                    errors.append({"source": it.source, "message": m})
+                for i, (s, e, text) in enumerate(res["segments"], 1):
+                    clips.append(Item(f"{it.id}-{i:04d}", it.audio, f"{it.source}#t={s:.2f},{e:.2f}", text,
+                                      it.speaker, s, e, notes=dict(it.notes)))
+
+        # 4. clips: decode, resample, trim, normalize, write, measure, check text (+ mels on CPU)
+        mel_dir = ds_dir / "features" / feature_cfg.key() if feature_cfg else None
+        tasks, results = [], {}
+        for it in clips:
+            key = _key("clip", it.source, it.start, it.end, it.id, it.text, cfg.processing_key())
+            out = ds_dir / "audio" / f"{it.id}.wav"
+            if key in done and out.exists() and (mel_dir is None or use_gpu_mels
+                                                 or (mel_dir / f"{done[key]['sha1'][:16]}.npy").exists()):
+                results[it.id] = done[key]
+                continue
+            tasks.append({"id": it.id, "src": str(it.audio), "source": it.source, "start": it.start, "end": it.end,
+                          "out": str(out), "text": it.text, "key": key, **common,
+                          **({"mel_dir": str(mel_dir), "mel_cfg": feature_cfg.to_dict()}
+                             if mel_dir and not use_gpu_mels else {})})
+        if results:
+            yield Event("clips", len(results), len(clips), f"{len(results)} clip(s) already made by an earlier run")
+        n = len(results)
+        for task, res in run_tasks(process_clip, tasks, workers, cancelled, pool):
+            n += 1
+            if "error" not in res:
+                append_jsonl(state / "done.jsonl", {"key": task["key"], "result": res})
+            results[task["id"]] = res
+            if n % 25 == 0 or n == len(clips) or "error" in res:
+                yield Event("clips", n, len(clips), res.get("error", task["source"]),
+                            level="warning" if "error" in res else "info")
+        if cancelled():
+            yield from _cancelled()
+            return
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)  # idle workers exit on their own
+
+    # 5. rows, table checks, curator decisions, split, manifest, report
+    rows = []
+    for it in clips:
+        res = results.get(it.id)
+        if res is None:
+            continue
+        if "error" in res:
+            errors.append({"source": it.source, "message": res["error"]})
+            continue
+        rows.append({"id": it.id, "audio": f"audio/{it.id}.wav", "text": it.text, "normalized": res["normalized"],
+                     "phonemes": res["phonemes"], "duration": res["duration"], "speaker": it.speaker or DEFAULT_SPEAKER,
+                     "split": "train", "flags": [], "excluded": False, "source": it.source, "sha1": res["sha1"],
+                     "music": None, "notes": {**it.notes, **res["notes"]}, "metrics": res["metrics"], "review": None})
+    _carry_decisions(ws, name, rows, cfg)
+    finish_rows(rows, cfg)
+    save_manifest(ws, name, rows)
+    extra = {"frontend": frontend}
+    report = write_report(ws, name, rows, errors, found.format, extra)
+    yield Event("check", len(rows), len(rows), f"{report['summary']['flagged_clips']} flagged row(s), "
+                f"{len(errors)} file error(s); report in {ds_dir / 'report.json'}")
+
+    # 6. mel features on the GPU (on CPU they were made with the clips)
+    if use_gpu_mels and rows:
+        from utils.datasets.features import precompute_gpu
+
+        for k, total in precompute_gpu(ds_dir, rows, feature_cfg, "cuda", cancelled):
+            if k % 200 == 0 or k == total:
+                yield Event("features", k, total, "mel features on the GPU")
+
+    # 7. the SentencePiece model when the BPE frontend is chosen
+    if frontend == "bpe" and rows:
+        yield Event("tokenizer", message="training the SentencePiece (BPE) model on the transcripts")
+        train_bpe(ds_dir, rows)
+    summary = report["summary"]
+    level = "info" if rows else "error"
+    yield Event("done", len(rows), len(rows), describe(summary), level=level, result={"name": name, **summary})
+
+
+def _device() -> str:
+    try:
+        from utils.hardware import device
+
+        return device()
+    except Exception:
+        return "cpu"
+
+
+def _cancelled() -> Iterator[Event]:
+    yield Event("cancelled", message="Preparation cancelled; run it again to continue where it stopped.",
+                level="warning", result={"cancelled": True})
+
+
+def train_bpe(ds_dir: Path, rows: list[dict]) -> Path:
+    from utils.text.tokenizers import make_tokenizer
+
+    texts = [r["normalized"] or r["text"] for r in rows if not r["excluded"] and r["text"]]
+    if not texts:
+        raise StudioError("The BPE frontend needs transcripts; no usable row has text.")
+    (ds_dir / "tokenizer").mkdir(parents=True, exist_ok=True)
+    tokenizer = make_tokenizer("bpe", texts, ds_dir / "tokenizer")
+    path = ds_dir / "tokenizer" / "tokenizer.json"
+    atomic_write_json(path, tokenizer.to_dict())
+    return path
+
+
+def finish_rows(rows: list[dict], cfg: PrepareConfig) -> None:
+    """Table checks, default exclusion (unless the curator decided), split."""
+    for r in rows:  # flags set by other steps (e.g. music removal) are kept
+        notes = r.setdefault("notes", {})
+        for f in r.get("flags", []):
+            if f not in notes and f not in checks.TABLE_FLAGS:
+                notes[f] = f
+    checks.dataset_checks(rows, cfg)
+    for r in rows:
+        review = r.get("review")
+        r["excluded"] = review == "exclude" or (review != "keep" and checks.default_excluded(r["flags"]))
+    assign_split(rows, cfg.val_fraction)
+
+
+def _carry_decisions(ws: Workspace, name: str, rows: list[dict], cfg: PrepareConfig) -> None:
+    """A re-run keeps what the curator decided: keep/exclude and fixed transcripts."""
+    path = ws.dataset_dir(name) / "manifest.jsonl"
+    old = {r["id"]: r for r in read_jsonl(path)}
+    for r in rows:
+        prev = old.get(r["id"])
+        if not prev:
+            continue
+        r["review"] = prev.get("review")
+        if prev.get("text_fixed") and prev.get("text") != r["text"]:
+            set_text(r, prev["text"], cfg)
+
+
+def set_text(row: dict, text: str, cfg: PrepareConfig) -> None:
+    """Replace a row's transcript (a curator's fix) and re-run the text checks on it."""
+    row["text"] = " ".join((text or "").split())
+    row["text_fixed"] = True
+    check_row_text(row, cfg)
+
+
+def check_row_text(row: dict, cfg: PrepareConfig) -> None:
+    """Normalize, phonemize and re-flag a row's transcript (the audio flags stay)."""
+    notes = row.setdefault("notes", {f: f for f in row.get("flags", [])})
+    for flag in checks.TEXT_FLAGS:
+        notes.pop(flag, None)
+    result = checks.check_text(row["text"], cfg)
+    row["normalized"], row["phonemes"] = result["normalized"], result["phonemes"]
+    notes.update(result["notes"])
+    row["flags"] = checks.flags_of(notes)
+
+
+def describe(summary: dict) -> str:
+    flags = ", ".join(f"{k} {v}" for k, v in summary.get("flags", {}).items()) or "none"
+    return (f"{summary['usable_clips']} usable of {summary['clips']} clip(s), {summary['usable_hours']:.2f} of "
+            f"{summary['hours']:.2f} h, {summary['speakers']} speaker(s), {summary['train_clips']} train / "
+            f"{summary['val_clips']} val; flags: {flags}; {summary['errors']} file error(s)")

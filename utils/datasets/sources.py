@@ -1,0 +1,350 @@
+"""Bring an upload into `raw/` byte for byte, then find the utterances in it, format by format.
+
+Formats: LJSpeech (`metadata.csv` + `wavs/`), CSV/TSV (audio path and text columns), audio + `.txt`
+pairs, long recordings + `.srt`/`.vtt`, and long recordings alone (cut later by VAD). Every problem
+becomes a message naming the file or row; discovery never stops at the first one.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from utils.datasets.config import AUDIO_SUFFIXES, SUBTITLE_SUFFIXES, PrepareConfig
+from utils.datasets.safezip import copy_file, copy_tree, safe_extract
+from utils.datasets.subtitles import parse_subtitles, read_text_file
+from utils.events import StudioError
+
+FORMATS = ("auto", "ljspeech", "csv", "pairs", "subtitles", "long")
+DEFAULT_SPEAKER = "default"
+_AUDIO_NAMES = ("audio", "path", "file", "filename", "file_name", "wav", "audio_path", "audio_file", "audio_filepath", "clip")
+_TEXT_NAMES = ("text", "transcript", "transcription", "sentence", "utterance", "normalized_text", "raw_text")
+_SPEAKER_NAMES = ("speaker", "speaker_id", "spk", "client_id", "voice")
+
+
+@dataclass
+class Item:
+    """One utterance to prepare (or one long recording to cut into utterances)."""
+    id: str
+    audio: Path                 # absolute path of the raw file
+    source: str                 # "raw/..." relative to the dataset folder (+ "#t=start,end" for cuts)
+    text: str = ""
+    speaker: str = DEFAULT_SPEAKER
+    start: float | None = None  # s; None = whole file
+    end: float | None = None
+    kind: str = "clip"          # clip | long | subtitled
+    subtitles: Path | None = None
+    notes: dict[str, str] = field(default_factory=dict)  # flag -> message, found while reading
+
+
+@dataclass
+class Discovery:
+    format: str
+    items: list[Item]
+    errors: list[dict]  # {"source", "message"}
+
+
+# ------------------------------------------------------------------------------ import into raw/
+def import_source(sources: list[Path], raw: Path, cfg: PrepareConfig) -> list[dict]:
+    """Copy (or safely extract) each upload into `raw/`; returns messages about skipped parts."""
+    errors = []
+    for src in sources:
+        src = Path(src)
+        if src.is_symlink():
+            errors.append({"source": src.name, "message": f"{src.name}: skipped (symbolic link)."})
+            continue
+        if not src.exists():
+            raise StudioError(f"{src}: not found.")
+        try:
+            if src.is_dir():
+                _, msgs = copy_tree(src, raw / src.name)
+            elif src.suffix.lower() == ".zip":
+                kept = copy_file(src, raw / src.name)
+                _, msgs = safe_extract(kept, raw / src.stem, cfg.max_zip_bytes, cfg.max_zip_entries, cfg.max_zip_ratio)
+            else:
+                copy_file(src, raw / src.name)
+                msgs = []
+                for sib in src.parent.glob(src.stem + ".*"):  # a recording's own subtitles / transcript
+                    if sib != src and sib.suffix.lower() in SUBTITLE_SUFFIXES + (".txt",) and sib.is_file():
+                        copy_file(sib, raw / sib.name)
+        except StudioError as exc:  # this upload is unusable; the others go on
+            errors.append({"source": src.name, "message": str(exc)})
+            continue
+        errors += [{"source": m.split(":")[0], "message": m} for m in msgs]
+    return errors
+
+
+def raw_files(raw: Path) -> list[Path]:
+    """Files under raw/ that are data (zips are kept as received but read through their extraction)."""
+    return sorted(p for p in raw.rglob("*") if p.is_file() and not p.is_symlink()
+                  and not any(part.startswith(".") or part == "__MACOSX" for part in p.relative_to(raw).parts)
+                  and p.suffix.lower() != ".zip")
+
+
+# --------------------------------------------------------------------------------------- discover
+def discover(ds_dir: Path, fmt: str = "auto", columns: dict | None = None, origin: Path | None = None) -> Discovery:
+    """Find utterances under `ds_dir/raw`. `origin` is where a lone CSV came from (its audio is copied in)."""
+    raw = ds_dir / "raw"
+    files = raw_files(raw)
+    if not files:
+        raise StudioError("Nothing usable was uploaded: no files found (an empty folder or zip?).")
+    fmt = detect_format(files) if fmt == "auto" else fmt
+    if fmt not in FORMATS:
+        raise StudioError(f"Unknown format {fmt!r}; use one of {', '.join(FORMATS)}.")
+    items, errors = {"ljspeech": _ljspeech, "csv": _csv, "pairs": _pairs, "subtitles": _subtitles,
+                     "long": _long}[fmt](ds_dir, files, columns or {}, origin)
+    _dedupe_ids(items)
+    return Discovery(fmt, items, errors)
+
+
+def detect_format(files: list[Path]) -> str:
+    suffixes = Counter(p.suffix.lower() for p in files)
+    stems_audio = {p.with_suffix("") for p in files if p.suffix.lower() in AUDIO_SUFFIXES}
+    if any(p.name.lower() == "metadata.csv" for p in files):
+        return "ljspeech"
+    if any(p.suffix.lower() in SUBTITLE_SUFFIXES and p.with_suffix("") in stems_audio for p in files):
+        return "subtitles"
+    if suffixes[".csv"] or suffixes[".tsv"]:
+        return "csv"
+    if any(p.suffix.lower() == ".txt" for p in files):
+        return "pairs"
+    return "long"
+
+
+def _rel(ds_dir: Path, path: Path) -> str:
+    return path.relative_to(ds_dir).as_posix()
+
+
+def safe_id(text: str) -> str:
+    """Ids become file names: keep letters (any script), digits, '-', '_' and '.'."""
+    text = unicodedata.normalize("NFC", str(text).strip())
+    text = re.sub(r"[^\w.-]+", "_", text).strip("._") or "utt"
+    return text[:120]
+
+
+def _dedupe_ids(items: list[Item]) -> None:
+    seen: Counter = Counter()
+    for it in items:
+        seen[it.id] += 1
+        if seen[it.id] > 1:
+            it.notes["duplicate_id"] = (f"id {it.id!r} appears {seen[it.id]} times; this copy is renamed "
+                                        f"{it.id}-dup{seen[it.id]}")
+            it.id = f"{it.id}-dup{seen[it.id]}"
+
+
+def _audio_index(files: list[Path]) -> dict[str, list[Path]]:
+    index: dict[str, list[Path]] = {}
+    for p in files:
+        if p.suffix.lower() in AUDIO_SUFFIXES:
+            index.setdefault(p.name.lower(), []).append(p)
+            index.setdefault(p.stem.lower(), []).append(p)
+    return index
+
+
+def _find_audio(value: str, bases: list[Path], index: dict[str, list[Path]], raw: Path,
+                origin: Path | None) -> Path | None:
+    """Resolve an audio reference: relative to each base, with or without suffix, then by file name."""
+    value = value.strip().replace("\\", "/")
+    if not value:
+        return None
+    candidates = [value] + ([value + s for s in (".wav", ".flac", ".mp3", ".ogg")] if not Path(value).suffix else [])
+    for base in bases:
+        for cand in candidates:
+            for sub in ("", "wavs/", "clips/", "audio/"):
+                p = (base / (sub + cand)).resolve()
+                if p.is_relative_to(raw) and p.is_file():
+                    return p
+    if origin is not None:  # a CSV given alone: its audio lies next to it, outside the dataset
+        for cand in candidates:
+            p = (origin / cand).resolve()
+            if p.is_relative_to(origin.resolve()) and p.is_file() and not p.is_symlink():
+                return copy_file(p, raw / origin.name / p.relative_to(origin.resolve()))
+    hits = index.get(Path(value).name.lower()) or index.get(Path(value).stem.lower()) or []
+    return hits[0] if len(hits) == 1 else None
+
+
+# -------------------------------------------------------------------------------------- LJSpeech
+def _ljspeech(ds_dir, files, columns, origin):
+    raw = ds_dir / "raw"
+    metas = [p for p in files if p.name.lower() == "metadata.csv"]
+    if not metas:
+        raise StudioError("LJSpeech layout needs a metadata.csv (lines 'id|text' or 'id|speaker|text').")
+    index = _audio_index(files)
+    items, errors, used = [], [], set()
+    for meta in metas:
+        lines = [l for l in read_text_file(meta).replace("\r", "").split("\n") if l.strip()]
+        rows = [l.split("|") for l in lines]
+        three = [r for r in rows if len(r) >= 3]
+        # id|speaker|text when the middle column looks like a label (few distinct short values, no spaces)
+        middle = [r[1].strip() for r in three]
+        speaker_col = bool(middle) and all(" " not in m and len(m) <= 40 for m in middle) and \
+            len(set(middle)) <= max(1, len(middle) // 2)
+        for n, r in enumerate(rows, 1):
+            where = f"{_rel(ds_dir, meta)} line {n}"
+            if len(r) < 2:
+                errors.append({"source": where, "message": f"{where}: expected 'id|text', found {lines[n - 1][:60]!r}."})
+                continue
+            uid = r[0].strip()
+            speaker = r[1].strip() if speaker_col and len(r) >= 3 else DEFAULT_SPEAKER
+            text = (r[2] if speaker_col and len(r) >= 3 else r[1]).strip()
+            audio = _find_audio(uid, [meta.parent], index, raw, None)
+            if audio is None:
+                errors.append({"source": where, "message": f"{where}: transcript for {uid!r} has no audio "
+                               f"(expected wavs/{uid}.wav)."})
+                continue
+            used.add(audio)
+            items.append(Item(safe_id(uid), audio, _rel(ds_dir, audio), text, speaker or DEFAULT_SPEAKER))
+    items += _orphans(ds_dir, files, used)
+    return items, errors
+
+
+def _orphans(ds_dir, files, used) -> list[Item]:
+    """Audio that no transcript mentions: kept, flagged as missing text (to transcribe later)."""
+    return [Item(safe_id(p.stem), p, _rel(ds_dir, p), "") for p in files
+            if p.suffix.lower() in AUDIO_SUFFIXES and p not in used]
+
+
+# ------------------------------------------------------------------------------------------- CSV
+def read_table(path: Path) -> pd.DataFrame:
+    """A CSV/TSV of strings: encoding from the BOM (UTF-8, UTF-16) and separator sniffed."""
+    text = read_text_file(path)
+    sample = "\n".join(text.splitlines()[:20])
+    if path.suffix.lower() == ".tsv":
+        sep = "\t"
+    else:
+        try:
+            sep = csv.Sniffer().sniff(sample, delimiters=",\t|;").delimiter
+        except csv.Error:
+            sep = max(",\t|;", key=sample.count)
+    try:
+        frame = pd.read_csv(io.StringIO(text), sep=sep, header=None, dtype=str, keep_default_na=False,
+                            skip_blank_lines=True, engine="python", quoting=csv.QUOTE_MINIMAL)
+    except Exception as exc:
+        raise StudioError(f"{path.name}: cannot be read as a table ({exc}).") from exc
+    if frame.empty:
+        raise StudioError(f"{path.name}: the table is empty.")
+    first = [str(v).strip() for v in frame.iloc[0]]
+    looks_header = not any(v.lower().endswith(AUDIO_SUFFIXES) for v in first) and (
+        any(v.lower() in _AUDIO_NAMES + _TEXT_NAMES + _SPEAKER_NAMES for v in first)
+        or (len(frame) > 1 and any(str(v).lower().endswith(AUDIO_SUFFIXES) for v in frame.iloc[1])))
+    if looks_header:
+        frame = frame.iloc[1:].reset_index(drop=True)
+        frame.columns = [v or f"column {i + 1}" for i, v in enumerate(first)]
+    else:
+        frame.columns = [f"column {i + 1}" for i in range(frame.shape[1])]
+    return frame
+
+
+def guess_columns(frame: pd.DataFrame) -> dict:
+    """{"audio", "text", "speaker", "ambiguous": bool, "columns": [...]} from names, then from values."""
+    cols = list(frame.columns)
+    by_name = lambda names: next((c for c in cols if str(c).strip().lower() in names), None)
+    audio, text, speaker = by_name(_AUDIO_NAMES), by_name(_TEXT_NAMES), by_name(_SPEAKER_NAMES)
+    sample = frame.head(200)
+    if audio is None:
+        share = {c: sample[c].str.lower().str.strip().str.endswith(AUDIO_SUFFIXES).mean() for c in cols}
+        best = max(share, key=share.get)
+        audio = best if share[best] > 0.5 else None
+    candidates = []
+    if text is None:
+        scores = {c: sample[c].map(lambda v: sum(0x1200 <= ord(ch) <= 0x139F or ch.isalpha() for ch in v)).mean()
+                  for c in cols if c not in (audio, speaker)}
+        candidates = [c for c, s in sorted(scores.items(), key=lambda kv: -kv[1]) if s > 3]
+        text = candidates[0] if candidates else None
+    ambiguous = audio is None or text is None or len(candidates) > 1
+    return {"audio": audio, "text": text, "speaker": speaker, "ambiguous": ambiguous, "columns": cols}
+
+
+def inspect_table(path: Path) -> dict:
+    frame = read_table(Path(path))
+    return {**guess_columns(frame), "rows": len(frame), "preview": frame.head(5)}
+
+
+def _csv(ds_dir, files, columns, origin):
+    raw = ds_dir / "raw"
+    tables = [p for p in files if p.suffix.lower() in (".csv", ".tsv")]
+    if not tables:
+        raise StudioError("No .csv or .tsv file was found in the upload.")
+    index = _audio_index(files)
+    items, errors, used = [], [], set()
+    for table in tables:
+        try:
+            frame = read_table(table)
+        except StudioError as exc:
+            errors.append({"source": _rel(ds_dir, table), "message": str(exc)})
+            continue
+        guess = guess_columns(frame)
+        pick = {k: columns.get(k) or guess[k] for k in ("audio", "text", "speaker")}
+        for k, v in pick.items():
+            if v is not None and v not in frame.columns:
+                raise StudioError(f"{table.name}: no column {v!r}; the columns are {', '.join(map(str, frame.columns))}.")
+        if pick["audio"] is None or pick["text"] is None or (guess["ambiguous"] and not columns.get("text")):
+            raise StudioError(f"{table.name}: choose the audio and text columns (the header is ambiguous). "
+                              f"Columns: {', '.join(map(str, frame.columns))}.")
+        header_offset = 2 if frame.columns[0] != "column 1" else 1
+        for n, row in frame.iterrows():
+            where = f"{_rel(ds_dir, table)} row {n + header_offset}"
+            ref = str(row[pick["audio"]])
+            audio = _find_audio(ref, [table.parent], index, raw, origin)
+            if audio is None:
+                errors.append({"source": where, "message": f"{where}: audio {ref!r} does not exist"
+                               + (" (or points outside the dataset)." if ".." in ref or ref.startswith("/") else ".")})
+                continue
+            used.add(audio)
+            speaker = str(row[pick["speaker"]]).strip() if pick["speaker"] else ""
+            items.append(Item(safe_id(Path(ref).stem), audio, _rel(ds_dir, audio), str(row[pick["text"]]).strip(),
+                              speaker or DEFAULT_SPEAKER))
+    return items, errors
+
+
+# ----------------------------------------------------------------------------------------- pairs
+def _pairs(ds_dir, files, columns, origin):
+    audio = {p.with_suffix(""): p for p in files if p.suffix.lower() in AUDIO_SUFFIXES}
+    items, errors = [], []
+    for p in files:
+        if p.suffix.lower() == ".txt" and p.with_suffix("") not in audio:
+            errors.append({"source": _rel(ds_dir, p), "message": f"{_rel(ds_dir, p)}: transcript with no audio "
+                           "(expected an audio file with the same name)."})
+    for stem, p in sorted(audio.items()):
+        txt = stem.with_suffix(".txt")
+        try:
+            text = read_text_file(txt).strip() if txt.exists() else ""
+        except StudioError as exc:
+            errors.append({"source": _rel(ds_dir, txt), "message": str(exc)})
+            continue
+        items.append(Item(safe_id(p.stem), p, _rel(ds_dir, p), " ".join(text.split())))
+    return items, errors
+
+
+# ---------------------------------------------------------------------------- long recordings
+def _subtitles(ds_dir, files, columns, origin):
+    audio = {p.with_suffix(""): p for p in files if p.suffix.lower() in AUDIO_SUFFIXES}
+    items, errors = [], []
+    for p in files:
+        if p.suffix.lower() in SUBTITLE_SUFFIXES:
+            if p.with_suffix("") in audio:
+                rec = audio.pop(p.with_suffix(""))
+                items.append(Item(safe_id(rec.stem), rec, _rel(ds_dir, rec), kind="subtitled", subtitles=p))
+            else:
+                errors.append({"source": _rel(ds_dir, p), "message": f"{_rel(ds_dir, p)}: subtitles with no "
+                               "recording (expected an audio file with the same name)."})
+    for rec in audio.values():  # recordings without subtitles: cut by VAD, transcribe later
+        items.append(Item(safe_id(rec.stem), rec, _rel(ds_dir, rec), kind="long"))
+    return items, errors
+
+
+def _long(ds_dir, files, columns, origin):
+    items = [Item(safe_id(p.stem), p, _rel(ds_dir, p), kind="long") for p in files if p.suffix.lower() in AUDIO_SUFFIXES]
+    errors = [{"source": _rel(ds_dir, p), "message": f"{_rel(ds_dir, p)}: not an audio file; ignored."}
+              for p in files if p.suffix.lower() not in AUDIO_SUFFIXES]
+    return items, errors
+
+
+def cues_for(item: Item) -> list:
+    return parse_subtitles(item.subtitles)

@@ -1,0 +1,31 @@
+"""Train/validation split, stratified by speaker and decided by a hash of the id.
+
+Within each speaker, rows are ranked by sha1(speaker/id) and the lowest-ranked `val_fraction`
+(at least one when the speaker has 10 or more rows) go to validation. The rank of a row never
+depends on other rows' content, so re-running prepare, or excluding and keeping rows, does not move
+anything between train and val; adding data moves only a few rows.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+
+
+def _rank(row: dict) -> str:
+    return hashlib.sha1(f"{row.get('speaker', '')}/{row['id']}".encode("utf-8")).hexdigest()
+
+
+def assign_split(rows: list[dict], val_fraction: float = 0.05) -> None:
+    """Set row["split"] in place for every row."""
+    by_speaker: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_speaker[r.get("speaker", "")].append(r)
+    for group in by_speaker.values():
+        group.sort(key=_rank)
+        n_val = round(len(group) * val_fraction)
+        if n_val == 0 and len(group) >= 10:
+            n_val = 1
+        for i, r in enumerate(group):
+            r["split"] = "val" if i < n_val else "train"
+    if rows and all(r["split"] == "train" for r in rows) and len(rows) >= 2:
+        min(rows, key=_rank)["split"] = "val"  # training always gets something to validate on

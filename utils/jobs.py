@@ -1,0 +1,243 @@
+"""Training runs as their own OS processes, queued per device, visible after any UI restart.
+
+Each run is started as a detached launcher (`python -m utils.jobs launch RUN_DIR`) in its own process
+session, with stdout and stderr appended to `train.log` (no pipe for anyone to forget to read). The
+launcher waits its turn for the device (an OS file lock, released even if it is killed), then runs
+the trainer as its child (`torchrun` when the run asks for several GPUs) and records how it ended.
+The trainer itself keeps `status.json` up to date while it runs (step, ETA, heartbeat).
+
+Stop writes a STOP request and sends SIGTERM: the trainer finishes its step, saves and exits. A
+second Stop kills the whole process group.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from utils.events import StudioError
+from utils.workspace import Workspace, atomic_write_json, read_json
+
+ROOT = Path(__file__).resolve().parent.parent
+ACTIVE = ("queued", "running", "stopping")
+FINAL = ("finished", "stopped", "failed")
+HEARTBEAT_STALE_S = 120  # a running trainer refreshes status.json far more often than this
+
+
+# ------------------------------------------------------------------------------- status files
+def status_path(run_dir: Path) -> Path:
+    return Path(run_dir) / "status.json"
+
+
+def read_status(run_dir: Path) -> dict:
+    return read_json(status_path(run_dir), default={}) or {}
+
+
+def update_status(run_dir: Path, **fields) -> dict:
+    status = {**read_status(run_dir), **fields}
+    atomic_write_json(status_path(run_dir), status)
+    return status
+
+
+def tail(path: Path, lines: int = 200) -> str:
+    """The last lines of a log without reading a huge file whole."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 256 * 1024))
+            data = f.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+    return "\n".join(data.splitlines()[-lines:])
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (exited, not yet reaped) is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][:1] != "Z"
+    except OSError:
+        return True
+
+
+# ------------------------------------------------------------------------------------ queries
+def list_runs(ws: Workspace) -> list[dict]:
+    """Every run with its status, newest first. Dead runs are marked failed on the way."""
+    runs = []
+    for run_dir in ws.runs.iterdir() if ws.runs.exists() else []:
+        if run_dir.is_dir() and status_path(run_dir).exists():
+            runs.append({"name": run_dir.name, **reconcile(run_dir)})
+    return sorted(runs, key=lambda r: r.get("created", 0), reverse=True)
+
+
+def reconcile(run_dir: Path) -> dict:
+    """A run that claims to be active but whose processes are gone is marked failed, with its last log lines."""
+    status = read_status(run_dir)
+    if status.get("state") not in ACTIVE:
+        return status
+    if pid_alive(status.get("launcher_pid")) or pid_alive(status.get("pid")):
+        beat = status.get("heartbeat")
+        if status.get("state") == "running" and beat and time.time() - beat > HEARTBEAT_STALE_S:
+            status["warning"] = f"no heartbeat for {time.time() - beat:.0f} s: the trainer may be stuck"
+        return status
+    last = tail(Path(run_dir) / "train.log", 20)
+    return update_status(run_dir, state="failed", ended=time.time(),
+                         message="the training process ended without saying goodbye (killed, out of memory, or "
+                                 "the machine restarted). Last log lines:\n" + last)
+
+
+def device_busy(ws: Workspace, devices: str, exclude: str | None = None) -> list[str]:
+    """Runs that hold or wait for the same device."""
+    return [r["name"] for r in list_runs(ws) if r.get("state") in ACTIVE and r.get("devices") == devices
+            and r["name"] != exclude]
+
+
+# ---------------------------------------------------------------------------------- actions
+def start(ws: Workspace, run_name: str, config_path: Path, devices: str = "cpu", nproc: int = 1,
+          trainer_module: str = "utils.training") -> dict:
+    """Queue a run on `devices` ("cpu", "cuda:0", "cuda:0,1"); it starts as soon as the device is free."""
+    run_dir = ws.run_dir(run_name)
+    status = read_status(run_dir)
+    if status.get("state") in ACTIVE and (pid_alive(status.get("launcher_pid")) or pid_alive(status.get("pid"))):
+        raise StudioError(f"Run {run_name} is already {status['state']}; stop it first.")
+    waiting_for = device_busy(ws, devices, exclude=run_name)
+    update_status(run_dir, state="queued", devices=devices, nproc=nproc, created=status.get("created", time.time()),
+                  queued=time.time(), pid=None, ended=None, stop_requests=0, trainer_module=trainer_module,
+                  config=str(Path(config_path).resolve()),
+                  message=f"waiting for {devices}: {', '.join(waiting_for)} holds it" if waiting_for else "starting")
+    (run_dir / "STOP").unlink(missing_ok=True)
+    log = open(run_dir / "train.log", "ab")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if devices.startswith("cuda:"):
+        env["CUDA_VISIBLE_DEVICES"] = devices.split(":", 1)[1]
+    proc = subprocess.Popen([sys.executable, "-m", "utils.jobs", "launch", str(run_dir)], cwd=ROOT, env=env,
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+    return update_status(run_dir, launcher_pid=proc.pid)
+
+
+def stop(ws: Workspace, run_name: str) -> str:
+    """First call: ask the trainer to finish its step, save and exit. Second call: kill it."""
+    run_dir = ws.run_dir(run_name)
+    status = reconcile(run_dir)
+    if status.get("state") not in ACTIVE:
+        return f"{run_name} is not running ({status.get('state', 'unknown')})."
+    requests = status.get("stop_requests", 0) + 1
+    if requests == 1:
+        (run_dir / "STOP").write_text("stop requested from the UI\n")
+        for pid in (status.get("pid"), status.get("launcher_pid")):
+            _signal(pid, signal.SIGTERM)
+        update_status(run_dir, stop_requests=requests,
+                      state="stopping" if status.get("state") == "running" else status["state"])
+        if status.get("state") == "queued":
+            return f"{run_name} left the queue."
+        return f"Stopping {run_name}: it finishes the current step, saves a checkpoint and exits. Press Stop again to kill it."
+    _kill_group(status.get("launcher_pid"))
+    _kill_group(status.get("pid"))
+    update_status(run_dir, stop_requests=requests, state="stopped", ended=time.time(),
+                  message="killed on a second Stop; the last saved checkpoint is kept.")
+    return f"{run_name} was killed. Its last saved checkpoint is kept."
+
+
+def _signal(pid: int | None, sig: int) -> None:
+    if pid_alive(pid):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _kill_group(pid: int | None) -> None:
+    if pid_alive(pid):
+        try:
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            _signal(pid, signal.SIGKILL)
+
+
+# ----------------------------------------------------------------------------- the launcher
+def _device_lock(run_dir: Path, devices: str):
+    lock_dir = run_dir.parent.parent / ".locks"
+    lock_dir.mkdir(exist_ok=True)
+    return open(lock_dir / f"{devices.replace(':', '_').replace(',', '-')}.lock", "w")
+
+
+def _my_turn(run_dir: Path, devices: str) -> bool:
+    """FIFO: only the oldest queued run for a device tries to take it."""
+    queued = []
+    for other in run_dir.parent.iterdir():
+        s = read_status(other)
+        if s.get("state") == "queued" and s.get("devices") == devices and pid_alive(s.get("launcher_pid")):
+            queued.append((s.get("queued", 0), other.name))
+    return not queued or min(queued)[1] == run_dir.name
+
+
+def trainer_command(status: dict) -> list[str]:
+    module, config = status.get("trainer_module", "utils.training"), status["config"]
+    if status.get("nproc", 1) > 1:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={status['nproc']}",
+                "-m", module, "--config", config]
+    return [sys.executable, "-m", module, "--config", config]
+
+
+def launch(run_dir: Path) -> int:
+    """Body of the detached launcher process: wait for the device, run the trainer, record the end."""
+    run_dir = Path(run_dir)
+    status = read_status(run_dir)
+    stop_requested = False
+
+    def on_term(signum, frame):
+        nonlocal stop_requested
+        stop_requested = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    lock = _device_lock(run_dir, status["devices"])
+    while True:  # queued: wait for our turn and the device
+        if stop_requested or (run_dir / "STOP").exists():
+            update_status(run_dir, state="stopped", ended=time.time(), message="removed from the queue before it started")
+            return 0
+        if _my_turn(run_dir, status["devices"]):
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                pass
+        time.sleep(0.5)
+
+    print(f"[jobs] {time.strftime('%H:%M:%S')} starting on {status['devices']}: {' '.join(trainer_command(status))}",
+          flush=True)
+    child = subprocess.Popen(trainer_command(status), cwd=ROOT, stdin=subprocess.DEVNULL)
+    update_status(run_dir, state="running", pid=child.pid, started=time.time(), heartbeat=time.time(),
+                  message="training")
+    signal.signal(signal.SIGTERM, lambda s, f: _signal(child.pid, signal.SIGTERM))
+    code = child.wait()
+    final = read_status(run_dir)
+    if code == 0:
+        if final.get("state") not in FINAL:
+            stopped = (run_dir / "STOP").exists()
+            update_status(run_dir, state="stopped" if stopped else "finished", ended=time.time())
+    elif final.get("state") != "stopped":
+        reason = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        update_status(run_dir, state="failed", ended=time.time(),
+                      message=f"the trainer ended with {reason}. Last log lines:\n" + tail(run_dir / "train.log", 20))
+    print(f"[jobs] {time.strftime('%H:%M:%S')} trainer ended with code {code}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "launch":
+        sys.exit(launch(Path(sys.argv[2])))
+    print("usage: python -m utils.jobs launch RUN_DIR", file=sys.stderr)
+    sys.exit(2)

@@ -1,0 +1,311 @@
+"""What a run has written, shaped for display: log tail, metric series, samples and checkpoints.
+
+Reads only the run's files (metrics.jsonl, status.json, train.log, checkpoints/, samples/), so any
+process can show any run: the UI after a restart, a second browser, the CLI.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from utils.events import StudioError
+from utils.jobs import ACTIVE, reconcile, tail
+from utils.workspace import Workspace, read_json, read_jsonl
+
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+@dataclass
+class RunView:
+    name: str
+    status: dict
+    log: str
+    metrics: list[dict]
+    samples: list[tuple[int, Path]] = field(default_factory=list)  # (step, wav), newest first
+    checkpoints: list[tuple[int, Path]] = field(default_factory=list)  # (step, folder), oldest first
+
+    @property
+    def step(self) -> int:
+        steps = [m["step"] for m in self.metrics if isinstance(m.get("step"), (int, float))]
+        return int(max(steps + [self.status.get("step") or 0]))
+
+    def series(self, select) -> list[dict]:
+        """Long-format rows (step, series, value) of every numeric metric whose name `select` accepts."""
+        rows = []
+        for m in self.metrics:
+            step = m.get("step")
+            if not isinstance(step, (int, float)):
+                continue
+            for key, value in m.items():
+                if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool) and select(key):
+                    rows.append({"step": step, "series": key, "value": float(value)})
+        return rows
+
+    def summary(self) -> str:
+        s = self.status
+        state = s.get("state", "unknown")
+        parts = [f"**{self.name}**: {state}", f"step {self.step}" + (f" / {s['max_steps']}" if s.get("max_steps") else "")]
+        if s.get("eta_s") and state == "running":
+            parts.append(f"ETA {format_seconds(s['eta_s'])}")
+        speed = [m for m in self.metrics if "samples_per_s" in m]
+        if speed:
+            parts.append(f"{speed[-1]['samples_per_s']:.1f} samples/s")
+        best = s.get("best_checkpoint")
+        if best:
+            parts.append(f"best checkpoint `{Path(best).name}`")
+        text = " · ".join(parts)
+        if s.get("message") and state in ("queued", "failed", "stopped", "stopping"):
+            text += f"\n\n{s['message']}"
+        if s.get("warning"):
+            text += f"\n\n⚠ {s['warning']}"
+        return text
+
+
+def format_seconds(seconds: float) -> str:
+    seconds = int(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
+def _step_dirs(folder: Path) -> list[tuple[int, Path]]:
+    if not folder.exists():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if p.is_dir() and (m := _STEP_DIR.match(p.name))]
+    return sorted(found)
+
+
+def view(ws: Workspace, name: str, log_lines: int = 300) -> RunView:
+    run_dir = ws.run_dir(name)
+    if not run_dir.exists():
+        raise StudioError(f"There is no run called {name}.")
+    samples = [(step, wav) for step, d in reversed(_step_dirs(run_dir / "samples")) for wav in sorted(d.glob("*.wav"))]
+    checkpoints = [(s, d) for s, d in _step_dirs(run_dir / "checkpoints") if (d / "model.safetensors").exists()]
+    return RunView(name=name, status=reconcile(run_dir), log=tail(run_dir / "train.log", log_lines),
+                   metrics=read_jsonl(run_dir / "metrics.jsonl"), samples=samples, checkpoints=checkpoints)
+
+
+def list_checkpoints(ws: Workspace) -> list[str]:
+    """Every saved checkpoint folder in the workspace, as paths relative to it (for pickers)."""
+    found = []
+    for run_dir in sorted(ws.runs.iterdir()) if ws.runs.exists() else []:
+        for _, d in _step_dirs(run_dir / "checkpoints"):
+            if (d / "model.safetensors").exists():
+                found.append(str(d.relative_to(ws.root)))
+    return found
+
+
+def delete(ws: Workspace, name: str) -> str:
+    run_dir = ws.run_dir(name)
+    status = reconcile(run_dir) if run_dir.exists() else {}
+    if status.get("state") in ACTIVE:
+        raise StudioError(f"{name} is {status['state']}: stop it before deleting it.")
+    if not run_dir.exists():
+        raise StudioError(f"There is no run called {name}.")
+    shutil.rmtree(run_dir)
+    return f"Deleted run {name}."
+
+
+def run_table(ws: Workspace) -> list[dict]:
+    """One row per run for the run list."""
+    from utils.jobs import list_runs
+
+    rows = []
+    for r in list_runs(ws):
+        config = read_json(ws.run_dir(r["name"]) / "config.json", {}) or {}
+        rows.append({
+            "run": r["name"], "status": r.get("state", "?"), "step": r.get("step") or 0,
+            "dataset": config.get("dataset", ""), "preset": config.get("preset", ""),
+            "best (val MCD)": Path(r["best_checkpoint"]).name if r.get("best_checkpoint") else "",
+            "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created"])) if r.get("created") else "",
+        })
+    return rows
+
+
+# ------------------------------------------------------------------------------ starting runs
+def settings_path(ws: Workspace) -> Path:
+    """Optimization choices saved from the Optimizations tab; every new run starts from them."""
+    return ws.root / "training_settings.json"
+
+
+def saved_settings(ws: Workspace) -> dict:
+    return read_json(settings_path(ws), {}) or {}
+
+
+def save_settings(ws: Workspace, settings: dict) -> dict:
+    from utils.training import TrainConfig
+    from utils.workspace import atomic_write_json
+
+    TrainConfig.from_dict({k: v for k, v in settings.items()})  # unknown names are refused here
+    atomic_write_json(settings_path(ws), settings)
+    return settings
+
+
+def pick_devices(ws: Workspace, gpus: int, all_gpus: bool) -> tuple[str, int]:
+    """(device key, processes): CPU; one free GPU; or every GPU under torchrun."""
+    from utils.jobs import device_busy
+
+    if gpus == 0:
+        return "cpu", 1
+    if all_gpus and gpus > 1:
+        return "cuda:" + ",".join(str(i) for i in range(gpus)), gpus
+    for i in range(gpus):
+        if not device_busy(ws, f"cuda:{i}"):
+            return f"cuda:{i}", 1
+    return "cuda:0", 1
+
+
+def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str = "", init: str = "",
+                   finetune_mode: str = "full", max_steps: int | None = None, all_gpus: bool = False,
+                   overrides: dict | None = None) -> dict:
+    """Write the run's config (saved optimization settings + this form) and hand it to the job service."""
+    from utils import hardware, jobs
+    from utils.training import TrainConfig, prepare_run
+
+    if not dataset:
+        raise StudioError("Choose a prepared dataset first (Dataset tab).")
+    if dataset not in ws.list_datasets():
+        raise StudioError(f"There is no prepared dataset called {dataset!r}; prepare it on the Dataset tab.")
+    values = {**saved_settings(ws), **(overrides or {})}
+    values.update(workspace=str(ws.root), dataset=dataset, preset=preset, run=run.strip(),
+                  init=str(ws.inside(init)) if init else "", finetune_mode=finetune_mode)
+    if max_steps:
+        values["max_steps"] = int(max_steps)
+    if values["run"] and (ws.run_dir(values["run"]) / "config.json").exists():
+        raise StudioError(f"A run called {values['run']} exists already: resume it from the run list, or pick a new name.")
+    config_path = prepare_run(TrainConfig.from_dict(values))
+    devices, nproc = pick_devices(ws, len(hardware.query_gpus()), all_gpus)
+    status = jobs.start(ws, config_path.parent.name, config_path, devices=devices, nproc=nproc)
+    return {"run": config_path.parent.name, **status}
+
+
+def resume_training(ws: Workspace, name: str) -> dict:
+    """Start the run again from its own config; the trainer continues its newest checkpoint."""
+    from utils import jobs
+
+    config_path = ws.run_dir(name) / "config.json"
+    if not config_path.exists():
+        raise StudioError(f"There is no run called {name}.")
+    status = jobs.read_status(ws.run_dir(name))
+    return {"run": name, **jobs.start(ws, name, config_path, devices=status.get("devices", "cpu"),
+                                      nproc=status.get("nproc", 1))}
+
+
+# ------------------------------------------------------------------------ optimization settings
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+MACHINE_SETTINGS = ("device", "precision", "tf32", "attention", "grad_checkpointing", "compile", "fused_adamw",
+                    "cudnn_benchmark", "max_frames_per_batch", "grad_accumulation", "num_workers", "pin_memory",
+                    "persistent_workers", "prefetch_factor", "length_multiple", "probe", "probe_headroom")
+SCHEDULE_SETTINGS = ("max_steps", "lr", "min_lr_ratio", "warmup_steps", "weight_decay", "beta1", "beta2", "grad_clip",
+                     "ema_decay", "seed", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
+                     "eval_clips", "sample_clips", "ode_steps", "mcd", "max_bad_steps")
+
+
+@dataclass
+class SettingRow:
+    name: str
+    value: object  # what a new run will use
+    recommended: object  # what this machine would get on "auto"
+    reason: str
+    help: str
+    trade: str
+    choices: list | None
+
+
+def settings_form(ws: Workspace, preset: str = "small") -> list[SettingRow]:
+    """Every trainer setting: the value a new run gets, the machine's recommendation and why, the trade-off."""
+    import json
+    from dataclasses import fields
+
+    from utils.training import TrainConfig
+    from utils.training.optimization import resolve
+
+    saved = saved_settings(ws)
+    machine = resolve(TrainConfig(preset=preset))  # what "auto" means on this machine
+    trades = json.loads((ASSETS / "optimization_trades.json").read_text(encoding="utf-8"))
+    meta = {f.name: f for f in fields(TrainConfig)}
+    rows = []
+    for name in MACHINE_SETTINGS + SCHEDULE_SETTINGS:
+        f = meta[name]
+        if name in machine.values:
+            recommended, reason = machine.values[name], machine.reasons[name]
+        else:
+            recommended, reason = f.default, "default"
+        chosen = saved.get(name, "auto" if name in machine.values else recommended)
+        value = recommended if chosen == "auto" else chosen
+        if name in saved and chosen != "auto":
+            reason = f"your choice (recommended here: {recommended}; {reason})"
+        choices = f.metadata.get("choices")
+        if isinstance(recommended, bool):
+            choices = [True, False]
+        rows.append(SettingRow(name, value, recommended, reason, f.metadata.get("help", ""), trades.get(name, ""),
+                               [c for c in choices if c != "auto"] if choices else None))
+    return rows
+
+
+def save_form(ws: Workspace, preset: str, values: dict) -> tuple[dict, list[str]]:
+    """Keep only what differs from the machine's recommendation (the rest stays "auto", following the
+    hardware). Returns the saved settings and one line per change saying what it trades."""
+    rows = {r.name: r for r in settings_form(ws, preset)}
+    saved, changes = {}, []
+    for name, value in values.items():
+        row = rows[name]
+        if _same(value, row.recommended):
+            continue
+        saved[name] = _typed(value, row.recommended)
+        changes.append(f"**{name}**: {row.recommended} → {saved[name]}. {row.trade}")
+    save_settings(ws, saved)
+    return saved, changes
+
+
+def _same(a, b) -> bool:
+    return str(a).strip().lower() == str(b).strip().lower()
+
+
+def _typed(value, like):
+    if isinstance(like, bool):
+        return str(value).lower() in ("true", "1", "yes")
+    if isinstance(like, int):
+        return int(float(value))
+    if isinstance(like, float):
+        return float(value)
+    return value
+
+
+# ------------------------------------------------------------------------------ the batch probe
+PROBE_PREFIX = "probe-"
+
+
+def start_probe(ws: Workspace, dataset: str, preset: str) -> str:
+    """Measure the largest batch that fits: the trainer's own probe, run as a zero-step job."""
+    from utils import hardware
+
+    if not hardware.query_gpus():
+        raise StudioError("No GPU here: the probe measures GPU memory. On the CPU memory is not the limit, speed "
+                          "is; the recommended batch keeps each step to seconds.")
+    status = start_training(ws, dataset, preset, run=f"{PROBE_PREFIX}{dataset}-{preset}-{time.strftime('%H%M%S')}",
+                            overrides={"probe": "true", "max_frames_per_batch": "auto", "max_steps": 0,
+                                       "eval_every": 0})
+    return f"Measuring in run {status['run']} ({status['state']}); the result appears here."
+
+
+def probe_report(ws: Workspace) -> str:
+    """The newest probe: its trials and what it settled on."""
+    probes = [r for r in run_table(ws) if r["run"].startswith(PROBE_PREFIX)]
+    if not probes:
+        return ""
+    name = probes[0]["run"]
+    v = view(ws, name, log_lines=400)
+    trials = [line.split("probe: ", 1)[1] for line in v.log.splitlines() if "probe: " in line]
+    resolved = (read_json(ws.run_dir(name) / "config.json", {}) or {}).get("resolved", {})
+    text = f"**{name}**: {v.status.get('state', '?')}"
+    if trials:
+        text += "\n\n" + "\n".join(f"- {t}" for t in trials)
+    if v.status.get("state") in ("finished", "stopped") and resolved.get("max_frames_per_batch"):
+        text += (f"\n\nFits: **{resolved['max_frames_per_batch']} frames per batch** with "
+                 f"{resolved.get('grad_accumulation')} accumulation steps. Set it under 'max frames per batch' "
+                 "to use it for every run, or leave 'auto' to measure at each start.")
+    return text

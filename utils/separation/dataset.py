@@ -1,0 +1,144 @@
+"""Music removal over a dataset: gate and separate every clip, record the decision, accept or revert.
+
+Reads and writes `datasets/<name>/manifest.jsonl` (utils.workspace.read_jsonl / write_jsonl, atomic).
+Per row, `music` becomes {"score", "separated", "backend", "original"}; separated speech goes to
+`separated/<id>.wav` at the clip's own rate. The curator's files (`raw/`, `audio/`) are never written.
+"Accept" points each separated row's `audio` at `separated/<id>.wav`; "revert" points it back.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterator
+
+from utils.audio import load_audio, save_audio
+from utils.events import Event, StudioError
+from utils.separation.api import choose_backend, separate_verbose
+from utils.separation.gate import THRESHOLD
+from utils.workspace import Workspace, read_jsonl, write_jsonl
+
+SEPARATED = "separated"
+
+
+def manifest_path(ws: Workspace, name: str) -> Path:
+    path = ws.dataset_dir(name) / "manifest.jsonl"
+    if not path.exists():
+        raise StudioError(f"Dataset {name!r} has no manifest.jsonl; prepare it on the Dataset tab first.")
+    return path
+
+
+def original_audio(row: dict) -> str:
+    """The curator's clip for this row, even after an accept pointed `audio` at the separated file."""
+    music = row.get("music") or {}
+    return music.get("original") or (row["audio"] if not row["audio"].startswith(SEPARATED + "/")
+                                     else f"audio/{row['id']}.wav")
+
+
+def separated_audio(row: dict) -> str:
+    return f"{SEPARATED}/{row['id']}.wav"
+
+
+def process_dataset(ws: Workspace, name: str, backend: str = "auto", gate: bool = True,
+                    threshold: float = THRESHOLD, should_stop: Callable[[], bool] | None = None) -> Iterator[Event]:
+    """Gate and separate every clip; one event per clip. The manifest is saved every 20 clips and at the end.
+
+    Result: {"backend", "reason", "clips", "with_music", "separated", "errors": [str]}.
+    """
+    path = manifest_path(ws, name)
+    folder = path.parent
+    rows = read_jsonl(path)
+    choice = choose_backend(backend)
+    yield Event("separate", 0, len(rows), f"backend {choice.name}: {choice.reason}")
+    errors: list[str] = []
+    try:
+        yield from _process_rows(ws, rows, folder, choice.name, gate, threshold, should_stop, errors)
+    except GeneratorExit:  # the UI's cancel closes the generator: keep what was done so far
+        write_jsonl(path, rows)
+        raise
+    write_jsonl(path, rows)
+    with_music = sum(bool((r.get("music") or {}).get("separated")) for r in rows)
+    separated = sum((folder / separated_audio(r)).exists() for r in rows if (r.get("music") or {}).get("separated"))
+    result = {"backend": choice.name, "reason": choice.reason, "clips": len(rows), "with_music": with_music,
+              "separated": separated, "errors": errors}
+    yield Event("done", len(rows), len(rows), f"{separated} of {len(rows)} clips had music and were separated"
+                + (f"; {len(errors)} could not be read" if errors else ""), result=result)
+
+
+def _process_rows(ws: Workspace, rows: list[dict], folder: Path, backend: str, gate: bool, threshold: float,
+                  should_stop: Callable[[], bool] | None, errors: list[str]) -> Iterator[Event]:
+    path = folder / "manifest.jsonl"
+    for i, row in enumerate(rows):
+        if should_stop is not None and should_stop():
+            write_jsonl(path, rows)
+            raise StudioError(f"Cancelled after {i} of {len(rows)} clips; their results are saved.")
+        source = original_audio(row)
+        try:
+            audio, sr = load_audio(ws.inside(folder / source))
+            result = separate_verbose(audio, sr, backend, gate=gate, threshold=threshold)
+        except StudioError as exc:
+            errors.append(f"row {row.get('id')}: {exc}")
+            yield Event("separate", i + 1, len(rows), f"{row.get('id')}: {exc}", level="warning")
+            continue
+        music = bool(result.separated)
+        if music:
+            save_audio(folder / separated_audio(row), result.speech, sr)
+        else:  # clean clip: nothing to accept, and a stale result from an earlier run must not linger
+            (folder / separated_audio(row)).unlink(missing_ok=True)
+            if row["audio"] == separated_audio(row):
+                row["audio"] = source
+        score = None if result.music_score != result.music_score else round(result.music_score, 4)  # nan -> None
+        row["music"] = {"score": score, "separated": music, "backend": backend, "original": source}
+        if (i + 1) % 20 == 0:
+            write_jsonl(path, rows)
+        verdict = "music: separated" if music else "clean: passed through"
+        yield Event("separate", i + 1, len(rows), f"{row['id']} {verdict} (score {score})")
+
+
+def accept(ws: Workspace, name: str) -> int:
+    """Point every separated row's `audio` at its separated file. Returns how many rows now use one."""
+    path = manifest_path(ws, name)
+    rows = read_jsonl(path)
+    count = 0
+    for row in rows:
+        music = row.get("music") or {}
+        if music.get("separated") and (path.parent / separated_audio(row)).exists():
+            music.setdefault("original", original_audio(row))
+            row["audio"] = separated_audio(row)
+            count += 1
+    write_jsonl(path, rows)
+    return count
+
+
+def revert(ws: Workspace, name: str) -> int:
+    """Point every row back at the curator's original clip. Returns how many rows changed."""
+    path = manifest_path(ws, name)
+    rows = read_jsonl(path)
+    count = 0
+    for row in rows:
+        if row.get("audio", "").startswith(SEPARATED + "/"):
+            row["audio"] = original_audio(row)
+            count += 1
+    write_jsonl(path, rows)
+    return count
+
+
+def summary(ws: Workspace, name: str) -> list[dict]:
+    """One line per clip for the UI: id, music score, had music, separated file, in use."""
+    rows = read_jsonl(manifest_path(ws, name))
+    out = []
+    for row in rows:
+        music = row.get("music") or {}
+        out.append({"id": row["id"], "music score": music.get("score"),
+                    "music": "yes" if music.get("separated") else ("no" if music else "not checked"),
+                    "in use": "separated" if row.get("audio", "").startswith(SEPARATED + "/") else "original"})
+    return out
+
+
+def clip_paths(ws: Workspace, name: str, clip_id: str) -> tuple[Path, Path | None]:
+    """(original, separated or None) files of one clip."""
+    rows = read_jsonl(manifest_path(ws, name))
+    for row in rows:
+        if row["id"] == clip_id:
+            folder = ws.dataset_dir(name)
+            sep = folder / separated_audio(row)
+            return ws.inside(folder / original_audio(row)), (sep if sep.exists() else None)
+    raise StudioError(f"Dataset {name!r} has no clip {clip_id!r}.")

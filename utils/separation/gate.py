@@ -1,0 +1,44 @@
+"""The music gate: does this clip have music under it? Clean speech must pass through untouched.
+
+Music is *sustained*: chords, bass notes and pads hold the same frequencies for seconds, while speech
+changes every syllable and stops between phrases. The score is the fraction of the clip's energy
+(60 Hz - 4 kHz, where chords and bass live) that a running 30th-percentile over ~2 s explains: for
+each frequency bin, the energy that stays present most of the time. Measured on espeak-ng Amharic
+(5 voices) + synthetic music: clean speech 0.000-0.011, music at +15 dB SNR 0.008-0.020, +10 dB
+0.020-0.035, +5 dB 0.05-0.07, 0 dB about 0.12. Quiet music (+15 dB and below) may pass as clean.
+Steady noise (hum, fans) also scores high; separating it is harmless. Cost: ~8 ms per second of audio.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.ndimage as ndi
+import scipy.signal as ss
+
+from utils.audio import resample
+
+GATE_SAMPLE_RATE = 16_000
+THRESHOLD = 0.015  # above clean speech (<= 0.011), below music at +10 dB SNR (>= 0.020)
+_N_FFT, _HOP = 1024, 512
+_WINDOW_FRAMES = 63  # ~2 s at 32 ms hop
+_BAND = (60.0, 4000.0)
+
+
+def music_score(audio: np.ndarray, sr: int) -> float:
+    """Fraction (0..1) of the clip's 60 Hz-4 kHz energy that is sustained over ~2 s. Mono [T] or [C, T]."""
+    x = np.asarray(audio, dtype=np.float32)
+    x = x.mean(axis=0) if x.ndim == 2 else x
+    x = resample(x, sr, GATE_SAMPLE_RATE)
+    if len(x) < _N_FFT:
+        return 0.0
+    freqs, _, spec = ss.stft(x, GATE_SAMPLE_RATE, nperseg=_N_FFT, noverlap=_N_FFT - _HOP, boundary=None)
+    band = (freqs >= _BAND[0]) & (freqs <= _BAND[1])
+    power = np.abs(spec[band]) ** 2  # [F, frames]
+    total = float(power.sum())
+    if total <= 1e-10 * power.size:  # digital silence
+        return 0.0
+    floor = ndi.percentile_filter(power, 30, size=(1, _WINDOW_FRAMES), mode="nearest")
+    return float(np.minimum(floor, power).sum() / total)
+
+
+def has_music(score: float, threshold: float = THRESHOLD) -> bool:
+    return score >= threshold

@@ -1,0 +1,69 @@
+"""Text-frontend services the UI and CLI share: explain one text, convert a dataset's transcripts."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from utils.events import Event, StudioError
+from utils.text.g2p import phonemes_string, phonemize
+from utils.text.lexicon import load_user_dict
+from utils.text.normalize import normalize
+from utils.text.tokenizers import Tokenizer, make_tokenizer
+from utils.workspace import Workspace, read_jsonl, write_jsonl
+
+PROGRESS_EVERY = 50  # rows between progress events
+
+
+@dataclass
+class Analysis:
+    normalized: str
+    warnings: list[str]
+    ipa: str                       # manifest form: segments, | between words
+    symbols: list[str]             # what the model sees (phoneme tokenizer)
+    ids: list[int]
+    missing: list[str] = field(default_factory=list)
+
+
+def analyze(text: str, user_dict: dict | None = None, tokenizer: Tokenizer | None = None) -> Analysis:
+    tokenizer = tokenizer or make_tokenizer("phoneme")
+    norm = normalize(text)
+    segments = phonemize(text, user_dict)
+    ids = tokenizer.encode_units(segments)
+    missing = sorted({s for s in segments if s not in tokenizer.symbols})
+    return Analysis(norm.text, norm.warnings, phonemes_string(segments), tokenizer.decode(ids), ids, missing)
+
+
+def convert_dataset(ws: Workspace, name: str, user_dict: dict | None = None) -> Iterator[Event]:
+    """Fill `normalized` and `phonemes` of every row of datasets/<name>/manifest.jsonl.
+    Yields progress events; the last carries {"rows", "changed", "empty", "warnings", "missing"}."""
+    path = ws.dataset_dir(name) / "manifest.jsonl"
+    if not path.exists():
+        raise StudioError(f"Dataset {name!r} has no manifest ({path}); import it on the Dataset tab first.")
+    rows = read_jsonl(path)
+    if user_dict is None:
+        user_dict = load_user_dict(ws)
+    tokenizer = make_tokenizer("phoneme")
+    changed, empty, warnings, missing = 0, 0, [], Counter()
+    for i, row in enumerate(rows, 1):
+        text = row.get("text") or ""
+        norm = normalize(text)
+        segments = phonemize(text, user_dict)
+        new = {"normalized": norm.text, "phonemes": phonemes_string(segments) if segments else None}
+        if not segments:
+            empty += 1
+            warnings.append(f"row {row.get('id', i)}: the transcript has nothing to pronounce")
+        warnings += [f"row {row.get('id', i)}: {w}" for w in norm.warnings]
+        missing.update(s for s in segments if s not in tokenizer.symbols)
+        if any(row.get(k) != v for k, v in new.items()):
+            changed += 1
+            row.update(new)
+        if i % PROGRESS_EVERY == 0 or i == len(rows):
+            yield Event("g2p", i, len(rows), f"{name}: {i} of {len(rows)} transcripts")
+    if changed:
+        write_jsonl(path, rows)
+    summary = {"rows": len(rows), "changed": changed, "empty": empty, "warnings": warnings,
+               "missing": dict(missing)}
+    level = "warning" if warnings else "info"
+    yield Event("g2p", len(rows), len(rows), f"{name}: {changed} of {len(rows)} rows updated, "
+                f"{len(warnings)} warning(s)", level=level, result=summary)

@@ -1,0 +1,96 @@
+"""Word lists the G2P consults before its rules: the shipped gemination lexicon and the user's
+pronunciation dictionary (word -> IPA segments) that curators edit in the UI.
+
+The user dictionary lives at `Workspace.pronunciations` (a TSV, word<TAB>space-separated IPA
+segments), so training and inference read the same file.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from utils.events import StudioError
+from utils.text.ethiopic import GEMINATION_MARKS
+from utils.workspace import Workspace, atomic_write_text
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets" / "text"
+
+
+@lru_cache(maxsize=None)
+def gemination_lexicon() -> dict[str, frozenset[int]]:
+    """word -> indices of its letters whose consonant is doubled (an empty set: none is)."""
+    from utils.text.normalize import fold
+
+    lexicon = {}
+    for line in (ASSETS / "gemination.tsv").read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        letters, doubled = [], set()
+        for ch in fold(line):
+            if ch in GEMINATION_MARKS:
+                doubled.add(len(letters) - 1)
+            else:
+                letters.append(ch)
+        lexicon["".join(letters)] = frozenset(doubled)
+    return lexicon
+
+
+def parse_user_dict(text: str) -> tuple[dict[str, list[str]], list[str]]:
+    """TSV text -> ({word: segments}, problems). Blank lines and # comments are skipped."""
+    from utils.text.normalize import fold
+
+    mapping, problems = {}, []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        word, sep, ipa = line.partition("\t")
+        word, segments = fold(word.strip()), ipa.split()
+        if not sep or not word or not segments:
+            problems.append(f"line {number}: expected 'word<TAB>IPA segments separated by spaces', got {line!r}")
+            continue
+        mapping[word] = segments
+    return mapping, problems
+
+
+def format_user_dict(mapping: dict[str, list[str] | str]) -> str:
+    lines = []
+    for word, ipa in sorted(mapping.items()):
+        segments = ipa.split() if isinstance(ipa, str) else list(ipa)
+        if word.strip() and segments:
+            lines.append(f"{word.strip()}\t{' '.join(segments)}")
+    return "".join(line + "\n" for line in lines)
+
+
+def load_user_dict(ws: Workspace) -> dict[str, list[str]]:
+    """The workspace's pronunciation dictionary; {} when there is none yet."""
+    path = Path(ws.pronunciations)
+    if not path.exists():
+        return {}
+    mapping, problems = parse_user_dict(path.read_text(encoding="utf-8"))
+    if problems:
+        raise StudioError(f"{path}: " + "; ".join(problems[:5]) + " Fix or delete those lines.")
+    return mapping
+
+
+def save_user_dict(ws: Workspace, mapping: dict[str, list[str] | str]) -> Path:
+    """Write the dictionary atomically (values: segment lists or space-separated strings)."""
+    atomic_write_text(Path(ws.pronunciations), format_user_dict(mapping))
+    return Path(ws.pronunciations)
+
+
+def dict_from_rows(rows) -> tuple[dict[str, list[str]], list[str]]:
+    """Table rows [word, IPA] (the UI's editor) -> ({word: segments}, problems). Blank rows are skipped."""
+    from utils.text.normalize import fold
+
+    mapping, problems = {}, []
+    for number, row in enumerate(rows or [], 1):
+        word, ipa = (list(row) + ["", ""])[:2]
+        word, ipa = str(word or "").strip(), str(ipa or "").strip()
+        if not word and not ipa:
+            continue
+        if not word or not ipa or len(word.split()) != 1:
+            problems.append(f"row {number}: give one word and its IPA segments separated by spaces (got {word!r}, {ipa!r})")
+            continue
+        mapping[fold(word)] = ipa.split()
+    return mapping, problems

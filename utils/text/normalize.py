@@ -1,0 +1,198 @@
+"""Amharic text normalization: what is written -> what is said, as plain Amharic words.
+
+Order matters and reads top to bottom in `normalize`: unify homophone letters, expand
+abbreviations, read ordinals, dates, phone numbers, money, percentages, decimals, years and other
+numbers (Arabic and Ethiopic digits), turn punctuation into pause marks (. , ? !), and keep
+Latin-script words (with a warning) while dropping symbols nobody can pronounce (with a warning).
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from utils.text import numbers
+from utils.text.ethiopic import HOMOPHONES, syllable
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets" / "text"
+
+ETH = "\u1200-\u135a\u135d-\u135f\u1380-\u138f\u2d80-\u2dde\uab00-\uab2e\U0001e7e0-\U0001e7fe"
+ETH_LETTER = f"[{ETH}]"
+ETH_NUM = f"[{numbers.ETHIOPIC_NUMERALS}]"
+JOIN = "\u2060"  # glues a prefix or suffix to the words a number becomes: በ1887 -> በአሥራ ...
+PAUSES = {"።": ".", "፨": ".", "፠": ".", ".": ".", "…": ".", "፣": ",", "፤": ",", "፥": ",", "፦": ",",
+          ",": ",", ";": ",", ":": ",", "،": ",", "؛": ",", "–": ",", "—": ",", "፧": "?", "?": "?",
+          "؟": "?", "!": "!", "¡": "!"}
+SPACES = "፡/\\-_\"'«»“”‘’„‹›()[]{}<>|*~`^·•"
+SILENT = {"\u200b", "\u200c", "\u200d", "\ufeff", "\u00ad", "\u135e"}  # zero-width, BOM, vowel length
+SYMBOLS = {"%": "በመቶ", "&": "እና", "+": "ሲደመር", "=": "እኩል", "°": "ዲግሪ", "@": "አት", "#": "ቁጥር",
+           "$": "ዶላር", "€": "ዩሮ", "£": "ፓውንድ"}
+MONTHS = ["መስከረም", "ጥቅምት", "ኅዳር", "ታኅሣሥ", "ጥር", "የካቲት", "መጋቢት", "ሚያዝያ", "ግንቦት", "ሰኔ",
+          "ሐምሌ", "ነሐሴ", "ጳጉሜ"]  # Ethiopian calendar, the usual one for dates written in Amharic
+PREFIXES = "በ|ለ|ከ|የ|እንደ|ስለ|ወደ|እና"
+
+
+@dataclass
+class Normalized:
+    text: str
+    warnings: list[str] = field(default_factory=list)
+
+
+def fold(text: str) -> str:
+    """Unify the letters Amharic pronounces alike (ሐ/ኀ -> ሀ, ሠ -> ሰ, ዐ -> አ, ፀ -> ጸ)."""
+    return "".join(HOMOPHONES.get(ch, ch) for ch in text)
+
+
+@lru_cache(maxsize=None)
+def _abbreviations() -> list[tuple[re.Pattern, str]]:
+    rules = []
+    for line in (ASSETS / "abbreviations.tsv").read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        key, expansion = line.split("\t")
+        rules.append((key, expansion))
+    # a key also matches with its letters unified (ዐ.ም like ዓ.ም) unless that spelling is another key
+    raw = {k for k, _ in rules}
+    rules += [(fold(k), e) for k, e in rules if fold(k) != k and fold(k) not in raw]
+    out = []
+    for key, expansion in sorted(rules, key=lambda r: -len(r[0])):
+        body = "".join(re.escape(c) + (r"\s?" if c in "./" and i < len(key) - 1 else "") for i, c in enumerate(key))
+        if key.endswith("/"):  # a name prefix: ገ/ሚካኤል -> ገብረ ሚካኤል
+            pattern = rf"(?<![{ETH}/])(?P<pre>{PREFIXES})?{body}\s?(?={ETH_LETTER})"
+            expansion += " "
+        else:
+            tail = r"\.?" if not key.endswith(".") else ""
+            pattern = rf"(?<![{ETH}/])(?P<pre>{PREFIXES})?{body}{tail}(?![{ETH}/])"
+        out.append((re.compile(pattern), expansion))
+    return out
+
+
+def _expand_abbreviations(text: str) -> str:
+    if "/" not in text and "." not in text and "ኢፌዲሪ" not in text:  # the one key with neither
+        return text
+    for pattern, expansion in _abbreviations():
+        text = pattern.sub(lambda m: (m.group("pre") or "") + expansion, text)
+    return text
+
+
+def _words(ws: list[str]) -> str:
+    return " ".join(ws)
+
+
+def _int(s: str) -> int:
+    return int(s.replace(",", ""))
+
+
+def _value(s: str) -> int:
+    return numbers.ethiopic_value(s) if s[0] in numbers.ETHIOPIC_NUMERALS else _int(s)
+
+
+NUM = rf"(?:\d{{1,3}}(?:,\d{{3}})+|\d+|{ETH_NUM}+)"
+
+
+def _read_numbers(text: str) -> str:
+    # ordinals: 2ኛ, ፪ኛ, 3ተኛ (the suffix may go on: 2ኛው)
+    text = re.sub(rf"({NUM})\s?(?:ተኛ|ኛ)", lambda m: _words(numbers.ordinal(_value(m.group(1)))), text)
+    # a prefix or suffix written on a number stays on its first or last word
+    text = re.sub(rf"(?<={ETH_LETTER})(?=[\d{numbers.ETHIOPIC_NUMERALS}])", JOIN, text)
+    text = re.sub(rf"(?<=[\d{numbers.ETHIOPIC_NUMERALS}])(?={ETH_LETTER})", JOIN, text)
+
+    def date(m: re.Match) -> str:
+        day, month, year = int(m.group(1)), int(m.group(2)), m.group(3)
+        if not (1 <= day <= 30 and 1 <= month <= 13):
+            return m.group(0).replace("/", " ").replace(".", " ")
+        y = int(year)
+        return _words([MONTHS[month - 1], *numbers.cardinal(day), "ቀን", *numbers.year(y)])
+
+    text = re.sub(r"(?<![\d.])(\d{1,2})[/.-](\d{1,2})[/.-](\d{4})(?![\d])", date, text)
+
+    def clock(m: re.Match) -> str:  # 10:30 -> "ten hours and thirty minutes", as written
+        hours, minutes = int(m.group(1)), int(m.group(2))
+        out = numbers.cardinal(hours) + ["ሰዓት"]
+        if minutes:
+            words = numbers.cardinal(minutes)
+            out += ["ከ" + words[0], *words[1:], "ደቂቃ"]
+        return _words(out)
+
+    text = re.sub(r"(?<![\d:])([01]?\d|2[0-4]):([0-5]\d)(?![\d:])", clock, text)
+
+    def phone(m: re.Match) -> str:
+        groups = re.findall(r"\d+", m.group(0))
+        return ", ".join(_words(numbers.digits(g)) for g in groups)
+
+    text = re.sub(r"(?<![\d.,])(?:\+\d[\d \-]{6,}\d|0\d{6,}|0\d{2,3}(?:[ -]\d{2,4}){2,})(?![\d])", phone, text)
+
+    def money(m: re.Match) -> str:
+        birr, cents = m.group(1), m.group(2)
+        out = numbers.cardinal(_int(birr)) + ["ብር"]
+        if cents and int(cents):
+            out += ["ከ" + numbers.cardinal(int(cents.ljust(2, "0")[:2]))[0]] + numbers.cardinal(int(cents.ljust(2, "0")[:2]))[1:] + ["ሳንቲም"]
+        return _words(out)
+
+    money_num = r"(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d{1,2}))?"
+    text = re.sub(rf"{money_num}\s?ብር(?!{ETH_LETTER})", money, text)
+    text = re.sub(rf"(?<!{ETH_LETTER})ብር\s?{money_num}", money, text)
+    for sign, name in (("$", "ዶላር"), ("€", "ዩሮ"), ("£", "ፓውንድ")):
+        text = re.sub(rf"{re.escape(sign)}\s?{money_num}",
+                      lambda m, n=name: money(m).replace("ብር", n).replace("ሳንቲም", "ሳንቲም"), text)
+    text = re.sub(r"(\d+)\.(\d+)", lambda m: _words(numbers.cardinal(int(m.group(1))) + ["ነጥብ"] + numbers.digits(m.group(2))), text)
+    text = re.sub(r"(?<![\d])(\d+)\s?[-–]\s?(\d+)(?![\d])",
+                  lambda m: _words(numbers.cardinal(int(m.group(1))) + ["እስከ"] + numbers.cardinal(int(m.group(2)))), text)
+    # years: a four-digit number before ዓመተ ምሕረት / ዓመተ ዓለም (already expanded) or a date
+    text = re.sub(rf"({NUM})(?=\s?(?:ዓመተ|አመተ|ኣመተ|ዓ\.ም|ዓ/ም))", lambda m: _words(numbers.year(_value(m.group(1)))), text)
+    text = re.sub(NUM, lambda m: _words(numbers.cardinal(_value(m.group(0)))), text)
+    return text.replace(JOIN + " ", JOIN).replace(" " + JOIN, JOIN).replace(JOIN, "")
+
+
+def _punctuate(text: str, warnings: list[str]) -> str:
+    out, unknown, latin = [], [], []
+    for ch in text:
+        if ch in SILENT:
+            continue
+        if ch in PAUSES:
+            out.append(f" {PAUSES[ch]} ")
+        elif ch in SYMBOLS:
+            out.append(f" {SYMBOLS[ch]} ")
+        elif ch.isspace() or ch in SPACES:
+            out.append(" ")
+        elif syllable(ch) is not None or ch in "\u135d\u135f" or ("a" <= ch.lower() <= "z"):
+            out.append(ch)
+        elif ch.isdigit():  # digits of other scripts (Arabic-Indic, ...)
+            out.append(f" {_words(numbers.digits(str(unicodedata.digit(ch, 0))))} ")
+        else:
+            unknown.append(ch)
+            out.append(" ")
+    if unknown:
+        shown = " ".join(sorted({f"{c!r} (U+{ord(c):04X})" for c in unknown}))
+        warnings.append(f"Removed {len(unknown)} character(s) that have no Amharic reading: {shown}")
+    tokens = "".join(out).split()
+    merged: list[str] = []
+    for tok in tokens:
+        if tok in ".,?!":
+            if not merged:
+                continue  # a text never starts with a pause
+            if merged[-1] in ".,?!":
+                merged[-1] = max(merged[-1], tok, key=",.!?".index)
+                continue
+        elif re.fullmatch(r"[A-Za-z]+", tok):
+            latin.append(tok)
+        merged.append(tok)
+    if latin:
+        warnings.append("Latin-script word(s) read with approximate letter rules: " + ", ".join(dict.fromkeys(latin))
+                        + ". Add them to the pronunciation dictionary for an exact reading.")
+    text = ""
+    for tok in merged:
+        text += tok if tok in ".,?!" else (" " if text else "") + tok
+    return text
+
+
+def normalize(text: str) -> Normalized:
+    """Text as written -> words as spoken, with pause marks. Never raises on odd input."""
+    warnings: list[str] = []
+    text = unicodedata.normalize("NFC", text or "").replace("፡፡", "።")  # two wordspaces are a full stop
+    text = fold(_expand_abbreviations(text))
+    text = _read_numbers(text)
+    text = _punctuate(text, warnings)
+    return Normalized(fold(text), warnings)

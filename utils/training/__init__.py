@@ -1,0 +1,43 @@
+"""Training the acoustic model (Matcha-TTS style): config, data, loop, checkpoints, optimizations.
+
+    from utils.training import TrainConfig, prepare_run, run, load_checkpoint
+    path = prepare_run(TrainConfig(dataset="am", run="r1", preset="tiny", max_steps=200))
+    result = run(path)                    # in-process; or: python -m utils.training --config PATH
+    model, config = load_checkpoint(result["last_checkpoint"])
+
+The run folder (workspace/runs/RUN/) holds config.json, status.json, train.log, metrics.jsonl,
+events/, checkpoints/step-N/ and samples/step-N/ (see utils/training/loop.py).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from utils.training.checkpoint import load_checkpoint
+from utils.training.config import TrainConfig, read_run_config, write_run_config
+
+__all__ = ["TrainConfig", "prepare_run", "run", "load_checkpoint"]
+
+
+def prepare_run(cfg: TrainConfig) -> Path:
+    """Check the names, pick a run name if none, write runs/RUN/config.json; returns its path."""
+    import time
+
+    from utils.workspace import Workspace, check_name
+
+    ws = Workspace.open(cfg.workspace)
+    check_name(cfg.dataset, "dataset name")
+    if not cfg.run:
+        cfg.run = f"{cfg.dataset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    cfg.workspace = str(ws.root)
+    path = ws.run_dir(cfg.run) / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_run_config(path, cfg)
+    return path
+
+
+def run(config_path: str | Path, report=None) -> dict:
+    """Train from a run config file (what `python -m utils.training --config` does)."""
+    from utils.training.loop import train
+
+    cfg, _ = read_run_config(Path(config_path))
+    return train(cfg, report)

@@ -1,0 +1,123 @@
+"""Checkpoint folders: `model.safetensors` + `config.json` (+ `trainer_state.pt` to resume).
+
+    checkpoints/step-N/model.safetensors   inference weights (the EMA weights when EMA is on)
+    checkpoints/step-N/config.json         {"model": sizes, "frontend": symbols, "speakers": [...],
+                                            "features": FeatureConfig, "step": N, "train": TrainConfig, ...}
+    checkpoints/step-N/trainer_state.pt    raw weights, optimizer, scaler, RNG, data position, counters
+
+A folder is written under a temporary name and renamed, so a crash or kill -9 never leaves a half
+checkpoint behind. Loading weights never unpickles: safetensors + JSON; trainer_state.pt is read
+with torch.load(weights_only=True).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from models.matcha import MatchaConfig, MatchaTTS
+from utils.events import StudioError
+
+STEP_RE = re.compile(r"^step-(\d+)$")
+
+
+def save_checkpoint(folder: Path, weights: dict[str, torch.Tensor], config: dict,
+                    trainer_state: dict | None = None) -> Path:
+    """Write a checkpoint folder atomically (temporary folder, then rename)."""
+    folder = Path(folder)
+    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file({k: v.detach().float().contiguous().cpu() for k, v in weights.items()}, str(tmp / "model.safetensors"))
+    (tmp / "config.json").write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    if trainer_state is not None:
+        torch.save(trainer_state, tmp / "trainer_state.pt")
+    for f in tmp.iterdir():  # flush file contents before the rename makes them visible
+        with open(f, "rb") as fh:
+            os.fsync(fh.fileno())
+    if folder.exists():  # re-saving the same step (e.g. stop right after a periodic save)
+        old = folder.with_name(f".{folder.name}.old-{os.getpid()}")
+        os.replace(folder, old)
+        os.replace(tmp, folder)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, folder)
+    return folder
+
+
+def step_folders(checkpoints: Path) -> list[tuple[int, Path]]:
+    """Complete checkpoint folders under `checkpoints/`, oldest first."""
+    out = []
+    if Path(checkpoints).is_dir():
+        for p in Path(checkpoints).iterdir():
+            m = STEP_RE.match(p.name)
+            if m and (p / "model.safetensors").exists() and (p / "config.json").exists():
+                out.append((int(m.group(1)), p))
+    return sorted(out)
+
+
+def latest_resumable(checkpoints: Path) -> Path | None:
+    for _, p in reversed(step_folders(checkpoints)):
+        if (p / "trainer_state.pt").exists():
+            return p
+    return None
+
+
+def prune(checkpoints: Path, keep: int, protect: set[Path] = frozenset()) -> list[Path]:
+    """Delete all but the newest `keep` checkpoints (never those in `protect`, e.g. the best one)."""
+    folders = step_folders(checkpoints)
+    removed = []
+    for _, p in folders[: max(0, len(folders) - keep)]:
+        if p.resolve() not in {Path(x).resolve() for x in protect}:
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+    return removed
+
+
+def read_config(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        return json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise StudioError(f"{path} is not a checkpoint folder (no config.json).") from exc
+
+
+def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> tuple[MatchaTTS, dict]:
+    """Checkpoint folder -> (MatchaTTS in eval mode on `device`, config dict).
+
+    config["frontend"] = {"kind", "symbols": list (index = token id, 0 = padding), ...},
+    config["speakers"] = list of speaker names (index = speaker id), config["features"] = FeatureConfig dict,
+    config["model"] = MatchaConfig dict (incl. mel_mean / mel_std). Synthesis:
+
+        model, config = load_checkpoint("workspace/runs/r/checkpoints/step-1000")
+        out = model.synthesise(token_ids, speaker=config["speakers"].index("am"), n_steps=10,
+                               temperature=0.667, length_scale=1.0)
+        out["mel"]  # [1, 100, T] denormalised natural-log mel -> utils.vocoder.griffin_lim / Vocos
+    """
+    path = Path(path)
+    config = read_config(path)
+    weights = path / "model.safetensors"
+    if not weights.exists():
+        raise StudioError(f"{path} has no model.safetensors.")
+    model = MatchaTTS(MatchaConfig.from_dict(config["model"]))
+    state = load_file(str(weights))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise StudioError(f"{path}: weights do not match config.json (missing {missing[:3]}, unexpected {unexpected[:3]}).")
+    return model.to(device).eval(), config
+
+
+def load_weights(path: str | Path) -> dict[str, torch.Tensor]:
+    weights = Path(path) / "model.safetensors"
+    if not weights.exists():
+        raise StudioError(f"{path} has no model.safetensors.")
+    return load_file(str(weights))
+
+
+def load_trainer_state(path: Path) -> dict:
+    return torch.load(Path(path) / "trainer_state.pt", map_location="cpu", weights_only=True)

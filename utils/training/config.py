@@ -1,0 +1,148 @@
+"""The training configuration: one dataclass, a help string per field, "auto" resolved with a reason.
+
+`TrainConfig` is what a user (CLI, UI, job service) asks for; `resolve()` turns every "auto" into a
+value for this machine using `utils.hardware` and records why, so `runs/<run>/config.json` says
+what ran and for what reason.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from utils.events import StudioError
+
+AUTO = "auto"
+
+
+def _f(default, help: str, **kw):
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata={"help": help, **kw})
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass
+class TrainConfig:
+    # ------------------------------------------------------------------ what to train
+    workspace: str = _f("workspace", "workspace folder holding datasets/ and runs/")
+    dataset: str = _f("", "dataset name under workspace/datasets")
+    run: str = _f("", "run name under workspace/runs")
+    preset: str = _f("small", "model size: tiny (CPU tests), small, base (~18M parameters)",
+                     choices=["tiny", "small", "base"])
+    init: str = _f("", "fine-tune from this checkpoint folder (model.safetensors + config.json)")
+    finetune_mode: str = _f("full", "with --init: full | freeze_encoder | new_speaker (only speaker rows train)",
+                            choices=["full", "freeze_encoder", "new_speaker"])
+    resume: str = _f(AUTO, "auto: continue this run's newest checkpoint if there is one; none: start fresh")
+    frontend: str = _f(AUTO, "model input symbols: phoneme (auto) | char | bpe; a checkpoint's own table wins",
+                       choices=[AUTO, "phoneme", "char", "bpe"])
+    # ------------------------------------------------------------------ schedule
+    max_steps: int = _f(20_000, "optimizer steps to train")
+    lr: float = _f(2e-4, "peak learning rate (AdamW)")
+    min_lr_ratio: float = _f(0.1, "cosine decay ends at lr * this")
+    warmup_steps: int = _f(500, "linear warm-up steps from 0 to lr (capped at max_steps / 10)")
+    weight_decay: float = _f(0.01, "AdamW decoupled weight decay (not on norms, biases, embeddings)")
+    beta1: float = _f(0.9, "AdamW beta1")
+    beta2: float = _f(0.99, "AdamW beta2")
+    grad_clip: float = _f(5.0, "clip the global gradient norm to this (Matcha uses 5); 0 = off")
+    ema_decay: float = _f(0.999, "exponential moving average of the weights used for evaluation and export; 0 = off")
+    seed: int = _f(1234, "random seed (data order, noise, dropout)")
+    # ------------------------------------------------------------------ machine (auto = hardware recommendation)
+    device: str = _f(AUTO, "cuda | cpu | mps | auto")
+    precision: str = _f(AUTO, "bf16 | fp16 (with a gradient scaler) | fp32 | auto", choices=[AUTO, "bf16", "fp16", "fp32"])
+    tf32: str = _f(AUTO, "TF32 matmuls/convolutions on Ampere+ GPUs: true | false | auto")
+    attention: str = _f(AUTO, "SDPA kernel for every attention layer: flash | efficient | math | auto",
+                        choices=[AUTO, "flash", "efficient", "math"])
+    grad_checkpointing: str = _f(AUTO, "recompute each encoder layer / decoder level in backward: true | false | auto")
+    compile: str = _f(AUTO, "torch.compile the encoder and decoder: true | false | auto")
+    fused_adamw: str = _f(AUTO, "fused AdamW kernel (one launch for all parameters): true | false | auto")
+    cudnn_benchmark: str = _f(AUTO, "let cuDNN time convolution algorithms per shape: true | false | auto")
+    max_frames_per_batch: int | str = _f(AUTO, "mel frames (padded) per micro-batch, or auto")
+    grad_accumulation: int | str = _f(AUTO, "micro-batches per optimizer step, or auto")
+    num_workers: int | str = _f(AUTO, "DataLoader worker processes, or auto")
+    pin_memory: str = _f(AUTO, "page-locked host batches for async GPU copies: true | false | auto")
+    persistent_workers: str = _f(AUTO, "keep loader workers alive across iterations: true | false | auto")
+    prefetch_factor: int = _f(2, "batches each worker prepares ahead")
+    length_multiple: int | str = _f(AUTO, "pad mel lengths to a multiple of this (few shapes -> few recompiles)")
+    probe: str = _f(AUTO, "measure the largest batch that fits before training (GPU): true | false | auto")
+    probe_headroom: float = _f(0.85, "keep this fraction of the largest batch that fitted")
+    # ------------------------------------------------------------------ logging / evaluation / checkpoints
+    log_every: int = _f(10, "steps between metric lines")
+    eval_every: int = _f(1000, "steps between evaluations (val loss, MCD, audio samples); 0 = only at the end")
+    checkpoint_every: int = _f(1000, "steps between checkpoints")
+    keep_checkpoints: int = _f(3, "newest checkpoints kept (the best by MCD is kept too)")
+    eval_clips: int = _f(4, "held-out clips synthesised for MCD at each evaluation")
+    sample_clips: int = _f(2, "of those, how many are written to samples/step-N/ as WAV")
+    ode_steps: int = _f(10, "Euler steps of the flow decoder at evaluation")
+    mcd: str = _f("world", "world (WORLD/SPTK MCD after Griffin-Lim, as bench numbers) | logmel (fast proxy on mels)",
+                  choices=["world", "logmel"])
+    max_bad_steps: int = _f(5, "consecutive NaN/Inf steps before the run stops with a clear message")
+    # ------------------------------------------------------------------ fault injection (tests)
+    fault_oom_above_frames: int = _f(0, "TEST HOOK: raise out-of-memory for micro-batches above this many frames")
+    fault_nan_steps: list = _f([], "TEST HOOK: make the loss NaN at these steps")
+
+    # -------------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(d) - set(known))
+        if unknown:
+            raise StudioError(f"unknown training settings: {', '.join(unknown)}")
+        return cls(**d)
+
+    @classmethod
+    def help(cls) -> dict[str, str]:
+        return {f.name: f.metadata.get("help", "") for f in fields(cls)}
+
+
+CLI_HIDDEN = ("workspace", "fault_oom_above_frames", "fault_nan_steps")
+
+
+def cli_fields():
+    """(name, default, help, choices) of every setting the command line exposes."""
+    for f in fields(TrainConfig):
+        if f.name in CLI_HIDDEN:
+            continue
+        default = f.default_factory() if callable(f.default_factory) else f.default
+        yield f.name, default, f.metadata.get("help", ""), f.metadata.get("choices")
+
+
+def config_from_cli(values: dict, workspace) -> TrainConfig:
+    """argparse values -> TrainConfig (numbers given for "auto" fields become ints)."""
+    kw = {"workspace": str(workspace)}
+    for name, default, _, _ in cli_fields():
+        v = values.get(name, default)
+        if v is None:
+            v = default
+        if isinstance(v, str) and v.isdigit() and name not in ("run", "dataset", "init", "resume"):
+            v = int(v)
+        kw[name] = v
+    return TrainConfig(**kw)
+
+
+def write_run_config(path: Path, cfg: TrainConfig, **extra) -> None:
+    from utils.workspace import atomic_write_json, read_json
+
+    old = read_json(path, default={}) or {}
+    atomic_write_json(path, {**old, "train": cfg.to_dict(), **extra})
+
+
+def read_run_config(path: Path) -> tuple[TrainConfig, dict]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise StudioError(f"{path}: no such run config") from exc
+    return TrainConfig.from_dict(data.get("train", data)), data
+
+
+def as_bool(value, what: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise StudioError(f"{what} must be true, false or auto, not {value!r}")

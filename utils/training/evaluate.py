@@ -1,0 +1,78 @@
+"""Evaluation during training: validation loss, mel-cepstral distortion of synthesised held-out
+clips against their recordings, and rendered audio samples.
+
+Vocoding and MCD come from the vocoder/evaluation engineer's modules (utils.vocoder.griffin_lim,
+utils.evaluation.mcd / logmel_mcd), reached only through `vocode` and `distortion` below.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from utils.audio import FeatureConfig, load_audio, save_audio
+
+
+def vocode(logmel: torch.Tensor, feat_cfg: FeatureConfig) -> np.ndarray:
+    """Denormalised log-mel [n_mels, T] -> waveform at feat_cfg.sample_rate (Griffin-Lim: no vocoder needed)."""
+    from utils.vocoder import griffin_lim
+
+    return griffin_lim(logmel.float().cpu(), feat_cfg)
+
+
+def distortion(kind: str, ref_wave, ref_sr, ref_logmel, wave, sr, logmel) -> float:
+    """MCD in dB: "world" = the project's WORLD/SPTK definition on audio; "logmel" = fast proxy on mels."""
+    from utils import evaluation
+
+    if kind == "world":
+        return float(evaluation.mcd(ref_wave, ref_sr, wave, sr))
+    return float(evaluation.logmel_mcd(ref_logmel, logmel))
+
+
+@torch.no_grad()
+def validation_loss(model, batches: list[dict], device: str, autocast_ctx, seed: int) -> dict[str, float]:
+    """Mean losses over held-out batches, with its own RNG so the training stream is untouched."""
+    was_training = model.training
+    model.eval()
+    totals: dict[str, float] = {}
+    n = 0
+    devices = [torch.device(device).index or 0] if device.startswith("cuda") else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        for b in batches:
+            with autocast_ctx:
+                losses = model(b["tokens"].to(device), b["token_lens"].to(device), b["mels"].to(device),
+                               b["mel_lens"].to(device), b["speakers"].to(device))
+            k = b["tokens"].shape[0]
+            for name, v in losses.items():
+                totals[name] = totals.get(name, 0.0) + float(v) * k
+            n += k
+    model.train(was_training)
+    return {f"val_{k}": v / max(n, 1) for k, v in totals.items()}
+
+
+@torch.no_grad()
+def synthesis_quality(model, items, ws, dataset: str, feat_cfg: FeatureConfig, mcd_kind: str, ode_steps: int,
+                      sample_dir: Path | None, n_samples: int, seed: int, features_fn) -> dict:
+    """Synthesise each item's text (predicted durations), measure MCD against its recording, and
+    write the first `n_samples` as WAV under sample_dir. Returns {"mcd": mean, "mcd_per_clip": [...]}."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    scores = []
+    for i, it in enumerate(items):
+        gen = torch.Generator(device=device).manual_seed(seed + i)
+        out = model.synthesise(it.tokens, speaker=it.speaker, n_steps=ode_steps, temperature=0.667,
+                               generator=gen)
+        logmel = out["mel"][0]  # [n_mels, T]
+        ref_logmel = features_fn(ws, dataset, it.row, feat_cfg)
+        need_audio = mcd_kind == "world" or (sample_dir is not None and i < n_samples)
+        wave = vocode(logmel, feat_cfg) if need_audio else None
+        ref_wave, ref_sr = (load_audio(ws.dataset_dir(dataset) / it.row["audio"]) if mcd_kind == "world"
+                            else (None, None))
+        scores.append(distortion(mcd_kind, ref_wave, ref_sr, ref_logmel, wave, feat_cfg.sample_rate, logmel.cpu()))
+        if sample_dir is not None and i < n_samples:
+            save_audio(Path(sample_dir) / f"{it.row['id']}.wav", wave, feat_cfg.sample_rate)
+    model.train(was_training)
+    return {"mcd": float(np.mean(scores)) if scores else float("nan"), "mcd_per_clip": scores}

@@ -1,0 +1,175 @@
+"""Every speed/memory setting in one place: resolve "auto" from utils.hardware, then apply each one as a
+single visible line (TF32, cuDNN benchmark, autocast dtype, gradient scaler, attention kernel,
+gradient checkpointing, torch.compile, fused AdamW, loader settings). Each resolved value carries
+the reason it is on or off; the trainer logs them all at start.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import torch
+
+from utils.events import StudioError
+from utils.training.config import AUTO, TrainConfig, as_bool
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+@dataclass
+class Machine:
+    """The resolved settings for this machine and run (value + reason for each)."""
+    values: dict = field(default_factory=dict)
+    reasons: dict = field(default_factory=dict)
+
+    def set(self, name: str, value, reason: str) -> None:
+        self.values[name] = value
+        self.reasons[name] = reason
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["values"][name]
+        except KeyError as exc:
+            raise AttributeError(name) from exc
+
+    def describe(self) -> list[str]:
+        return [f"{k:22} {str(v):10} {self.reasons[k]}" for k, v in self.values.items()]
+
+
+def resolve(cfg: TrainConfig, report=None, world_size: int = 1) -> Machine:
+    """TrainConfig (with "auto") + hardware report -> Machine with a value and a reason per setting."""
+    if report is None:
+        from utils import hardware
+        report = hardware.detect()
+    rec = dict(report.recommended)
+    from utils import hardware
+    if report.gpus:  # the preset changes how many frames fit
+        rec = {**rec, **hardware.recommend(report, preset=cfg.preset)}
+    m = Machine()
+
+    def pick(name: str, requested, convert=lambda v: v, fallback=None):
+        if requested != AUTO and requested is not None and requested != "":
+            m.set(name, convert(requested), "set by the user")
+        elif name in rec:
+            m.set(name, convert(rec[name].value), rec[name].reason)
+        else:
+            m.set(name, fallback[0], fallback[1])
+
+    device = cfg.device if cfg.device != AUTO else report.device
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise StudioError("device cuda was asked for but no CUDA GPU is visible; use --device cpu or auto.")
+    m.set("device", device, "set by the user" if cfg.device != AUTO else f"detected: {report.device}")
+    on_gpu = device == "cuda"
+
+    pick("precision", cfg.precision)
+    if cfg.precision == "bf16" and on_gpu and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+        raise StudioError("bf16 was asked for but this GPU has no bf16 support; use fp16 or auto.")
+    if m.precision == "fp16" and not on_gpu:
+        m.set("precision", "fp16", "set by the user: fp16 autocast with loss scaling runs on the CPU too, "
+                                   "but slowly; it is there to exercise the loss-scaling path")
+    pick("tf32", cfg.tf32, lambda v: as_bool(v, "tf32"))
+    if m.tf32 and not on_gpu:
+        m.set("tf32", False, "TF32 is a GPU feature: off on the CPU")
+    pick("attention", cfg.attention)
+    if m.attention in ("efficient",) and not on_gpu:
+        m.set("attention", "math", "the memory-efficient SDPA kernel exists only on CUDA: math kernel on the CPU")
+    pick("grad_checkpointing", cfg.grad_checkpointing, lambda v: as_bool(v, "grad_checkpointing"))
+    pick("compile", cfg.compile, lambda v: as_bool(v, "compile"))
+    pick("max_frames_per_batch", cfg.max_frames_per_batch, int)
+    pick("grad_accumulation", cfg.grad_accumulation, int)
+    if cfg.grad_accumulation == AUTO and world_size > 1:
+        accum = max(1, -(-m.grad_accumulation // world_size))
+        m.set("grad_accumulation", accum, f"{m.reasons['grad_accumulation']} Divided over {world_size} processes.")
+    pick("num_workers", cfg.num_workers, int)
+    pick("pin_memory", cfg.pin_memory, lambda v: as_bool(v, "pin_memory"))
+    if m.pin_memory and not on_gpu:
+        m.set("pin_memory", False, "nothing to copy to without a GPU")
+    pick("fused_adamw", cfg.fused_adamw, lambda v: as_bool(v, "fused_adamw"),
+         (on_gpu, "one fused kernel updates all parameters on the GPU (fewer launches)" if on_gpu else
+          "on the CPU the for-each AdamW is used (the fused CPU kernel gains little at these sizes)"))
+    pick("cudnn_benchmark", cfg.cudnn_benchmark, lambda v: as_bool(v, "cudnn_benchmark"),
+         (on_gpu, "length bucketing keeps conv shapes few, so timing cuDNN algorithms once per shape pays off"
+          if on_gpu else "cuDNN is a GPU library"))
+    workers = m.num_workers
+    pick("persistent_workers", cfg.persistent_workers, lambda v: as_bool(v, "persistent_workers"),
+         (workers > 0, "loader workers stay alive between iterations (no re-fork, warm feature cache)"
+          if workers > 0 else "no worker processes: loading happens in the training process"))
+    if cfg.length_multiple != AUTO:
+        m.set("length_multiple", int(cfg.length_multiple), "set by the user")
+    elif m.compile:
+        m.set("length_multiple", 64, "torch.compile: mel lengths padded to multiples of 64 frames so a few shapes "
+                                     "recur and compiled graphs are reused instead of recompiled every step")
+    else:
+        m.set("length_multiple", 4, "no compile: pad only to the decoder's multiple of 4 (least wasted compute)")
+    probe = cfg.probe if cfg.probe != AUTO else on_gpu and cfg.max_frames_per_batch == AUTO
+    m.set("probe", as_bool(probe, "probe"),
+          "set by the user" if cfg.probe != AUTO else
+          "GPU with an automatic batch size: one real step on the longest batch, then bisection" if probe else
+          "no GPU (RAM is not the limit) or the batch size was set by hand")
+    return m
+
+
+# ---------------------------------------------------------------------------- apply settings
+def apply_backend_flags(m: Machine) -> None:
+    """Process-wide switches. Each one is a line; the reason is in m.reasons."""
+    if m.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = m.tf32  # TF32 tensor cores for fp32 matmuls
+        torch.backends.cudnn.allow_tf32 = m.tf32  # ... and for cuDNN convolutions
+        torch.backends.cudnn.benchmark = m.cudnn_benchmark  # time conv algorithms once per shape
+
+
+def autocast(m: Machine):
+    """The mixed-precision context of the forward pass (nullcontext in fp32)."""
+    if m.precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=m.device, dtype=DTYPES[m.precision])
+
+
+def grad_scaler(m: Machine) -> torch.amp.GradScaler:
+    """fp16 gradients underflow without loss scaling; bf16/fp32 need none (scaler disabled = pass-through)."""
+    return torch.amp.GradScaler(m.device if m.device in ("cuda", "cpu") else "cpu", enabled=m.precision == "fp16")
+
+
+def apply_model_settings(model, m: Machine) -> None:
+    model.set_attention_backend(m.attention)  # the SDPA kernel every attention layer runs
+    model.set_grad_checkpointing(m.grad_checkpointing)  # recompute block activations in backward
+    if m.compile:
+        # compile in place (module.compile): state_dict keys stay clean, MAS (numpy) stays eager
+        model.encoder.compile()
+        model.decoder.estimator.compile()
+
+
+def param_groups(model, weight_decay: float) -> list[dict]:
+    """Decay matrices and convolutions; not norms, biases, embeddings or SnakeBeta's alpha/beta."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        (decay if p.dim() >= 2 and "emb" not in name else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def make_optimizer(model, cfg: TrainConfig, m: Machine) -> torch.optim.Optimizer:
+    kind = {"fused": True} if m.fused_adamw else {"foreach": True}
+    return torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), **kind)
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up, then cosine decay to lr * min_lr_ratio at max_steps."""
+    import math
+
+    warmup = min(cfg.warmup_steps, max(1, cfg.max_steps // 10))
+    if step < warmup:
+        return cfg.lr * (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, cfg.max_steps - warmup))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def is_oom(exc: BaseException) -> bool:
+    """Out-of-memory by type or by message (CUDA, MPS and CPU allocators word it differently)."""
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(s in text for s in (
+        "out of memory", "cuda error: out of memory", "cudnn_status_not_supported", "can't allocate memory",
+        "dnn_status_alloc_failed", "mps backend out of memory"))

@@ -1,0 +1,103 @@
+"""What a run writes for people and for the UI: train.log, metrics.jsonl, TensorBoard events, and
+status.json refreshed by a heartbeat thread every `HEARTBEAT_S` seconds (atomic writes)."""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+from utils.workspace import append_jsonl, atomic_write_json, read_json
+
+HEARTBEAT_S = 2.0
+
+
+class RunFiles:
+    def __init__(self, run_dir: Path, enabled: bool = True, tensorboard: bool = True):
+        self.dir = Path(run_dir)
+        self.enabled = enabled
+        self.log = logging.getLogger(f"train.{self.dir.name}.{id(self)}")
+        self.log.setLevel(logging.INFO)
+        self.log.propagate = False
+        self._status: dict = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
+        self.tb = None
+        if not enabled:
+            self.log.addHandler(logging.NullHandler())
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fmt = logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S")
+        fh = logging.FileHandler(self.dir / "train.log", encoding="utf-8")
+        fh.setFormatter(fmt)
+        self.log.addHandler(fh)
+        # stdout too, unless stdout *is* train.log (the job service redirects it there)
+        if not _same_file(sys.stdout, self.dir / "train.log"):
+            sh = logging.StreamHandler(sys.stdout)
+            sh.setFormatter(fmt)
+            self.log.addHandler(sh)
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+            self.tb = SummaryWriter(str(self.dir / "events"))
+
+    # ------------------------------------------------------------------------------- logging
+    def info(self, msg: str) -> None:
+        self.log.info(msg)
+
+    def metrics(self, row: dict) -> None:
+        if not self.enabled:
+            return
+        append_jsonl(self.dir / "metrics.jsonl", row)
+        if self.tb is not None:
+            for k, v in row.items():
+                if isinstance(v, (int, float)) and k not in ("step", "epoch"):
+                    self.tb.add_scalar(k, v, row["step"])
+
+    # -------------------------------------------------------------------------------- status
+    def status(self, **fields) -> None:
+        """Update status fields; written now and on every heartbeat."""
+        with self._lock:
+            self._status.update(fields)
+        self._write()
+
+    def _write(self) -> None:
+        if not self.enabled:
+            return
+        with self._lock:
+            path = self.dir / "status.json"
+            merged = {**(read_json(path, default={}) or {}), **self._status, "heartbeat": time.time()}
+            atomic_write_json(path, merged)
+
+    def start_heartbeat(self) -> None:
+        if not self.enabled or self._thread is not None:
+            return
+
+        def beat():
+            while not self._stop.wait(HEARTBEAT_S):
+                try:
+                    self._write()
+                except OSError:
+                    pass
+
+        self._thread = threading.Thread(target=beat, name="status-heartbeat", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self.tb is not None:
+            self.tb.close()
+        for h in list(self.log.handlers):
+            h.close()
+            self.log.removeHandler(h)
+
+
+def _same_file(stream, path: Path) -> bool:
+    try:
+        return path.exists() and os.path.samestat(os.fstat(stream.fileno()), os.stat(path))
+    except (OSError, ValueError, AttributeError):
+        return False

@@ -1,0 +1,428 @@
+"""Vocoder GAN training: fine-tune the public Vocos (or train from scratch) on a prepared dataset.
+
+    python app.py train-vocoder --dataset NAME --run NAME [--init charactr/vocos-mel-24khz | FOLDER]
+    python -m utils.vocoder.training --config workspace/runs/NAME/config.json   (the job service's way)
+
+Recipe (Vocos, shared/notes/tts-model.md 2.4-2.6): random 16 384-sample crops peak-normalised to
+-1..-6 dBFS, log-mel in, waveform out; multi-period + multi-resolution discriminators with hinge
+loss; generator loss = adv_MPD + 0.1 adv_MRD + fm_MPD + 0.1 fm_MRD + 45 * mel L1; AdamW, betas
+(0.8, 0.9), cosine decay to 0; one discriminator step then one generator step per batch; fp32.
+
+The run folder gets config.json, status.json, train.log, metrics.jsonl, samples/step-N/*.wav and
+checkpoints/step-N/ (model.safetensors + config.json: a loadable vocoder; trainer_state.pt: the
+discriminators and optimizers, for resuming). STOP file or SIGTERM: finish the step, save, exit.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import math
+import re
+import shutil
+import signal
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from utils.audio import MODEL_SAMPLE_RATE, FeatureConfig, load_audio, log_mel, save_audio
+from utils.events import Event, StudioError
+from utils.workspace import Workspace, append_jsonl, atomic_write_bytes, atomic_write_json, read_json, read_jsonl
+
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+@dataclass
+class VocoderTrainConfig:
+    dataset: str                      # prepared dataset under workspace/datasets
+    run: str                          # run folder under workspace/runs
+    preset: str = "mel-24khz"         # generator size when training from scratch (models.vocoder.PRESETS)
+    init: str | None = None           # public Vocos folder/file/hub id, or one of our vocoder folders
+    resume: str | None = None         # "auto": continue from the run's newest checkpoint
+    max_steps: int = 20_000           # generator updates (each paired with one discriminator update)
+    batch_size: int = 16              # Vocos: 16 x 16 384 samples
+    segment: int = 16_384             # samples per crop (0.68 s, 65 mel frames)
+    lr: float | None = None           # None: 5e-4 from scratch, 1e-4 when fine-tuning (see reasons)
+    betas: tuple[float, float] = (0.8, 0.9)
+    weight_decay: float = 0.01        # torch AdamW default, as Vocos
+    mel_weight: float = 45.0
+    mrd_weight: float = 0.1           # weight of the multi-resolution terms (Vocos mel config)
+    mpd_channels: tuple[int, ...] = (32, 128, 512, 1024, 1024)  # HiFi-GAN/Vocos multi-period widths
+    mrd_channels: int = 32            # multi-resolution discriminator width
+    log_every: int = 10
+    eval_every: int = 500
+    save_every: int = 500
+    keep_checkpoints: int = 3         # newest N kept, plus the best by validation MCD
+    val_clips: int = 4                # validation clips scored with the log-mel proxy
+    mcd_clips: int = 2                # of those, clips also scored with the WORLD MCD (slower)
+    cache_seconds: float = 3600.0     # decoded training audio kept in memory
+    seed: int = 4444
+    device: str = "auto"
+    reasons: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "VocoderTrainConfig":
+        d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        for key in ("betas", "mpd_channels"):
+            if key in d:
+                d[key] = tuple(d[key])
+        return cls(**d)
+
+
+# ------------------------------------------------------------------------------------ data
+class ClipSampler:
+    """Random fixed-length crops of a dataset's training clips, peak-normalised to -1..-6 dBFS."""
+
+    def __init__(self, paths: list[Path], segment: int, rng: np.random.Generator, cache_seconds: float):
+        self.paths, self.segment, self.rng = paths, segment, rng
+        self.cache: dict[Path, np.ndarray] = {}
+        self.cache_budget = int(cache_seconds * MODEL_SAMPLE_RATE)
+
+    def clip(self, path: Path) -> np.ndarray:
+        if path in self.cache:
+            return self.cache[path]
+        wave, _ = load_audio(path, MODEL_SAMPLE_RATE)
+        if sum(len(w) for w in self.cache.values()) + len(wave) <= self.cache_budget:
+            self.cache[path] = wave
+        return wave
+
+    def crop(self, wave: np.ndarray) -> np.ndarray:
+        if len(wave) < self.segment:  # short clips are repeated, as Vocos does
+            wave = np.tile(wave, math.ceil(self.segment / max(1, len(wave))))
+        start = int(self.rng.integers(0, len(wave) - self.segment + 1))
+        x = wave[start:start + self.segment]
+        peak = float(np.abs(x).max())
+        gain_db = self.rng.uniform(-6.0, -1.0)
+        return (x / peak * 10 ** (gain_db / 20)).astype(np.float32) if peak > 1e-4 else x.astype(np.float32)
+
+    def batch(self, n: int) -> np.ndarray:
+        picks = self.rng.integers(0, len(self.paths), size=n)
+        return np.stack([self.crop(self.clip(self.paths[i])) for i in picks])
+
+
+def dataset_clips(ws: Workspace, name: str) -> tuple[list[dict], list[dict]]:
+    """(train rows, val rows) of a prepared dataset, excluded rows left out, audio paths resolved."""
+    folder = ws.dataset_dir(name)
+    manifest = folder / "manifest.jsonl"
+    if not manifest.exists():
+        raise StudioError(f"Dataset {name} has no manifest.jsonl in {folder}: prepare it first.")
+    rows = []
+    for i, row in enumerate(read_jsonl(manifest), 1):
+        if row.get("excluded") or not row.get("audio"):
+            continue
+        path = (folder / row["audio"]).resolve()
+        if not path.is_relative_to(folder.resolve()):
+            raise StudioError(f"{manifest} line {i}: audio path {row['audio']!r} points outside the dataset.")
+        if not path.exists():
+            raise StudioError(f"{manifest} line {i}: audio file {row['audio']} is missing. Prepare the dataset again.")
+        rows.append({**row, "path": path})
+    if not rows:
+        raise StudioError(f"Dataset {name} has no usable clips (all excluded or none listed).")
+    train = [r for r in rows if r.get("split", "train") != "val"]
+    val = [r for r in rows if r.get("split") == "val"]
+    if not train:
+        train = val
+    if not val:  # a tiny dataset without a val split still gets a (training) clip to listen to
+        val = train[:1]
+    return train, val
+
+
+# ---------------------------------------------------------------------------------- losses
+def discriminator_loss(real: list, fake: list):
+    """Hinge loss, averaged over sub-discriminators."""
+    import torch
+
+    total = 0.0
+    for r, f in zip(real, fake):
+        total = total + torch.relu(1 - r).mean() + torch.relu(1 + f).mean()
+    return total / len(real)
+
+
+def generator_adv_loss(fake: list):
+    import torch
+
+    return sum(torch.relu(1 - f).mean() for f in fake) / len(fake)
+
+
+def feature_matching_loss(real_feats: list, fake_feats: list):
+    total = 0.0
+    for rs, fs in zip(real_feats, fake_feats):
+        total = total + sum((r.detach() - f).abs().mean() for r, f in zip(rs, fs))
+    return total / len(real_feats)
+
+
+def cosine_lr(base: float, step: int, total: int) -> float:
+    return base * 0.5 * (1 + math.cos(math.pi * min(step, total) / max(1, total)))
+
+
+# ------------------------------------------------------------------------------ checkpoints
+def checkpoint_dirs(run_dir: Path) -> list[tuple[int, Path]]:
+    folder = run_dir / "checkpoints"
+    if not folder.exists():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir()
+             if p.is_dir() and (m := _STEP_DIR.match(p.name)) and (p / "model.safetensors").exists()]
+    return sorted(found)
+
+
+def _save_checkpoint(run_dir: Path, step: int, gen, mpd, mrd, opt_g, opt_d, cfg: VocoderTrainConfig,
+                     features: FeatureConfig, best: dict) -> Path:
+    import torch
+
+    from utils.vocoder import save_vocoder
+
+    folder = run_dir / "checkpoints" / f"step-{step}"
+    state = {"step": step, "mpd": mpd.state_dict(), "mrd": mrd.state_dict(), "opt_g": opt_g.state_dict(),
+             "opt_d": opt_d.state_dict(), "best_mcd": best.get("value"), "best_step": best.get("step")}
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    # trainer_state first, model last: a folder with model.safetensors is a complete checkpoint.
+    atomic_write_bytes(folder / "trainer_state.pt", buf.getvalue())
+    save_vocoder(gen, folder, features, step=step, run=cfg.run, dataset=cfg.dataset)
+    keep = {best.get("step")} | {s for s, _ in checkpoint_dirs(run_dir)[-cfg.keep_checkpoints:]}
+    for s, d in checkpoint_dirs(run_dir):
+        if s not in keep:
+            shutil.rmtree(d, ignore_errors=True)
+    return folder
+
+
+# ----------------------------------------------------------------------------------- train
+def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event | None = None) -> Iterator[Event]:
+    """Train and yield progress events; the last one carries the newest checkpoint folder."""
+    import torch
+
+    from models.discriminators import MultiPeriodDiscriminator, MultiResolutionDiscriminator
+    from models.vocoder import PRESETS, Vocoder
+    from utils.evaluation import logmel_mcd, mcd
+    from utils.jobs import update_status
+    from utils.vocoder import load_vocoder
+
+    # ---- run folder, config, log
+    run_dir = ws.run_dir(cfg.run)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    features = FeatureConfig()
+    log_path = run_dir / "train.log"
+
+    def log(message: str, level: str = "info", done: int = 0) -> Event:
+        with open(log_path, "a", encoding="utf-8") as f:
+            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
+        return Event("train-vocoder", done, cfg.max_steps, message, level)
+
+    if cfg.preset not in PRESETS:
+        raise StudioError(f"Unknown vocoder preset {cfg.preset!r}; choose one of {', '.join(PRESETS)}.")
+    train_rows, val_rows = dataset_clips(ws, cfg.dataset)
+    device = cfg.device if cfg.device != "auto" else _auto_device()
+    resume_from = checkpoint_dirs(run_dir)[-1][1] if cfg.resume == "auto" and checkpoint_dirs(run_dir) else None
+    if cfg.lr is None:
+        cfg.lr = 1e-4 if (cfg.init or resume_from) else 5e-4
+        cfg.reasons["lr"] = ("1e-4: fine-tuning a trained generator against fresh discriminators; a lower rate "
+                             "keeps it from drifting" if cfg.init else "5e-4: the Vocos recipe from scratch")
+    cfg.reasons.setdefault("device", f"{device}: {'the GPU' if device == 'cuda' else 'no GPU found'}")
+    cfg.reasons.setdefault("precision", "fp32: Vocos trains in fp32; the ISTFT head's exp() overflows in fp16")
+    atomic_write_json(run_dir / "config.json", {"kind": "vocoder", "workspace": str(ws.root), **cfg.to_dict()})
+    update_status(run_dir, state="running", kind="vocoder", step=0, max_steps=cfg.max_steps,
+                  heartbeat=time.time(), started=time.time())
+
+    torch.manual_seed(cfg.seed)
+    # ---- models
+    start_step, best = 0, {"value": None, "step": None}
+    if resume_from is not None:
+        gen = load_vocoder(resume_from)
+        yield log(f"resuming from {resume_from.relative_to(ws.root)}")
+    elif cfg.init:
+        gen = load_vocoder(cfg.init)
+        yield log(f"fine-tuning from {cfg.init}")
+    else:
+        gen = Vocoder(PRESETS[cfg.preset])
+        yield log(f"training from scratch, preset {cfg.preset}")
+    if gen.cfg.n_mels != features.n_mels or gen.cfg.hop_length != features.hop_length:
+        raise StudioError(f"The vocoder expects {gen.cfg.n_mels} mels at hop {gen.cfg.hop_length}; this app's "
+                          f"features are {features.n_mels} mels at hop {features.hop_length}.")
+    gen = gen.to(device).train()
+    mpd = MultiPeriodDiscriminator(channels=cfg.mpd_channels).to(device)
+    mrd = MultiResolutionDiscriminator(channels=cfg.mrd_channels).to(device)
+    opt_g = torch.optim.AdamW(gen.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+    opt_d = torch.optim.AdamW(list(mpd.parameters()) + list(mrd.parameters()), lr=cfg.lr, betas=cfg.betas,
+                              weight_decay=cfg.weight_decay)
+    if resume_from is not None and (resume_from / "trainer_state.pt").exists():
+        state = torch.load(resume_from / "trainer_state.pt", map_location=device, weights_only=True)
+        mpd.load_state_dict(state["mpd"])
+        mrd.load_state_dict(state["mrd"])
+        opt_g.load_state_dict(state["opt_g"])
+        opt_d.load_state_dict(state["opt_d"])
+        start_step, best = int(state["step"]), {"value": state.get("best_mcd"), "step": state.get("best_step")}
+    rng = np.random.default_rng(cfg.seed + start_step)  # a resumed run draws new crops
+    sampler = ClipSampler([r["path"] for r in train_rows], cfg.segment, rng, cfg.cache_seconds)
+    val_waves = [(r["id"], load_audio(r["path"], MODEL_SAMPLE_RATE)[0][: 10 * MODEL_SAMPLE_RATE])
+                 for r in val_rows[: cfg.val_clips]]
+    n_params = sum(p.numel() for p in gen.parameters())
+    yield log(f"{len(train_rows)} training clips, {len(val_rows)} validation; generator {n_params / 1e6:.2f} M "
+              f"parameters; device {device}; lr {cfg.lr:g}; steps {start_step} -> {cfg.max_steps}")
+
+    stop = stop or threading.Event()
+    _install_stop_signal(stop)
+
+    def evaluate(step: int) -> dict:
+        gen.eval()
+        mel_l1, proxy, world = [], [], []
+        out_dir = run_dir / "samples" / f"step-{step}"
+        with torch.no_grad():  # not inference_mode: cached mel transforms must stay usable by autograd
+            for i, (clip_id, wave) in enumerate(val_waves):
+                mel = log_mel(torch.from_numpy(wave).to(device), features)
+                fake = gen(mel.unsqueeze(0))[0]
+                fake_mel = log_mel(fake, features)
+                n = min(mel.shape[-1], fake_mel.shape[-1])
+                mel_l1.append(float((mel[:, :n] - fake_mel[:, :n]).abs().mean()))
+                proxy.append(logmel_mcd(mel, fake_mel))
+                fake_np = fake.float().cpu().numpy()
+                if i < cfg.mcd_clips:
+                    world.append(mcd(wave, MODEL_SAMPLE_RATE, fake_np, MODEL_SAMPLE_RATE))
+                save_audio(out_dir / f"{clip_id}.wav", fake_np, MODEL_SAMPLE_RATE)
+        gen.train()
+        result = {"val_mel_l1": float(np.mean(mel_l1)), "val_logmel_mcd": float(np.mean(proxy))}
+        if world:
+            result["val_mcd"] = float(np.mean(world))
+        return result
+
+    def eval_and_save(step: int) -> Iterator[Event]:
+        nonlocal ckpt
+        metrics = {"step": step, **evaluate(step)}
+        score = metrics.get("val_mcd", metrics["val_logmel_mcd"])  # the best checkpoint has the lowest MCD
+        if best["value"] is None or score < best["value"]:
+            best.update(value=score, step=step)
+        append_jsonl(run_dir / "metrics.jsonl", metrics)
+        ckpt = _save_checkpoint(run_dir, step, gen, mpd, mrd, opt_g, opt_d, cfg, features, best)
+        update_status(run_dir, best_checkpoint=str(run_dir / "checkpoints" / f"step-{best['step']}"))
+        yield log(f"eval {_fmt(metrics)}; saved {ckpt.relative_to(ws.root)}", done=step)
+
+    # ---- loop
+    step, t_last, samples_since = start_step, time.time(), 0
+    ckpt = resume_from
+    if start_step == 0 and cfg.eval_every:
+        metrics = {"step": 0, **evaluate(0)}
+        append_jsonl(run_dir / "metrics.jsonl", metrics)
+        yield log("before training: " + _fmt(metrics))
+    try:
+        while step < cfg.max_steps and not stop.is_set() and not (run_dir / "STOP").exists():
+            lr = cosine_lr(cfg.lr, step, cfg.max_steps)
+            for group in opt_g.param_groups + opt_d.param_groups:
+                group["lr"] = lr
+            y = torch.from_numpy(sampler.batch(cfg.batch_size)).to(device)      # [B, S]
+            mel = log_mel(y, features)                                            # [B, n_mels, S/hop + 1]
+            y_hat = gen(mel)                                                      # [B, S]
+
+            # discriminator step on the detached generator output
+            real_p, _ = mpd(y)
+            fake_p, _ = mpd(y_hat.detach())
+            real_r, _ = mrd(y)
+            fake_r, _ = mrd(y_hat.detach())
+            loss_d = discriminator_loss(real_p, fake_p) + cfg.mrd_weight * discriminator_loss(real_r, fake_r)
+            opt_d.zero_grad(set_to_none=True)
+            loss_d.backward()
+            opt_d.step()
+
+            # generator step: adversarial + feature matching + 45 x mel L1
+            real_p, feat_real_p = mpd(y)
+            fake_p, feat_fake_p = mpd(y_hat)
+            real_r, feat_real_r = mrd(y)
+            fake_r, feat_fake_r = mrd(y_hat)
+            loss_mel = (log_mel(y_hat, features) - mel).abs().mean()
+            loss_adv = generator_adv_loss(fake_p) + cfg.mrd_weight * generator_adv_loss(fake_r)
+            loss_fm = (feature_matching_loss(feat_real_p, feat_fake_p)
+                       + cfg.mrd_weight * feature_matching_loss(feat_real_r, feat_fake_r))
+            loss_g = loss_adv + loss_fm + cfg.mel_weight * loss_mel
+            opt_g.zero_grad(set_to_none=True)
+            loss_g.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(gen.parameters(), float("inf"))  # measured, not clipped
+            opt_g.step()
+            step += 1
+            samples_since += cfg.batch_size
+
+            if step % cfg.log_every == 0 or step == cfg.max_steps:
+                now = time.time()
+                rate = samples_since / max(now - t_last, 1e-9)
+                metrics = {"step": step, "loss_d": loss_d.item(), "loss_g": loss_g.item(), "loss_mel": loss_mel.item(),
+                           "loss_adv": loss_adv.item(), "loss_fm": loss_fm.item(), "grad_norm_g": grad_norm.item(),
+                           "lr": lr, "samples_per_s": rate, "audio_s_per_s": rate * cfg.segment / MODEL_SAMPLE_RATE,
+                           **_memory(device)}
+                append_jsonl(run_dir / "metrics.jsonl", metrics)
+                eta = (cfg.max_steps - step) * cfg.batch_size / max(rate, 1e-9)
+                update_status(run_dir, step=step, heartbeat=now, eta_s=eta)
+                t_last, samples_since = now, 0
+                yield log(_fmt(metrics), done=step)
+            if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.max_steps:
+                yield from eval_and_save(step)
+            elif cfg.save_every and step % cfg.save_every == 0 and step < cfg.max_steps:
+                ckpt = _save_checkpoint(run_dir, step, gen, mpd, mrd, opt_g, opt_d, cfg, features, best)
+                yield log(f"saved {ckpt.relative_to(ws.root)}", done=step)
+        # the end, a stop request, or the last step: always leave a checkpoint of where we are
+        if step > start_step or ckpt is None:
+            yield from eval_and_save(step)
+    except BaseException as exc:
+        update_status(run_dir, state="failed", ended=time.time(), message=f"{type(exc).__name__}: {exc}"[:500])
+        with open(log_path, "a", encoding="utf-8") as f:
+            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} failed: {type(exc).__name__}: {exc}\n")
+        raise
+    stopped = step < cfg.max_steps
+    update_status(run_dir, state="stopped" if stopped else "finished", step=step, ended=time.time())
+    done = log(f"{'stopped' if stopped else 'finished'} at step {step}; checkpoint {ckpt.relative_to(ws.root)}",
+               done=step)
+    done.result = ckpt
+    yield done
+
+
+def _fmt(metrics: dict) -> str:
+    return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items())
+
+
+def _memory(device: str) -> dict:
+    import torch
+
+    if device != "cuda":
+        return {}
+    return {"gpu_mem_allocated_gb": torch.cuda.memory_allocated() / 2**30,
+            "gpu_mem_reserved_gb": torch.cuda.memory_reserved() / 2**30,
+            "gpu_mem_peak_gb": torch.cuda.max_memory_allocated() / 2**30}
+
+
+def _auto_device() -> str:
+    try:
+        from utils.hardware import device
+
+        return device()
+    except Exception:  # the hardware probe must never stop a training run
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _install_stop_signal(stop: threading.Event) -> None:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+
+
+# --------------------------------------------------------------------- job-service entry
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="train a vocoder from runs/<run>/config.json")
+    parser.add_argument("--config", required=True)
+    args = parser.parse_args(argv)
+    doc = read_json(Path(args.config)) or {}
+    ws = Workspace.open(doc.get("workspace") or Path(args.config).resolve().parents[2])
+    cfg = VocoderTrainConfig.from_dict(doc)
+    try:
+        for _ in train_vocoder(ws, cfg):
+            pass  # every event is already in train.log
+    except StudioError as exc:
+        print(f"error: {exc}", flush=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
