@@ -35,7 +35,7 @@ from utils.text.normalize import fold  # noqa: E402
 MODIFIERS = set("ʼʷːʰʲ`ˀ")
 
 
-def segment_ipa(s: str) -> list[str]:
+def segment_ipa(s: str, untied_affricates: bool = False) -> list[str]:
     """Split an IPA string into segments: a base letter plus its modifiers and tie-bar partner."""
     s = s.replace("`", "ʼ").replace("ˈ", "").replace("ˌ", "").replace("'", "ʼ")
     out: list[str] = []
@@ -47,6 +47,8 @@ def segment_ipa(s: str) -> list[str]:
             continue
         if out and (ch in MODIFIERS or ch == "\u0361" or out[-1].endswith("\u0361")):
             out[-1] += ch
+        elif out and untied_affricates and (out[-1], ch) in (("t", "ʃ"), ("d", "ʒ"), ("t", "s")):
+            out[-1] += "\u0361" + ch   # espeak writes affricates without the tie bar
         else:
             out.append(ch)
         i += 1
@@ -56,7 +58,7 @@ def segment_ipa(s: str) -> list[str]:
 def lenient(segs: list[str], geminate: bool = True) -> list[str]:
     out: list[str] = []
     for s in segs:
-        s = s.replace("ɾ", "r").replace("ts", "t͡s") if "t͡s" not in s else s.replace("ɾ", "r")
+        s = s.replace("ɾ", "r")
         if "ʷ" in s:
             out += [s.replace("ʷ", ""), "w"]
         else:
@@ -102,7 +104,7 @@ def ours(word: str) -> list[str]:
 
 def espeak(word: str) -> list[str]:
     out = subprocess.run(["espeak-ng", "-v", "am", "--ipa", "-q", word], capture_output=True, text=True).stdout
-    return segment_ipa(out.strip())
+    return [{"β": "b"}.get(x, x) for x in segment_ipa(out.strip(), untied_affricates=True)]  # β: its allophone of b
 
 
 def epitran_system():

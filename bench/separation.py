@@ -68,21 +68,48 @@ def quality(clips, sr, backends, device: str) -> dict:
     return rows
 
 
-def speed(clips, sr, backends, seconds: float, device: str) -> dict:
+def speed(clips, sr, backends, seconds: float, device: str, repeats: int) -> dict:
+    """x real time on `seconds` of music under speech (the gate says music, so the model runs on all of it).
+
+    Best of `repeats` (the least disturbed by other work on the machine) and the median."""
     speech = np.concatenate(clips * int(np.ceil(seconds * sr / sum(len(c) for c in clips))))[:int(seconds * sr)]
     mix, _, _ = mix_at_snr(speech, synth_music(seconds, sr, seed=9), 0.0)
     out = {}
     for name in backends:
         model = api.get_backend(name, device)
         batch = api.batch_size() if device != "cpu" else 1
-        run = lambda: api.separate_verbose(mix, sr, name, gate=True, batch=batch, device=device)  # noqa: E731
-        api.separate_verbose(mix[:sr * 12], sr, name, gate=False, batch=batch, device=device)  # warm-up: weights, kernels
-        _sync(device)
-        t0 = time.perf_counter()
-        run()
-        _sync(device)
-        out[name] = (seconds / (time.perf_counter() - t0), batch, getattr(model, "device", "cpu"))
+        api.separate_verbose(mix[:sr * 12], sr, name, gate=False, batch=batch, device=device)  # warm-up
+        times = []
+        for _ in range(repeats):
+            _sync(device)
+            t0 = time.perf_counter()
+            api.separate_verbose(mix, sr, name, gate=True, batch=batch, device=device)
+            _sync(device)
+            times.append(time.perf_counter() - t0)
+        out[name] = (seconds / min(times), seconds / float(np.median(times)), batch, getattr(model, "device", "cpu"))
     return out
+
+
+def demucs_speed(seconds: float, sr: int, device: str) -> tuple[float, str]:
+    """HTDemucs at its published size with random weights: the same work as the real model (speed only)."""
+    import torch
+    from demucs.htdemucs import HTDemucs
+
+    from utils.separation.demucs import DemucsBackend
+
+    model = HTDemucs(sources=["drums", "bass", "other", "vocals"])
+    args, kwargs = model._init_args_kwargs
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "random-htdemucs.th"
+        torch.save({"klass": HTDemucs, "args": args, "kwargs": kwargs, "state": model.state_dict()}, path)
+        backend = DemucsBackend(device, weights=path)
+    x = (0.1 * np.random.default_rng(0).standard_normal((1, 2, int(seconds * backend.sample_rate)))).astype(np.float32)
+    backend.speech(x[:, :, :backend.sample_rate])
+    _sync(device)
+    t0 = time.perf_counter()
+    backend.speech(x)
+    _sync(device)
+    return seconds / (time.perf_counter() - t0), device
 
 
 def _sync(device: str) -> None:
@@ -107,6 +134,8 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=60.0, help="length of the speed test")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads (the goal is for 2 cores)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--repeats", type=int, default=3, help="speed runs per backend (best and median shown)")
+    p.add_argument("--demucs-seconds", type=float, default=0, help="also time a random-weight HTDemucs on this much audio")
     p.add_argument("--skip-quality", action="store_true")
     p.add_argument("--json", metavar="FILE")
     args = p.parse_args()
@@ -130,12 +159,19 @@ def main() -> None:
             cells.append("-" if clean is None else f"{'>= 99' if clean[0] >= 99 else f'{clean[0]:.1f}'} / {clean[1]:.1f} dB")
             print(f"| {name} | " + " | ".join(cells) + " |")
         results["quality"] = {f"{k[0]}@{k[1]}": v for k, v in rows.items()}
-    print(f"\n| backend | device | batch | speed on {args.seconds:.0f} s at 0 dB (x real time) |")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"\n| backend | device | batch | x real time on {args.seconds:.0f} s at 0 dB: best / median of {args.repeats} |")
     print("|---|---|---|---|")
-    sp = speed(clips, sr, backends, args.seconds, args.device)
-    for name, (rtf, batch, dev) in sp.items():
-        print(f"| {name} | {dev} | {batch} | {rtf:.1f}x |")
-    results["speed"] = {k: {"x_realtime": v[0], "batch": v[1], "device": v[2]} for k, v in sp.items()}
+    sp = speed(clips, sr, backends, args.seconds, args.device, args.repeats)
+    for name, (best, median, batch, dev) in sp.items():
+        print(f"| {name} | {dev} | {batch} | {best:.1f}x / {median:.1f}x |")
+    results["speed"] = {k: {"x_realtime_best": v[0], "x_realtime_median": v[1], "batch": v[2], "device": v[3]}
+                        for k, v in sp.items()}
+    if args.demucs_seconds:
+        rtf, dev = demucs_speed(args.demucs_seconds, sr, args.device)
+        print(f"| demucs (HTDemucs size, random weights) | {dev} | 1 | {rtf:.1f}x (one run, {args.demucs_seconds:.0f} s) |")
+        results["speed"]["demucs_random"] = {"x_realtime": rtf, "device": dev}
+    print(f"\n# 1-minute load average when the timing ended: {os.getloadavg()[0]:.1f} (it was {load:.1f} before)")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

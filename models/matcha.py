@@ -25,8 +25,10 @@ from models.text_encoder import TextEncoder
 
 PRESETS = {
     # trains on 2 CPU cores in minutes (tests)
+    # (the decoder stays wider than the 100 mel channels: a narrower one cannot carry x_t through
+    # to remove the noise, and learns only the mean)
     "tiny": dict(enc_channels=64, enc_layers=2, enc_heads=2, enc_ffn=128, dp_channels=64, spk_dim=16,
-                 dec_channels=(64, 64), dec_blocks=1, dec_mid=1, dec_heads=2, dec_head_dim=32),
+                 dec_channels=(128, 128), dec_blocks=1, dec_mid=1, dec_heads=2, dec_head_dim=32),
     "small": dict(enc_channels=128, enc_layers=4, enc_heads=2, enc_ffn=512, dp_channels=192, spk_dim=32,
                   dec_channels=(192, 192), dec_blocks=1, dec_mid=2, dec_heads=2, dec_head_dim=48),
     # the published Matcha-TTS sizes (~18M parameters at 100 mels)

@@ -12,7 +12,6 @@ import soundfile as sf
 from tests.helpers import espeak_amharic, sentences, tone, write_wav
 from utils.audio import FeatureConfig, file_digest, load_audio, log_mel
 from utils.datasets import features, load_manifest, load_report, prepare
-from utils.datasets.config import PrepareConfig
 from utils.datasets.split import assign_split
 from utils.datasets.subtitles import parse_subtitles
 from utils.events import StudioError, run_to_end
@@ -242,7 +241,11 @@ def test_rerun_skips_finished_clips_and_cancel_stops_then_resumes(tmp_path):
     assert events[-1].result["clips"] == 4 and (ws.dataset_dir("r") / "audio" / "utt002.wav").exists()
 
 
-def test_process_pool_gives_the_same_clips_as_one_process(tmp_path):
+def test_process_pool_gives_the_same_clips_as_one_process(tmp_path, monkeypatch):
+    import sys
+
+    pipeline = sys.modules["utils.datasets.prepare"]  # the module (the package exports the function)
+    monkeypatch.setattr(pipeline, "POOL_MIN_TASKS", 1)  # use the workers even for 4 clips
     src = ljspeech(tmp_path / "lj", 4)
     ws = Workspace.open(tmp_path / "ws")
     run(ws, "one", src, workers=1)
@@ -264,18 +267,20 @@ def test_split_is_stable_and_stratified_by_speaker():
 
 
 def test_cli_prepare_prints_summary_and_exits_nonzero_only_when_nothing_usable(tmp_path):
+    import os
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parent.parent
     src = ljspeech(tmp_path / "lj", 2)
     cmd = [sys.executable, str(root / "app.py"), "prepare", "--workspace", str(tmp_path / "ws")]
-    ok = subprocess.run(cmd + [str(src), "--name", "cli", "--format", "ljspeech"], capture_output=True, text=True)
+    env = {**os.environ, "AMHARIC_TTS_WORKERS": "1"}
+    ok = subprocess.run(cmd + [str(src), "--name", "cli", "--format", "ljspeech"], capture_output=True, text=True, env=env)
     assert ok.returncode == 0, ok.stderr
     assert "2 usable of 2 clip(s)" in ok.stdout and (tmp_path / "ws" / "datasets" / "cli" / "report.json").exists()
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "notes.wav").write_text("not audio at all")
-    bad = subprocess.run(cmd + [str(tmp_path / "junk"), "--name", "junk"], capture_output=True, text=True)
+    bad = subprocess.run(cmd + [str(tmp_path / "junk"), "--name", "junk"], capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "notes.wav" in bad.stdout + bad.stderr
     assert "nothing usable" in bad.stderr
 

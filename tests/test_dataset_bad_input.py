@@ -1,7 +1,6 @@
 """Bad input: each problem yields a message naming the file, the rest is prepared, nothing escapes."""
 from __future__ import annotations
 
-import io
 import os
 import stat
 import zipfile

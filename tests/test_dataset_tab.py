@@ -72,3 +72,20 @@ def test_prepare_from_a_workspace_path_and_refusal_outside_it(tmp_path):
         list(tab.run_prepare(ws, None, str(tmp_path), "p2", "auto", "phoneme", None, None, None))
     with pytest.raises(StudioError, match="Upload a zip"):
         list(tab.run_prepare(ws, None, "", "p3", "auto", "phoneme", None, None, None))
+
+
+def test_running_app_prepares_and_shows_a_dataset_through_gradio_client(start_app):
+    from gradio_client import Client
+
+    server = start_app(wait=False)
+    folder = server.workspace / "uploads" / "pairs"
+    for i in range(2):
+        espeak_amharic(SENTS[i], folder / f"a{i}.wav")
+        (folder / f"a{i}.txt").write_text(SENTS[i], encoding="utf-8")
+    client = Client(server.wait_ready().url, verbose=False)
+    log = client.predict(None, "uploads/pairs", "api", "auto", "phoneme", None, None, None, api_name="/dataset_prepare")
+    assert "2 usable of 2 clip(s)" in log
+    summary, hist, rates, table = client.predict("api", False, api_name="/dataset_view")
+    assert "**2** of 2 clips" in summary and sum(row[-1] for row in hist["data"]) == 2
+    assert "saved" in client.predict("api", "a1", "", api_name="/dataset_exclude")
+    assert "**1** of 2 clips" in client.predict("api", False, api_name="/dataset_view")[0]

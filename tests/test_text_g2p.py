@@ -158,3 +158,10 @@ def test_a_broken_dictionary_line_is_reported_with_its_number(tmp_path):
     ws.pronunciations.write_text("ሰላም\ts ə l a m\nbroken line\n", encoding="utf-8")
     with pytest.raises(StudioError, match="line 2"):
         load_user_dict(ws)
+
+
+def test_unified_homophone_letters_keep_their_pronunciation():
+    from utils.text.ethiopic import HOMOPHONES
+
+    for written, unified in HOMOPHONES.items():
+        assert word_to_ipa("ሰ" + written) == word_to_ipa("ሰ" + unified), written

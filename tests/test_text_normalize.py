@@ -88,7 +88,7 @@ def test_money_and_percentages():
     ("ዓ.ም", "አመተ ምህረት"), ("ዓ/ም", "አመተ ምህረት"), ("ዓ. ም.", "አመተ ምህረት"), ("ዶ/ር", "ዶክተር"),
     ("ወ/ሮ", "ወይዘሮ"), ("ወ/ሪት", "ወይዘሪት"), ("ት/ቤት", "ትምህርት ቤት"), ("ጠ/ሚ", "ጠቅላይ ሚኒስትር"),
     ("ፕ/ር", "ፕሮፌሰር"), ("አ.አ", "አዲስ አበባ"), ("ኪ.ሜ", "ኪሎ ሜትር"), ("ገ/ሚካኤል", "ገብረ ሚካኤል"),
-    ("በዶ/ር አበበ", "በዶክተር አበበ"), ("ወደ ት/ቤት ሄደ", "ወደ ትምህርት ቤት ሄደ"),
+    ("ዶ.ር", "ዶክተር"), ("ወ.ዘ.ተ", "ወዘተ"), ("በዶ/ር አበበ", "በዶክተር አበበ"), ("ወደ ት/ቤት ሄደ", "ወደ ትምህርት ቤት ሄደ"),
 ])
 def test_abbreviations_expand(text, words):
     assert said(text) == words
@@ -127,3 +127,11 @@ def test_very_long_input_is_normalized_whole():
     text = ("ሰላም ነው፣ 2016 ዓ.ም ዶ/ር አበበ። " * 400)[:10_000]
     out = normalize(text).text
     assert out.count("ዶክተር") >= 300 and "2016" not in out
+
+
+def test_normalizing_twice_changes_nothing():
+    from tests.helpers import sentences
+
+    for line in sentences(300) + ["በ፲፰፻፹፯ ዓ.ም ዶ/ር አበበ 25 ብር፣ 3:30 0911234567!"]:
+        once = said(line)
+        assert said(once) == once, line

@@ -17,7 +17,8 @@ from tests.helpers import espeak_amharic, sentences
 from utils.audio import FeatureConfig, load_audio, log_mel, save_audio
 from utils.events import StudioError, run_to_end
 from utils.vocoder import griffin_lim, load_vocoder, save_vocoder, vocode
-from utils.vocoder.training import VocoderTrainConfig, train_vocoder
+from utils.vocoder.training import VocoderTrainConfig, prepare_vocoder_run, train_vocoder
+from utils.vocoder.training import main as training_main
 from utils.workspace import Workspace, read_json, read_jsonl, write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -211,15 +212,16 @@ def test_train_vocoder_writes_checkpoint_metrics_log_and_resumes(tmp_path):
     assert [m["step"] for m in read_jsonl(run / "metrics.jsonl") if "loss_g" in m] == [1, 2, 3]
 
 
-def test_fine_tuning_starts_from_the_given_weights_and_stop_saves(tmp_path):
+def test_job_service_entry_fine_tunes_from_the_given_weights_and_stop_saves(tmp_path):
     ws = Workspace.open(tmp_path / "ws")
     make_dataset(ws, n=2)
     init = save_vocoder(Vocoder(PRESETS["tiny"]), tmp_path / "init")
+    config = prepare_vocoder_run(ws, tiny_config(run="ft", init=str(init), mcd_clips=0))
     run = ws.run_dir("ft")
-    run.mkdir(parents=True)
     (run / "STOP").write_text("stop")  # a stop request before the first step still leaves a checkpoint
-    ckpt = run_to_end(train_vocoder(ws, tiny_config(run="ft", init=str(init), mcd_clips=0)))
-    assert ckpt == run / "checkpoints" / "step-0"
+    assert training_main(["--config", str(config)]) == 0  # what `python -m utils.vocoder.training` runs
+    ckpt = run / "checkpoints" / "step-0"
+    assert (ckpt / "trainer_state.pt").exists()
     assert read_json(run / "status.json")["state"] == "stopped"
     assert read_json(run / "config.json")["lr"] == 1e-4
     for key, value in load_vocoder(init).state_dict().items():

@@ -53,6 +53,8 @@ class RunView:
         speed = [m for m in self.metrics if "samples_per_s" in m]
         if speed:
             parts.append(f"{speed[-1]['samples_per_s']:.1f} samples/s")
+        if s.get("last_checkpoint"):
+            parts.append(f"last checkpoint `{Path(s['last_checkpoint']).name}`")
         best = s.get("best_checkpoint")
         if best:
             parts.append(f"best checkpoint `{Path(best).name}`")

@@ -51,6 +51,10 @@ def run_prepare(ws, files, path, name, fmt, frontend, audio_col, text_col, speak
     yield "\n".join(lines[-200:])
 
 
+def _hours(h: float) -> str:
+    return f"{h:.2f} h" if h >= 0.1 else f"{h * 60:.1f} min"
+
+
 def summary_markdown(ws, name: str) -> str:
     report = datasets.load_report(ws, name)
     s = report.get("summary") or {}
@@ -58,7 +62,7 @@ def summary_markdown(ws, name: str) -> str:
         return f"Dataset **{name}** has no report yet."
     flags = "\n".join(f"- **{k}** ({datasets.FLAG_HELP.get(k, k)}): {v}" for k, v in s.get("flags", {}).items())
     errors = "\n".join(f"- {e['message']}" for e in report.get("errors", [])[:50])
-    return (f"### {name}\n**{s['usable_hours']:.2f} h usable** of {s['hours']:.2f} h · **{s['usable_clips']}** of "
+    return (f"### {name}\n**{_hours(s['usable_hours'])} usable** of {_hours(s['hours'])} · **{s['usable_clips']}** of "
             f"{s['clips']} clips · **{s['speakers']}** speaker(s) · {s['train_clips']} train / {s['val_clips']} val · "
             f"format {s.get('format')}\n\n**Flagged rows by kind**\n{flags or '- none'}\n\n"
             f"**Files that could not be used** ({s.get('errors', 0)})\n{errors or '- none'}")

@@ -99,7 +99,10 @@ def build(ctx: AppContext) -> None:
         word_ipa = gr.Textbox(label="IPA segments", elem_id="g2p-dict-ipa")
         fill = gr.Button("Fill from rules", elem_id="g2p-dict-suggest")
         add = gr.Button("Add / update", elem_id="g2p-dict-add")
-    table = gr.Dataframe(value=partial(dict_rows, ws), headers=["word", "IPA"], datatype=["str", "str"],
+    def g2p_dictionary() -> list[list[str]]:  # re-read on every page load (its name is its API name)
+        return dict_rows(ws)
+
+    table = gr.Dataframe(value=g2p_dictionary, headers=["word", "IPA"], datatype=["str", "str"],
                          column_count=2, interactive=True, elem_id="g2p-dict-table")
     with gr.Row():
         save = gr.Button("Save dictionary", elem_id="g2p-dict-save")
@@ -115,7 +118,6 @@ def build(ctx: AppContext) -> None:
     convert_status = gr.Markdown(elem_id="g2p-convert-status")
 
     run.click(partial(explain, ws), text, [normalized, ipa, symbols, notes], api_name="g2p_explain")
-    text.submit(partial(explain, ws), text, [normalized, ipa, symbols, notes], api_name=False)
     fill.click(suggest, word, word_ipa, api_name="g2p_suggest")
     add.click(partial(add_word, ws), [word, word_ipa], [table, dict_status], api_name="g2p_dict_add")
     save.click(partial(save_rows, ws), table, [table, dict_status], api_name="g2p_dict_save")

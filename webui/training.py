@@ -13,7 +13,7 @@ from utils.events import StudioError
 from webui.context import AppContext
 
 MAX_SAMPLES = 4
-LOSS = lambda k: "loss" in k  # noqa: E731
+LOSS = lambda k: "loss" in k or k in ("dur", "prior", "cfm")  # noqa: E731
 QUALITY = lambda k: "mcd" in k  # noqa: E731
 LR = lambda k: k == "lr"  # noqa: E731
 SPEED = lambda k: k in ("samples_per_s", "frames_per_s")  # noqa: E731
@@ -35,12 +35,14 @@ def default_run(ctx: AppContext) -> str | None:
     return (active or [r["run"] for r in table] or [None])[0]
 
 
-def refresh_list(ctx: AppContext, selected: str | None):
-    table = runs.run_table(ctx.workspace)
-    names = [r["run"] for r in table]
-    value = selected if selected in names else default_run(ctx)
-    return pd.DataFrame(table, columns=["run", "status", "step", "dataset", "preset", "best (val MCD)", "started"]), \
-        gr.update(choices=names, value=value)
+def run_list_frame(ctx: AppContext) -> pd.DataFrame:
+    return pd.DataFrame(runs.run_table(ctx.workspace),
+                        columns=["run", "status", "step", "dataset", "preset", "best (val MCD)", "started"])
+
+
+def refresh_list(ctx: AppContext):
+    """The run table and the picker's choices; the picked run itself is left to the user."""
+    return run_list_frame(ctx), gr.update(choices=run_choices(ctx))
 
 
 def refresh_run(ctx: AppContext, name: str | None):
@@ -82,10 +84,11 @@ def build(ctx: AppContext) -> None:
 
     gr.Markdown("### Runs")
     with gr.Row():
-        run_list = gr.Dataframe(refresh_list(ctx, None)[0], interactive=False, wrap=True, elem_id="run-list", scale=3)
+        run_list = gr.Dataframe(lambda: run_list_frame(ctx), interactive=False, wrap=True, elem_id="run-list", scale=3)
     with gr.Row():
-        selected = gr.Dropdown(run_choices(ctx), value=default_run(ctx), label="run shown below", scale=2,
-                               elem_id="run-select")
+        # value is a function: evaluated at every page load, so a reload shows the active run
+        selected = gr.Dropdown(run_choices(ctx), value=lambda: default_run(ctx), label="run shown below", scale=2,
+                               elem_id="run-select", allow_custom_value=True)
         stop = gr.Button("Stop", variant="stop", elem_id="stop-button")
         resume = gr.Button("Resume", elem_id="resume-button")
         confirm = gr.Checkbox(False, label="yes, delete it")
@@ -118,7 +121,7 @@ def build(ctx: AppContext) -> None:
         except StudioError as exc:
             raise gr.Error(str(exc))
         note = f"Run **{status['run']}** {status['state']}" + (f": {status['message']}" if status.get("message") else "")
-        return note, *refresh_list(ctx, status["run"])
+        return note, run_list_frame(ctx), gr.update(choices=run_choices(ctx), value=status["run"])
 
     def on_stop(name):
         if not name:
@@ -159,7 +162,7 @@ def build(ctx: AppContext) -> None:
     fast = gr.Timer(1.0)
     fast.tick(lambda n: refresh_run(ctx, n), selected, live_outputs, api_name="refresh_run", show_progress="hidden")
     slow = gr.Timer(4.0)
-    slow.tick(lambda n: refresh_list(ctx, n), selected, [run_list, selected], show_progress="hidden")
+    slow.tick(lambda: refresh_list(ctx), None, [run_list, selected], show_progress="hidden")
     slow.tick(lambda: (gr.update(choices=ws.list_datasets()),
                        gr.update(choices=["(from scratch)"] + runs.list_checkpoints(ws))), None, [dataset, init],
               show_progress="hidden")

@@ -83,32 +83,68 @@ def features(ws: Workspace, name: str, row: dict, cfg: FeatureConfig = FeatureCo
     return np.load(path)
 
 
-def precompute_gpu(ds_dir: Path, rows: list[dict], cfg: FeatureConfig, device: str, cancelled=lambda: False):
-    """Mels for many clips on a GPU: files are read by a thread pool while the GPU computes.
-    Yields the number done after each clip."""
+def mel_batch(audios: list[np.ndarray], cfg: FeatureConfig, device: str) -> list[np.ndarray]:
+    """Mels of clips of different lengths in one batched call, equal to `log_mel` of each clip alone:
+    each clip gets its own reflect padding (what center=True does), then zeros to the longest, and
+    the frames past a clip's own end are cut off."""
+    import torch
+    import torch.nn.functional as F
+
+    from utils.audio import _mel_transform
+
+    half = cfg.n_fft // 2
+    longest = max(len(a) for a in audios) + 2 * half
+    batch = torch.zeros(len(audios), longest, device=device)
+    for i, a in enumerate(audios):
+        wav = torch.from_numpy(np.ascontiguousarray(a)).to(device, non_blocking=True)
+        batch[i, : len(a) + 2 * half] = F.pad(wav[None, None], (half, half), mode="reflect")[0, 0]
+    transform = _mel_transform(cfg, str(device))
+    spec = transform.spectrogram
+    with torch.no_grad():
+        # the same STFT and filterbank as log_mel, with the padding already done (center=False)
+        window = spec.window.to(device)
+        stft = torch.stft(batch, cfg.n_fft, cfg.hop_length, cfg.win_length, window, center=False,
+                          return_complex=True).abs()          # [B, n_fft/2+1, frames]
+        mel = transform.mel_scale(stft)                        # [B, n_mels, frames]
+        mel = torch.log(torch.clamp(mel, min=cfg.log_floor)).float().cpu().numpy()
+    return [mel[i, :, : cfg.frames(len(a))] for i, a in enumerate(audios)]
+
+
+def precompute_gpu(ds_dir: Path, rows: list[dict], cfg: FeatureConfig, device: str, cancelled=lambda: False,
+                   batch_seconds: float = 600.0):
+    """Mels for many clips on a GPU: a thread pool reads clips ahead and writes results while the
+    GPU computes batches of similar-length clips (about `batch_seconds` of audio each).
+    Yields (clips done, clips to do)."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
     out_dir = ds_dir / "features" / cfg.key()
-    todo = [r for r in rows if not (out_dir / f"{r['sha1'][:16]}.npy").exists()]
-    window = 64  # clips read ahead; bounds memory whatever the dataset size
+    todo = sorted((r for r in rows if not (out_dir / f"{r['sha1'][:16]}.npy").exists()),
+                  key=lambda r: r["duration"])  # similar lengths together: little padding
+    batches, cur, secs = [], [], 0.0
+    for r in todo:
+        cur.append(r)
+        secs += r["duration"]
+        if secs >= batch_seconds:
+            batches.append(cur)
+            cur, secs = [], 0.0
+    batches += [cur] if cur else []
     with ThreadPoolExecutor(max_workers=8) as pool:
-        pending: deque = deque()
+        load = lambda batch: [pool.submit(load_audio, ds_dir / r["audio"]) for r in batch]
+        ahead = deque(load(b) for b in batches[:2])  # two batches read ahead bound the memory
         saves: deque = deque()
         done = 0
-        for n in range(len(todo) + window):
-            if n < len(todo):
-                pending.append((todo[n], pool.submit(load_audio, ds_dir / todo[n]["audio"])))
-            if len(pending) < window and n < len(todo):
-                continue
-            if not pending or cancelled():
+        for k, batch in enumerate(batches):
+            if cancelled():
                 break
-            row, fut = pending.popleft()
-            mel = mel_numpy(fut.result()[0], cfg, device)
-            saves.append(pool.submit(save_npy, out_dir / f"{row['sha1'][:16]}.npy", mel))
-            while len(saves) > window:
+            audios = [f.result()[0] for f in ahead.popleft()]
+            if k + 2 < len(batches):
+                ahead.append(load(batches[k + 2]))
+            for row, mel in zip(batch, mel_batch(audios, cfg, device)):
+                saves.append(pool.submit(save_npy, out_dir / f"{row['sha1'][:16]}.npy", np.ascontiguousarray(mel)))
+            while len(saves) > 2048:
                 saves.popleft().result()
-            done += 1
+            done += len(batch)
             yield done, len(todo)
         for s in saves:
             s.result()

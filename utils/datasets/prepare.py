@@ -26,17 +26,22 @@ from utils.audio import FeatureConfig
 from utils.datasets import checks
 from utils.datasets.clips import init_worker, process_clip, segment_recording
 from utils.datasets.config import PrepareConfig
-from utils.datasets.manifest import load_report, save_manifest, write_report
+from utils.datasets.manifest import save_manifest, write_report
 from utils.datasets.sources import DEFAULT_SPEAKER, Item, discover, import_source
 from utils.datasets.split import assign_split
 from utils.events import Event, StudioError
-from utils.workspace import Workspace, append_jsonl, atomic_write_json, read_json, read_jsonl
+from utils.workspace import Workspace, atomic_write_json, read_json, read_jsonl
 
 STATE_DIR = ".prepare"
 
 
+POOL_MIN_TASKS = 24  # fewer clips than this are made in this process: spawning workers costs more
+
+
 def default_workers() -> int:
-    return max(1, os.cpu_count() or 1)
+    """All cores, or $AMHARIC_TTS_WORKERS (to leave room for other work on a shared machine)."""
+    env = os.environ.get("AMHARIC_TTS_WORKERS", "").strip()
+    return max(1, int(env)) if env.isdigit() else max(1, os.cpu_count() or 1)
 
 
 def _key(*parts) -> str:
@@ -133,8 +138,23 @@ def prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Path
     done = {d["key"]: d["result"] for d in read_jsonl(state / "done.jsonl")}
     common = {"cfg": cfg.to_dict()}
     use_gpu_mels = feature_cfg is not None and (device or _device()) == "cuda"
+    done_log = open(state / "done.jsonl", "a", encoding="utf-8")  # one handle: no open/close per clip
+
+    def log_done(entry: dict) -> None:  # whole lines, flushed: a crash loses at most the line being written
+        done_log.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        done_log.flush()
+
     ctx = mp.get_context("spawn")  # never fork a process that may hold threads (Gradio, torch)
-    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=init_worker) if workers > 1 else None
+    pools: list[ProcessPoolExecutor] = []
+
+    def pool_for(n_tasks: int) -> ProcessPoolExecutor | None:
+        """Workers start only when the job is big enough to repay their start-up (torch import)."""
+        if workers <= 1 or n_tasks < POOL_MIN_TASKS:
+            return pools[0] if pools else None
+        if not pools:
+            pools.append(ProcessPoolExecutor(workers, mp_context=ctx, initializer=init_worker))
+        return pools[0]
+
     try:
         # 3. long recordings -> utterances (subtitle times refined by VAD, or VAD alone)
         clips = [it for it in found.items if it.kind == "clip"]
@@ -151,11 +171,12 @@ def prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Path
             results = [(t, done[t["key"]]) for t in cached]
             n = len(results)
             for task, res in run_tasks(segment_recording, [{k: v for k, v in t.items() if k != "item"} | {"_i": i}
-                                                           for i, t in enumerate(tasks)], workers, cancelled, pool):
+                                                           for i, t in enumerate(tasks)], workers, cancelled,
+                                   pool_for(len(tasks) * 20)):  # a recording is many clips of work
                 n += 1
                 full = tasks[task["_i"]]
                 if "error" not in res:
-                    append_jsonl(state / "done.jsonl", {"key": full["key"], "result": res})
+                    log_done({"key": full["key"], "result": res})
                 results.append((full, res))
                 yield Event("segment", n, len(long_items), f"{full['source']}: {len(res.get('segments', []))} utterance(s)")
             if cancelled():
@@ -190,10 +211,10 @@ def prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Path
         if results:
             yield Event("clips", len(results), len(clips), f"{len(results)} clip(s) already made by an earlier run")
         n = len(results)
-        for task, res in run_tasks(process_clip, tasks, workers, cancelled, pool):
+        for task, res in run_tasks(process_clip, tasks, workers, cancelled, pool_for(len(tasks))):
             n += 1
             if "error" not in res:
-                append_jsonl(state / "done.jsonl", {"key": task["key"], "result": res})
+                log_done({"key": task["key"], "result": res})
             results[task["id"]] = res
             if n % 25 == 0 or n == len(clips) or "error" in res:
                 yield Event("clips", n, len(clips), res.get("error", task["source"]),
@@ -202,7 +223,8 @@ def prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Path
             yield from _cancelled()
             return
     finally:
-        if pool is not None:
+        done_log.close()
+        for pool in pools:
             pool.shutdown(wait=False, cancel_futures=True)  # idle workers exit on their own
 
     # 5. rows, table checks, curator decisions, split, manifest, report
@@ -231,8 +253,7 @@ def prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Path
         from utils.datasets.features import precompute_gpu
 
         for k, total in precompute_gpu(ds_dir, rows, feature_cfg, "cuda", cancelled):
-            if k % 200 == 0 or k == total:
-                yield Event("features", k, total, "mel features on the GPU")
+            yield Event("features", k, total, "mel features on the GPU")
 
     # 7. the SentencePiece model when the BPE frontend is chosen
     if frontend == "bpe" and rows:

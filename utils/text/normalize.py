@@ -58,7 +58,8 @@ def _abbreviations() -> list[tuple[re.Pattern, str]]:
     rules += [(fold(k), e) for k, e in rules if fold(k) != k and fold(k) not in raw]
     out = []
     for key, expansion in sorted(rules, key=lambda r: -len(r[0])):
-        body = "".join(re.escape(c) + (r"\s?" if c in "./" and i < len(key) - 1 else "") for i, c in enumerate(key))
+        # "." and "/" are written interchangeably (ዶ/ር, ዶ.ር), with or without a space after
+        body = "".join((r"[./]\s?" if c in "./" and i < len(key) - 1 else re.escape(c)) for i, c in enumerate(key))
         if key.endswith("/"):  # a name prefix: ገ/ሚካኤል -> ገብረ ሚካኤል
             pattern = rf"(?<![{ETH}/])(?P<pre>{PREFIXES})?{body}\s?(?={ETH_LETTER})"
             expansion += " "
@@ -124,19 +125,19 @@ def _read_numbers(text: str) -> str:
 
     text = re.sub(r"(?<![\d.,])(?:\+\d[\d \-]{6,}\d|0\d{6,}|0\d{2,3}(?:[ -]\d{2,4}){2,})(?![\d])", phone, text)
 
-    def money(m: re.Match) -> str:
-        birr, cents = m.group(1), m.group(2)
-        out = numbers.cardinal(_int(birr)) + ["ብር"]
-        if cents and int(cents):
-            out += ["ከ" + numbers.cardinal(int(cents.ljust(2, "0")[:2]))[0]] + numbers.cardinal(int(cents.ljust(2, "0")[:2]))[1:] + ["ሳንቲም"]
+    def money(m: re.Match, currency: str = "ብር") -> str:  # 50.25 ብር -> fifty birr and twenty-five cents
+        out = numbers.cardinal(_int(m.group(1))) + [currency]
+        cents = int((m.group(2) or "0").ljust(2, "0"))
+        if cents:
+            words = numbers.cardinal(cents)
+            out += ["ከ" + words[0], *words[1:], "ሳንቲም"]
         return _words(out)
 
     money_num = r"(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d{1,2}))?"
     text = re.sub(rf"{money_num}\s?ብር(?!{ETH_LETTER})", money, text)
     text = re.sub(rf"(?<!{ETH_LETTER})ብር\s?{money_num}", money, text)
-    for sign, name in (("$", "ዶላር"), ("€", "ዩሮ"), ("£", "ፓውንድ")):
-        text = re.sub(rf"{re.escape(sign)}\s?{money_num}",
-                      lambda m, n=name: money(m).replace("ብር", n).replace("ሳንቲም", "ሳንቲም"), text)
+    for sign, currency in (("$", "ዶላር"), ("€", "ዩሮ"), ("£", "ፓውንድ")):
+        text = re.sub(rf"{re.escape(sign)}\s?{money_num}", lambda m, c=currency: money(m, c), text)
     text = re.sub(r"(\d+)\.(\d+)", lambda m: _words(numbers.cardinal(int(m.group(1))) + ["ነጥብ"] + numbers.digits(m.group(2))), text)
     text = re.sub(r"(?<![\d])(\d+)\s?[-–]\s?(\d+)(?![\d])",
                   lambda m: _words(numbers.cardinal(int(m.group(1))) + ["እስከ"] + numbers.cardinal(int(m.group(2)))), text)

@@ -18,7 +18,7 @@ from utils.text.ethiopic import all_syllables
 from utils.text.g2p import PAUSE_TOKENS, WORD_BOUNDARY, phonemize
 from utils.text.normalize import normalize
 
-PAD, UNK_NOTE = "<pad>", "unknown"
+PAD = "<pad>"
 KINDS = ("phoneme", "char", "bpe")
 VOWELS = ["ə", "u", "i", "a", "e", "ɨ", "o"]
 LATIN_ONLY = ["p", "v", "d͡ʒ"]  # already Amharic; listed so loanword letters are never missing

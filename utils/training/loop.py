@@ -42,9 +42,15 @@ class StopRequest:
     def __init__(self, run_dir: Path):
         self.file = run_dir / "STOP"
         self.reason = ""
+        self._previous = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, self._on_signal)
+                self._previous[sig] = signal.signal(sig, self._on_signal)
+
+    def restore(self) -> None:
+        """Give the signals back (in-process runs: the CLI, tests)."""
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
 
     def _on_signal(self, signum, frame):
         self.reason = signal.Signals(signum).name
@@ -76,6 +82,7 @@ def train(cfg: TrainConfig, report=None) -> dict:
         log(f"failed: {type(exc).__name__}: {exc}")
         raise
     finally:
+        stop.restore()
         files.close()
         ddp.cleanup(dist)
     return result
@@ -390,16 +397,18 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
             last_saved = step
         if ddp.any_flag(stop(), dist, device):  # every rank stops after the same step
             state_msg, message = "stopped", f"stopped by request ({stop.reason or 'another rank'}) at step {step}"
+            files.status(state="stopping", message=f"{message}: saving a checkpoint")
             log(message)
             break
-        ddp.barrier(dist) if (do_eval or step % cfg.checkpoint_every == 0) else None
+        if do_eval or step % cfg.checkpoint_every == 0:
+            ddp.barrier(dist)  # the other ranks wait while rank 0 evaluates / saves
 
     # ------------------------------------------------------------------ the end: evaluate, save
     if dist.main:
-        if state_msg == "finished" and not (cfg.eval_every and step % cfg.eval_every == 0):
+        if step > 0 and state_msg == "finished" and not (cfg.eval_every and step % cfg.eval_every == 0):
             _evaluate_and_record(evaluate, step, files, log, best, save)
             last_saved = step
-        if step != last_saved:
+        if step > 0 and step != last_saved:  # max_steps 0 (a probe-only run) saves nothing
             save(step)
         message = message or f"finished {step} steps"
         files.status(state=state_msg, step=step, eta_s=0, message=message, ended=time.time(),

@@ -266,7 +266,6 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
               f"parameters; device {device}; lr {cfg.lr:g}; steps {start_step} -> {cfg.max_steps}")
 
     stop = stop or threading.Event()
-    _install_stop_signal(stop)
 
     def evaluate(step: int) -> dict:
         gen.eval()
@@ -309,61 +308,67 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
         append_jsonl(run_dir / "metrics.jsonl", metrics)
         yield log("before training: " + _fmt(metrics))
     try:
-        while step < cfg.max_steps and not stop.is_set() and not (run_dir / "STOP").exists():
-            lr = cosine_lr(cfg.lr, step, cfg.max_steps)
-            for group in opt_g.param_groups + opt_d.param_groups:
-                group["lr"] = lr
-            y = torch.from_numpy(sampler.batch(cfg.batch_size)).to(device)      # [B, S]
-            mel = log_mel(y, features)                                            # [B, n_mels, S/hop + 1]
-            y_hat = gen(mel)                                                      # [B, S]
+        try:
+            while step < cfg.max_steps and not stop.is_set() and not (run_dir / "STOP").exists():
+                lr = cosine_lr(cfg.lr, step, cfg.max_steps)
+                for group in opt_g.param_groups + opt_d.param_groups:
+                    group["lr"] = lr
+                y = torch.from_numpy(sampler.batch(cfg.batch_size)).to(device)      # [B, S]
+                mel = log_mel(y, features)                                            # [B, n_mels, S/hop + 1]
+                y_hat = gen(mel)                                                      # [B, S]
 
-            # discriminator step on the detached generator output
-            real_p, _ = mpd(y)
-            fake_p, _ = mpd(y_hat.detach())
-            real_r, _ = mrd(y)
-            fake_r, _ = mrd(y_hat.detach())
-            loss_d = discriminator_loss(real_p, fake_p) + cfg.mrd_weight * discriminator_loss(real_r, fake_r)
-            opt_d.zero_grad(set_to_none=True)
-            loss_d.backward()
-            opt_d.step()
+                # discriminator step on the detached generator output
+                real_p, _ = mpd(y)
+                fake_p, _ = mpd(y_hat.detach())
+                real_r, _ = mrd(y)
+                fake_r, _ = mrd(y_hat.detach())
+                loss_d = discriminator_loss(real_p, fake_p) + cfg.mrd_weight * discriminator_loss(real_r, fake_r)
+                opt_d.zero_grad(set_to_none=True)
+                loss_d.backward()
+                opt_d.step()
 
-            # generator step: adversarial + feature matching + 45 x mel L1
-            real_p, feat_real_p = mpd(y)
-            fake_p, feat_fake_p = mpd(y_hat)
-            real_r, feat_real_r = mrd(y)
-            fake_r, feat_fake_r = mrd(y_hat)
-            loss_mel = (log_mel(y_hat, features) - mel).abs().mean()
-            loss_adv = generator_adv_loss(fake_p) + cfg.mrd_weight * generator_adv_loss(fake_r)
-            loss_fm = (feature_matching_loss(feat_real_p, feat_fake_p)
-                       + cfg.mrd_weight * feature_matching_loss(feat_real_r, feat_fake_r))
-            loss_g = loss_adv + loss_fm + cfg.mel_weight * loss_mel
-            opt_g.zero_grad(set_to_none=True)
-            loss_g.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(gen.parameters(), float("inf"))  # measured, not clipped
-            opt_g.step()
-            step += 1
-            samples_since += cfg.batch_size
+                # generator step: adversarial + feature matching + 45 x mel L1
+                real_p, feat_real_p = mpd(y)
+                fake_p, feat_fake_p = mpd(y_hat)
+                real_r, feat_real_r = mrd(y)
+                fake_r, feat_fake_r = mrd(y_hat)
+                loss_mel = (log_mel(y_hat, features) - mel).abs().mean()
+                loss_adv = generator_adv_loss(fake_p) + cfg.mrd_weight * generator_adv_loss(fake_r)
+                loss_fm = (feature_matching_loss(feat_real_p, feat_fake_p)
+                           + cfg.mrd_weight * feature_matching_loss(feat_real_r, feat_fake_r))
+                loss_g = loss_adv + loss_fm + cfg.mel_weight * loss_mel
+                opt_g.zero_grad(set_to_none=True)
+                loss_g.backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(gen.parameters(), float("inf"))  # measured, not clipped
+                opt_g.step()
+                step += 1
+                samples_since += cfg.batch_size
 
-            if step % cfg.log_every == 0 or step == cfg.max_steps:
-                now = time.time()
-                rate = samples_since / max(now - t_last, 1e-9)
-                metrics = {"step": step, "loss_d": loss_d.item(), "loss_g": loss_g.item(), "loss_mel": loss_mel.item(),
-                           "loss_adv": loss_adv.item(), "loss_fm": loss_fm.item(), "grad_norm_g": grad_norm.item(),
-                           "lr": lr, "samples_per_s": rate, "audio_s_per_s": rate * cfg.segment / MODEL_SAMPLE_RATE,
-                           **_memory(device)}
-                append_jsonl(run_dir / "metrics.jsonl", metrics)
-                eta = (cfg.max_steps - step) * cfg.batch_size / max(rate, 1e-9)
-                update_status(run_dir, step=step, heartbeat=now, eta_s=eta)
-                t_last, samples_since = now, 0
-                yield log(_fmt(metrics), done=step)
-            if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.max_steps:
-                yield from eval_and_save(step)
-            elif cfg.save_every and step % cfg.save_every == 0 and step < cfg.max_steps:
-                ckpt = _save_checkpoint(run_dir, step, gen, mpd, mrd, opt_g, opt_d, cfg, features, best)
-                yield log(f"saved {ckpt.relative_to(ws.root)}", done=step)
+                if step % cfg.log_every == 0 or step == cfg.max_steps:
+                    now = time.time()
+                    rate = samples_since / max(now - t_last, 1e-9)
+                    metrics = {"step": step, "loss_d": loss_d.item(), "loss_g": loss_g.item(), "loss_mel": loss_mel.item(),
+                               "loss_adv": loss_adv.item(), "loss_fm": loss_fm.item(), "grad_norm_g": grad_norm.item(),
+                               "lr": lr, "samples_per_s": rate, "audio_s_per_s": rate * cfg.segment / MODEL_SAMPLE_RATE,
+                               **_memory(device)}
+                    append_jsonl(run_dir / "metrics.jsonl", metrics)
+                    eta = (cfg.max_steps - step) * cfg.batch_size / max(rate, 1e-9)
+                    update_status(run_dir, step=step, heartbeat=now, eta_s=eta)
+                    t_last, samples_since = now, 0
+                    yield log(_fmt(metrics), done=step)
+                if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.max_steps:
+                    yield from eval_and_save(step)
+                elif cfg.save_every and step % cfg.save_every == 0 and step < cfg.max_steps:
+                    ckpt = _save_checkpoint(run_dir, step, gen, mpd, mrd, opt_g, opt_d, cfg, features, best)
+                    yield log(f"saved {ckpt.relative_to(ws.root)}", done=step)
+        except KeyboardInterrupt:  # Ctrl-C in the CLI: keep the work, as a Stop does
+            yield log(f"interrupted at step {step}: saving a checkpoint", "warning", done=step)
         # the end, a stop request, or the last step: always leave a checkpoint of where we are
         if step > start_step or ckpt is None:
             yield from eval_and_save(step)
+    except GeneratorExit:  # the caller stopped listening (e.g. the UI request ended): not a failure
+        update_status(run_dir, state="stopped", step=step, ended=time.time(), message="stopped by its caller")
+        raise
     except BaseException as exc:
         update_status(run_dir, state="failed", ended=time.time(), message=f"{type(exc).__name__}: {exc}"[:500])
         with open(log_path, "a", encoding="utf-8") as f:
@@ -402,12 +407,15 @@ def _auto_device() -> str:
         return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _install_stop_signal(stop: threading.Event) -> None:
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
-
-
 # --------------------------------------------------------------------- job-service entry
+def prepare_vocoder_run(ws: Workspace, cfg: VocoderTrainConfig) -> Path:
+    """Write runs/<run>/config.json for `utils.jobs.start(..., trainer_module="utils.vocoder.training")`."""
+    path = ws.run_dir(cfg.run) / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, {"kind": "vocoder", "workspace": str(ws.root), **cfg.to_dict()})
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="train a vocoder from runs/<run>/config.json")
     parser.add_argument("--config", required=True)
@@ -415,8 +423,10 @@ def main(argv: list[str] | None = None) -> int:
     doc = read_json(Path(args.config)) or {}
     ws = Workspace.open(doc.get("workspace") or Path(args.config).resolve().parents[2])
     cfg = VocoderTrainConfig.from_dict(doc)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())  # Stop in the UI: finish the step, save
     try:
-        for _ in train_vocoder(ws, cfg):
+        for _ in train_vocoder(ws, cfg, stop):
             pass  # every event is already in train.log
     except StudioError as exc:
         print(f"error: {exc}", flush=True)

@@ -1,0 +1,124 @@
+"""Vocoder speed: mel -> audio with the Vocos generator (mel-24khz sizes) and Griffin-Lim, and the
+GAN training step.
+
+    python bench/vocoder_throughput.py                      # CPU (and the GPU too when there is one)
+    python bench/vocoder_throughput.py --seconds 2 10 --train-batch 4
+
+Random weights (speed does not depend on them). Each measurement: 2 warm-up calls, then the mean of
+`--repeat` calls, with `synchronize` around GPU timings. "x real time" = seconds of audio made per
+second of compute. Results go to bench/out/vocoder_throughput-<host>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import socket
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from models.vocoder import PRESETS, Vocoder  # noqa: E402
+from utils.audio import FeatureConfig, log_mel  # noqa: E402
+from utils.vocoder import griffin_lim  # noqa: E402
+
+CFG = FeatureConfig()
+
+
+def timed(fn, device: str, repeat: int) -> float:
+    for _ in range(2):
+        fn()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeat):
+        fn()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - start) / repeat
+
+
+def train_step_time(device: str, batch: int, repeat: int) -> float:
+    from models.discriminators import MultiPeriodDiscriminator, MultiResolutionDiscriminator
+    from utils.vocoder.training import discriminator_loss, feature_matching_loss, generator_adv_loss
+
+    gen = Vocoder(PRESETS["mel-24khz"]).to(device)
+    mpd, mrd = MultiPeriodDiscriminator().to(device), MultiResolutionDiscriminator().to(device)
+    opt_g = torch.optim.AdamW(gen.parameters(), 5e-4, betas=(0.8, 0.9))
+    opt_d = torch.optim.AdamW(list(mpd.parameters()) + list(mrd.parameters()), 5e-4, betas=(0.8, 0.9))
+    y = torch.randn(batch, 16384, device=device) * 0.1
+
+    def step():  # the same operations as utils/vocoder/training.py's loop
+        mel = log_mel(y, CFG)
+        y_hat = gen(mel)
+        loss_d = discriminator_loss(mpd(y)[0], mpd(y_hat.detach())[0]) + 0.1 * discriminator_loss(mrd(y)[0], mrd(y_hat.detach())[0])
+        opt_d.zero_grad()
+        loss_d.backward()
+        opt_d.step()
+        (rp, frp), (fp, ffp) = mpd(y), mpd(y_hat)
+        (rr, frr), (fr, ffr) = mrd(y), mrd(y_hat)
+        loss_g = (generator_adv_loss(fp) + 0.1 * generator_adv_loss(fr) + feature_matching_loss(frp, ffp)
+                  + 0.1 * feature_matching_loss(frr, ffr) + 45 * (log_mel(y_hat, CFG) - mel).abs().mean())
+        opt_g.zero_grad()
+        loss_g.backward()
+        opt_g.step()
+
+    return timed(step, device, repeat)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, nargs="+", default=[2.0, 10.0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--train-batch", type=int, default=2)
+    parser.add_argument("--train-repeat", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    parser.add_argument("--no-train", action="store_true", help="skip the GAN training step")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    rows = []
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
+          + (f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ", no GPU"))
+    print("| device | model | audio (s) | ms per call | x real time |")
+    print("|---|---|---|---|---|")
+    for device in devices:
+        for preset in ("mel-24khz", "tiny"):
+            model = Vocoder(PRESETS[preset]).to(device).eval()
+            for seconds in args.seconds:
+                mel = torch.randn(1, CFG.n_mels, int(seconds * CFG.sample_rate / CFG.hop_length) + 1, device=device) - 5
+                with torch.no_grad():
+                    t = timed(lambda: model(mel), device, args.repeat)
+                rows.append({"device": device, "model": f"vocos {preset}", "audio_s": seconds, "s_per_call": t})
+        for seconds in args.seconds:
+            if device != "cpu":
+                continue  # Griffin-Lim runs on the CPU in the app
+            mel = log_mel(torch.randn(int(seconds * CFG.sample_rate)) * 0.1)
+            t = timed(lambda: griffin_lim(mel), device, max(1, args.repeat // 2))
+            rows.append({"device": device, "model": "griffin-lim 64 it", "audio_s": seconds, "s_per_call": t})
+        if args.no_train:
+            continue
+        t = train_step_time(device, args.train_batch, args.train_repeat)
+        rows.append({"device": device, "model": f"GAN train step, batch {args.train_batch} x 16384",
+                     "audio_s": args.train_batch * 16384 / CFG.sample_rate, "s_per_call": t})
+    for r in rows:
+        print(f"| {r['device']} | {r['model']} | {r['audio_s']:.2f} | {1000 * r['s_per_call']:.1f} | "
+              f"{r['audio_s'] / r['s_per_call']:.1f} |")
+    out = ROOT / "bench" / "out" / f"vocoder_throughput-{socket.gethostname()}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"machine": {"host": socket.gethostname(), "cpu": platform.processor() or platform.machine(),
+                                           "threads": torch.get_num_threads(), "torch": torch.__version__,
+                                           "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
+                               "rows": rows}, indent=2))
+    print(f"saved {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""The job service with the real trainer: queue per device, stop = save and exit, second stop kills,
+SIGKILL shows as failed with the last log lines, runs survive the UI (reconcile from files), resume."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from tests.test_training import make_dataset
+from utils import jobs, runs
+
+TINY = dict(preset="tiny", max_frames_per_batch=400, grad_accumulation=1, log_every=1, eval_every=0,
+            checkpoint_every=1000, mcd="logmel", eval_clips=1, sample_clips=1, ode_steps=2, warmup_steps=1)
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory):
+    return make_dataset(tmp_path_factory.mktemp("jobs"), n_train=3, n_val=1, max_chars=25)
+
+
+def wait(predicate, what: str, timeout: float = 180):
+    end = time.time() + timeout
+    while time.time() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def state(ws, name):
+    return jobs.reconcile(ws.run_dir(name))
+
+
+def start(ws, name, steps=100_000):
+    runs.start_training(ws, "am", run=name, max_steps=steps, overrides={**TINY, "max_steps": steps})
+
+
+def test_second_run_queues_then_stop_saves_and_the_queue_moves_on(ws):
+    start(ws, "first")
+    wait(lambda: state(ws, "first").get("state") == "running" and state(ws, "first").get("step", 0) >= 2, "first running")
+    start(ws, "second")
+    queued = state(ws, "second")
+    assert queued["state"] == "queued" and "first" in queued["message"]
+
+    assert "finishes the current step" in jobs.stop(ws, "first")
+    final = wait(lambda: (s := state(ws, "first")).get("state") in jobs.FINAL and s, "first to stop")
+    assert final["state"] == "stopped"
+    view = runs.view(ws, "first")
+    assert view.checkpoints and view.checkpoints[-1][0] == final["step"]
+
+    wait(lambda: state(ws, "second").get("state") == "running", "second to start once the device is free")
+    stopped_at = wait(lambda: (s := state(ws, "second")).get("step", 0) >= 1 and s, "second stepping")["step"]
+    jobs.stop(ws, "second")
+    wait(lambda: state(ws, "second").get("state") in jobs.FINAL, "second to stop")
+
+    # resume continues from the saved step, not from zero
+    runs.resume_training(ws, "first")
+    wait(lambda: state(ws, "first").get("state") == "running", "resumed run")
+    resumed = wait(lambda: (s := state(ws, "first")).get("step", 0) > final["step"] and s, "steps after resume")
+    assert "resume: continuing from" in runs.view(ws, "first").log
+    assert resumed["step"] > final["step"]
+    # a second Stop kills at once
+    jobs.stop(ws, "first")
+    assert "killed" in jobs.stop(ws, "first")
+    assert state(ws, "first")["state"] == "stopped"
+    wait(lambda: not jobs.pid_alive(state(ws, "first").get("pid")), "the killed trainer to be gone", 30)
+
+
+def test_trainer_killed_with_sigkill_shows_failed_with_its_last_log_lines(ws):
+    start(ws, "killed")
+    pid = wait(lambda: (s := state(ws, "killed")).get("step", 0) >= 1 and s.get("pid"), "killed running")
+    os.kill(pid, signal.SIGKILL)
+    final = wait(lambda: (s := state(ws, "killed")).get("state") in jobs.FINAL and s, "failure to be recorded")
+    assert final["state"] == "failed"
+    assert "signal 9" in final["message"] and "step" in final["message"]  # the last log lines come along
+
+
+def test_runs_whose_processes_vanished_are_marked_failed_on_the_next_look(ws):
+    start(ws, "orphan")
+    status = wait(lambda: (s := state(ws, "orphan")).get("step", 0) >= 1 and s, "orphan running")
+    for pid in (status["launcher_pid"], status["pid"]):  # as if the machine had restarted
+        os.kill(pid, signal.SIGKILL)
+    wait(lambda: not jobs.pid_alive(status["pid"]) and not jobs.pid_alive(status["launcher_pid"]), "processes gone", 30)
+    table = {r["run"]: r for r in runs.run_table(ws)}  # what a freshly started UI does first
+    assert table["orphan"]["status"] == "failed"
+    assert "Last log lines" in state(ws, "orphan")["message"]
+
+
+def test_starting_a_run_that_exists_or_on_a_missing_dataset_says_what_to_do(ws):
+    from utils.events import StudioError
+
+    with pytest.raises(StudioError, match="exists already"):
+        start(ws, "killed")
+    with pytest.raises(StudioError, match="no prepared dataset"):
+        runs.start_training(ws, "nope", run="x")

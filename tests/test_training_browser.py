@@ -1,0 +1,91 @@
+"""Training from a real browser: start, watch live, reload, stop, resume, queue."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.conftest import AppServer
+from tests.test_jobs import TINY
+from tests.test_training import make_dataset
+from utils import jobs, runs
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    ws = make_dataset(tmp_path_factory.mktemp("browser") / "workspace", n_train=3, n_val=1, max_chars=25)
+    runs.save_settings(ws, TINY)  # what the Optimizations tab saves: tiny CPU batches
+    s = AppServer(ws.root).wait_ready()
+    s.ws = ws
+    yield s
+    for r in runs.run_table(ws):
+        if r["status"] in jobs.ACTIVE:
+            jobs.stop(ws, r["run"]), jobs.stop(ws, r["run"])
+    s.stop()
+
+
+def choose(page, label: str, option: str) -> None:
+    page.get_by_label(label, exact=True).click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def step_shown(page) -> int:
+    match = re.search(r"step (\d+)", page.locator("#run-summary").inner_text())
+    return int(match.group(1)) if match else -1
+
+
+def open_training(page, url):
+    page.goto(url)
+    page.get_by_role("tab", name="Training").click()
+
+
+def test_start_watch_reload_stop_resume_and_queue(server, page):
+    open_training(page, server.url)
+    choose(page, "dataset", "am")
+    page.get_by_label("tiny").check()
+    page.get_by_label("run name").fill("live")
+    page.get_by_label("steps").fill("100000")
+    page.get_by_role("button", name="Start training").click()
+    expect(page.locator("#train-message")).to_contain_text("live", timeout=30_000)
+
+    summary = page.locator("#run-summary")
+    expect(summary).to_contain_text("running", timeout=120_000)
+    log = page.locator("#train-log textarea")
+    expect(log).to_have_value(re.compile(r"training from step 0"), timeout=120_000)
+    page.wait_for_function("() => { const s = document.querySelector('#run-summary'); "
+                           "const m = s && s.innerText.match(/step (\\d+)/); return m && +m[1] >= 3; }", timeout=120_000)
+    expect(page.locator("#loss-plot canvas, #loss-plot svg").first).to_be_visible(timeout=30_000)
+
+    # the page reloads: the run is still there and still moving
+    before = step_shown(page)
+    page.reload()
+    page.get_by_role("tab", name="Training").click()
+    expect(summary).to_contain_text("live", timeout=30_000)
+    page.wait_for_function(f"() => {{ const m = document.querySelector('#run-summary').innerText.match(/step (\\d+)/); "
+                           f"return m && +m[1] > {before}; }}", timeout=120_000)
+
+    # a second run while the CPU is taken waits in the queue, with a message saying so
+    page.get_by_label("run name").fill("waiting")
+    page.get_by_role("button", name="Start training").click()
+    expect(page.locator("#train-message")).to_contain_text(re.compile(r"waiting.*queued.*live holds it"),
+                                                          timeout=30_000)
+    assert "queued" in page.locator("#run-list").inner_text()
+    jobs.stop(server.ws, "waiting")  # leave the queue (checked by the job-service tests)
+
+    # Stop: the run saves a checkpoint and ends
+    choose(page, "run shown below", "live")
+    page.locator("#stop-button").click()
+    expect(summary).to_contain_text("stopped", timeout=120_000)
+    expect(summary).to_contain_text("last checkpoint step-", timeout=30_000)
+    stopped_at = step_shown(page)
+    assert runs.view(server.ws, "live").checkpoints[-1][0] == stopped_at
+
+    # Resume: the step count continues from the checkpoint
+    page.locator("#resume-button").click()
+    expect(summary).to_contain_text("running", timeout=120_000)
+    page.wait_for_function(f"() => {{ const m = document.querySelector('#run-summary').innerText.match(/step (\\d+)/); "
+                           f"return m && +m[1] > {stopped_at}; }}", timeout=120_000)
+    expect(log).to_have_value(re.compile(rf"resume: continuing from .*step-{stopped_at}"), timeout=30_000)
+    page.locator("#stop-button").click()
+    expect(summary).to_contain_text("stopped", timeout=120_000)
