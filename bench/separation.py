@@ -79,14 +79,16 @@ def speed(clips, sr, backends, seconds: float, device: str, repeats: int) -> dic
         model = api.get_backend(name, device)
         batch = api.batch_size() if device != "cpu" else 1
         api.separate_verbose(mix[:sr * 12], sr, name, gate=False, batch=batch, device=device)  # warm-up
-        times = []
+        times, cpu = [], []
         for _ in range(repeats):
             _sync(device)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             api.separate_verbose(mix, sr, name, gate=True, batch=batch, device=device)
             _sync(device)
             times.append(time.perf_counter() - t0)
-        out[name] = (seconds / min(times), seconds / float(np.median(times)), batch, getattr(model, "device", "cpu"))
+            cpu.append(time.process_time() - c0)
+        out[name] = (seconds / min(times), seconds / float(np.median(times)), batch, getattr(model, "device", "cpu"),
+                     float(np.median(cpu)) / seconds)
     return out
 
 
@@ -160,16 +162,17 @@ def main() -> None:
             print(f"| {name} | " + " | ".join(cells) + " |")
         results["quality"] = {f"{k[0]}@{k[1]}": v for k, v in rows.items()}
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"\n| backend | device | batch | x real time on {args.seconds:.0f} s at 0 dB: best / median of {args.repeats} |")
-    print("|---|---|---|---|")
+    print(f"\n| backend | device | batch | x real time on {args.seconds:.0f} s at 0 dB: best / median of {args.repeats} "
+          f"| CPU s per audio s | x real time if {args.threads} cores were idle (audio s / (CPU s / {args.threads})) |")
+    print("|---|---|---|---|---|---|")
     sp = speed(clips, sr, backends, args.seconds, args.device, args.repeats)
-    for name, (best, median, batch, dev) in sp.items():
-        print(f"| {name} | {dev} | {batch} | {best:.1f}x / {median:.1f}x |")
-    results["speed"] = {k: {"x_realtime_best": v[0], "x_realtime_median": v[1], "batch": v[2], "device": v[3]}
-                        for k, v in sp.items()}
+    for name, (best, median, batch, dev, cpu) in sp.items():
+        print(f"| {name} | {dev} | {batch} | {best:.1f}x / {median:.1f}x | {cpu:.3f} | {args.threads / cpu:.1f}x |")
+    results["speed"] = {k: {"x_realtime_best": v[0], "x_realtime_median": v[1], "batch": v[2], "device": v[3],
+                            "cpu_seconds_per_audio_second": v[4]} for k, v in sp.items()}
     if args.demucs_seconds:
         rtf, dev = demucs_speed(args.demucs_seconds, sr, args.device)
-        print(f"| demucs (HTDemucs size, random weights) | {dev} | 1 | {rtf:.1f}x (one run, {args.demucs_seconds:.0f} s) |")
+        print(f"| demucs (HTDemucs size, random weights) | {dev} | 1 | {rtf:.1f}x (one run, {args.demucs_seconds:.0f} s) | | |")
         results["speed"]["demucs_random"] = {"x_realtime": rtf, "device": dev}
     print(f"\n# 1-minute load average when the timing ended: {os.getloadavg()[0]:.1f} (it was {load:.1f} before)")
     if args.json:

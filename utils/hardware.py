@@ -330,3 +330,30 @@ def live_usage(pids: list[int] | None = None) -> dict:
     finally:
         pynvml.nvmlShutdown()
     return out
+
+
+def process_gpu_usage(pid: int, device_index: int = 0) -> dict:
+    """NVML's view of one process on one GPU (what nvidia-smi shows), for the trainer's metrics.
+
+    Empty on machines without NVML; `nvml_process_gb` is missing where the driver hides processes."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return {}
+    try:
+        h = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+        out = {"gpu_util_percent": float(pynvml.nvmlDeviceGetUtilizationRates(h).gpu),
+               "nvml_device_used_gb": pynvml.nvmlDeviceGetMemoryInfo(h).used / 2**30}
+        try:
+            for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
+                if p.pid == pid and p.usedGpuMemory:
+                    out["nvml_process_gb"] = p.usedGpuMemory / 2**30
+        except pynvml.NVMLError:
+            pass
+        return out
+    except Exception:
+        return {}
+    finally:
+        pynvml.nvmlShutdown()

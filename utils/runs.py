@@ -264,6 +264,11 @@ def save_form(ws: Workspace, preset: str, values: dict) -> tuple[dict, list[str]
 
 
 def _same(a, b) -> bool:
+    try:
+        if not isinstance(b, (bool, str)):
+            return float(a) == float(b)
+    except (TypeError, ValueError):
+        pass
     return str(a).strip().lower() == str(b).strip().lower()
 
 

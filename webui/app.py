@@ -21,10 +21,14 @@ def build_ui(ctx: AppContext) -> gr.Blocks:
     with gr.Blocks(title="Amharic TTS Studio") as demo:
         gr.Markdown("# Amharic TTS Studio\nFrom raw Amharic recordings to a working voice. "
                     f"Workspace: `{ctx.workspace.root}`")
+        on_load = []
         with gr.Tabs():
             for label, module in TABS:
                 with gr.Tab(label, id=label.lower().replace(" ", "-")):
-                    module.build(ctx)
+                    on_load += module.build(ctx) or []
+        # a tab may return (fn, inputs, outputs) to refresh from the workspace at every page load
+        for fn, inputs, outputs in on_load:
+            demo.load(fn, inputs, outputs, show_progress="hidden")
     return demo
 
 

@@ -8,5 +8,6 @@ from utils.workspace import Workspace
 
 @dataclass(frozen=True)
 class AppContext:
+    """Tabs' `build(ctx)` may return [(fn, inputs, outputs)]: run at every page load (fresh workspace state)."""
     workspace: Workspace
     max_upload_mb: int = 4096

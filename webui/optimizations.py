@@ -23,7 +23,7 @@ def _explain(row: runs.SettingRow) -> str:
     return f"**why:** {row.reason}\n\n**trade:** {row.trade}"
 
 
-def build(ctx: AppContext) -> None:
+def build(ctx: AppContext) -> list:
     ws = ctx.workspace
     gr.Markdown("Every setting the trainer has, pre-filled for **this machine** (see the System tab). "
                 "Change what you like and press **Save**: new runs start from these settings; anything left at the "
@@ -80,3 +80,4 @@ def build(ctx: AppContext) -> None:
     reset.click(on_reset, preset, [changes] + components + explanations, api_name="reset_settings")
     measure.click(on_measure, [dataset, preset], measured, api_name="measure_batch")
     gr.Timer(3.0).tick(lambda: runs.probe_report(ws), None, measured, show_progress="hidden")
+    return [(fill, [preset], components + explanations)]

