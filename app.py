@@ -225,7 +225,7 @@ def add_train_vocoder_command(sub) -> None:
     p.add_argument("--init", metavar="VOCODER",
                    help="public Vocos folder/file (config.yaml + pytorch_model.bin), hub id, or our checkpoint")
     p.add_argument("--preset", default="mel-24khz", choices=["tiny", "small", "mel-24khz"],
-                   help="generator size when training from scratch")
+                   help="generator size when training from scratch; tiny also shrinks the discriminators")
     p.add_argument("--max-steps", type=int, default=20_000)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--eval-every", type=int, default=500, help="steps between validation + checkpoint (0: at the end)")

@@ -124,12 +124,18 @@ class Decoder(nn.Module):
                       dropout, "up" if i < len(rev) - 1 else None) for i in range(len(rev)))
         self.final = Block1D(channels[0], channels[0])
         self.proj = nn.Conv1d(channels[0], out_channels, 1)
+        # time-conditioned linear path x_t, mu -> v: for one target the exact field is (mu - x_t) / (1 - t),
+        # linear in x_t with a gain that depends only on t; the U-Net learns the rest
+        self.gain = nn.Linear(time_dim, 2 * out_channels)
+        self.out_channels = out_channels
         self.grad_checkpointing = False
         for m in self.modules():
             if isinstance(m, (nn.Conv1d, nn.Linear, nn.ConvTranspose1d)):
                 nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
+        nn.init.zeros_(self.gain.weight)
+        nn.init.zeros_(self.gain.bias)
 
     def _level(self, level, x, mask, key_mask, t_emb):
         if self.grad_checkpointing and self.training:
@@ -156,7 +162,8 @@ class Decoder(nn.Module):
             m = masks.pop()
             _, h = self._level(level, torch.cat([h[:, :, :skips[-1].shape[-1]], skips.pop()], dim=1), m,
                                self._keys(m, padded), t_emb)
-        return self.proj(self.final(h, mask)) * mask
+        g_x, g_mu = self.gain(F.mish(t_emb))[:, :, None].chunk(2, dim=1)  # [B, F, 1] each
+        return (self.proj(self.final(h, mask)) + g_x * x + g_mu * mu) * mask
 
     @staticmethod
     def _keys(mask: torch.Tensor, padded: bool) -> torch.Tensor | None:

@@ -66,7 +66,7 @@ class SpleeterUNet(nn.Module):
             skips.append(conv)
         # The bottleneck's activation is unused in Spleeter: the decoder starts from the raw last conv.
         x = skips.pop()  # [B, 512, T/64, F/64]
-        for i, up in enumerate(self.up):
+        for up in self.up:
             x = up(x)
             if skips:
                 x = torch.cat([skips.pop(), x], dim=1)

@@ -217,3 +217,12 @@ def test_cli_separates_one_file_and_writes_the_residual(speech, tmp_path, capsys
     assert out_sr == sr and out.shape == (len(mix), 2)
     assert si_sdr(out[:, 0], ref) - si_sdr(mix, ref) >= 8.0
     assert np.allclose(out + res, np.stack([mix, mix], axis=1), atol=2e-4)
+
+
+def test_cancel_stops_and_leaves_no_half_written_file(speech, tmp_path):
+    clips, sr = speech
+    src = tmp_path / "in.wav"
+    sf.write(str(src), clips[0], sr)
+    with pytest.raises(StudioError, match="cancelled"):
+        run_to_end(separate_file(src, tmp_path / "out.wav", backend="dsp", should_stop=lambda: True))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.wav"]

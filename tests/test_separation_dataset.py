@@ -1,7 +1,6 @@
 """Music removal over a dataset and the tab's handlers: gate per clip, manifest, accept/revert, originals kept."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import soundfile as sf
 
@@ -30,7 +29,7 @@ def ws(tmp_path):
         sf.write(str(folder / "audio" / f"{clip_id}.wav"), audio, sr, subtype="PCM_16")
         rows.append({"id": clip_id, "audio": f"audio/{clip_id}.wav", "text": "ሰላም", "duration": len(audio) / sr,
                      "speaker": "s", "split": "train", "flags": [], "excluded": False, "source": f"raw/{clip_id}.wav",
-                     "music": None})
+                     "sha1": file_digest(folder / "audio" / f"{clip_id}.wav"), "music": None})
     write_jsonl(folder / "manifest.jsonl", rows)
     return ws
 
@@ -54,17 +53,19 @@ def test_dataset_separates_only_clips_with_music_and_accept_revert_keep_original
     assert dataset.accept(ws, "news") == 1
     rows = {r["id"]: r for r in read_jsonl(folder / "manifest.jsonl")}
     assert rows["song"]["audio"] == "separated/song.wav" and rows["clean"]["audio"] == "audio/clean.wav"
+    assert rows["song"]["sha1"] == file_digest(folder / "separated" / "song.wav")  # the feature cache key follows
     out, sr = sf.read(str(folder / "separated" / "song.wav"))
     assert sr == 24000 and out.ndim == 1
 
     # Running again after accepting separates the original, not the separated file.
-    run_to_end(dataset.process_dataset(ws, "news", backend="spleeter"))
+    run_to_end(dataset.process_dataset(ws, "news", backend="dsp"))
     rows = {r["id"]: r for r in read_jsonl(folder / "manifest.jsonl")}
     assert rows["song"]["music"]["original"] == "audio/song.wav"
 
     assert dataset.revert(ws, "news") == 1
     rows = {r["id"]: r for r in read_jsonl(folder / "manifest.jsonl")}
     assert rows["song"]["audio"] == "audio/song.wav"
+    assert rows["song"]["sha1"] == file_digest(folder / "audio" / "song.wav")
     assert _digests(ws) == before  # raw/ and audio/ were never written
 
 

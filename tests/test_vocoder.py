@@ -187,8 +187,7 @@ def make_dataset(ws: Workspace, name: str = "speech", n: int = 3) -> None:
 
 def tiny_config(**kw) -> VocoderTrainConfig:
     base = dict(dataset="speech", run="voc", preset="tiny", max_steps=2, batch_size=2, segment=4096,
-                log_every=1, eval_every=0, save_every=0, mcd_clips=1, val_clips=1, device="cpu",
-                mpd_channels=(8, 16, 32, 32, 32), mrd_channels=8)
+                log_every=1, eval_every=0, save_every=0, mcd_clips=1, val_clips=1, device="cpu")
     return VocoderTrainConfig(**{**base, **kw})
 
 
@@ -239,7 +238,7 @@ def test_train_vocoder_cli_end_to_end(tmp_path):
     make_dataset(ws, n=2)
     init = save_vocoder(Vocoder(PRESETS["tiny"]), tmp_path / "init")
     proc = subprocess.run([sys.executable, "app.py", "train-vocoder", "--workspace", str(ws.root), "--dataset",
-                           "speech", "--run", "cli", "--init", str(init), "--max-steps", "1", "--batch-size", "1", "--eval-every", "0"],
+                           "speech", "--run", "cli", "--init", str(init), "--max-steps", "1", "--batch-size", "1", "--eval-every", "0", "--preset", "tiny"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "vocoder checkpoint:" in proc.stdout

@@ -5,6 +5,7 @@ Every handler turns component values into one call of utils.inference; no torch 
 from __future__ import annotations
 
 import gradio as gr
+import numpy as np
 
 from utils import inference
 from utils.events import StudioError
@@ -22,11 +23,15 @@ def refresh(ctx: AppContext, current: str | None = None):
     return gr.update(choices=voices, value=value), gr.update(choices=vocoders), speaker_choices(ctx, value)
 
 
-def speaker_choices(ctx: AppContext, voice: str | None):
+def _speakers_or_none(ctx: AppContext, voice: str | None) -> list[str]:
     try:
-        names = inference.speakers(ctx.workspace, voice) if voice else []
+        return inference.speakers(ctx.workspace, voice) if voice else []
     except StudioError:
-        names = []
+        return []
+
+
+def speaker_choices(ctx: AppContext, voice: str | None):
+    names = _speakers_or_none(ctx, voice)
     return gr.update(choices=names, value=names[0] if names else None, visible=len(names) > 1)
 
 
@@ -38,7 +43,7 @@ def speak(ctx: AppContext, voice, speaker, text, steps, temperature, speed, voco
             length_scale=1.0 / float(speed), vocoder=None if vocoder in (None, AUTO_VOCODER) else vocoder)
     except StudioError as exc:
         raise gr.Error(str(exc)) from None
-    return (sr, wave), inference.describe(info)
+    return (sr, (np.clip(wave, -1, 1) * 32767).astype(np.int16)), inference.describe(info)  # 16-bit for the player
 
 
 def export(ctx: AppContext, checkpoint, name, vocoder, overwrite):
@@ -55,10 +60,13 @@ def export(ctx: AppContext, checkpoint, name, vocoder, overwrite):
 def build(ctx: AppContext) -> None:
     gr.Markdown("Type Amharic, pick a voice (an exported voice or any training checkpoint) and press Speak. "
                 "Without a trained vocoder the audio comes from Griffin-Lim: intelligible but buzzy.")
+    voices = inference.voice_choices(ctx.workspace)
+    first_speakers = _speakers_or_none(ctx, voices[0]) if voices else []
     with gr.Row():
-        voice = gr.Dropdown(label="Voice or checkpoint", choices=inference.voice_choices(ctx.workspace),
+        voice = gr.Dropdown(label="Voice or checkpoint", choices=voices, value=voices[0] if voices else None,
                             allow_custom_value=False, scale=3)
-        speaker = gr.Dropdown(label="Speaker", choices=[], visible=False, scale=1)
+        speaker = gr.Dropdown(label="Speaker", choices=first_speakers, scale=1, visible=len(first_speakers) > 1,
+                              value=first_speakers[0] if first_speakers else None)
         vocoder = gr.Dropdown(label="Vocoder", value=AUTO_VOCODER, scale=2,
                               choices=[AUTO_VOCODER, inference.GRIFFIN_LIM] + inference.list_vocoders(ctx.workspace))
         reload = gr.Button("↻ Refresh", scale=0, min_width=90)

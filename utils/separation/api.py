@@ -101,6 +101,10 @@ def separate_verbose(audio: np.ndarray, sr: int, backend: str = "auto", gate: bo
     x = np.asarray(audio, dtype=np.float32)
     if x.ndim not in (1, 2) or x.shape[-1] == 0:
         raise StudioError("Audio for music removal must be [samples] or [channels, samples] and not empty.")
+    if x.ndim == 2 and x.shape[0] > 8 and x.shape[1] <= 8:
+        raise StudioError(f"Audio of shape {x.shape} looks like [samples, channels]; pass [channels, samples].")
+    if sr <= 0:
+        raise StudioError(f"Sample rate must be positive, not {sr}.")
     choice = choose_backend(backend)
     model = get_backend(choice.name, device)
     x2 = x[None] if x.ndim == 1 else x

@@ -3,14 +3,15 @@
 Reads and writes `datasets/<name>/manifest.jsonl` (utils.workspace.read_jsonl / write_jsonl, atomic).
 Per row, `music` becomes {"score", "separated", "backend", "original"}; separated speech goes to
 `separated/<id>.wav` at the clip's own rate. The curator's files (`raw/`, `audio/`) are never written.
-"Accept" points each separated row's `audio` at `separated/<id>.wav`; "revert" points it back.
+"Accept" points each separated row's `audio` at `separated/<id>.wav`; "revert" points it back; both
+update the row's `sha1` (the feature cache key) to the file it now points at.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Callable, Iterator
 
-from utils.audio import load_audio, save_audio
+from utils.audio import file_digest, load_audio, save_audio
 from utils.events import Event, StudioError
 from utils.separation.api import choose_backend, separate_verbose
 from utils.separation.gate import THRESHOLD
@@ -79,12 +80,14 @@ def _process_rows(ws: Workspace, rows: list[dict], folder: Path, backend: str, g
             yield Event("separate", i + 1, len(rows), f"{row.get('id')}: {exc}", level="warning")
             continue
         music = bool(result.separated)
+        in_use = row["audio"] == separated_audio(row)  # accepted earlier
         if music:
             save_audio(folder / separated_audio(row), result.speech, sr)
         else:  # clean clip: nothing to accept, and a stale result from an earlier run must not linger
             (folder / separated_audio(row)).unlink(missing_ok=True)
-            if row["audio"] == separated_audio(row):
-                row["audio"] = source
+            row["audio"] = source if in_use else row["audio"]
+        if in_use:
+            _rehash(row, folder)
         score = None if result.music_score != result.music_score else round(result.music_score, 4)  # nan -> None
         row["music"] = {"score": score, "separated": music, "backend": backend, "original": source}
         if (i + 1) % 20 == 0:
@@ -103,6 +106,7 @@ def accept(ws: Workspace, name: str) -> int:
         if music.get("separated") and (path.parent / separated_audio(row)).exists():
             music.setdefault("original", original_audio(row))
             row["audio"] = separated_audio(row)
+            _rehash(row, path.parent)
             count += 1
     write_jsonl(path, rows)
     return count
@@ -116,9 +120,16 @@ def revert(ws: Workspace, name: str) -> int:
     for row in rows:
         if row.get("audio", "").startswith(SEPARATED + "/"):
             row["audio"] = original_audio(row)
+            _rehash(row, path.parent)
             count += 1
     write_jsonl(path, rows)
     return count
+
+
+def _rehash(row: dict, folder: Path) -> None:
+    """`sha1` is the hash of the audio the row points at: the feature cache is keyed by it."""
+    if "sha1" in row:
+        row["sha1"] = file_digest(folder / row["audio"])
 
 
 def summary(ws: Workspace, name: str) -> list[dict]:

@@ -1,5 +1,5 @@
 """Mel -> waveform: Griffin-Lim (no vocoder needed), loading/saving Vocos-style vocoders, and the
-vocoder GAN trainer (`train_vocoder`, in utils/vocoder_training.py).
+vocoder GAN trainer (`train_vocoder`, in utils/vocoder/training.py).
 
 Every mel here is the model's feature: natural-log magnitude HTK mel from `utils.audio.log_mel`
 (`FeatureConfig`, 24 kHz, n_fft 1024, hop 256, 100 bands, full band).
@@ -229,8 +229,10 @@ def _download(repo_id: str) -> Path:
                           "folder elsewhere and give its path.") from None
     patterns = ["config.yaml", "pytorch_model.bin"]
     try:
-        return Path(snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True))
-    except Exception:
+        folder = Path(snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True))
+        if (folder / "pytorch_model.bin").exists():
+            return folder
+    except Exception:  # not in the local cache: try the network
         pass
     try:
         return Path(snapshot_download(repo_id, allow_patterns=patterns))

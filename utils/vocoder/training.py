@@ -33,6 +33,9 @@ from utils.events import Event, StudioError
 from utils.workspace import Workspace, append_jsonl, atomic_write_bytes, atomic_write_json, read_json, read_jsonl
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
+# (multi-period widths, multi-resolution width) per preset: Vocos/HiFi-GAN sizes, small ones for CPU smoke runs
+DISCRIMINATOR_SIZES = {"mel-24khz": ((32, 128, 512, 1024, 1024), 32), "small": ((32, 128, 512, 1024, 1024), 32),
+                       "tiny": ((8, 16, 32, 32, 32), 8)}
 
 
 @dataclass
@@ -50,8 +53,8 @@ class VocoderTrainConfig:
     weight_decay: float = 0.01        # torch AdamW default, as Vocos
     mel_weight: float = 45.0
     mrd_weight: float = 0.1           # weight of the multi-resolution terms (Vocos mel config)
-    mpd_channels: tuple[int, ...] = (32, 128, 512, 1024, 1024)  # HiFi-GAN/Vocos multi-period widths
-    mrd_channels: int = 32            # multi-resolution discriminator width
+    mpd_channels: tuple[int, ...] | None = None  # None: from the preset (DISCRIMINATOR_SIZES)
+    mrd_channels: int | None = None   # None: from the preset
     log_every: int = 10
     eval_every: int = 500
     save_every: int = 500
@@ -70,7 +73,7 @@ class VocoderTrainConfig:
     def from_dict(cls, d: dict) -> "VocoderTrainConfig":
         d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         for key in ("betas", "mpd_channels"):
-            if key in d:
+            if d.get(key) is not None:
                 d[key] = tuple(d[key])
         return cls(**d)
 
@@ -223,6 +226,11 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
         cfg.lr = 1e-4 if (cfg.init or resume_from) else 5e-4
         cfg.reasons["lr"] = ("1e-4: fine-tuning a trained generator against fresh discriminators; a lower rate "
                              "keeps it from drifting" if cfg.init else "5e-4: the Vocos recipe from scratch")
+    if cfg.mpd_channels is None or cfg.mrd_channels is None:
+        mpd_default, mrd_default = DISCRIMINATOR_SIZES[cfg.preset]
+        cfg.mpd_channels = tuple(cfg.mpd_channels or mpd_default)
+        cfg.mrd_channels = cfg.mrd_channels or mrd_default
+        cfg.reasons["discriminators"] = f"sizes of the {cfg.preset} preset"
     cfg.reasons.setdefault("device", f"{device}: {'the GPU' if device == 'cuda' else 'no GPU found'}")
     cfg.reasons.setdefault("precision", "fp32: Vocos trains in fp32; the ISTFT head's exp() overflows in fp16")
     atomic_write_json(run_dir / "config.json", {"kind": "vocoder", "workspace": str(ws.root), **cfg.to_dict()})
