@@ -7,7 +7,7 @@ Each row changes one thing against the first row ("baseline"), applies it throug
 the trainer uses (utils.training.optimization), runs `--warmup` steps, then times `--steps` full
 optimizer steps (forward with MAS, backward, clip, AdamW) on a synthetic batch of `--frames` padded
 mel frames, with synchronize around the timing. Prints samples/s, frames/s, ms/step and peak GPU
-memory, and saves JSON with the machine it ran on (bench/results/train_throughput-<device>.json).
+memory, and saves JSON with the machine it ran on (bench/out/train_throughput-<device>.json).
 """
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def main() -> None:
         print(f"{name:44} {r['ms_per_step']:9.1f} {r['samples_per_s']:10.2f} {r['frames_per_s']:10.0f} {peak:>8} "
               f"{r['samples_per_s'] / base:7.2f}x")
         results.append({"setting": name, **settings, **r})
-    out = Path(__file__).parent / "results" / f"train_throughput-{report.device}.json"
+    out = Path(__file__).parent / "out" / f"train_throughput-{report.device}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"machine": machine, "preset": preset, "frames": frames, "utt_frames": utt,
                                "steps": steps, "torch": torch.__version__, "rows": results}, indent=2))

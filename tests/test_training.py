@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import json
-import math
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -103,22 +104,30 @@ def test_resume_after_a_stop_continues_the_same_loss_curve(corpus):
     straight = corpus.run_dir("straight")
     run(prepare_run(tiny_config(corpus, "straight")))
     # same run, stopped by a STOP file after the first step, then resumed
-    cfg = tiny_config(corpus, "interrupted", checkpoint_every=100)
-    path = prepare_run(cfg)
-    (corpus.run_dir("interrupted") / "STOP").write_text("stop")
+    run_dir = corpus.run_dir("interrupted")
+    path = prepare_run(tiny_config(corpus, "interrupted", max_steps=6, checkpoint_every=100))
+
+    def request_stop():  # what the UI's Stop button does (besides SIGTERM)
+        while not (run_dir / "metrics.jsonl").exists():
+            time.sleep(0.01)
+        (run_dir / "STOP").write_text("stop requested")
+
+    threading.Thread(target=request_stop, daemon=True).start()
     first = run(path)
-    assert first["state"] == "stopped" and first["step"] == 1
-    status = json.loads((corpus.run_dir("interrupted") / "status.json").read_text())
-    assert status["state"] == "stopped" and status["last_checkpoint"].endswith("step-1")
-    (corpus.run_dir("interrupted") / "STOP").unlink()
+    assert first["state"] == "stopped" and 1 <= first["step"] < 6
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "stopped" and status["last_checkpoint"].endswith(f"step-{first['step']}")
+    # the second half loads its data in a worker process: the same batches must arrive
+    path = prepare_run(tiny_config(corpus, "interrupted", checkpoint_every=100, num_workers=1,
+                                   persistent_workers="true"))
     second = run(path)
     assert second["state"] == "finished" and second["step"] == 6
-    a, b = losses(straight), losses(corpus.run_dir("interrupted"))
+    a, b = losses(straight), losses(run_dir)
     assert sorted(b) == list(range(1, 7))
     for step in range(1, 7):
         assert b[step] == pytest.approx(a[step], rel=1e-5, abs=1e-6), step
-    log = (corpus.run_dir("interrupted") / "train.log").read_text()
-    assert "resume: continuing from" in log
+    log = (run_dir / "train.log").read_text()
+    assert "resume: continuing from" in log and "num_workers changed since the checkpoint: 'auto' -> 1" in log
 
 
 def test_resume_reports_settings_changed_since_the_checkpoint(corpus):

@@ -89,3 +89,21 @@ def test_start_watch_reload_stop_resume_and_queue(server, page):
     expect(log).to_have_value(re.compile(rf"resume: continuing from .*step-{stopped_at}"), timeout=30_000)
     page.locator("#stop-button").click()
     expect(summary).to_contain_text("stopped", timeout=120_000)
+
+
+def test_a_trainer_killed_with_sigkill_shows_failed_with_its_last_log_lines(server, page):
+    import os
+    import signal
+    import time
+
+    runs.start_training(server.ws, "am", run="doomed", overrides={**TINY, "max_steps": 100_000})
+    deadline = time.time() + 180
+    while time.time() < deadline and not (jobs.reconcile(server.ws.run_dir("doomed")).get("step") or 0) >= 1:
+        time.sleep(0.3)
+    os.kill(jobs.read_status(server.ws.run_dir("doomed"))["pid"], signal.SIGKILL)
+    open_training(page, server.url)
+    choose(page, "run shown below", "doomed")
+    summary = page.locator("#run-summary")
+    expect(summary).to_contain_text("failed", timeout=60_000)
+    expect(summary).to_contain_text("Last log lines")
+    expect(page.locator("#run-list")).to_contain_text("failed")

@@ -49,6 +49,9 @@ def test_sigterm_finishes_the_step_saves_a_checkpoint_and_exits_0(corpus):
     wait_for(lambda: (read_json(run_dir / "status.json", {}) or {}).get("step", 0) >= 2, proc)
     status = read_json(run_dir / "status.json")
     assert status["state"] == "running" and status["pid"] == proc.pid and status["eta_s"] is not None
+    beat = status["heartbeat"]
+    time.sleep(3)  # the heartbeat refreshes status.json every 2 s, between steps too
+    assert read_json(run_dir / "status.json")["heartbeat"] > beat
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == 0
     status = read_json(run_dir / "status.json")

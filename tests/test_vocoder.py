@@ -1,7 +1,6 @@
 """Vocoder: public checkpoint format, our format, Griffin-Lim, discriminators and the GAN trainer."""
 from __future__ import annotations
 
-import json
 import pickle
 import subprocess
 import sys
@@ -12,9 +11,9 @@ import pytest
 import torch
 
 from models.discriminators import MultiPeriodDiscriminator, MultiResolutionDiscriminator
-from models.vocoder import PRESETS, Vocoder, VocoderConfig
+from models.vocoder import PRESETS, Vocoder
 from tests.helpers import espeak_amharic, sentences
-from utils.audio import FeatureConfig, load_audio, log_mel, save_audio
+from utils.audio import load_audio, log_mel, save_audio
 from utils.events import StudioError, run_to_end
 from utils.vocoder import griffin_lim, load_vocoder, save_vocoder, vocode
 from utils.vocoder.training import VocoderTrainConfig, prepare_vocoder_run, train_vocoder
@@ -243,3 +242,16 @@ def test_train_vocoder_cli_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "vocoder checkpoint:" in proc.stdout
     assert (ws.run_dir("cli") / "checkpoints" / "step-1" / "model.safetensors").exists()
+
+
+def test_fine_tuning_from_the_public_vocos_format(tmp_path, public_folder):
+    folder, sd = public_folder
+    ws = Workspace.open(tmp_path / "ws")
+    make_dataset(ws, n=2)
+    ckpt = run_to_end(train_vocoder(ws, tiny_config(run="pub", init=str(folder), max_steps=1, batch_size=1,
+                                                    mcd_clips=0)))
+    tuned = load_vocoder(ckpt)
+    assert tuned.cfg == PRESETS["mel-24khz"]  # sizes come from the public config.yaml, not the preset
+    assert not any(k.startswith("feature_extractor.") for k in tuned.state_dict())
+    changed = ~torch.isclose(tuned.state_dict()["head.out.weight"], sd["head.out.weight"])
+    assert changed.any()  # one optimizer step moved the public weights

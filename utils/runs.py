@@ -117,7 +117,7 @@ def run_table(ws: Workspace) -> list[dict]:
 
     rows = []
     for r in list_runs(ws):
-        config = read_json(ws.run_dir(r["name"]) / "config.json", {}) or {}
+        config = (read_json(ws.run_dir(r["name"]) / "config.json", {}) or {}).get("train", {})
         rows.append({
             "run": r["name"], "status": r.get("state", "?"), "step": r.get("step") or 0,
             "dataset": config.get("dataset", ""), "preset": config.get("preset", ""),

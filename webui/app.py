@@ -40,6 +40,7 @@ def launch(workspace: Workspace, host: str = "127.0.0.1", port: int = 7860, shar
         server_name=host, server_port=port, share=share, auth=auth,
         auth_message="Amharic TTS Studio: log in with the user and password printed where the app started.",
         allowed_paths=[str(workspace.root), str(ASSETS)],  # nothing else on the machine is served
-        max_file_size=f"{max_upload_mb}mb", css_paths=[ASSETS / "style.css"], footer_links=["api", "settings"],
+        max_file_size=f"{max_upload_mb}mb", css_paths=[ASSETS / "style.css"],
+        js=(ASSETS / "app.js").read_text(encoding="utf-8"), footer_links=["api", "settings"],
         show_error=True,
     )

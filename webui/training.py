@@ -16,8 +16,19 @@ MAX_SAMPLES = 4
 LOSS = lambda k: "loss" in k or k in ("dur", "prior", "cfm")  # noqa: E731
 QUALITY = lambda k: "mcd" in k  # noqa: E731
 LR = lambda k: k == "lr"  # noqa: E731
-SPEED = lambda k: k in ("samples_per_s", "frames_per_s")  # noqa: E731
+SPEED = lambda k: k == "samples_per_s"  # noqa: E731
 MEMORY = lambda k: "mem" in k or k.startswith("nvml") or k.startswith("gpu_util")  # noqa: E731
+
+
+# fixed colours, named in a caption (the plot's own legend does not always render)
+LOSS_COLORS = {"loss": "#1f77b4", "cfm": "#ff7f0e", "prior": "#2ca02c", "dur": "#d62728", "val_loss": "#9467bd"}
+MEMORY_COLORS = {"gpu_mem_allocated_gb": "#1f77b4", "gpu_mem_reserved_gb": "#ff7f0e", "gpu_mem_peak_gb": "#d62728",
+                 "nvml_process_gb": "#2ca02c", "gpu_util_percent": "#7f7f7f"}
+
+
+def _legend(title: str, colors: dict) -> str:
+    keys = " &nbsp; ".join(f"<span style='color:{c}'>■</span> {name}" for name, c in colors.items())
+    return f"<b>{title}</b>: {keys}"
 
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
@@ -99,14 +110,16 @@ def build(ctx: AppContext) -> None:
     summary = gr.Markdown(elem_id="run-summary")
     log = gr.Textbox(label="log (newest at the bottom)", lines=16, max_lines=16, autoscroll=True, interactive=False,
                      elem_id="train-log", elem_classes=["log-box"])
+    gr.HTML(_legend("losses", LOSS_COLORS) + " &nbsp;&nbsp;&nbsp; " + _legend("GPU memory", MEMORY_COLORS))
     with gr.Row():
-        loss_plot = gr.LinePlot(x="step", y="value", color="series", label="losses", height=260, elem_id="loss-plot")
-        mcd_plot = gr.LinePlot(x="step", y="value", color="series", label="validation MCD (dB)", height=260)
+        loss_plot = gr.LinePlot(x="step", y="value", color="series", label="losses", height=300, elem_id="loss-plot",
+                                color_map=LOSS_COLORS)
+        mcd_plot = gr.LinePlot(x="step", y="value", color="series", label="validation MCD (dB)", height=300)
     with gr.Row():
-        lr_plot = gr.LinePlot(x="step", y="value", color="series", label="learning rate", height=220)
-        speed_plot = gr.LinePlot(x="step", y="value", color="series", label="speed", height=220)
+        lr_plot = gr.LinePlot(x="step", y="value", color="series", label="learning rate", height=260)
+        speed_plot = gr.LinePlot(x="step", y="value", color="series", label="samples per second", height=260)
         mem_plot = gr.LinePlot(x="step", y="value", color="series", label="GPU memory (GiB) and utilization",
-                               height=220)
+                               height=260, color_map=MEMORY_COLORS)
     gr.Markdown("**Samples rendered at evaluations (newest first)**")
     with gr.Row():
         players = [gr.Audio(visible=False, interactive=False, type="filepath") for _ in range(MAX_SAMPLES)]

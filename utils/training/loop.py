@@ -12,6 +12,7 @@ next batch, LR, RNG streams).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -41,6 +42,7 @@ class StopRequest:
 
     def __init__(self, run_dir: Path):
         self.file = run_dir / "STOP"
+        self.file.unlink(missing_ok=True)  # a request left from an earlier run does not stop this one
         self.reason = ""
         self._previous = {}
         if threading.current_thread() is threading.main_thread():
@@ -153,7 +155,7 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
         frames = b["mels"].shape[0] * b["mels"].shape[-1]
         if cfg.fault_oom_above_frames and frames > cfg.fault_oom_above_frames:
             raise torch.OutOfMemoryError(f"CUDA out of memory (fault injection: {frames} frames)")
-        ctx = dmodel.no_sync() if (dist.enabled and not sync) else _null()
+        ctx = dmodel.no_sync() if (dist.enabled and not sync) else contextlib.nullcontext()  # all-reduce once per step
         with ctx:
             with autocast:
                 losses = dmodel(b["tokens"], b["token_lens"], b["mels"], b["mel_lens"], b["speakers"])
@@ -471,11 +473,3 @@ def _memory(device: str) -> dict:
     return {"gpu_mem_allocated_gb": torch.cuda.memory_allocated() / g,
             "gpu_mem_reserved_gb": torch.cuda.memory_reserved() / g,
             "gpu_mem_peak_gb": torch.cuda.max_memory_allocated() / g}
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
