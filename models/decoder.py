@@ -1,9 +1,11 @@
 """Vector-field estimator for flow matching: a 1D U-Net with transformer blocks (Matcha-TTS decoder).
 
 input concat(x_t, mu_y[, speaker]) at T frames -> down blocks (ResNet + transformer, one 2x
-downsample) -> mid blocks -> up blocks with skips -> 1x1 conv to n_feats. The time t in [0, 1] enters
-every ResNet through a sinusoidal embedding and an MLP. Lengths must be multiples of 2 (the caller
-pads to `LENGTH_MULTIPLE`).
+downsample) -> mid blocks -> up blocks with skips -> 1x1 conv to n_feats, plus a zero-initialised
+time-conditioned linear path g_x(t) * x_t + g_mu(t) * mu (our addition: without it the tiny decoder
+learned only the mean and ignored x_t; bench/RESULTS.md). The time t in [0, 1] enters every ResNet
+through a sinusoidal embedding and an MLP. Lengths must be multiples of 2 (the caller pads to
+`LENGTH_MULTIPLE`).
 """
 from __future__ import annotations
 

@@ -219,3 +219,15 @@ def test_freeze_encoder_mode_keeps_the_encoder(corpus):
     sa, sb = a.state_dict(), b.state_dict()
     assert all(torch.equal(sa[k], sb[k]) for k in sa if k.startswith("encoder."))
     assert not all(torch.equal(sa[k], sb[k]) for k in sa if k.startswith("decoder."))
+
+
+def test_single_speaker_checkpoint_adapts_to_a_new_single_speaker(tmp_path):
+    one = make_dataset(tmp_path / "one", name="one", n_train=2, n_val=0, voices=("am",))
+    run(prepare_run(TrainConfig(**{**tiny_config(one, "solo", max_steps=1, checkpoint_every=1).to_dict(),
+                                   "dataset": "one"})))
+    base = one.run_dir("solo") / "checkpoints" / "step-1"
+    other = make_dataset(tmp_path / "other", name="other", n_train=2, n_val=0, voices=("am+m3",), first=10)
+    result = run(prepare_run(TrainConfig(**{**tiny_config(other, "adapt", max_steps=1, checkpoint_every=1).to_dict(),
+                                            "dataset": "other", "init": str(base)})))
+    model, config = load_checkpoint(result["last_checkpoint"])
+    assert result["state"] == "finished" and config["speakers"] == ["am_m3"] and model.spk_emb is None

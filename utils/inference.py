@@ -211,6 +211,7 @@ def synthesize(ws: Workspace, voice_or_checkpoint: str, text: str, speaker: str 
 
     features = FeatureConfig.from_dict(config.get("features") or {})
     user_dict = load_user_dict(ws)
+    loaded = time.perf_counter()  # RTF counts synthesis only; loading (first call) is reported apart
     generator = None
     if seed is not None:
         generator = torch.Generator(device=device).manual_seed(int(seed))
@@ -237,9 +238,10 @@ def synthesize(ws: Workspace, voice_or_checkpoint: str, text: str, speaker: str 
     peak = float(np.abs(wave).max())
     if peak > 0.99:  # Griffin-Lim or an undertrained model can overshoot: scale rather than clip
         wave = wave * (0.99 / peak)
-    seconds = time.perf_counter() - start
+    seconds = time.perf_counter() - loaded
     duration = len(wave) / features.sample_rate
     info = {"duration_s": duration, "seconds": seconds, "rtf": seconds / max(duration, 1e-9),
+            "load_s": loaded - start,
             "sample_rate": features.sample_rate, "vocoder": voc_label, "voice": voice_or_checkpoint,
             "speaker": names[spk] if names else None, "sentences": len(sentences), "tokens": n_tokens,
             "frames": n_frames, "steps": int(steps), "temperature": float(temperature),
@@ -250,7 +252,7 @@ def synthesize(ws: Workspace, voice_or_checkpoint: str, text: str, speaker: str 
 def describe(info: dict) -> str:
     """One readable paragraph for the UI and the CLI."""
     text = (f"{info['duration_s']:.2f} s of audio in {info['seconds']:.2f} s (RTF {info['rtf']:.3f}, "
-            f"{info['device']}); {info['sentences']} sentence(s), {info['tokens']} symbols, "
+            f"{info['device']}; loading {info['load_s']:.2f} s); {info['sentences']} sentence(s), {info['tokens']} symbols, "
             f"vocoder: {info['vocoder']}" + (f", speaker {info['speaker']}" if info.get("speaker") else ""))
     if info.get("warnings"):
         text += "\n\n" + "\n".join(f"- {w}" for w in info["warnings"][:10])

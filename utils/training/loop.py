@@ -113,8 +113,14 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
     train_rows, val_rows = training_rows(ws, cfg.dataset)
     frontend = Frontend.create(cfg.frontend, train_rows + val_rows, base.get("frontend") if base else None)
     speakers = list(base.get("speakers", [])) if base else []
-    new_speakers = sorted({r.get("speaker", "default") for r in train_rows + val_rows} - set(speakers))
-    speakers += new_speakers
+    names = sorted({r.get("speaker", "default") for r in train_rows + val_rows})
+    if base and base["model"].get("n_speakers", 1) == 1 and not resume_from:
+        # a single-speaker checkpoint has no speaker table: its one voice is adapted to this speaker
+        if len(names) > 1:
+            raise StudioError(f"{cfg.init} is a single-speaker model; fine-tune it on one speaker "
+                              f"(this dataset has {len(names)}: {', '.join(names[:5])}).")
+        speakers = names
+    speakers += [n for n in names if n not in speakers]
     items = prepare_items(ws, cfg.dataset, train_rows, frontend, speakers, feat_cfg, log)
     val_items = prepare_items(ws, cfg.dataset, val_rows, frontend, speakers, feat_cfg, log)
     if not items:
@@ -166,7 +172,7 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
         return {k: v.detach() for k, v in losses.items()}
 
     # ------------------------------------------------------------------ batch size: measured probe
-    if machine.probe:
+    if machine.probe and not resume_from:  # a resumed run keeps its batch size (the data order depends on it)
         longest = max(it.frames for it in items)
         by_len = sorted(items, key=lambda it: -it.frames)
         collate = Collate(machine.length_multiple)
