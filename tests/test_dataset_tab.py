@@ -26,12 +26,14 @@ def upload_files(tmp_path):
 
 
 def test_tab_builds_with_named_api_events(tmp_path):
-    ctx = AppContext(Workspace.open(tmp_path / "ws"))
+    ws = Workspace.open(tmp_path / "ws")
     with gr.Blocks() as demo:
-        tab.build(ctx)
+        hooks = tab.build(AppContext(ws))
     names = {getattr(fn, "api_name", None) for fn in demo.fns.values()}
     assert {"dataset_prepare", "dataset_view", "dataset_inspect", "dataset_exclude", "dataset_keep",
             "dataset_text", "dataset_recheck"} <= names
+    (on_load, inputs, outputs), = hooks  # page load: the dataset list and view from the workspace as it is now
+    assert len(on_load(None)) == len(outputs) == 5
 
 
 def test_upload_inspect_prepare_review_and_edit_through_the_handlers(tmp_path):

@@ -90,14 +90,11 @@ def view(ws: Workspace, name: str, log_lines: int = 300) -> RunView:
                    metrics=read_jsonl(run_dir / "metrics.jsonl"), samples=samples, checkpoints=checkpoints)
 
 
-def list_checkpoints(ws: Workspace) -> list[str]:
-    """Every saved checkpoint folder in the workspace, as paths relative to it (for pickers)."""
-    found = []
-    for run_dir in sorted(ws.runs.iterdir()) if ws.runs.exists() else []:
-        for _, d in _step_dirs(run_dir / "checkpoints"):
-            if (d / "model.safetensors").exists():
-                found.append(str(d.relative_to(ws.root)))
-    return found
+def init_choices(ws: Workspace) -> list[str]:
+    """What a run can fine-tune from: acoustic checkpoints of earlier runs and exported voices."""
+    from utils import inference
+
+    return inference.list_acoustic_checkpoints(ws) + [f"voices/{v}" for v in inference.list_voices(ws)]
 
 
 def delete(ws: Workspace, name: str) -> str:

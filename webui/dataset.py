@@ -93,7 +93,7 @@ def edit_row(ws, name: str, row_id: str, action: str, text: str = "") -> str:
     return f"{row_id}: {action} saved · {summary['usable_clips']} usable clips"
 
 
-def build(ctx: AppContext) -> None:
+def build(ctx: AppContext) -> list:
     ws = ctx.workspace
     gr.Markdown("### Import a dataset\nA zip or files in LJSpeech layout (`metadata.csv` + `wavs/`), a CSV/TSV "
                 "with audio and text columns, audio + `.txt` pairs, long recordings with `.srt`/`.vtt`, or long "
@@ -125,9 +125,10 @@ def build(ctx: AppContext) -> None:
         recheck_btn = gr.Button("Re-check")
     summary = gr.Markdown(elem_id="dataset-summary")
     with gr.Row():
-        hist = gr.BarPlot(x="seconds", y="clips", sort="x", title="Clip durations", height=260)
+        hist = gr.BarPlot(x="seconds", y="clips", sort="x", y_lim=[0, None], title="Clip durations", height=260)
         rate = gr.ScatterPlot(x="duration", y="chars_per_s", color="status", title="Speaking rate", height=260)
     table = gr.Dataframe(headers=TABLE_COLUMNS, interactive=False, wrap=True, label="Flagged rows (click one)",
+                         column_widths=["10%", "16%", "8%", "8%", "8%", "8%", "20%", "22%"],
                          elem_id="dataset-flagged")
     with gr.Row():
         row_id = gr.Textbox(label="Row", interactive=False)
@@ -175,7 +176,13 @@ def build(ctx: AppContext) -> None:
     def on_select(n, frame, evt: gr.SelectData):
         return select_row(ws, n, str(frame.iloc[evt.index[0]]["id"]))
 
+    def on_page_load(n):  # a reload or a second browser sees the workspace as it is now
+        names = ws.list_datasets()
+        n = n if n in names else (names[0] if names else None)
+        return (gr.update(choices=names, value=n), *load_view(ws, n))
+
     table.select(on_select, [dataset, table], [row_id, player, text])
     for btn, action in ((exclude_btn, "exclude"), (keep_btn, "keep"), (save_btn, "text")):
         btn.click(lambda n, r, t, a=action: edit_row(ws, n, r, a, t), [dataset, row_id, text], status,
                   api_name=f"dataset_{action}").then(on_view, [dataset, show_all], view_outputs)
+    return [(on_page_load, [dataset], [dataset, *view_outputs])]

@@ -85,7 +85,7 @@ def build(ctx: AppContext) -> None:
         run_name = gr.Textbox(label="run name", placeholder="automatic: dataset + time")
         max_steps = gr.Number(value=20000, precision=0, label="steps", minimum=1)
     with gr.Row():
-        init = gr.Dropdown(["(from scratch)"] + runs.list_checkpoints(ws), value="(from scratch)",
+        init = gr.Dropdown(["(from scratch)"] + runs.init_choices(ws), value="(from scratch)",
                            label="start from", info="a checkpoint to fine-tune, or scratch")
         mode = gr.Radio(["full", "freeze_encoder", "new_speaker"], value="full", label="fine-tune mode",
                         info="freeze_encoder keeps the text encoder; new_speaker trains only the new speaker's rows")
@@ -177,5 +177,5 @@ def build(ctx: AppContext) -> None:
     slow = gr.Timer(4.0)
     slow.tick(lambda: refresh_list(ctx), None, [run_list, selected], show_progress="hidden")
     slow.tick(lambda: (gr.update(choices=ws.list_datasets()),
-                       gr.update(choices=["(from scratch)"] + runs.list_checkpoints(ws))), None, [dataset, init],
+                       gr.update(choices=["(from scratch)"] + runs.init_choices(ws))), None, [dataset, init],
               show_progress="hidden")

@@ -182,7 +182,7 @@ def prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Path
             if cancelled():
                 yield from _cancelled()
                 return
-            for task, res in results:
+            for task, res in sorted(results, key=lambda tr: tr[0]["source"]):  # stable row order
                 it = task["item"]
                 if "error" in res:
                     errors.append({"source": it.source, "message": res["error"]})
