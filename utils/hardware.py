@@ -75,6 +75,10 @@ class GPUInfo:
                 return f"{label} {self.nominal_gb} GB"
         return f"{self.name} {self.nominal_gb} GB"
 
+    def summary(self) -> str:
+        return (f"{self.name}, {self.memory_gb:.1f} GiB reported ({self.gpu_class}), compute {self.compute_capability}, "
+                f"bf16 {'yes' if self.bf16 else 'no'}, TF32 {'yes' if self.tf32 else 'no'}")
+
     def to_dict(self) -> dict:
         return {**asdict(self), "bf16": self.bf16, "tf32": self.tf32, "nominal_gb": self.nominal_gb,
                 "gpu_class": self.gpu_class}
@@ -287,8 +291,7 @@ def describe(report: HardwareReport) -> str:
              + (f", CUDA {report.cuda_version}" if report.cuda_version else "")]
     if report.gpus:
         for g in report.gpus:
-            lines.append(f"GPU {g.index}: {g.name}, {g.memory_gb:.1f} GiB reported ({g.gpu_class}), "
-                         f"compute {g.compute_capability}, bf16 {'yes' if g.bf16 else 'no'}")
+            lines.append(f"GPU {g.index}: {g.summary()}")
     else:
         lines.append("No GPU found" + (" (Apple MPS available)" if report.mps else "") + ": training runs on the CPU.")
     lines.append(f"CPU cores: {report.cpu_count}, RAM: {report.ram_gb:.1f} GiB, free disk: {report.disk_free_gb:.1f} GiB")

@@ -12,6 +12,7 @@ from utils.events import StudioError
 from webui.context import AppContext
 
 AUTO_VOCODER = "auto (the voice's vocoder, else Griffin-Lim)"
+NO_VOICE = "No voice yet: train a run on the Training tab; its checkpoints and exported voices appear here."
 
 
 # ------------------------------------------------------------------------------- handlers
@@ -64,22 +65,23 @@ def build(ctx: AppContext) -> None:
     first_speakers = _speakers_or_none(ctx, voices[0]) if voices else []
     with gr.Row():
         voice = gr.Dropdown(label="Voice or checkpoint", choices=voices, value=voices[0] if voices else None,
-                            allow_custom_value=False, scale=3)
+                            allow_custom_value=False, scale=3, elem_id="inference-voice",
+                            info="" if voices else NO_VOICE)
         speaker = gr.Dropdown(label="Speaker", choices=first_speakers, scale=1, visible=len(first_speakers) > 1,
                               value=first_speakers[0] if first_speakers else None)
         vocoder = gr.Dropdown(label="Vocoder", value=AUTO_VOCODER, scale=2,
                               choices=[AUTO_VOCODER, inference.GRIFFIN_LIM] + inference.list_vocoders(ctx.workspace))
         reload = gr.Button("↻ Refresh", scale=0, min_width=90)
-    text = gr.Textbox(label="Amharic text", lines=4, value=inference.SAMPLE_SENTENCES[0])
+    text = gr.Textbox(label="Amharic text", lines=4, value=inference.SAMPLE_SENTENCES[0], elem_id="inference-text")
     gr.Examples(examples=[[s] for s in inference.SAMPLE_SENTENCES], inputs=[text], label="Sample sentences")
     with gr.Row():
         steps = gr.Slider(1, 50, value=inference.DEFAULT_STEPS, step=1, label="Steps (quality vs. speed)")
         temperature = gr.Slider(0.0, 1.5, value=inference.DEFAULT_TEMPERATURE, step=0.01,
                                 label="Temperature (variation)")
         speed = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Speed")
-    go = gr.Button("Speak", variant="primary")
-    audio = gr.Audio(label="Speech", type="numpy", interactive=False)
-    info = gr.Markdown()
+    go = gr.Button("Speak", variant="primary", elem_id="inference-speak")
+    audio = gr.Audio(label="Speech", type="numpy", interactive=False, elem_id="inference-audio")
+    info = gr.Markdown(elem_id="inference-info")
     with gr.Accordion("Export a checkpoint as a voice", open=False):
         with gr.Row():
             export_from = gr.Dropdown(label="Checkpoint", choices=inference.list_acoustic_checkpoints(ctx.workspace))
@@ -96,6 +98,18 @@ def build(ctx: AppContext) -> None:
         return voices, vocoders, spk, gr.update(choices=checkpoints), gr.update(
             choices=[AUTO_VOCODER] + inference.list_vocoders(ctx.workspace))
 
+    shown = gr.State(voices)  # the choices this browser has, so a tick only sends what changed
+
+    def on_tick(current, before):  # a voice exported on the Training tab shows up here without a reload
+        now = inference.voice_choices(ctx.workspace)
+        if now == before and (current in now or not now):
+            return gr.update(), gr.update(), before
+        pick = gr.update(choices=now, info="" if now else NO_VOICE)
+        if current not in now:
+            pick = gr.update(choices=now, value=now[0] if now else None, info="" if now else NO_VOICE)
+        return pick, gr.update(choices=inference.list_acoustic_checkpoints(ctx.workspace)), now
+
+    gr.Timer(4.0).tick(on_tick, inputs=[voice, shown], outputs=[voice, export_from, shown], show_progress="hidden")
     reload.click(on_refresh, inputs=[voice], outputs=[voice, vocoder, speaker, export_from, export_vocoder],
                  api_name="inference_refresh")
     voice.change(lambda v: speaker_choices(ctx, v), inputs=[voice], outputs=[speaker], api_name="inference_speakers")

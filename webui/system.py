@@ -17,8 +17,7 @@ def hardware_card(report: hardware.HardwareReport) -> str:
              + (f" · CUDA {report.cuda_version}" if report.cuda_version else "")]
     if report.gpus:
         for g in report.gpus:
-            lines.append(f"**GPU {g.index}** {g.name} · {g.memory_gb:.1f} GiB reported ({g.gpu_class}) · "
-                         f"compute {g.compute_capability} · bf16 {'yes' if g.bf16 else 'no'} · TF32 {'yes' if g.tf32 else 'no'}")
+            lines.append(f"**GPU {g.index}** {g.summary()}")
     else:
         lines.append("**No GPU was found**" + (" (Apple MPS is available)" if report.mps else "")
                      + ": training and music removal run on the CPU; keep runs tiny.")
