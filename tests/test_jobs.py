@@ -96,3 +96,11 @@ def test_starting_a_run_that_exists_or_on_a_missing_dataset_says_what_to_do(ws):
         start(ws, "killed")
     with pytest.raises(StudioError, match="no prepared dataset"):
         runs.start_training(ws, "nope", run="x")
+
+
+def test_a_run_that_fails_keeps_the_trainers_reason(ws):
+    runs.start_training(ws, "am", run="diverges", overrides={**TINY, "max_steps": 50, "max_bad_steps": 2,
+                                                              "fault_nan_steps": list(range(0, 50))})
+    final = wait(lambda: (s := state(ws, "diverges")).get("state") in jobs.FINAL and s, "the run to fail")
+    assert final["state"] == "failed"
+    assert "non-finite loss" in final["message"]  # the trainer's own reason survives the launcher

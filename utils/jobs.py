@@ -228,6 +228,9 @@ def launch(run_dir: Path) -> int:
         if final.get("state") not in FINAL:
             stopped = (run_dir / "STOP").exists()
             update_status(run_dir, state="stopped" if stopped else "finished", ended=time.time())
+    elif final.get("state") == "failed":  # the trainer said why; add where its log ended
+        update_status(run_dir, ended=time.time(), message=f"{final.get('message', 'failed')}\n\nLast log lines:\n"
+                                                            + tail(run_dir / "train.log", 20))
     elif final.get("state") != "stopped":
         reason = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
         update_status(run_dir, state="failed", ended=time.time(),

@@ -64,8 +64,11 @@ def summary_markdown(ws, name: str) -> str:
     errors = "\n".join(f"- {e['message']}" for e in report.get("errors", [])[:50])
     return (f"### {name}\n**{_hours(s['usable_hours'])} usable** of {_hours(s['hours'])} · **{s['usable_clips']}** of "
             f"{s['clips']} clips · **{s['speakers']}** speaker(s) · {s['train_clips']} train / {s['val_clips']} val · "
-            f"format {s.get('format')}\n\n**Flagged rows by kind**\n{flags or '- none'}\n\n"
-            f"**Files that could not be used** ({s.get('errors', 0)})\n{errors or '- none'}")
+            f"format {s.get('format')}\n\n**Flagged rows by kind**\n{flags or '- none: every clip passed the checks'}\n\n"
+            f"**Files that could not be used** ({s.get('errors', 0)})\n{errors or '- none'}\n\n"
+            f"**Next:** review the flagged rows below (listen, then Exclude / Keep / fix the text); remove "
+            f"background music on the **Music removal** tab if the recordings have any; then train on the "
+            f"**Training** tab.")
 
 
 def load_view(ws, name: str, show_all: bool = False):
@@ -105,7 +108,9 @@ def build(ctx: AppContext) -> list:
             name = gr.Textbox(label="Dataset name", placeholder="my-voice", elem_id="dataset-name")
             with gr.Row():
                 fmt = gr.Dropdown(list(datasets.FORMATS), value="auto", label="Format")
-                frontend = gr.Dropdown(list(FRONTENDS), value="phoneme", label="Text frontend")
+                frontend = gr.Dropdown(list(FRONTENDS), value="phoneme", label="Text frontend",
+                                       info="phoneme: Amharic pronunciation rules (recommended); char: letters "
+                                            "as written; bpe: learned word pieces")
     with gr.Accordion("CSV columns (chosen automatically unless the header is ambiguous)", open=False) as csv_box:
         csv_info = gr.Markdown()
         with gr.Row():

@@ -79,7 +79,7 @@ def convert(ws: Workspace, name: str, progress=gr.Progress()) -> str:
     return "\n".join(lines)
 
 
-def build(ctx: AppContext) -> None:
+def build(ctx: AppContext) -> list:
     ws = ctx.workspace
     gr.Markdown("Type Amharic to see the words a voice will say (numbers, dates and abbreviations "
                 "read out), their IPA, and the symbols the model receives.")
@@ -110,7 +110,8 @@ def build(ctx: AppContext) -> None:
     dict_status = gr.Markdown(elem_id="g2p-dict-status")
 
     gr.Markdown("### Convert a dataset\nFills `normalized` and `phonemes` of every transcript in the "
-                "dataset's manifest with the current rules and dictionary.")
+                "dataset's manifest with the current rules and dictionary. Prepare did this once already: "
+                "run it again after you change the dictionary above, before training.")
     with gr.Row():
         dataset = gr.Dropdown(label="Dataset", choices=ws.list_datasets(), elem_id="g2p-dataset")
         refresh = gr.Button("Refresh list", elem_id="g2p-dataset-refresh")
@@ -124,3 +125,5 @@ def build(ctx: AppContext) -> None:
     reload.click(partial(dict_rows, ws), None, table, api_name="g2p_dict_load")
     refresh.click(partial(dataset_choices, ws), None, dataset, api_name="g2p_datasets")
     go.click(partial(convert, ws), dataset, convert_status, api_name="g2p_convert")
+    # the example text is already in the box: show its reading at page load, not three empty boxes
+    return [(partial(explain, ws), [text], [normalized, ipa, symbols, notes])]

@@ -106,7 +106,7 @@ def revert(ws, name: str):
     return f"{n} clip(s) point back at their original audio.", clip_table(ws, name)
 
 
-def build(ctx: AppContext) -> None:
+def build(ctx: AppContext) -> list:
     ws = ctx.workspace
     gr.Markdown("Remove background music under speech. A music detector checks every clip first: clips "
                 "without music pass through untouched. Originals are never changed; results go to `separated/`.")
@@ -156,3 +156,10 @@ def build(ctx: AppContext) -> None:
     file_event = run_one.click(partial(run_file, ws), [upload, backend, gate],
                                [log, file_before, file_speech, file_residual], api_name="separation_run_file")
     stop_one.click(None, None, None, cancels=[file_event])
+
+    def on_page_load(current):  # the picker shows a dataset at load: show its clips too, not an empty table
+        names = ws.list_datasets()
+        pick = current if current in names else (names[0] if names else None)
+        return gr.update(choices=names, value=pick), clip_table(ws, pick), clip_ids(ws, pick)
+
+    return [(on_page_load, [name], [name, table, clip])]

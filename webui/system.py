@@ -56,7 +56,8 @@ def build(ctx: AppContext) -> None:
     gr.Markdown("### This machine", elem_classes=["hw-card"])
     gr.Markdown(hardware_card(report), elem_id="hardware-card", elem_classes=["hw-card"])
     gr.Markdown("### Recommended training settings\nEvery setting starts here; the Optimizations tab lets you change them.")
-    gr.Dataframe(settings_table(report), wrap=True, interactive=False, elem_id="recommended-settings")
+    gr.Dataframe(settings_table(report), wrap=True, interactive=False, elem_id="recommended-settings",
+                 column_widths=["22%", "10%", "68%"])
     gr.Markdown("### Live usage")
     live = gr.Markdown(elem_id="live-usage")
     plot = gr.LinePlot(x="time", y="value", color="series", height=260, label="memory and utilization")

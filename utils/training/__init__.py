@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from utils.training.checkpoint import load_checkpoint
 from utils.training.config import TrainConfig, read_run_config, write_run_config
 
 __all__ = ["TrainConfig", "prepare_run", "run", "load_checkpoint"]
@@ -33,6 +32,13 @@ def prepare_run(cfg: TrainConfig) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_run_config(path, cfg)
     return path
+
+
+def load_checkpoint(path, device: str = "cpu"):
+    """(model, config) from a checkpoint folder; imported lazily so the CLI starts without torch."""
+    from utils.training.checkpoint import load_checkpoint as load
+
+    return load(path, device=device)
 
 
 def run(config_path: str | Path, report=None) -> dict:

@@ -473,9 +473,16 @@ def _report_config_changes(old: dict, new: dict, log) -> None:
 
 
 def _memory(device: str) -> dict:
+    """torch's allocator view of this process, plus NVML's (what nvidia-smi shows) and GPU utilization."""
     if device != "cuda":
         return {}
+    from utils.hardware import process_gpu_usage
+
     g = 2 ** 30
+    index = torch.cuda.current_device()
+    physical = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[index:index + 1]
+    nvml_index = int(physical[0]) if physical and physical[0].strip().isdigit() else index
     return {"gpu_mem_allocated_gb": torch.cuda.memory_allocated() / g,
             "gpu_mem_reserved_gb": torch.cuda.memory_reserved() / g,
-            "gpu_mem_peak_gb": torch.cuda.max_memory_allocated() / g}
+            "gpu_mem_peak_gb": torch.cuda.max_memory_allocated() / g,
+            **process_gpu_usage(os.getpid(), nvml_index)}
