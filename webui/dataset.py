@@ -39,6 +39,9 @@ def inspect_upload(ws, files, path: str) -> dict:
 
 def run_prepare(ws, files, path, name, fmt, frontend, audio_col, text_col, speaker_col, progress=None):
     """Generator of log text; the last value ends with the summary."""
+    if not (name or "").strip():
+        raise StudioError("Type a name for the new dataset in 'Dataset name' (for example the speaker's name), "
+                          "then press Prepare.")
     columns = {k: v for k, v in (("audio", audio_col), ("text", text_col), ("speaker", speaker_col)) if v}
     lines: list[str] = []
     for event in datasets.prepare(ws, name, _sources(ws, files, path), fmt=fmt or "auto", columns=columns or None,

@@ -124,6 +124,7 @@ def build(ctx: AppContext) -> list:
     save.click(partial(save_rows, ws), table, [table, dict_status], api_name="g2p_dict_save")
     reload.click(partial(dict_rows, ws), None, table, api_name="g2p_dict_load")
     refresh.click(partial(dataset_choices, ws), None, dataset, api_name="g2p_datasets")
+    dataset.focus(partial(dataset_choices, ws), None, dataset, show_progress="hidden")  # a dataset prepared meanwhile
     go.click(partial(convert, ws), dataset, convert_status, api_name="g2p_convert")
     # the example text is already in the box: show its reading at page load, not three empty boxes
     return [(partial(explain, ws), [text], [normalized, ipa, symbols, notes])]

@@ -144,6 +144,7 @@ def build(ctx: AppContext) -> list:
 
     backend.change(backend_note, backend, note, api_name="separation_backend")
     refresh.click(partial(dataset_choices, ws), None, name, api_name="separation_datasets")
+    name.focus(partial(dataset_choices, ws), None, name, show_progress="hidden")  # a dataset prepared meanwhile
     name.change(partial(clip_table, ws), name, table, api_name="separation_table").then(
         partial(clip_ids, ws), name, clip)
     ds_event = run_ds.click(partial(run_dataset, ws), [name, backend, gate], [log, table],
