@@ -105,7 +105,7 @@ def test_a_curator_goes_from_a_recordings_zip_to_hearing_the_trained_voice(journ
     expect(run_summary).to_contain_text("finished", timeout=240_000)
     expect(tab.locator("#train-log textarea")).to_have_value(re.compile(rf"finished {STEPS} steps"))
     expect(tab.locator("#run-list")).to_contain_text("finished")
-    tab.get_by_label("voice name", exact=True).fill("abebe-voice")
+    tab.locator("#voice-name textarea, #voice-name input").first.fill("abebe-voice")
     tab.get_by_role("button", name="Export as voice").click()
     expect(tab.locator("#train-message")).to_contain_text("abebe-voice", timeout=60_000)
     assert (ws.voice_dir("abebe-voice") / "model.safetensors").is_file()

@@ -57,7 +57,8 @@ class RunView:
             parts.append(f"last checkpoint `{Path(s['last_checkpoint']).name}`")
         best = s.get("best_checkpoint")
         if best:
-            parts.append(f"best checkpoint `{Path(best).name}`")
+            mcd = f", MCD {s['best_mcd']:.2f} dB" if isinstance(s.get("best_mcd"), (int, float)) else ""
+            parts.append(f"best checkpoint `{Path(best).name}`{mcd}")
         text = " · ".join(parts)
         if s.get("message") and state in ("queued", "failed", "stopped", "stopping"):
             text += f"\n\n{s['message']}"
@@ -118,7 +119,8 @@ def run_table(ws: Workspace) -> list[dict]:
         rows.append({
             "run": r["name"], "status": r.get("state", "?"), "step": r.get("step") or 0,
             "dataset": config.get("dataset", ""), "preset": config.get("preset", ""),
-            "best (val MCD)": Path(r["best_checkpoint"]).name if r.get("best_checkpoint") else "",
+            "best (val MCD)": (f"{Path(r['best_checkpoint']).name} ({r['best_mcd']:.2f} dB)" if r.get("best_mcd")
+                               else Path(r["best_checkpoint"]).name) if r.get("best_checkpoint") else "",
             "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created"])) if r.get("created") else "",
         })
     return rows

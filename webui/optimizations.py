@@ -25,7 +25,8 @@ def _explain(row: runs.SettingRow) -> str:
 
 def build(ctx: AppContext) -> list:
     ws = ctx.workspace
-    gr.Markdown("Every setting the trainer has, pre-filled for **this machine** (see the System tab). "
+    gr.Markdown("**You do not need to change anything here**: every setting is already chosen for this machine. "
+                "Every setting the trainer has, pre-filled for **this machine** (see the System tab). "
                 "Change what you like and press **Save**: new runs start from these settings; anything left at the "
                 "recommendation keeps following the hardware.")
     with gr.Row():

@@ -5,6 +5,8 @@ app restart shows the same run; the run itself is its own process (utils/jobs).
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import gradio as gr
 import pandas as pd
 
@@ -76,14 +78,20 @@ def build(ctx: AppContext) -> None:
     from utils import inference
 
     ws = ctx.workspace
+    from utils import hardware
+
+    on_gpu = bool(hardware.query_gpus())
     gr.Markdown("Training runs in its own process: close the tab, reload, or restart the app — the run goes on "
                 "and this page finds it again. Settings come from the **Optimizations** tab.")
     with gr.Row():
-        dataset = gr.Dropdown(ws.list_datasets(), label="dataset", allow_custom_value=False)
-        preset = gr.Radio(["tiny", "small", "base"], value="small", label="model size",
-                          info="tiny: minutes on a CPU (tests); small; base: ~18M parameters (GPU)")
+        dataset = gr.Dropdown(ws.list_datasets(), label="dataset", allow_custom_value=False,
+                              info="a dataset prepared on the Dataset tab")
+        # defaults a curator can finish: a GPU trains the full model, a CPU only a small one
+        preset = gr.Radio(["tiny", "small", "base"], value="base" if on_gpu else "tiny", label="model size",
+                          info="tiny: trains on a CPU in minutes (rough voice); small; base: ~18M parameters, GPU")
         run_name = gr.Textbox(label="run name", placeholder="automatic: dataset + time")
-        max_steps = gr.Number(value=20000, precision=0, label="steps", minimum=1)
+        max_steps = gr.Number(value=20000 if on_gpu else 2000, precision=0, label="steps", minimum=1,
+                              info="the ETA shows once it runs" + ("" if on_gpu else "; no GPU here: keep it small"))
     with gr.Row():
         init = gr.Dropdown(["(from scratch)"] + runs.init_choices(ws), value="(from scratch)",
                            label="start from", info="a checkpoint to fine-tune, or scratch")
@@ -102,15 +110,18 @@ def build(ctx: AppContext) -> None:
                                elem_id="run-select", allow_custom_value=True)
         stop = gr.Button("Stop", variant="stop", elem_id="stop-button")
         resume = gr.Button("Resume", elem_id="resume-button")
-        confirm = gr.Checkbox(False, label="yes, delete it")
-        delete = gr.Button("Delete")
-        voice_name = gr.Textbox(label="voice name", placeholder="export the best checkpoint as a voice", scale=2)
-        export = gr.Button("Export as voice")
+    with gr.Row():
+        voice_name = gr.Textbox(label="voice name", placeholder="e.g. abebe", scale=2, elem_id="voice-name",
+                                info="saves the run's best checkpoint as a voice for the Inference tab")
+        export = gr.Button("Export as voice", variant="primary")
+        confirm = gr.Checkbox(False, label="yes, delete the run shown")
+        delete = gr.Button("Delete run")
 
     summary = gr.Markdown(elem_id="run-summary")
     log = gr.Textbox(label="log (newest at the bottom)", lines=16, max_lines=16, autoscroll=True, interactive=False,
                      elem_id="train-log", elem_classes=["log-box"])
-    gr.HTML(_legend("losses", LOSS_COLORS) + " &nbsp;&nbsp;&nbsp; " + _legend("GPU memory", MEMORY_COLORS))
+    gr.HTML(_legend("losses", LOSS_COLORS) + (" &nbsp;&nbsp;&nbsp; " + _legend("GPU memory", MEMORY_COLORS) if on_gpu
+                                              else " &nbsp;&nbsp;&nbsp; (no GPU here: no GPU memory plot)"))
     with gr.Row():
         loss_plot = gr.LinePlot(x="step", y="value", color="series", label="losses", height=300, elem_id="loss-plot",
                                 color_map=LOSS_COLORS)
@@ -119,7 +130,7 @@ def build(ctx: AppContext) -> None:
         lr_plot = gr.LinePlot(x="step", y="value", color="series", label="learning rate", height=260)
         speed_plot = gr.LinePlot(x="step", y="value", color="series", label="samples per second", height=260)
         mem_plot = gr.LinePlot(x="step", y="value", color="series", label="GPU memory (GiB) and utilization",
-                               height=260, color_map=MEMORY_COLORS)
+                               height=260, color_map=MEMORY_COLORS, visible=on_gpu)
     gr.Markdown("**Samples rendered at evaluations (newest first)**")
     with gr.Row():
         players = [gr.Audio(visible=False, interactive=False, type="filepath") for _ in range(MAX_SAMPLES)]
@@ -156,7 +167,8 @@ def build(ctx: AppContext) -> None:
         best = v.status.get("best_checkpoint") or (str(v.checkpoints[-1][1]) if v.checkpoints else None)
         if not best:
             raise gr.Error(f"{name} has no checkpoint yet.")
-        return runs_action(lambda: f"Exported voice to {inference.export_voice(ws, best, voice or name)}")
+        folder = runs_action(lambda: inference.export_voice(ws, best, voice or name))
+        return f"Saved voice **{folder.name}** (from `{Path(best).name}`). Open the **Inference** tab to hear it."
 
     def runs_action(action):
         try:
@@ -169,7 +181,7 @@ def build(ctx: AppContext) -> None:
     stop.click(on_stop, selected, message, api_name="stop_training")
     resume.click(on_resume, selected, message, api_name="resume_training")
     delete.click(on_delete, [selected, confirm], message, api_name="delete_run")
-    export.click(on_export, [selected, voice_name], message, api_name="export_voice")
+    export.click(on_export, [selected, voice_name], message, api_name="training_export_voice")
     selected.change(lambda n: refresh_run(ctx, n), selected, live_outputs, show_progress="hidden")
 
     fast = gr.Timer(1.0)
