@@ -158,7 +158,7 @@ def cmd_separate(args) -> None:
 
 # ------------------------------------------------------------------------------------- train
 def add_train_command(sub) -> None:
-    from utils.training.config import TrainConfig, cli_fields
+    from utils.training.config import cli_fields
 
     p = sub.add_parser("train", help="train or fine-tune the acoustic model",
                        description="Every setting of utils.training.TrainConfig; 'auto' = the hardware recommendation.")
@@ -177,7 +177,7 @@ def add_train_command(sub) -> None:
 
 
 def cmd_train(args) -> None:
-    from utils.training import TrainConfig, prepare_run, run
+    from utils.training import prepare_run, run
     from utils.training.config import config_from_cli
 
     if not args.dataset:

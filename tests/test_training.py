@@ -10,32 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import espeak_amharic, sentences
-from utils.audio import MODEL_SAMPLE_RATE, load_audio, save_audio
+from tests.helpers import make_dataset
+from utils.audio import MODEL_SAMPLE_RATE
 from utils.workspace import Workspace, read_jsonl, write_jsonl
 
 torch.set_num_threads(1)
-
-
-def make_dataset(root: Path, name: str = "am", n_train: int = 4, n_val: int = 1, voices=("am",),
-                 first: int = 0, max_chars: int = 40) -> Workspace:
-    """A dataset folder per the manifest contract, spoken by espeak-ng (short sentences, 24 kHz)."""
-    ws = Workspace.open(root)
-    ds = ws.dataset_dir(name)
-    texts = [s for s in sentences() if len(s) <= max_chars][first: first + n_train + n_val]
-    rows = []
-    for i, text in enumerate(texts):
-        voice = voices[i % len(voices)]
-        rid = f"{name}-{i:03d}"
-        tmp = espeak_amharic(text, ds / "raw" / f"{rid}.wav", voice=voice, rate=190)
-        audio, sr = load_audio(tmp, sample_rate=MODEL_SAMPLE_RATE)
-        save_audio(ds / "audio" / f"{rid}.wav", audio, MODEL_SAMPLE_RATE)
-        rows.append({"id": rid, "audio": f"audio/{rid}.wav", "text": text, "normalized": text, "phonemes": None,
-                     "duration": len(audio) / MODEL_SAMPLE_RATE, "speaker": voice.replace("+", "_"),
-                     "split": "train" if i < n_train else "val", "flags": [], "excluded": False,
-                     "source": f"raw/{rid}.wav", "sha1": "", "music": None})
-    write_jsonl(ds / "manifest.jsonl", rows)
-    return ws
 
 
 # ---------------------------------------------------------------------------------- fixtures

@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 
 from tests.conftest import AppServer
 from tests.test_jobs import TINY
-from tests.test_training import make_dataset
+from tests.helpers import make_dataset
 from utils import jobs, runs
 
 

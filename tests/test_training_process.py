@@ -21,13 +21,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def start_trainer(config_path: Path, nproc: int = 1) -> subprocess.Popen:
+    """The trainer as its own process; its output goes to a file beside the config (no pipe to fill)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     if nproc > 1:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
                "-m", "utils.training", "--config", str(config_path)]
     else:
         cmd = [sys.executable, "-m", "utils.training", "--config", str(config_path)]
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = open(Path(config_path).parent / "stdout.log", "wb")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    proc.output_path = out.name
+    out.close()
+    return proc
 
 
 def wait_for(predicate, proc: subprocess.Popen, timeout: float = 120.0) -> None:
@@ -36,7 +41,7 @@ def wait_for(predicate, proc: subprocess.Popen, timeout: float = 120.0) -> None:
         if predicate():
             return
         if proc.poll() is not None:
-            raise AssertionError(f"trainer exited early ({proc.returncode}):\n{proc.stdout.read().decode()[-3000:]}")
+            raise AssertionError(f"trainer exited early ({proc.returncode}):\n{Path(proc.output_path).read_text(errors='replace')[-3000:]}")
         time.sleep(0.2)
     proc.kill()
     raise AssertionError("timed out waiting for the trainer")
@@ -84,8 +89,8 @@ def test_kill_9_then_resume_auto_continues_exactly(corpus):
 def test_ddp_two_cpu_processes_with_gloo_train_in_lock_step(corpus):
     path = prepare_run(tiny_config(corpus, "ddp", max_steps=4, checkpoint_every=4, eval_every=0))
     proc = start_trainer(path, nproc=2)
-    out = proc.communicate(timeout=300)[0].decode()
-    assert proc.returncode == 0, out[-3000:]
+    proc.wait(timeout=300)
+    assert proc.returncode == 0, Path(proc.output_path).read_text(errors="replace")[-3000:]
     run_dir = corpus.run_dir("ddp")
     log = (run_dir / "train.log").read_text()
     assert "machine: cpu, 2 process(es)" in log

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from models.matcha import MatchaConfig, MatchaTTS
-from tests.test_training import make_dataset
+from tests.helpers import make_dataset
 from utils.audio import FeatureConfig
 from utils.datasets.features import features
 from utils.training import TrainConfig, load_checkpoint, prepare_run, run
