@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -62,3 +63,21 @@ def make_dataset(root: Path, name: str = "am", n_train: int = 4, n_val: int = 1,
                      "source": f"raw/{rid}.wav", "sha1": "", "music": None})
     write_jsonl(ds / "manifest.jsonl", rows)
     return ws
+
+
+@contextmanager
+def serve_tab(module, ws: Workspace, label: str = "Tab"):
+    """One tab's Blocks served on a free local port; yields a gradio_client to call its api_names."""
+    import gradio as gr
+    from gradio_client import Client
+
+    from webui.context import AppContext
+
+    with gr.Blocks() as demo:
+        with gr.Tab(label):
+            module.build(AppContext(workspace=ws))
+    demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
+    try:
+        yield Client(demo.local_url, verbose=False)
+    finally:
+        demo.close()

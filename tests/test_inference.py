@@ -139,20 +139,10 @@ def test_inference_tab_builds_and_its_handlers_speak_and_export(ws):
 
 
 def test_speak_through_gradio_client(ws):
-    import gradio as gr
-    from gradio_client import Client
-
+    from tests.helpers import serve_tab
     from webui import inference as tab
-    from webui.context import AppContext
 
-    with gr.Blocks() as demo:
-        with gr.Tab("Inference"):
-            tab.build(AppContext(workspace=ws))
-    demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
-    try:
-        client = Client(demo.local_url, verbose=False)
+    with serve_tab(tab, ws, "Inference") as client:
         audio, info = client.predict(CKPT, "abebe", "ሰላም ነው።", 2, 0.667, 1.0, tab.AUTO_VOCODER, api_name="/speak")
-        wave, sr = load_audio(audio)
-        assert sr == 24000 and len(wave) > 0 and "RTF" in info
-    finally:
-        demo.close()
+    wave, sr = load_audio(audio)
+    assert sr == 24000 and len(wave) > 0 and "RTF" in info

@@ -5,7 +5,6 @@ import pytest
 from utils.text import load_user_dict
 from utils.workspace import Workspace, read_jsonl, write_jsonl
 from webui import g2p
-from webui.context import AppContext
 
 
 @pytest.fixture
@@ -70,19 +69,12 @@ def test_converting_needs_an_existing_dataset(ws):
 
 
 def test_tab_api_through_gradio_client(ws):
-    from gradio_client import Client
+    from tests.helpers import serve_tab
 
     make_dataset(ws, "viaapi")
-    with gr.Blocks() as demo:
-        with gr.Tab("Amharic G2P"):
-            g2p.build(AppContext(workspace=ws))
-    demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
-    try:
-        client = Client(demo.local_url, verbose=False)
+    with serve_tab(g2p, ws, "Amharic G2P") as client:
         normalized, ipa, _, _ = client.predict("ሰላም ፩", api_name="/g2p_explain")
-        assert normalized == "ሰላም አንድ" and ipa == "s ə l a m | ʔ a n d"
         message = client.predict("viaapi", api_name="/g2p_convert")
-        assert "3 of 3" in message.replace("**", "")
-        assert read_jsonl(ws.dataset_dir("viaapi") / "manifest.jsonl")[0]["phonemes"] == "s ə l a m | n ə w ."
-    finally:
-        demo.close()
+    assert normalized == "ሰላም አንድ" and ipa == "s ə l a m | ʔ a n d"
+    assert "3 of 3" in message.replace("**", "")
+    assert read_jsonl(ws.dataset_dir("viaapi") / "manifest.jsonl")[0]["phonemes"] == "s ə l a m | n ə w ."
