@@ -85,7 +85,7 @@ def build(ctx: AppContext) -> list:
                 "read out), their IPA, and the symbols the model receives.")
     with gr.Row():
         text = gr.Textbox(label="Amharic text", value=EXAMPLE, lines=3, elem_id="g2p-input", scale=3)
-        run = gr.Button("Convert", variant="primary", elem_id="g2p-run", scale=1)
+        run = gr.Button("Show how it is read", variant="primary", elem_id="g2p-run", scale=1)
     normalized = gr.Textbox(label="Normalized text", interactive=False, elem_id="g2p-normalized")
     ipa = gr.Textbox(label="IPA (| between words)", interactive=False, elem_id="g2p-ipa")
     symbols = gr.Textbox(label="Model symbols and ids (phoneme tokenizer)", interactive=False, lines=2,
