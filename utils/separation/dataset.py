@@ -98,28 +98,31 @@ def _process_rows(ws: Workspace, rows: list[dict], folder: Path, backend: str, g
 
 def accept(ws: Workspace, name: str) -> int:
     """Point every separated row's `audio` at its separated file. Returns how many rows now use one."""
-    path = manifest_path(ws, name)
-    rows = read_jsonl(path)
-    count = 0
-    for row in rows:
+    def target(row: dict, folder: Path) -> str | None:
         music = row.get("music") or {}
-        if music.get("separated") and (path.parent / separated_audio(row)).exists():
+        if music.get("separated") and (folder / separated_audio(row)).exists():
             music.setdefault("original", original_audio(row))
-            row["audio"] = separated_audio(row)
-            _rehash(row, path.parent)
-            count += 1
-    write_jsonl(path, rows)
-    return count
+            return separated_audio(row)
+        return None
+
+    return _repoint(ws, name, target)
 
 
 def revert(ws: Workspace, name: str) -> int:
     """Point every row back at the curator's original clip. Returns how many rows changed."""
+    return _repoint(ws, name, lambda row, folder: original_audio(row)
+                    if row.get("audio", "").startswith(SEPARATED + "/") else None)
+
+
+def _repoint(ws: Workspace, name: str, target) -> int:
+    """Rewrite the manifest with `audio` = target(row) wherever it gives one; returns how many rows changed."""
     path = manifest_path(ws, name)
     rows = read_jsonl(path)
     count = 0
     for row in rows:
-        if row.get("audio", "").startswith(SEPARATED + "/"):
-            row["audio"] = original_audio(row)
+        audio = target(row, path.parent)
+        if audio is not None:
+            row["audio"] = audio
             _rehash(row, path.parent)
             count += 1
     write_jsonl(path, rows)
