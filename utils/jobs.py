@@ -114,7 +114,7 @@ def start(ws: Workspace, run_name: str, config_path: Path, devices: str = "cpu",
         raise StudioError(f"Run {run_name} is already {status['state']}; stop it first.")
     waiting_for = device_busy(ws, devices, exclude=run_name)
     update_status(run_dir, state="queued", devices=devices, nproc=nproc, created=status.get("created", time.time()),
-                  queued=time.time(), pid=None, ended=None, stop_requests=0, trainer_module=trainer_module,
+                  queued=time.time(), pid=None, ended=None, trainer_module=trainer_module,
                   config=str(Path(config_path).resolve()),
                   message=f"waiting for {devices}: {', '.join(waiting_for)} holds it" if waiting_for else "starting")
     (run_dir / "STOP").unlink(missing_ok=True)
@@ -134,19 +134,20 @@ def stop(ws: Workspace, run_name: str) -> str:
     status = reconcile(run_dir)
     if status.get("state") not in ACTIVE:
         return f"{run_name} is not running ({status.get('state', 'unknown')})."
-    requests = status.get("stop_requests", 0) + 1
-    if requests == 1:
-        (run_dir / "STOP").write_text("stop requested from the UI\n")
+    # The STOP file is the record of a first Stop: status.json is also rewritten by the trainer's
+    # heartbeat, so a counter kept there can be lost between the two processes' writes.
+    request = run_dir / "STOP"
+    if not request.exists():
+        request.write_text("stop requested from the UI\n")
         for pid in (status.get("pid"), status.get("launcher_pid")):
             _signal(pid, signal.SIGTERM)
-        update_status(run_dir, stop_requests=requests,
-                      state="stopping" if status.get("state") == "running" else status["state"])
+        update_status(run_dir, state="stopping" if status.get("state") == "running" else status["state"])
         if status.get("state") == "queued":
             return f"{run_name} left the queue."
         return f"Stopping {run_name}: it finishes the current step, saves a checkpoint and exits. Press Stop again to kill it."
     _kill_group(status.get("launcher_pid"))
     _kill_group(status.get("pid"))
-    update_status(run_dir, stop_requests=requests, state="stopped", ended=time.time(),
+    update_status(run_dir, state="stopped", ended=time.time(),
                   message="killed on a second Stop; the last saved checkpoint is kept.")
     return f"{run_name} was killed. Its last saved checkpoint is kept."
 
