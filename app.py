@@ -6,7 +6,8 @@
     python app.py prepare SOURCE --name NAME
     python app.py separate INPUT OUTPUT
     python app.py train --dataset NAME
-    python app.py synth --voice NAME "TEXT" out.wav
+    python app.py synth "TEXT" --voice VOICE --out FILE.wav [--speed 1.0]
+    python app.py export-voice RUN NAME [--vocoder V] [--onnx]
 
 Every subcommand accepts --workspace DIR (default ./workspace, or $AMHARIC_TTS_WORKSPACE). Each
 one is a thin call into `utils/`, the same functions the UI uses. Nothing heavy runs at import.
@@ -200,21 +201,63 @@ def cmd_train(args) -> None:
 
 # ------------------------------------------------------------------------------------- synth
 def add_synth_command(sub) -> None:
-    p = sub.add_parser("synth", help="speak Amharic text with a trained voice")
-    p.add_argument("--voice", required=True, help="voice name or checkpoint folder")
-    p.add_argument("text")
-    p.add_argument("output")
+    p = sub.add_parser("synth", help="speak Amharic text (or every line of a text file) with a trained voice")
+    p.add_argument("text", nargs="?", help="the text to speak (or --file)")
+    p.add_argument("output", nargs="?", help="same as --out")
+    p.add_argument("--voice", required=True, help="exported voice, run name (its best checkpoint) or checkpoint folder")
+    p.add_argument("--out", help="WAV to write (default speech.wav; with --file a zip in workspace/exports)")
+    p.add_argument("--file", help="UTF-8 text file: one WAV per line ('id|text' names it), collected in a zip")
+    p.add_argument("--speed", type=float, default=1.0, help="1.0 natural, 1.2 faster, 0.8 slower")
+    p.add_argument("--speaker", help="speaker name of a multi-speaker voice (default: its first)")
+    p.add_argument("--steps", type=int, default=10, help="flow (ODE) steps: fewer is faster")
+    p.add_argument("--temperature", type=float, default=0.667, help="scale of the starting noise")
+    p.add_argument("--vocoder", help="griffin-lim, a vocoder folder, or a hub id (default: the voice's own)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="auto stays off a GPU that a training run holds")
+    p.add_argument("--seed", type=int, default=0, help="-1 for different audio every time")
     p.set_defaults(func=cmd_synth)
 
 
 def cmd_synth(args) -> None:
     from utils.audio import save_audio
-    from utils.inference import synthesize
+    from utils.inference import describe, speak_file, synthesize
 
-    wave, sr, info = synthesize(Workspace.open(args.workspace), args.voice, args.text)
-    save_audio(args.output, wave, sr)
-    print(f"wrote {args.output}: {info['duration_s']:.2f} s of audio in {info['seconds']:.2f} s "
-          f"(RTF {info['rtf']:.3f}, vocoder {info['vocoder']})")
+    ws = Workspace.open(args.workspace)
+    options = dict(speaker=args.speaker, steps=args.steps, temperature=args.temperature,
+                   length_scale=1.0 / args.speed, seed=None if args.seed < 0 else args.seed)
+    if args.file:
+        result = run_to_end(speak_file(ws, args.voice, args.file, vocoder=args.vocoder, device=args.device, **options),
+                            printer=print)
+        print(f"wrote {result['zip']}")
+        return
+    if not args.text:
+        raise StudioError("Give the text to speak (in quotes) or --file with one line per WAV.")
+    out = args.out or args.output or "speech.wav"
+    wave, sr, info = synthesize(ws, args.voice, args.text, vocoder=args.vocoder, device=args.device, **options)
+    save_audio(out, wave, sr)
+    print(f"wrote {out}: " + describe(info))
+
+
+# ------------------------------------------------------------------------------ export-voice
+def add_export_command(sub) -> None:
+    p = sub.add_parser("export-voice", help="copy a checkpoint (+ vocoder) into a self-contained voice folder and zip")
+    p.add_argument("source", help="run name (its best checkpoint), checkpoint folder or voice")
+    p.add_argument("name", help="the voice's name (voices/NAME, exports/NAME.zip)")
+    p.add_argument("--vocoder", help="vocoder folder or hub id to include (default: none, Griffin-Lim)")
+    p.add_argument("--onnx", action="store_true", help="also write acoustic.onnx (+ vocoder.onnx)")
+    p.add_argument("--onnx-steps", type=int, default=10, help="flow steps baked into acoustic.onnx")
+    p.add_argument("--overwrite", action="store_true")
+    p.set_defaults(func=cmd_export)
+
+
+def cmd_export(args) -> None:
+    from utils.inference import export_voice
+
+    ws = Workspace.open(args.workspace)
+    folder = export_voice(ws, args.source, args.name, vocoder=args.vocoder, overwrite=args.overwrite,
+                          onnx=args.onnx, onnx_steps=args.onnx_steps)
+    print(f"exported {folder} and {ws.root / 'exports' / (args.name + '.zip')}")
+    print((folder / "README.md").read_text(encoding="utf-8").split("## Use it", 1)[-1].strip())
 
 
 # ----------------------------------------------------------------------------- train-vocoder
@@ -253,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_ui_arguments(parser)
     sub = parser.add_subparsers(dest="command", parser_class=lambda **kw: argparse.ArgumentParser(parents=[common], **kw))
     for add in (add_hardware_command, add_g2p_command, add_prepare_command, add_separate_command,
-                add_train_command, add_synth_command, add_train_vocoder_command):
+                add_train_command, add_synth_command, add_export_command, add_train_vocoder_command):
         add(sub)
     return parser
 

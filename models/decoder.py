@@ -41,14 +41,32 @@ class SnakeBeta(nn.Module):
         return x + torch.sin(x * self.a.exp()) ** 2 / (self.b.exp() + 1e-9)
 
 
+def masked_group_norm(x: torch.Tensor, mask: torch.Tensor, norm: nn.GroupNorm) -> torch.Tensor:
+    """GroupNorm whose statistics come from the real frames only (mask [B, 1, T]).
+
+    Plain GroupNorm averages over the padding too, so an utterance would sound different alone and
+    in a padded batch; with this it does not (statistics in float32, as autocast does for GroupNorm)."""
+    b, c, t = x.shape
+    g = norm.num_groups
+    xg = x.float().view(b, g, c // g, t)
+    m = mask.float()[:, None]                                          # [B, 1, 1, T]
+    count = m.sum(dim=(2, 3), keepdim=True).clamp(min=1) * (c // g)
+    mean = (xg * m).sum(dim=(2, 3), keepdim=True) / count
+    var = (((xg - mean) * m) ** 2).sum(dim=(2, 3), keepdim=True) / count
+    y = ((xg - mean) * torch.rsqrt(var + norm.eps)).view(b, c, t)
+    return (y * norm.weight.float()[:, None] + norm.bias.float()[:, None]).to(x.dtype)
+
+
 class Block1D(nn.Module):
     def __init__(self, dim_in: int, dim_out: int, groups: int = 8):
         super().__init__()
         self.conv = nn.Conv1d(dim_in, dim_out, 3, padding=1)
         self.norm = nn.GroupNorm(groups, dim_out)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return F.mish(self.norm(self.conv(x * mask))) * mask
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, padded: bool = True) -> torch.Tensor:
+        h = self.conv(x * mask)
+        h = masked_group_norm(h, mask, self.norm) if padded else self.norm(h)
+        return F.mish(h) * mask
 
 
 class ResnetBlock1D(nn.Module):
@@ -59,9 +77,9 @@ class ResnetBlock1D(nn.Module):
         self.block2 = Block1D(dim_out, dim_out)
         self.skip = nn.Conv1d(dim_in, dim_out, 1)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, t_emb: torch.Tensor) -> torch.Tensor:
-        h = self.block1(x, mask) + self.time(F.mish(t_emb))[:, :, None]  # [B, O, T]
-        return self.block2(h, mask) + self.skip(x * mask)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, t_emb: torch.Tensor, padded: bool = True) -> torch.Tensor:
+        h = self.block1(x, mask, padded) + self.time(F.mish(t_emb))[:, :, None]  # [B, O, T]
+        return self.block2(h, mask, padded) + self.skip(x * mask)
 
 
 class TransformerBlock(nn.Module):
@@ -98,7 +116,7 @@ class UNetLevel(nn.Module):
 
     def forward(self, x, mask, key_mask, t_emb):
         """x [B, I, T] -> (features before resampling [B, O, T], resampled [B, O, T'])."""
-        x = self.resnet(x, mask, t_emb)
+        x = self.resnet(x, mask, t_emb, key_mask is not None)  # no key mask = no padding
         h = x.transpose(1, 2)  # [B, T, O]
         for block in self.transformers:
             h = block(h, key_mask)
@@ -165,7 +183,7 @@ class Decoder(nn.Module):
             _, h = self._level(level, torch.cat([h[:, :, :skips[-1].shape[-1]], skips.pop()], dim=1), m,
                                self._keys(m, padded), t_emb)
         g_x, g_mu = self.gain(F.mish(t_emb))[:, :, None].chunk(2, dim=1)  # [B, F, 1] each
-        return (self.proj(self.final(h, mask)) + g_x * x + g_mu * mu) * mask
+        return (self.proj(self.final(h, mask, padded)) + g_x * x + g_mu * mu) * mask
 
     @staticmethod
     def _keys(mask: torch.Tensor, padded: bool) -> torch.Tensor | None:

@@ -155,33 +155,49 @@ class MatchaTTS(nn.Module):
     def synthesise(self, tokens, speaker: int | torch.Tensor | None = 0, n_steps: int = 10,
                    temperature: float = 0.667, length_scale: float = 1.0,
                    generator: torch.Generator | None = None) -> dict:
-        """Text ids -> log-mel.
+        """Text ids -> log-mel for one utterance (see `synthesise_batch`).
 
-        tokens: list[int] or LongTensor [N] / [1, N] (ids from the checkpoint's symbol table);
-        speaker: index into config["speakers"]; n_steps: Euler steps of the flow (2-10);
-        temperature: scale of the starting noise; length_scale: >1 slower, <1 faster.
         Returns {"mel": denormalised natural-log mel [1, n_feats, T] (the Vocos/Griffin-Lim input),
                  "mel_norm": the normalised mel, "durations": LongTensor [N] frames per token,
                  "rtf_s": seconds spent}.
         """
         start = time.perf_counter()
+        out = self.synthesise_batch([tokens], [speaker or 0], n_steps, temperature, length_scale, generator)[0]
+        return {"mel": out["mel"][None], "mel_norm": out["mel_norm"][None], "durations": out["durations"],
+                "rtf_s": time.perf_counter() - start}
+
+    @torch.no_grad()
+    def synthesise_batch(self, token_lists, speakers=None, n_steps: int = 10, temperature: float = 0.667,
+                         length_scale: float = 1.0, generator: torch.Generator | None = None) -> list[dict]:
+        """Several utterances in one padded batch (masks keep them independent).
+
+        token_lists: list of id lists (or 1-D LongTensors) from the checkpoint's symbol table;
+        speakers: one index into config["speakers"] per utterance (None: all 0); n_steps: Euler steps
+        of the flow (2-10); temperature: scale of the starting noise; length_scale: >1 slower.
+        Returns one {"mel" [n_feats, T_i] denormalised natural-log mel, "mel_norm", "durations" [N_i]}
+        per utterance, on the model's device.
+        """
         device = next(self.parameters()).device
-        tokens = torch.as_tensor(tokens, dtype=torch.long, device=device).reshape(1, -1)
-        token_lens = torch.tensor([tokens.shape[1]], device=device)
-        spk = None if self.spk_emb is None else torch.as_tensor(speaker or 0, device=device).reshape(1)
+        seqs = [torch.as_tensor(t, dtype=torch.long).reshape(-1) for t in token_lists]
+        token_lens = torch.tensor([len(s) for s in seqs], device=device)
+        tokens = torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True).to(device)  # pad id 0
+        spk = None
+        if self.spk_emb is not None:
+            spk = torch.as_tensor([int(s or 0) for s in (speakers or [0] * len(seqs))], device=device)
         mu, logw, x_mask, spk_vec = self.encode(tokens, token_lens, spk)
         # scale before rounding and keep >= 1 frame per token (Matcha scales after ceil: tokens could vanish)
-        w = torch.clamp(torch.ceil(torch.exp(logw) * length_scale), min=1) * x_mask  # [1, 1, N]
-        durations = w[:, 0].long()  # [1, N]
-        t_y = int(durations.sum())
-        t_pad = fix_len(t_y)
-        path = durations_to_path(durations, t_pad).to(mu.dtype)  # [1, N, T]
+        w = torch.clamp(torch.ceil(torch.exp(logw) * length_scale), min=1) * x_mask  # [B, 1, N]
+        durations = w[:, 0].long()  # [B, N], 0 on padding
+        t_y = durations.sum(1)  # [B]
+        t_pad = fix_len(int(t_y.max()))
+        path = durations_to_path(durations, t_pad).to(mu.dtype)  # [B, N, T]
         mu_y = torch.einsum("bfn,bnt->bft", mu, path)
-        y_mask = (torch.arange(t_pad, device=device) < t_y)[None, None].to(mu.dtype)
-        y = self.decoder.sample(mu_y, y_mask, n_steps, temperature, spk_vec, generator)[:, :, :t_y]
+        y_mask = sequence_mask(t_y, t_pad)[:, None].to(mu.dtype)
+        y = self.decoder.sample(mu_y, y_mask, n_steps, temperature, spk_vec, generator)
         mel = y * self.cfg.mel_std + self.cfg.mel_mean
-        return {"mel": mel.float(), "mel_norm": y.float(), "durations": durations[0].cpu(),
-                "rtf_s": time.perf_counter() - start}
+        lengths = t_y.tolist()
+        return [{"mel": mel[i, :, :n].float(), "mel_norm": y[i, :, :n].float(),
+                 "durations": durations[i, : len(seqs[i])].cpu()} for i, n in enumerate(lengths)]
 
     # ------------------------------------------------------------------------------ fine-tuning
     def grow_tables(self, n_symbols: int, n_speakers: int) -> None:

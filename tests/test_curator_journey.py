@@ -112,7 +112,7 @@ def test_a_curator_goes_from_a_recordings_zip_to_hearing_the_trained_voice(journ
 
     # 4. Inference: the new voice is offered, it speaks typed Amharic
     tab = open_tab(page, "Inference")
-    choose(tab, page, "Voice or checkpoint", "abebe-voice")
+    choose(tab, page, "Voice or checkpoint", "abebe-voice (exported voice)")
     tab.locator("#inference-text textarea").fill("ሰላም ነው።")
     tab.locator("#inference-speak").click()
     expect(tab.locator("#inference-info")).to_contain_text(re.compile(r"s of audio"), timeout=120_000)

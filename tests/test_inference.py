@@ -1,20 +1,26 @@
 """Speaking text: checkpoints and exported voices, sentence splitting, the user dictionary, CLI and tab."""
 from __future__ import annotations
 
+import dataclasses
+import io
+import json
+import os
 import shutil
+import zipfile
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+import soundfile as sf
 import torch
 
 from models.matcha import MatchaConfig, MatchaTTS
 from models.vocoder import PRESETS, Vocoder
 from utils import inference
 from utils.audio import FeatureConfig, load_audio
-from utils.events import StudioError
+from utils.events import StudioError, run_to_end
 from utils.text import save_user_dict
 from utils.text.tokenizers import make_tokenizer
 from utils.training.checkpoint import save_checkpoint
@@ -26,10 +32,9 @@ CKPT = "runs/r1/checkpoints/step-10"
 VOC = "runs/voc/checkpoints/step-1"
 
 
-@pytest.fixture
-def ws(tmp_path) -> Workspace:
+def voice_workspace(root) -> Workspace:
     """A workspace with a tiny random two-speaker acoustic checkpoint and a tiny vocoder checkpoint."""
-    ws = Workspace.open(tmp_path / "ws")
+    ws = Workspace.open(root)
     tok = make_tokenizer("phoneme")
     torch.manual_seed(0)
     cfg = MatchaConfig.preset_config("tiny", n_symbols=len(tok.symbols), n_speakers=2, mel_mean=-6.0, mel_std=2.0)
@@ -39,6 +44,11 @@ def ws(tmp_path) -> Workspace:
                      "speakers": ["abebe", "almaz"], "features": FeatureConfig().to_dict(), "step": 10})
     save_vocoder(Vocoder(PRESETS["tiny"]), ws.root / VOC)
     return ws
+
+
+@pytest.fixture
+def ws(tmp_path) -> Workspace:
+    return voice_workspace(tmp_path / "ws")
 
 
 def test_checkpoint_speaks_with_griffin_lim_and_a_seed_repeats_it(ws):
@@ -70,24 +80,165 @@ def test_user_pronunciation_dictionary_is_applied(ws):
     assert after["tokens"] == 10 != before["tokens"]
 
 
-def test_sentence_splitting_keeps_numbers_and_abbreviations():
-    assert inference.split_sentences("ሰላም ነው። እንዴት ነህ? በ3.5 ዓ.ም ነበር.\nአዎ") == \
-        ["ሰላም ነው።", "እንዴት ነህ?", "በ3.5 ዓ.ም ነበር.", "አዎ"]
+def test_sentence_splitting_keeps_numbers_and_abbreviations_and_picks_pauses():
+    parts = inference.split_sentences("ሰላም ነው። እንዴት ነህ? በ3.5 ዓ.ም ነበር.\n\nአዎ")
+    assert [p.text for p in parts] == ["ሰላም ነው።", "እንዴት ነህ?", "በ3.5 ዓ.ም ነበር.", "አዎ"]
+    pauses = [p.pause_s for p in parts[:3]]
+    assert pauses[1] > pauses[0] and pauses[2] > pauses[1]  # question > full stop; paragraph longest
 
 
-def test_exported_voice_is_self_contained_and_uses_its_own_vocoder(ws):
+def test_an_over_long_sentence_is_cut_at_commas():
+    clause = "ዛሬ የአየሩ ሁኔታ በጣም ጥሩ ነው፣ "
+    parts = inference.split_sentences(clause * 20 + "እንሂድ።")
+    assert len(parts) > 1 and all(len(p.text) <= 200 for p in parts)
+    assert " ".join(p.text for p in parts).replace(" ", "") == (clause * 20 + "እንሂድ።").replace(" ", "")
+    assert parts[0].text.endswith("፣") and parts[0].pause_s < parts[-1].pause_s
+
+
+def test_batched_synthesis_equals_one_sentence_at_a_time(ws):
+    """Padding in a batch must not change an utterance (masked attention and masked GroupNorm)."""
+    from utils.training import load_checkpoint
+
+    model, _ = load_checkpoint(ws.root / CKPT)
+    short, long = [5, 6, 7], [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]
+    batch = model.synthesise_batch([long, short], [0, 1], n_steps=3, temperature=0.0)
+    for out, ids, spk in zip(batch, [long, short], [0, 1]):
+        alone = model.synthesise(ids, spk, n_steps=3, temperature=0.0)["mel"][0]
+        assert out["mel"].shape == alone.shape
+        torch.testing.assert_close(out["mel"], alone, atol=1e-4, rtol=1e-4)
+
+
+def test_long_text_streams_the_first_sentence_before_the_rest(ws):
+    text = ("ሰላም ነው። እንዴት ነህ? በ፲፱፻፹፯ ዓ.ም ተወለደ! ዋጋው 25 ብር ነው፤ ጥሩ ነው።\n\n"
+            "ዛሬ የአየሩ ሁኔታ በጣም ጥሩ ነው። መጽሐፉን አንብቤ ጨረስኩት።")
+    chunks = list(inference.speak(ws, CKPT, text, steps=2, batch_size=3))
+    assert [c.done for c in chunks] == [1, 4, 6] and chunks[0].total == 6
+    assert chunks[0].info["first_audio_s"] <= chunks[-1].info["seconds"]
+    rows = [r for c in chunks for r in c.rows]
+    assert "፲፱፻፹፯" not in rows[2]["normalized"] and "25" not in rows[3]["normalized"]  # numerals read out
+    assert all(r["phonemes"] for r in rows)
+    wave, sr, info = inference.synthesize(ws, CKPT, text, steps=2, batch_size=3)
+    assert len(wave) == sum(len(c.wave) for c in chunks) and info["spoken"] == 6
+    # audio of plausible length: at least one hop per symbol, plus five pauses between sentences
+    assert len(wave) / sr >= info["tokens"] * 256 / sr + 5 * 0.15
+
+
+def test_spectrogram_image_is_rgb_with_frequency_rows(ws):
+    _, _, info = inference.synthesize(ws, CKPT, "ሰላም ነው። እንዴት ነህ?", steps=2)
+    image = inference.spectrogram_image(info["mels"])
+    assert image.dtype == np.uint8 and image.ndim == 3 and image.shape[0] == 200 and image.shape[2] == 3
+    assert image.shape[1] == sum(m.shape[1] for m in info["mels"]) + 20 and image.std() > 0
+
+
+def test_run_name_speaks_with_its_best_checkpoint(ws):
+    run = ws.root / "runs" / "r1"
+    shutil.copytree(ws.root / CKPT, run / "checkpoints" / "step-20")
+    assert inference.resolve_voice(ws, "r1") == run / "checkpoints" / "step-20"  # no best yet: the newest
+    (run / "status.json").write_text(json.dumps({"best_checkpoint": str(ws.root / CKPT), "best_mcd": 7.5}))
+    assert inference.resolve_voice(ws, "r1") == ws.root / CKPT
+    labels = dict((v, label) for label, v in inference.voice_choices(ws))
+    assert "best, MCD 7.50 dB" in labels[CKPT] and "best" not in labels["runs/r1/checkpoints/step-20"]
+    _, _, info = inference.synthesize(ws, "r1", "ሰላም", steps=1)
+    assert info["checkpoint"] == CKPT
+
+
+def test_a_vocoder_for_other_mel_features_is_refused(ws):
+    save_vocoder(Vocoder(dataclasses.replace(PRESETS["tiny"], n_mels=80)), ws.root / "runs/voc80/checkpoints/step-1")
+    with pytest.raises(StudioError, match="mels 100 vs 80"):
+        inference.synthesize(ws, CKPT, "ሰላም", steps=1, vocoder="runs/voc80/checkpoints/step-1")
+
+
+def test_auto_device_keeps_off_a_gpu_that_training_holds(ws, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # no GPU here: the decision is what is tested
+    assert inference.pick_device(ws, "auto")[0] == "cuda"
+    run = ws.root / "runs" / "busy"
+    run.mkdir(parents=True)
+    (run / "status.json").write_text(json.dumps({"state": "running", "devices": "cuda:0", "pid": os.getpid(),
+                                                 "created": 1.0}))
+    device, why = inference.pick_device(ws, "auto")
+    assert device == "cpu" and "busy" in why
+    assert inference.pick_device(ws, "cuda") == ("cuda", "GPU, shared with training run busy")
+    assert inference.pick_device(ws, "cpu")[0] == "cpu"
+
+
+def test_batch_file_gives_a_zip_and_reports_the_line_it_could_not_speak(ws, tmp_path):
+    lines = tmp_path / "lines.txt"
+    lines.write_text("greet|ሰላም ነው።\n\n# a comment\n???\nእንዴት ነህ?\n", encoding="utf-8")
+    before = lines.read_bytes()
+    result = run_to_end(inference.speak_file(ws, CKPT, lines, steps=1))
+    assert result["written"] == 2 and [f[0] for f in result["failed"]] == ["00004"]
+    with zipfile.ZipFile(result["zip"]) as zf:
+        assert sorted(zf.namelist()) == ["00005.wav", "greet.wav", "manifest.csv"]
+        assert "greet.wav,ሰላም ነው።" in zf.read("manifest.csv").decode()
+        wave, sr = sf.read(io.BytesIO(zf.read("greet.wav")))
+    assert sr == 24000 and len(wave) > 0
+    assert lines.read_bytes() == before
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    with pytest.raises(StudioError, match="latin1.txt is not UTF-8"):
+        inference.read_lines(tmp_path / "latin1.txt")
+
+
+def test_exported_voice_is_self_contained_zipped_and_loads_outside_the_workspace(ws, tmp_path):
     folder = inference.export_voice(ws, CKPT, "almaz-voice", vocoder=VOC)
     assert (folder / "vocoder" / "model.safetensors").exists()
     assert read_json(folder / "config.json")["voice"]["vocoder"] == "vocoder"
+    assert "Voice.load(\"almaz-voice\")" in (folder / "README.md").read_text(encoding="utf-8")
+    with zipfile.ZipFile(ws.root / "exports" / "almaz-voice.zip") as zf:
+        assert {"almaz-voice/model.safetensors", "almaz-voice/config.json", "almaz-voice/README.md",
+                "almaz-voice/vocoder/model.safetensors"} <= set(zf.namelist())
+        zf.extractall(tmp_path / "elsewhere")
     shutil.rmtree(ws.runs)  # nothing outside the voice folder is needed any more
     ws.runs.mkdir()
-    assert inference.list_voices(ws) == ["almaz-voice"] and inference.voice_choices(ws) == ["almaz-voice"]
+    assert inference.list_voices(ws) == ["almaz-voice"]
+    assert [v for _, v in inference.voice_choices(ws)] == ["almaz-voice"]
     wave, sr, info = inference.synthesize(ws, "almaz-voice", "ሰላም ነው።", steps=2)
     assert info["vocoder"] == "vocos (voice)" and len(wave) > 0
     _, _, gl = inference.synthesize(ws, "almaz-voice", "ሰላም ነው።", steps=2, vocoder="griffin-lim")
     assert gl["vocoder"] == "griffin-lim"
     with pytest.raises(StudioError, match="exists already"):
-        inference.export_voice(ws, "voices/almaz-voice", "almaz-voice")
+        inference.export_voice(ws, "almaz-voice", "almaz-voice")
+    voice = inference.Voice.load(tmp_path / "elsewhere" / "almaz-voice")  # the snippet of the README
+    far, far_sr, far_info = voice.synthesize("ሰላም ነው።", steps=2)
+    assert far_sr == sr and far_info["vocoder"].startswith("vocos") and len(far) == len(wave)
+
+
+def test_onnx_export_speaks_like_pytorch(ws):
+    from utils.inference.onnx_voice import OnnxVoice, istft
+
+    folder = inference.export_voice(ws, CKPT, "onnx-voice", vocoder=VOC, onnx=True, onnx_steps=3)
+    assert (folder / "acoustic.onnx").exists() and (folder / "vocoder.onnx").exists()
+    assert "OnnxVoice" in (folder / "README.md").read_text(encoding="utf-8")
+    voice = OnnxVoice(folder)
+    torch_voice = inference.Voice.load(folder)
+    ids = torch_voice.tokenizer.encode("ሰላም ነው።")
+    mel, length = voice.acoustic.run(None, {"tokens": np.array([ids]), "speaker": np.array([1]),
+                                            "temperature": np.zeros(1, np.float32),
+                                            "length_scale": np.ones(1, np.float32)})
+    want = torch_voice.model.synthesise(ids, 1, n_steps=3, temperature=0.0)["mel"][0].numpy()
+    np.testing.assert_allclose(mel[0, :, : int(length[0])], want, atol=1e-3)
+    spec = torch.randn(513, 30, dtype=torch.complex64)
+    np.testing.assert_allclose(istft(spec.abs().numpy(), spec.angle().numpy(), 1024, 256),
+                               torch.istft(spec, 1024, 256, 1024, torch.hann_window(1024), center=True).numpy(),
+                               atol=1e-4)
+    wave, sr = voice.synthesize("ሰላም ነው። እንዴት ነህ?", speaker="almaz", temperature=0.0)
+    assert sr == 24000 and len(wave) > 24000 * 0.3 and np.isfinite(wave).all()
+
+
+def test_supplied_vocos_weights_are_checked_and_copied(ws, tmp_path):
+    source = save_vocoder(Vocoder(PRESETS["tiny"]), tmp_path / "upload")
+    files = [source / "model.safetensors", source / "config.json"]
+    folder = inference.import_vocoder(ws, files, "my-vocos")
+    assert "vocoders/my-vocos" in inference.list_vocoders(ws)
+    assert (folder / "model.safetensors").read_bytes() == files[0].read_bytes()
+    _, _, info = inference.synthesize(ws, CKPT, "ሰላም", steps=1, vocoder="vocoders/my-vocos")
+    assert info["vocoder"] == "vocos (vocoders/my-vocos)"
+    with pytest.raises(StudioError, match="config.yaml \\+ pytorch_model.bin"):
+        inference.import_vocoder(ws, [files[1]], "half")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "pytorch_model.bin").write_bytes(b"not a checkpoint")
+    with pytest.raises(StudioError, match="pytorch_model.bin"):
+        inference.import_vocoder(ws, [tmp_path / "bad" / "pytorch_model.bin"], "broken")
+    assert not (ws.root / "vocoders" / "broken").exists() and not (ws.root / "vocoders" / ".broken.tmp").exists()
 
 
 def test_pickers_separate_acoustic_checkpoints_from_vocoders(ws):
@@ -97,28 +248,49 @@ def test_pickers_separate_acoustic_checkpoints_from_vocoders(ws):
 
 
 @pytest.mark.parametrize("voice, speaker, text, message", [
-    ("nobody", None, "ሰላም", "no voice or checkpoint"),
+    ("nobody", None, "ሰላም", "no voice, run or checkpoint"),
     (VOC, None, "ሰላም", "not an acoustic-model checkpoint"),
     ("../outside", None, "ሰላም", "outside the workspace"),
     (CKPT, "kebede", "ሰላም", "abebe, almaz"),
     (CKPT, None, "   ", "Type some Amharic"),
-    (CKPT, None, "...", "Nothing in the text"),
+    (CKPT, None, "...", "no Amharic"),
+    (CKPT, None, "። ፧ ።", "Nothing in the text"),
+    (CKPT, None, "hello world 123!", "no Amharic \\(Ethiopic\\) letters"),
 ])
 def test_bad_requests_get_clear_messages(ws, voice, speaker, text, message):
     with pytest.raises(StudioError, match=message):
         inference.synthesize(ws, voice, text, speaker=speaker, steps=1)
 
 
-def test_synth_cli_writes_a_wav(ws, tmp_path):
+def test_synth_cli_writes_a_wav_from_a_run_name_and_speaks_a_file(ws, tmp_path):
+    run = ws.root / "runs" / "r1"
     out = tmp_path / "out.wav"
-    proc = subprocess.run([sys.executable, "app.py", "synth", "--workspace", str(ws.root), "--voice", CKPT,
-                           "ሰላም ነው።", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    common = [sys.executable, "app.py", "synth", "--workspace", str(ws.root), "--voice"]
+    proc = subprocess.run(common + ["r1", "ሰላም ነው።", "--out", str(out), "--speed", "0.5"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     wave, sr = load_audio(out)
-    assert sr == 24000 and len(wave) > 0 and "RTF" in proc.stdout
+    assert sr == 24000 and len(wave) > 0 and "real-time factor" in proc.stdout and str(run.name) in proc.stdout
+    lines = tmp_path / "lines.txt"
+    lines.write_text("a|ሰላም\nb|ነው\n", encoding="utf-8")
+    proc = subprocess.run(common + [CKPT, "--file", str(lines), "--steps", "1"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    with zipfile.ZipFile(proc.stdout.strip().splitlines()[-1].split("wrote ", 1)[1]) as zf:
+        assert sorted(zf.namelist()) == ["a.wav", "b.wav", "manifest.csv"]
+    bad = subprocess.run(common + ["nobody", "ሰላም"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "no voice, run or checkpoint called 'nobody'" in bad.stderr + bad.stdout
 
 
-def test_inference_tab_builds_and_its_handlers_speak_and_export(ws):
+def test_export_voice_cli(ws):
+    proc = subprocess.run([sys.executable, "app.py", "export-voice", "--workspace", str(ws.root), CKPT, "v2",
+                           "--vocoder", VOC], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (ws.voices / "v2" / "vocoder" / "config.json").exists() and (ws.root / "exports" / "v2.zip").exists()
+    assert "Voice.load" in proc.stdout
+
+
+def test_inference_tab_builds_and_its_handlers_speak_compare_and_export(ws):
     import gradio as gr
 
     from webui import inference as tab
@@ -128,21 +300,41 @@ def test_inference_tab_builds_and_its_handlers_speak_and_export(ws):
     with gr.Blocks() as demo:
         tab.build(ctx)
     api_names = {getattr(fn, "api_name", None) for fn in demo.fns.values()}
-    assert {"speak", "export_voice", "inference_refresh", "inference_speakers"} <= api_names
-    (sr, wave), info = tab.speak(ctx, CKPT, "almaz", "ሰላም ነው።", 2, 0.667, 1.0, tab.AUTO_VOCODER)
-    assert sr == 24000 and len(wave) > 0 and "RTF" in info
-    assert "Exported" in tab.export(ctx, CKPT, "v1", VOC, False)
-    voices, _, speakers = tab.refresh(ctx)
-    assert voices["choices"][0] in ("v1", ("v1", "v1")) and speakers["visible"] is True
-    with pytest.raises(gr.Error):
-        tab.speak(ctx, "nobody", None, "ሰላም", 2, 0.667, 1.0, tab.AUTO_VOCODER)
+    assert {"speak", "compare", "speak_file", "export_voice", "add_vocoder", "inference_refresh"} <= api_names
+    steps = list(tab.speak(ctx, CKPT, "almaz", "ሰላም ነው። እንዴት ነህ?", 2, 0.667, 1.0, tab.AUTO_VOCODER, "auto", 0))
+    (sr, first), *_ = steps[0]
+    _, wav, image, info, rows = steps[-1]
+    assert sr == 24000 and len(first) > 0 and "real-time factor" in info and image.shape[2] == 3
+    assert load_audio(wav)[0].shape[0] > len(first) and rows[1][1] == "እንዴት ነህ?"
+    a, info_a, b, info_b = tab.compare(ctx, CKPT, CKPT, "ሰላም", "almaz", 2, 0.667, 1.0, tab.AUTO_VOCODER, 3)
+    np.testing.assert_array_equal(a[1], b[1])  # same checkpoint, same seed: the same audio
+    msg, zip_path = tab.export(ctx, CKPT, "v1", VOC, False, False, 10)
+    assert "Exported" in msg and zip_path.endswith("v1.zip")
+    with pytest.raises(gr.Error, match="nobody"):
+        list(tab.speak(ctx, "nobody", None, "ሰላም", 2, 0.667, 1.0, tab.AUTO_VOCODER, "auto", 0))
 
 
-def test_speak_through_gradio_client(ws):
+def test_speak_compare_and_batch_through_gradio_client(ws, tmp_path):
+    from gradio_client import handle_file
+
     from tests.helpers import serve_tab
     from webui import inference as tab
 
+    lines = tmp_path / "lines.txt"
+    lines.write_text("ሰላም ነው።\nእንዴት ነህ?\n", encoding="utf-8")
     with serve_tab(tab, ws, "Inference") as client:
-        audio, info = client.predict(CKPT, "abebe", "ሰላም ነው።", 2, 0.667, 1.0, tab.AUTO_VOCODER, api_name="/speak")
-    wave, sr = load_audio(audio)
-    assert sr == 24000 and len(wave) > 0 and "RTF" in info
+        _, wav, _, info, rows = client.predict(CKPT, "abebe", "ሰላም ነው። እንዴት ነህ?", 2, 0.667, 1.0,
+                                               tab.AUTO_VOCODER, "auto", 0, api_name="/speak")
+        zip_path, report = client.predict(CKPT, "abebe", handle_file(str(lines)), 1, 0.667, 1.0, tab.AUTO_VOCODER,
+                                          "cpu", 0, api_name="/speak_file")
+    wave, sr = load_audio(wav)
+    assert sr == 24000 and len(wave) > 0 and "real-time factor" in info and [r[1] for r in rows["data"]] == ["ሰላም ነው።", "እንዴት ነህ?"], rows
+    assert "**2** WAV(s)" in report and zipfile.is_zipfile(zip_path)
+
+
+@pytest.mark.parametrize("frames", [2, 3, 4])
+def test_griffin_lim_speaks_a_one_syllable_utterance(frames):
+    from utils.vocoder import griffin_lim
+
+    wave = griffin_lim(torch.randn(100, frames) - 5)
+    assert wave.shape == (256 * (frames - 1),) and np.isfinite(wave).all()

@@ -1,8 +1,10 @@
-"""Tab: Speaking text with a trained voice (and exporting a checkpoint as a voice).
+"""Tab: hear a voice (streamed as it is made), compare two checkpoints, speak a text file, export a voice.
 
-Every handler turns component values into one call of utils.inference; no torch here.
+Every handler turns component values into calls of utils.inference; no torch here.
 """
 from __future__ import annotations
+
+import time
 
 import gradio as gr
 import numpy as np
@@ -13,15 +15,21 @@ from webui.context import AppContext
 
 AUTO_VOCODER = "auto (the voice's vocoder, else Griffin-Lim)"
 NO_VOICE = "No voice yet: train a run on the Training tab; its checkpoints and exported voices appear here."
+ROW_COLUMNS = ["#", "text", "normalized", "phonemes (what the model spoke)", "skipped symbols"]
+DEVICE_LABELS = [("Auto (GPU unless a training run holds it)", "auto"), ("CPU", "cpu"), ("GPU (share with training)", "cuda")]
 
 
 # ------------------------------------------------------------------------------- handlers
-def refresh(ctx: AppContext, current: str | None = None):
-    """Voice and vocoder pickers filled from the workspace (keeps the current voice when it still exists)."""
-    voices = inference.voice_choices(ctx.workspace)
-    value = current if current in voices else (voices[0] if voices else None)
-    vocoders = [AUTO_VOCODER, inference.GRIFFIN_LIM] + inference.list_vocoders(ctx.workspace)
-    return gr.update(choices=voices, value=value), gr.update(choices=vocoders), speaker_choices(ctx, value)
+def _int16(wave: np.ndarray) -> np.ndarray:
+    return (np.clip(wave, -1, 1) * 32767).astype(np.int16)
+
+
+def _vocoder(value: str | None) -> str | None:
+    return None if value in (None, "", AUTO_VOCODER) else value
+
+
+def _rows_table(rows: list[dict], start: int = 1) -> list[list]:
+    return [[start + i, r["text"], r["normalized"], r["phonemes"], r["skipped"]] for i, r in enumerate(rows)]
 
 
 def _speakers_or_none(ctx: AppContext, voice: str | None) -> list[str]:
@@ -36,84 +44,229 @@ def speaker_choices(ctx: AppContext, voice: str | None):
     return gr.update(choices=names, value=names[0] if names else None, visible=len(names) > 1)
 
 
-def speak(ctx: AppContext, voice, speaker, text, steps, temperature, speed, vocoder):
-    """-> ((sample_rate, wave), info markdown)."""
-    try:
-        wave, sr, info = inference.synthesize(
-            ctx.workspace, voice, text, speaker=speaker or None, steps=int(steps), temperature=float(temperature),
-            length_scale=1.0 / float(speed), vocoder=None if vocoder in (None, AUTO_VOCODER) else vocoder)
-    except StudioError as exc:
-        raise gr.Error(str(exc)) from None
-    return (sr, (np.clip(wave, -1, 1) * 32767).astype(np.int16)), inference.describe(info)  # 16-bit for the player
+def vocoder_choices(ctx: AppContext) -> list[str]:
+    return [AUTO_VOCODER, inference.GRIFFIN_LIM] + inference.list_vocoders(ctx.workspace)
 
 
-def export(ctx: AppContext, checkpoint, name, vocoder, overwrite):
+def speak(ctx: AppContext, voice, speaker, text, steps, temperature, speed, vocoder, device, seed):
+    """Stream audio chunks to the player; at the end the WAV file, spectrogram, info and the spoken text."""
+    ws = ctx.workspace
     try:
-        folder = inference.export_voice(ctx.workspace, checkpoint, name,
-                                        vocoder=None if vocoder in (None, AUTO_VOCODER) else vocoder,
-                                        overwrite=bool(overwrite))
+        chunks = inference.speak(ws, voice, text, speaker=speaker or None, steps=int(steps),
+                                 temperature=float(temperature), length_scale=1.0 / float(speed),
+                                 vocoder=_vocoder(vocoder), device=device or "auto",
+                                 seed=None if seed is None or int(seed) < 0 else int(seed))
+        waves, mels, rows, info, sr = [], [], [], {}, 24000
+        for chunk in chunks:
+            waves.append(chunk.wave)
+            mels += chunk.mels
+            rows += chunk.rows
+            info, sr = chunk.info, chunk.sample_rate
+            yield ((sr, _int16(chunk.wave)), gr.update(), gr.update(), f"Speaking… {chunk.done}/{chunk.total} sentences",
+                   gr.update())
     except StudioError as exc:
         raise gr.Error(str(exc)) from None
-    return f"Exported to `{folder.relative_to(ctx.workspace.root)}`; pick **{name}** above to use it."
+    from utils.audio import save_audio
+
+    out = ws.root / "exports" / "speech" / f"speech-{time.strftime('%Y%m%d-%H%M%S')}.wav"
+    save_audio(out, np.concatenate(waves), sr)
+    yield (gr.update(), str(out), inference.spectrogram_image(mels), inference.describe(info),
+           _rows_table(rows))
+
+
+def compare(ctx: AppContext, voice_a, voice_b, text, speaker, steps, temperature, speed, vocoder, seed):
+    """The same text, settings and starting noise through two checkpoints."""
+    if not voice_a or not voice_b:
+        raise gr.Error("Pick two voices or checkpoints to compare.")
+    outputs = []
+    for voice in (voice_a, voice_b):
+        names = _speakers_or_none(ctx, voice)
+        try:
+            wave, sr, info = inference.synthesize(
+                ctx.workspace, voice, text, speaker=speaker if speaker in names else None, steps=int(steps),
+                temperature=float(temperature), length_scale=1.0 / float(speed), vocoder=_vocoder(vocoder),
+                seed=None if seed is None or int(seed) < 0 else int(seed))
+        except StudioError as exc:
+            raise gr.Error(f"{voice}: {exc}") from None
+        outputs += [(sr, _int16(wave)), inference.describe(info)]
+    return tuple(outputs)
+
+
+def speak_file(ctx: AppContext, voice, speaker, upload, steps, temperature, speed, vocoder, device, seed,
+               progress=gr.Progress()):
+    """A text file -> a zip of WAVs (one per line) with a progress bar and a report of failed lines."""
+    if not upload:
+        raise gr.Error("Upload a UTF-8 text file: one sentence or paragraph per line ('id|text' names the WAV).")
+    result, log = None, []
+    try:
+        events = inference.speak_file(ctx.workspace, voice, upload, vocoder=_vocoder(vocoder), device=device or "auto",
+                                      speaker=speaker or None, steps=int(steps), temperature=float(temperature),
+                                      length_scale=1.0 / float(speed),
+                                      seed=None if seed is None or int(seed) < 0 else int(seed))
+        for event in events:
+            if event.total:
+                progress(event.fraction, desc=event.format()[:120])
+            if event.level != "info":
+                log.append(f"- {event.message}")
+            result = event.result or result
+    except StudioError as exc:
+        raise gr.Error(str(exc)) from None
+    report = f"**{result['written']}** WAV(s) in `{result['zip'].name}` ({result['seconds']:.1f} s)."
+    if result["failed"]:
+        report += f"\n\n{len(result['failed'])} line(s) could not be spoken:\n" + "\n".join(log[:50])
+    return str(result["zip"]), report
+
+
+def export(ctx: AppContext, source, name, vocoder, overwrite, onnx, onnx_steps):
+    try:
+        folder = inference.export_voice(ctx.workspace, source, name, vocoder=_vocoder(vocoder),
+                                        overwrite=bool(overwrite), onnx=bool(onnx), onnx_steps=int(onnx_steps))
+    except StudioError as exc:
+        raise gr.Error(str(exc)) from None
+    rel = folder.relative_to(ctx.workspace.root)
+    zip_path = ctx.workspace.root / "exports" / f"{name}.zip"
+    files = ", ".join(sorted(p.name for p in folder.iterdir()))
+    return (f"Exported to `{rel}` ({files}); pick **{name}** above to use it, or download the zip.\n\n"
+            + (folder / "README.md").read_text(encoding="utf-8").split("## Use it", 1)[-1]), str(zip_path)
+
+
+def add_vocoder(ctx: AppContext, files, name):
+    try:
+        folder = inference.import_vocoder(ctx.workspace, files or [], name)
+    except StudioError as exc:
+        raise gr.Error(str(exc)) from None
+    rel = str(folder.relative_to(ctx.workspace.root))
+    return f"Added `{rel}`: pick it as the vocoder.", gr.update(choices=vocoder_choices(ctx), value=rel)
 
 
 # ----------------------------------------------------------------------------------- layout
-def build(ctx: AppContext) -> None:
-    gr.Markdown("Type Amharic, pick a voice (an exported voice or any training checkpoint) and press Speak. "
-                "Without a trained vocoder the audio comes from Griffin-Lim: intelligible but buzzy.")
-    voices = inference.voice_choices(ctx.workspace)
-    first_speakers = _speakers_or_none(ctx, voices[0]) if voices else []
+def build(ctx: AppContext):
+    ws = ctx.workspace
+    gr.Markdown("Type Amharic, pick a voice (an exported voice or any training checkpoint) and press **Speak**: "
+                "the audio starts playing after the first sentence. Without a trained vocoder the audio comes from "
+                "Griffin-Lim: intelligible but buzzy.")
+    voices = inference.voice_choices(ws)
+    first = voices[0][1] if voices else None
+    first_speakers = _speakers_or_none(ctx, first)
     with gr.Row():
-        voice = gr.Dropdown(label="Voice or checkpoint", choices=voices, value=voices[0] if voices else None,
-                            allow_custom_value=False, scale=3, elem_id="inference-voice",
-                            info="" if voices else NO_VOICE)
+        voice = gr.Dropdown(label="Voice or checkpoint", choices=voices, value=first, scale=3,
+                            elem_id="inference-voice", info="" if voices else NO_VOICE)
         speaker = gr.Dropdown(label="Speaker", choices=first_speakers, scale=1, visible=len(first_speakers) > 1,
-                              value=first_speakers[0] if first_speakers else None)
-        vocoder = gr.Dropdown(label="Vocoder", value=AUTO_VOCODER, scale=2,
-                              choices=[AUTO_VOCODER, inference.GRIFFIN_LIM] + inference.list_vocoders(ctx.workspace))
+                              value=first_speakers[0] if first_speakers else None, elem_id="inference-speaker")
+        vocoder = gr.Dropdown(label="Vocoder", value=AUTO_VOCODER, scale=2, choices=vocoder_choices(ctx))
         reload = gr.Button("↻ Refresh", scale=0, min_width=90)
-    text = gr.Textbox(label="Amharic text", lines=4, value=inference.SAMPLE_SENTENCES[0], elem_id="inference-text")
+    text = gr.Textbox(label="Amharic text", lines=4, value=inference.SAMPLE_SENTENCES[0], elem_id="inference-text",
+                      info="Any length: split at ። ? ! and line breaks, spoken in batches, joined with pauses.")
     gr.Examples(examples=[[s] for s in inference.SAMPLE_SENTENCES], inputs=[text], label="Sample sentences")
     with gr.Row():
-        steps = gr.Slider(1, 50, value=inference.DEFAULT_STEPS, step=1, label="Steps (quality vs. speed)")
+        steps = gr.Slider(1, 50, value=inference.DEFAULT_STEPS, step=1, label="Steps (quality vs. speed)",
+                          info="ODE steps of the flow decoder; 4-10 is usual")
         temperature = gr.Slider(0.0, 1.5, value=inference.DEFAULT_TEMPERATURE, step=0.01,
                                 label="Temperature (variation)")
         speed = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Speed")
-    go = gr.Button("Speak", variant="primary", elem_id="inference-speak")
-    audio = gr.Audio(label="Speech", type="numpy", interactive=False, elem_id="inference-audio")
-    info = gr.Markdown(elem_id="inference-info")
-    with gr.Accordion("Export a checkpoint as a voice", open=False):
+    with gr.Accordion("More settings", open=False):
         with gr.Row():
-            export_from = gr.Dropdown(label="Checkpoint", choices=inference.list_acoustic_checkpoints(ctx.workspace))
-            export_name = gr.Textbox(label="Voice name", placeholder="my-voice")
+            device = gr.Radio(DEVICE_LABELS, value="auto", label="Run on",
+                              info="Auto keeps off a GPU that a training run is using, so the run is not slowed "
+                                   "or pushed out of memory.")
+            seed = gr.Number(value=0, precision=0, label="Seed (-1: different every time)")
+    with gr.Row():
+        go = gr.Button("Speak", variant="primary", elem_id="inference-speak")
+        stop = gr.Button("Stop", variant="stop", scale=0, min_width=90)
+    audio = gr.Audio(label="Speech", streaming=True, autoplay=True, interactive=False, elem_id="inference-audio")
+    with gr.Row():
+        wav = gr.File(label="Download WAV", elem_id="inference-wav", scale=1)
+        spectrogram = gr.Image(label="Spectrogram (log-mel)", type="numpy", interactive=False, scale=3,
+                               elem_id="inference-spectrogram")
+    info = gr.Markdown(elem_id="inference-info")
+    spoken = gr.Dataframe(headers=ROW_COLUMNS, label="What was spoken: fix a wrong pronunciation in the Amharic "
+                          "G2P tab's dictionary", wrap=True, interactive=False, elem_id="inference-rows")
+
+    with gr.Accordion("A/B: one sentence from two checkpoints", open=False):
+        with gr.Row():
+            voice_a = gr.Dropdown(label="A", choices=voices, value=first, elem_id="inference-ab-a")
+            voice_b = gr.Dropdown(label="B", choices=voices, value=voices[1][1] if len(voices) > 1 else first,
+                                  elem_id="inference-ab-b")
+        ab_go = gr.Button("Compare", elem_id="inference-compare")
+        with gr.Row():
+            with gr.Column():
+                audio_a = gr.Audio(label="A", type="numpy", interactive=False, elem_id="inference-audio-a")
+                info_a = gr.Markdown()
+            with gr.Column():
+                audio_b = gr.Audio(label="B", type="numpy", interactive=False, elem_id="inference-audio-b")
+                info_b = gr.Markdown()
+
+    with gr.Accordion("Batch: a text file to a zip of WAVs", open=False):
+        with gr.Row():
+            batch_file = gr.File(label="Text file (UTF-8, one line per WAV; 'id|text' names it)",
+                                 file_types=[".txt", ".csv", ".tsv"], elem_id="inference-batch-file")
+            batch_zip = gr.File(label="WAVs (zip)", elem_id="inference-batch-zip")
+        batch_go = gr.Button("Speak every line", elem_id="inference-batch-go")
+        batch_report = gr.Markdown(elem_id="inference-batch-report")
+
+    with gr.Accordion("Export a voice (folder + zip, optional ONNX)", open=False):
+        with gr.Row():
+            export_from = gr.Dropdown(label="Checkpoint or voice", choices=voices, value=first)
+            export_name = gr.Textbox(label="Voice name", placeholder="my-voice", elem_id="inference-export-name")
             export_vocoder = gr.Dropdown(label="Vocoder to include", value=AUTO_VOCODER,
-                                         choices=[AUTO_VOCODER] + inference.list_vocoders(ctx.workspace))
-            overwrite = gr.Checkbox(label="Overwrite", value=False)
-        export_btn = gr.Button("Export voice")
-        export_msg = gr.Markdown()
+                                         choices=[AUTO_VOCODER] + inference.list_vocoders(ws))
+        with gr.Row():
+            overwrite = gr.Checkbox(label="Overwrite a voice of that name", value=False)
+            onnx = gr.Checkbox(label="Also export ONNX (acoustic model + vocoder)", value=False)
+            onnx_steps = gr.Slider(2, 20, value=inference.DEFAULT_STEPS, step=1, label="ONNX flow steps (fixed)")
+        export_btn = gr.Button("Export voice", elem_id="inference-export")
+        export_zip = gr.File(label="Voice (zip)")
+        export_msg = gr.Markdown(elem_id="inference-export-msg")
 
+    with gr.Accordion("Add Vocos weights (e.g. the public vocos-mel-24khz)", open=False):
+        gr.Markdown("Upload `config.yaml` + `pytorch_model.bin` as published (or `model.safetensors` + "
+                    "`config.json` from this app). They are checked, copied into the workspace's `vocoders/` and "
+                    "offered as a vocoder. Weights load without running code from the file.")
+        with gr.Row():
+            vocoder_files = gr.File(label="Vocos files", file_count="multiple")
+            vocoder_name = gr.Textbox(label="Name", value="vocos-mel-24khz")
+        vocoder_btn = gr.Button("Add vocoder")
+        vocoder_msg = gr.Markdown()
+
+    # ------------------------------------------------------------------------------- events
     def on_refresh(current):
-        voices, vocoders, spk = refresh(ctx, current)
-        checkpoints = inference.list_acoustic_checkpoints(ctx.workspace)
-        return voices, vocoders, spk, gr.update(choices=checkpoints), gr.update(
-            choices=[AUTO_VOCODER] + inference.list_vocoders(ctx.workspace))
+        now = inference.voice_choices(ws)
+        values = [v for _, v in now]
+        pick = current if current in values else (values[0] if values else None)
+        vocoders = vocoder_choices(ctx)
+        return (gr.update(choices=now, value=pick, info="" if now else NO_VOICE), gr.update(choices=vocoders),
+                speaker_choices(ctx, pick), gr.update(choices=now), gr.update(choices=now), gr.update(choices=now),
+                gr.update(choices=[AUTO_VOCODER] + inference.list_vocoders(ws)))
 
-    shown = gr.State(voices)  # the choices this browser has, so a tick only sends what changed
+    refresh_outputs = [voice, vocoder, speaker, voice_a, voice_b, export_from, export_vocoder]
+    shown = gr.State([v for _, v in voices])  # the values this browser has, so a tick only sends what changed
 
-    def on_tick(current, before):  # a voice exported on the Training tab shows up here without a reload
-        now = inference.voice_choices(ctx.workspace)
-        if now == before and (current in now or not now):
-            return gr.update(), gr.update(), before
-        pick = gr.update(choices=now, info="" if now else NO_VOICE)
-        if current not in now:
-            pick = gr.update(choices=now, value=now[0] if now else None, info="" if now else NO_VOICE)
-        return pick, gr.update(choices=inference.list_acoustic_checkpoints(ctx.workspace)), now
+    def on_tick(current, before):  # a checkpoint written by a running training shows up without a reload
+        now = [v for _, v in inference.voice_choices(ws)]
+        if now == before:
+            return (*[gr.update()] * len(refresh_outputs), before)
+        return (*on_refresh(current), now)
 
-    gr.Timer(4.0).tick(on_tick, inputs=[voice, shown], outputs=[voice, export_from, shown], show_progress="hidden")
-    reload.click(on_refresh, inputs=[voice], outputs=[voice, vocoder, speaker, export_from, export_vocoder],
-                 api_name="inference_refresh")
+    gr.Timer(5.0).tick(on_tick, inputs=[voice, shown], outputs=[*refresh_outputs, shown], show_progress="hidden")
+    reload.click(on_refresh, inputs=[voice], outputs=refresh_outputs, api_name="inference_refresh")
     voice.change(lambda v: speaker_choices(ctx, v), inputs=[voice], outputs=[speaker], api_name="inference_speakers")
-    go.click(lambda *a: speak(ctx, *a), inputs=[voice, speaker, text, steps, temperature, speed, vocoder],
-             outputs=[audio, info], api_name="speak")
-    export_btn.click(lambda *a: export(ctx, *a), inputs=[export_from, export_name, export_vocoder, overwrite],
-                     outputs=[export_msg], api_name="export_voice")
+    settings = [steps, temperature, speed, vocoder]
+    def on_speak(*args):
+        yield from speak(ctx, *args)
+
+    speaking = go.click(on_speak,
+                        inputs=[voice, speaker, text, *settings, device, seed],
+                        outputs=[audio, wav, spectrogram, info, spoken], api_name="speak")
+    stop.click(None, cancels=[speaking])
+    ab_go.click(lambda *a: compare(ctx, *a), inputs=[voice_a, voice_b, text, speaker, *settings, seed],
+                outputs=[audio_a, info_a, audio_b, info_b], api_name="compare")
+    batch_go.click(lambda v, s, f, st, te, sp, vo, d, se, progress=gr.Progress(): speak_file(
+        ctx, v, s, f, st, te, sp, vo, d, se, progress),
+        inputs=[voice, speaker, batch_file, *settings, device, seed], outputs=[batch_zip, batch_report],
+        api_name="speak_file")
+    export_btn.click(lambda *a: export(ctx, *a), inputs=[export_from, export_name, export_vocoder, overwrite, onnx,
+                                                         onnx_steps],
+                     outputs=[export_msg, export_zip], api_name="export_voice")
+    vocoder_btn.click(lambda f, n: add_vocoder(ctx, f, n), inputs=[vocoder_files, vocoder_name],
+                      outputs=[vocoder_msg, vocoder], api_name="add_vocoder")
+    return [(on_refresh, [voice], refresh_outputs)]

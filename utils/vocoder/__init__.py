@@ -62,12 +62,16 @@ def griffin_lim(logmel, cfg: FeatureConfig = FeatureConfig(), n_iter: int = GRIF
     import torchaudio
 
     mag = mel_to_magnitude(logmel, cfg)
+    frames = mag.shape[-1]
+    min_frames = cfg.n_fft // cfg.hop_length + 2  # the STFT inside pads n_fft/2 each side: needs a longer signal
+    if frames < min_frames:  # a one-syllable utterance: pad with silence, trim after
+        mag = torch.nn.functional.pad(mag, (0, min_frames - frames))
     gl = torchaudio.transforms.GriffinLim(n_fft=cfg.n_fft, n_iter=n_iter, win_length=cfg.win_length,
                                           hop_length=cfg.hop_length, power=1.0, momentum=0.99,
                                           rand_init=False, length=cfg.hop_length * (mag.shape[-1] - 1))
     with torch.no_grad():
         wave = gl.to(mag.device)(mag)
-    return wave.cpu().numpy().astype(np.float32)
+    return wave[..., : cfg.hop_length * max(frames - 1, 0)].cpu().numpy().astype(np.float32)
 
 
 # ------------------------------------------------------------------------------ load / save

@@ -1,0 +1,56 @@
+"""The Inference tab in a real browser: speak (streamed), see what was spoken, compare, export."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.conftest import AppServer
+from tests.test_inference import CKPT, voice_workspace
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    ws = voice_workspace(tmp_path_factory.mktemp("inference") / "workspace")
+    s = AppServer(ws.root).wait_ready()
+    s.ws = ws
+    yield s
+    s.stop()
+
+
+def test_speak_see_the_phonemes_compare_and_export(server, page):
+    page.goto(server.url)
+    page.get_by_role("tab", name="Inference").click()
+    expect(page.get_by_label("Voice or checkpoint")).to_have_value(re.compile("r1 · step 10"))
+    page.locator("#inference-text textarea").fill("ሰላም ነው። ዋጋው 25 ብር ነው?")
+    page.locator("#inference-speak").click()
+    info = page.locator("#inference-info")
+    expect(info).to_contain_text("real-time factor", timeout=60_000)
+    expect(info).to_contain_text("2 sentence(s)")
+    rows = page.locator("#inference-rows")
+    expect(rows).to_contain_text("ሰላም ነው።")
+    expect(rows).to_contain_text("ሃያ")  # 25 read out in Amharic in the normalized column
+    expect(page.locator("#inference-spectrogram img")).to_be_visible()
+    expect(page.locator("#inference-wav a").first).to_have_attribute("href", re.compile(r"speech-.*\.wav"))
+    page.wait_for_function("() => Array.from(document.querySelectorAll('#inference-audio audio'))"
+                           ".some(a => a.duration > 0.3)", timeout=30_000)  # the streamed speech is playable
+
+    page.locator("#inference-text textarea").fill("hello world")
+    page.locator("#inference-speak").click()
+    expect(page.get_by_text(re.compile("no Amharic \\(Ethiopic\\) letters")).first).to_be_visible(timeout=30_000)
+
+    page.locator("#inference-text textarea").fill("ሰላም ነው።")
+    page.get_by_text("A/B: one sentence from two checkpoints").click()
+    page.locator("#inference-compare").click()
+    for side in ("a", "b"):
+        # Gradio's waveform player loads the WAV into an <audio> inside wavesurfer's shadow root
+        expect(page.locator(f"#inference-audio-{side} audio[src]").first).to_have_attribute(
+            "src", re.compile(r"\S+"), timeout=60_000)
+
+    page.get_by_text("Export a voice (folder + zip, optional ONNX)").click()
+    page.locator("#inference-export-name textarea, #inference-export-name input").first.fill("browser-voice")
+    page.locator("#inference-export").click()
+    expect(page.locator("#inference-export-msg")).to_contain_text("voices/browser-voice", timeout=60_000)
+    expect(page.locator("#inference-export-msg")).to_contain_text("Voice.load")
+    assert (server.ws.voices / "browser-voice" / "model.safetensors").exists()

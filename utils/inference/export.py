@@ -1,0 +1,173 @@
+"""Exporting a voice: a self-contained folder (and a zip) that speaks elsewhere, optionally as ONNX.
+
+    voices/<name>/model.safetensors   acoustic weights (as in the checkpoint)
+    voices/<name>/config.json         sizes, symbols, tokenizer, features, speakers + a "voice" section
+    voices/<name>/vocoder/            Vocos weights in this app's format, when one was chosen
+    voices/<name>/acoustic.onnx       with --onnx: text ids -> mel, `steps` Euler steps unrolled
+    voices/<name>/vocoder.onnx        with --onnx and a vocoder: mel -> magnitude + phase (ISTFT outside)
+    voices/<name>/README.md           what it is and a Python snippet that uses it
+    exports/<name>.zip                all of the above in one file to download
+"""
+from __future__ import annotations
+
+import shutil
+import time
+import zipfile
+from pathlib import Path
+
+from utils.events import StudioError
+from utils.inference.voices import GRIFFIN_LIM, is_acoustic, resolve_voice, vocoder_source
+from utils.workspace import Workspace, atomic_write_json, atomic_write_text, read_json
+
+ONNX_OPSET = 17
+
+
+def usage_snippet(folder_name: str, speakers: list[str], onnx: bool) -> str:
+    """The Python a user pastes to speak with an exported voice (with this project's code installed)."""
+    speaker = f', speaker="{speakers[0]}"' if len(speakers) > 1 else ""
+    text = f'''```python
+# in a clone of Amharic TTS Studio (pip install -r requirements.txt)
+from utils.inference import Voice
+from utils.audio import save_audio
+
+voice = Voice.load("{folder_name}")                      # the unzipped voice folder
+wave, sample_rate, info = voice.synthesize("ሰላም ነው። እንዴት ነህ?"{speaker}, length_scale=1.0)
+save_audio("hello.wav", wave, sample_rate)
+```
+'''
+    if onnx:
+        text += f'''
+With ONNX Runtime instead of PyTorch (the Amharic text frontend still comes from this project):
+
+```python
+from utils.inference.onnx_voice import OnnxVoice
+from utils.audio import save_audio
+
+voice = OnnxVoice("{folder_name}")
+wave, sample_rate = voice.synthesize("ሰላም ነው።"{speaker})
+save_audio("hello-onnx.wav", wave, sample_rate)
+```
+'''
+    return text
+
+
+def _readme(name: str, config: dict, onnx_files: list[str]) -> str:
+    voice = config["voice"]
+    speakers = list(config.get("speakers") or [])
+    return (f"# Voice: {name}\n\nAn Amharic voice exported by Amharic TTS Studio on {voice['exported']} from "
+            f"`{voice['source']}` (step {config.get('step', '?')}).\n\n"
+            f"- speakers: {', '.join(speakers) or 'one'}\n- vocoder: {voice['vocoder_source'] or 'none (Griffin-Lim)'}\n"
+            f"- sample rate: {(config.get('features') or {}).get('sample_rate', 24000)} Hz\n"
+            + (f"- ONNX: {', '.join(onnx_files)} ({voice.get('onnx_steps')} flow steps)\n" if onnx_files else "")
+            + "\n## Use it\n\n" + usage_snippet(name, speakers, bool(onnx_files)))
+
+
+def export_voice(ws: Workspace, source: str, voice_name: str, vocoder: str | None = None,
+                 overwrite: bool = False, onnx: bool = False, onnx_steps: int = 10) -> Path:
+    """Copy an acoustic checkpoint (a run name, checkpoint folder or voice) and a vocoder into voices/<name>/,
+    write its README with a usage snippet, optionally ONNX files, and zip it into exports/<name>.zip."""
+    from utils.vocoder import load_vocoder, save_vocoder
+
+    folder = resolve_voice(ws, source)
+    target = ws.voice_dir(voice_name)
+    if target.exists() and not overwrite:
+        raise StudioError(f"A voice called {voice_name} exists already; pick another name or tick overwrite.")
+    if target == folder:
+        raise StudioError(f"{voice_name} is the voice being exported; pick another name.")
+    tmp = target.with_name(f".{target.name}.tmp-export")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        shutil.copy2(folder / "model.safetensors", tmp / "model.safetensors")
+        config = read_json(folder / "config.json")
+        config.pop("voice", None)
+        vocoder_label, voc = None, None
+        if vocoder in (None, "", "auto") and is_acoustic(folder) and (folder / "vocoder").is_dir():
+            vocoder = str((folder / "vocoder").relative_to(ws.root))  # re-exporting a voice keeps its vocoder
+        if vocoder and vocoder not in ("auto", GRIFFIN_LIM):
+            voc = load_vocoder(vocoder_source(ws, vocoder))
+            save_vocoder(voc, tmp / "vocoder", source=str(vocoder))
+            vocoder_label = str(vocoder)
+        config["voice"] = {"name": voice_name, "source": str(folder.relative_to(ws.root)),
+                           "vocoder": "vocoder" if vocoder_label else None, "vocoder_source": vocoder_label,
+                           "exported": time.strftime("%Y-%m-%d %H:%M:%S")}
+        atomic_write_json(tmp / "config.json", config)
+        onnx_files = export_onnx(tmp, voc, onnx_steps) if onnx else []
+        if onnx_files:
+            config["voice"].update(onnx_steps=int(onnx_steps), onnx=onnx_files)
+            atomic_write_json(tmp / "config.json", config)
+        atomic_write_text(tmp / "README.md", _readme(voice_name, config, onnx_files))
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.rename(target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    zip_voice(ws, voice_name)
+    return target
+
+
+def zip_voice(ws: Workspace, voice_name: str) -> Path:
+    """exports/<name>.zip holding the voice folder (written beside, then renamed)."""
+    folder = ws.voice_dir(voice_name)
+    out = ws.root / "exports" / f"{voice_name}.zip"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".zip.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                zf.write(path, f"{voice_name}/{path.relative_to(folder)}")
+    tmp.replace(out)
+    return out
+
+
+def export_onnx(folder: Path, vocoder, steps: int) -> list[str]:
+    """acoustic.onnx (and vocoder.onnx) in `folder`, each checked against PyTorch with ONNX Runtime when
+    it is installed. Raises StudioError naming the part that failed."""
+    import torch
+
+    from models.onnx_graphs import AcousticGraph, VocoderGraph
+    from utils.training import load_checkpoint
+
+    model, _ = load_checkpoint(folder, device="cpu")
+    written = []
+    with torch.no_grad():
+        tokens = torch.arange(3, 13).reshape(1, -1) % model.cfg.n_symbols
+        args = (tokens, torch.zeros(1, dtype=torch.long), torch.zeros(1), torch.ones(1))
+        _export(AcousticGraph(model, int(steps)).eval(), args, folder / "acoustic.onnx",
+                ["tokens", "speaker", "temperature", "length_scale"], ["mel", "mel_length"],
+                {"tokens": {1: "symbols"}, "mel": {2: "frames"}})
+        written.append("acoustic.onnx")
+        if vocoder is not None:
+            mel = torch.randn(1, vocoder.cfg.n_mels, 40) - 5
+            _export(VocoderGraph(vocoder.cpu()).eval(), (mel,), folder / "vocoder.onnx", ["mel"],
+                    ["magnitude", "phase"], {"mel": {0: "batch", 2: "frames"}, "magnitude": {0: "batch", 2: "frames"},
+                                              "phase": {0: "batch", 2: "frames"}})
+            written.append("vocoder.onnx")
+    return written
+
+
+def _export(graph, args, path: Path, inputs: list[str], outputs: list[str], axes: dict) -> None:
+    import warnings
+
+    import numpy as np
+    import torch
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the TorchScript exporter warns about traced shapes it handles
+            torch.onnx.export(graph, args, str(path), input_names=inputs, output_names=outputs, dynamic_axes=axes,
+                              opset_version=ONNX_OPSET, dynamo=False)
+    except Exception as exc:  # exporter failures are many types; the user needs the part and the reason
+        raise StudioError(f"ONNX export of {path.name} failed ({type(exc).__name__}: {str(exc)[:300]}); "
+                          "the PyTorch voice works without it.") from None
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return  # exported but not checked: onnxruntime is optional
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = session.run(None, {name: a.numpy() for name, a in zip(inputs, args)})
+    want = graph(*args)
+    err = max(float(np.abs(g - w.numpy()).max()) for g, w in zip(got, want) if w.is_floating_point())
+    if not err < 1e-2:
+        raise StudioError(f"ONNX export of {path.name} does not match PyTorch (max difference {err:.3g}).")

@@ -1,0 +1,320 @@
+"""Speaking text: sentences -> batches -> acoustic model -> vocoder -> audio, streamed as it is made.
+
+Long text is split at sentence punctuation (and over-long sentences at commas), spoken in small
+padded batches (the first sentence alone, so the first audio comes out quickly) and joined with a
+pause that depends on the punctuation. `speak` yields one chunk per batch; `synthesize` joins them.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from utils.events import StudioError
+from utils.text.ethiopic import is_ethiopic
+from utils.inference.voices import (GRIFFIN_LIM, check_features_match, load_acoustic, load_vocoder_for,
+                                    pick_device, resolve_voice)
+from utils.workspace import Workspace
+
+DEFAULT_STEPS = 10              # Euler steps of the flow (Matcha's default)
+DEFAULT_TEMPERATURE = 0.667     # scale of the starting noise (Matcha's default)
+MAX_CHARS = 20_000              # one request; longer text is refused with a message (use the batch tool)
+MAX_SENTENCE_CHARS = 200        # longer sentences are cut at commas (attention cost, first-audio latency)
+BATCH_TOKENS = 3000             # symbols per batch after the first; bounds padding memory
+PAUSES_S = {"clause": 0.15, "sentence": 0.3, "question": 0.35, "paragraph": 0.65}
+
+SAMPLE_SENTENCES = [
+    "ሰላም ነው። እንዴት ነህ?",
+    "ኢትዮጵያ በምሥራቅ አፍሪካ የምትገኝ ሀገር ናት።",
+    "ዛሬ የአየሩ ሁኔታ በጣም ጥሩ ነው።",
+    "መጽሐፉን አንብቤ ጨረስኩት።",
+    "በ፲፱፻፹፯ ዓ.ም የተወለደው ልጅ ዶ/ር ሆነ።",
+]
+
+# A sentence ends after ። ፧ ፨ ? ! (with any spaces), at line breaks, or at a "." followed by a space
+# (so 3.5 and ዓ.ም stay whole). The separator is kept to choose the pause.
+_BOUNDARY = re.compile(r"((?<=[።፧፨?!])\s*|\n+|(?<=\.)\s+)")
+_CLAUSE = re.compile(r"(?<=[፣፤፥፦,;:])\s*")
+
+
+@dataclass
+class Sentence:
+    text: str
+    pause_s: float  # silence after it (none after the last)
+
+
+def _pause_kind(sentence: str, separator: str) -> str:
+    if separator.count("\n") >= 2 or sentence.endswith("፨"):
+        return "paragraph"
+    if sentence.endswith(("?", "፧", "!")):
+        return "question"
+    return "sentence"
+
+
+def _cut_long(sentence: str) -> list[str]:
+    """Cut a sentence over MAX_SENTENCE_CHARS at commas (then at spaces), packing pieces up to that size."""
+    if len(sentence) <= MAX_SENTENCE_CHARS:
+        return [sentence]
+    units = []
+    for clause in filter(None, _CLAUSE.split(sentence)):
+        units += clause.split() if len(clause) > MAX_SENTENCE_CHARS else [clause]
+    parts, current = [], ""
+    for unit in units:
+        if current and len(current) + 1 + len(unit) > MAX_SENTENCE_CHARS:
+            parts.append(current)
+            current = unit
+        else:
+            current = f"{current} {unit}".strip()
+    return parts + [current]
+
+
+def split_sentences(text: str) -> list[Sentence]:
+    pieces = _BOUNDARY.split(text or "")
+    out = []
+    for i in range(0, len(pieces), 2):
+        sentence = pieces[i].strip()
+        separator = pieces[i + 1] if i + 1 < len(pieces) else ""
+        if not sentence or not re.search(r"\w", sentence):
+            continue
+        clauses = _cut_long(sentence)
+        out += [Sentence(c, PAUSES_S["clause"]) for c in clauses[:-1]]
+        out.append(Sentence(clauses[-1], PAUSES_S[_pause_kind(sentence, separator)]))
+    return out
+
+
+def plan_batches(lengths: list[int], batch_size: int, batch_tokens: int = BATCH_TOKENS) -> list[list[int]]:
+    """Consecutive groups of sentence indices (order kept for streaming): the first alone, the rest up to
+    `batch_size` sentences and `batch_tokens` padded symbols each."""
+    batches, current = [], []
+    for i, n in enumerate(lengths):
+        longest = max([lengths[j] for j in current] + [n])
+        full = len(current) >= batch_size or longest * (len(current) + 1) > batch_tokens
+        if current and (full or batches == [] and len(current) == 1):
+            batches.append(current)
+            current = []
+        current.append(i)
+    return batches + [current] if current else batches
+
+
+# ------------------------------------------------------------------------------------- speaking
+@dataclass
+class Chunk:
+    """One batch of sentences as audio (its pauses included, none after the text's last sentence)."""
+    wave: np.ndarray
+    sample_rate: int
+    mels: list            # [n_mels, T] numpy log-mels, one per sentence (for the spectrogram)
+    rows: list[dict]      # per sentence: text, normalized, phonemes, skipped symbols
+    done: int             # sentences spoken so far
+    total: int
+    info: dict            # running totals; complete on the last chunk
+
+
+def _frontend_row(tokenizer, sentence: str, user_dict: dict) -> tuple[list[int], dict]:
+    from utils.text import normalize
+    from utils.text.g2p import phonemes_string, phonemize
+
+    norm = normalize(sentence)
+    units = tokenizer.units(sentence, user_dict)
+    ids = tokenizer.encode(sentence, user_dict)
+    known = set(tokenizer.symbols)
+    shown = phonemes_string(phonemize(sentence, user_dict)) if tokenizer.kind == "phoneme" else " ".join(units)
+    return ids, {"text": sentence, "normalized": norm.text, "phonemes": shown,
+                 "skipped": " ".join(sorted({u for u in units if u not in known and u.strip()})),
+                 "warnings": list(norm.warnings)}
+
+
+class Voice:
+    """A loaded acoustic model + frontend + vocoder (None: Griffin-Lim), usable outside any workspace:
+
+        voice = Voice.load("voices/my-voice")          # an exported voice or checkpoint folder
+        wave, sr, info = voice.synthesize("ሰላም ነው።")
+    """
+
+    def __init__(self, folder: Path, model, config: dict, vocoder=None, vocoder_label: str = GRIFFIN_LIM,
+                 device: str = "cpu", device_note: str = ""):
+        from utils.audio import FeatureConfig
+        from utils.text.tokenizers import Tokenizer
+
+        self.folder, self.model, self.config, self.vocoder = Path(folder), model, config, vocoder
+        self.vocoder_label, self.device, self.device_note = vocoder_label, device, device_note or device
+        self.features = FeatureConfig.from_dict(config.get("features") or {})
+        frontend = config.get("frontend") or {}
+        self.tokenizer = Tokenizer.from_dict(frontend.get("tokenizer", frontend))
+        self.speakers = list(config.get("speakers") or [])
+        if vocoder is not None:
+            check_features_match(self.features, vocoder, self.folder.name, vocoder_label)
+
+    @classmethod
+    def load(cls, folder: str | Path, device: str = "cpu", vocoder: str | Path | None = None) -> "Voice":
+        """A voice or checkpoint folder (its own vocoder/ when present, else `vocoder`, else Griffin-Lim)."""
+        from utils.training import load_checkpoint
+        from utils.vocoder import load_vocoder
+
+        folder = Path(folder)
+        model, config = load_checkpoint(folder, device=device)
+        own = folder / "vocoder"
+        source = own if own.is_dir() else vocoder
+        voc = load_vocoder(source, device) if source else None
+        return cls(folder, model, config, voc, f"vocos ({source})" if source else GRIFFIN_LIM, device)
+
+    def speaker_index(self, speaker: str | None) -> int:
+        if speaker in (None, "") or not self.speakers:
+            return 0
+        if speaker not in self.speakers:
+            raise StudioError(f"Speaker {speaker!r} is not in this voice; it has {', '.join(self.speakers)}.")
+        return self.speakers.index(speaker)
+
+    def stream(self, text: str, speaker: str | None = None, steps: int = DEFAULT_STEPS,
+               temperature: float = DEFAULT_TEMPERATURE, length_scale: float = 1.0, seed: int | None = 0,
+               user_dict: dict | None = None, batch_size: int | None = None) -> Iterator[Chunk]:
+        """Text -> audio chunks, the first as soon as the first sentence is made (see `speak`)."""
+        import torch
+
+        from utils.vocoder import griffin_lim, vocode
+
+        _check_request(text, steps, length_scale)
+        spk = self.speaker_index(speaker)
+        sentences = split_sentences(text)
+        encoded = [_frontend_row(self.tokenizer, s.text, user_dict or {}) for s in sentences]
+        speakable = [i for i, (ids, _) in enumerate(encoded) if ids]
+        warnings = [w for _, row in encoded for w in row["warnings"]]
+        warnings += [f"nothing speakable in {row['text'][:40]!r} (no symbol this voice knows); skipped"
+                     for ids, row in encoded if not ids]
+        if not speakable:
+            raise StudioError("Nothing in the text could be spoken by this voice: it needs Amharic (Ethiopic) "
+                              "words" + (f" ({'; '.join(warnings[:2])})" if warnings else "") + ".")
+        generator = torch.Generator(device=self.device).manual_seed(int(seed)) if seed is not None else None
+        size = batch_size or (16 if self.device.startswith("cuda") else 4)
+        sr = self.features.sample_rate
+        start = time.perf_counter()
+        info = {"vocoder": self.vocoder_label, "speaker": self.speakers[spk] if self.speakers else None,
+                "device": self.device, "device_note": self.device_note, "steps": int(steps),
+                "temperature": float(temperature), "length_scale": float(length_scale), "sample_rate": sr,
+                "sentences": len(sentences), "spoken": 0, "tokens": 0, "frames": 0, "duration_s": 0.0,
+                "warnings": warnings}
+        for batch in plan_batches([len(encoded[i][0]) for i in speakable], size):
+            idx = [speakable[b] for b in batch]
+            outs = self.model.synthesise_batch([encoded[i][0] for i in idx], [spk] * len(idx), int(steps),
+                                               float(temperature), float(length_scale), generator)
+            pieces, mels = [], []
+            for i, out in zip(idx, outs):
+                mel = out["mel"]
+                wave = vocode(self.vocoder, mel) if self.vocoder is not None else griffin_lim(mel.cpu(), self.features)
+                peak = float(np.abs(wave).max()) if wave.size else 0.0
+                if peak > 0.99:  # an undertrained model or Griffin-Lim can overshoot: scale rather than clip
+                    wave = wave * (0.99 / peak)
+                pause = 0 if i == speakable[-1] else int(sentences[i].pause_s * sr)
+                pieces += [wave.astype(np.float32), np.zeros(pause, np.float32)]
+                mels.append(mel.cpu().numpy())
+                info["tokens"] += len(encoded[i][0])
+                info["frames"] += mel.shape[-1]
+            chunk = np.concatenate(pieces)
+            elapsed = time.perf_counter() - start
+            info.update(spoken=info["spoken"] + len(idx), seconds=elapsed, duration_s=info["duration_s"] + len(chunk) / sr)
+            info.setdefault("first_audio_s", elapsed)
+            info["rtf"] = elapsed / max(info["duration_s"], 1e-9)
+            yield Chunk(chunk, sr, mels, [encoded[i][1] for i in idx], info["spoken"], len(speakable), dict(info))
+
+    def synthesize(self, text: str, **options) -> tuple[np.ndarray, int, dict]:
+        """The whole text at once: (float32 waveform, sample rate, info with `rows` and `mels`)."""
+        return _join(self.stream(text, **options))
+
+
+def _check_request(text: str, steps: int, length_scale: float) -> None:
+    if not (text or "").strip():
+        raise StudioError("Type some Amharic text to speak.")
+    if not any(is_ethiopic(ch) for ch in text):
+        raise StudioError("The text has no Amharic (Ethiopic) letters: this voice needs Amharic words (Latin "
+                          "words inside Amharic text are approximated; text without any Amharic is not spoken).")
+    if len(text) > MAX_CHARS:
+        raise StudioError(f"The text is {len(text)} characters; speak at most {MAX_CHARS} at a time "
+                          "(use Batch for a long text file: one WAV per line).")
+    if not 1 <= int(steps) <= 100:
+        raise StudioError("Steps must be between 1 and 100.")
+    if not 0.1 <= float(length_scale) <= 5:
+        raise StudioError("The speed must be between 0.2x and 10x (length scale 0.1-5).")
+
+
+def _join(chunks: Iterator[Chunk]) -> tuple[np.ndarray, int, dict]:
+    waves, mels, rows, info, sr = [], [], [], {}, 0
+    for chunk in chunks:
+        waves.append(chunk.wave)
+        mels += chunk.mels
+        rows += chunk.rows
+        info, sr = chunk.info, chunk.sample_rate
+    return np.concatenate(waves), sr, {**info, "rows": rows, "mels": mels}
+
+
+def workspace_voice(ws: Workspace, voice: str, vocoder: str | None = None, device: str = "auto") -> Voice:
+    """A voice of the workspace (exported voice, run name or checkpoint folder), models loaded once."""
+    folder = resolve_voice(ws, voice)
+    device, note = pick_device(ws, device)
+    model, config = load_acoustic(folder, device)
+    voc, label = load_vocoder_for(ws, folder, vocoder, device)
+    return Voice(folder, model, config, voc, label, device, note)
+
+
+def speak(ws: Workspace, voice: str, text: str, speaker: str | None = None, steps: int = DEFAULT_STEPS,
+          temperature: float = DEFAULT_TEMPERATURE, length_scale: float = 1.0, vocoder: str | None = None,
+          seed: int | None = 0, device: str = "auto", batch_size: int | None = None) -> Iterator[Chunk]:
+    """Amharic text -> audio chunks with a workspace voice and the workspace's pronunciation dictionary.
+
+    voice: exported voice, run name (its best checkpoint) or checkpoint folder; speaker: a speaker name of
+    it (default its first); steps / temperature / length_scale: flow steps, noise scale, duration scale
+    (>1 slower); vocoder: None = the voice's own else Griffin-Lim, "griffin-lim", or a vocoder folder / hub
+    id; seed fixes the noise (None: random); device: auto | cpu | cuda (see `pick_device`).
+    """
+    from utils.text import load_user_dict
+
+    _check_request(text, steps, length_scale)
+    start = time.perf_counter()
+    loaded = workspace_voice(ws, voice, vocoder, device)
+    extra = {"voice": voice, "checkpoint": str(loaded.folder.relative_to(ws.root)),
+             "load_s": time.perf_counter() - start}
+    for chunk in loaded.stream(text, speaker, steps, temperature, length_scale, seed, load_user_dict(ws), batch_size):
+        chunk.info.update(extra)
+        yield chunk
+
+
+def synthesize(ws: Workspace, voice: str, text: str, **options) -> tuple[np.ndarray, int, dict]:
+    """`speak` joined: (float32 waveform, sample rate, info with `rows` and `mels`)."""
+    return _join(speak(ws, voice, text, **options))
+
+
+def describe(info: dict) -> str:
+    """One readable paragraph for the UI and the CLI."""
+    text = (f"{info['duration_s']:.2f} s of audio in {info['seconds']:.2f} s (real-time factor {info['rtf']:.3f}; "
+            f"first audio after {info.get('first_audio_s', 0):.2f} s; loading {info.get('load_s', 0):.2f} s) on "
+            f"{info.get('device_note') or info['device']}. {info['spoken']} sentence(s), {info['tokens']} symbols, "
+            f"vocoder: {info['vocoder']}" + (f", speaker {info['speaker']}" if info.get("speaker") else "")
+            + (f"; checkpoint `{info['checkpoint']}`." if info.get("checkpoint") else "."))
+    if info.get("warnings"):
+        text += "\n\n" + "\n".join(f"- {w}" for w in info["warnings"][:10])
+    return text
+
+
+# ---------------------------------------------------------------------------------- spectrogram
+_MAGMA = np.array([[0, 0, 4], [59, 15, 112], [140, 41, 129], [222, 73, 104], [254, 159, 109], [252, 253, 191]],
+                  np.float32)  # anchor colours of a perceptual dark-to-light map
+
+
+def spectrogram_image(mels: list, pause_frames: int = 20, max_width: int = 2400) -> np.ndarray:
+    """Log-mels [n_mels, T] (one per sentence) -> RGB uint8 image, low frequencies at the bottom."""
+    if not mels:
+        return np.zeros((100, 1, 3), np.uint8)
+    floor = min(float(np.min(m)) for m in mels)
+    gap = np.full((mels[0].shape[0], pause_frames), floor, np.float32)
+    joined = np.concatenate([p for m in mels for p in (m, gap)][:-1], axis=1)
+    if joined.shape[1] > max_width:  # long texts: keep every k-th frame so the image stays light
+        joined = joined[:, :: int(np.ceil(joined.shape[1] / max_width))]
+    hi = float(joined.max())
+    lo = max(floor, hi - 11.0)  # about 95 dB of range in natural-log magnitude
+    x = np.clip((joined - lo) / max(hi - lo, 1e-6), 0, 1)[::-1] * (len(_MAGMA) - 1)
+    i = np.minimum(x.astype(int), len(_MAGMA) - 2)
+    frac = (x - i)[..., None]
+    rgb = _MAGMA[i] * (1 - frac) + _MAGMA[i + 1] * frac
+    return np.repeat(rgb.astype(np.uint8), 2, axis=0)  # 2 px per mel band

@@ -1,0 +1,230 @@
+"""Finding what can speak: exported voices, runs' checkpoints, vocoders; loading them once; the device.
+
+A VOICE argument (UI picker, CLI `--voice`) is one of
+  - an exported voice's name            -> workspace/voices/<name>/
+  - a run's name                        -> that run's best checkpoint (lowest validation MCD), else its newest
+  - a checkpoint folder in the workspace -> runs/<run>/checkpoints/step-N (relative or absolute inside it)
+"""
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from pathlib import Path
+
+from utils.events import StudioError
+from utils.workspace import Workspace, read_json
+
+GRIFFIN_LIM = "griffin-lim"
+_STEP_RE = re.compile(r"^step-(\d+)$")
+
+
+# ----------------------------------------------------------------------------- what a folder is
+def is_acoustic(folder: Path) -> bool:
+    config = read_json(folder / "config.json", {}) or {}
+    return (folder / "model.safetensors").exists() and "model" in config and "frontend" in config
+
+
+def is_vocoder(folder: Path) -> bool:
+    config = read_json(folder / "config.json", {}) or {}
+    return (folder / "model.safetensors").exists() and config.get("kind") == "vocos"
+
+
+def _steps(run: Path) -> list[Path]:
+    """A run's checkpoint folders, oldest first."""
+    ck = run / "checkpoints"
+    found = [p for p in ck.iterdir() if p.is_dir() and _STEP_RE.match(p.name)] if ck.is_dir() else []
+    return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+
+
+def _runs(ws: Workspace) -> list[Path]:
+    return sorted(p for p in ws.runs.iterdir() if p.is_dir()) if ws.runs.exists() else []
+
+
+# ----------------------------------------------------------------------------------- listing
+def list_voices(ws: Workspace) -> list[str]:
+    return sorted(p.name for p in ws.voices.iterdir() if p.is_dir() and is_acoustic(p)) if ws.voices.exists() else []
+
+
+def list_acoustic_checkpoints(ws: Workspace) -> list[str]:
+    """Acoustic-model checkpoints under runs/, relative to the workspace (vocoder runs left out)."""
+    return [str(p.relative_to(ws.root)) for run in _runs(ws) for p in _steps(run) if is_acoustic(p)]
+
+
+def list_vocoders(ws: Workspace) -> list[str]:
+    """Vocoder checkpoints under runs/ (from `train-vocoder`) and vocoders/ (supplied weights)."""
+    found = [str(p.relative_to(ws.root)) for run in _runs(ws) for p in _steps(run) if is_vocoder(p)]
+    supplied = ws.root / "vocoders"
+    if supplied.is_dir():
+        found += [str(p.relative_to(ws.root)) for p in sorted(supplied.iterdir())
+                  if p.is_dir() and (is_vocoder(p) or (p / "pytorch_model.bin").exists())]
+    return found
+
+
+def best_checkpoint(ws: Workspace, run: str) -> Path | None:
+    """The run's checkpoint with the lowest validation MCD when it still exists, else its newest."""
+    run_dir = ws.run_dir(run)
+    best = (read_json(run_dir / "status.json", {}) or {}).get("best_checkpoint")
+    if best and is_acoustic(Path(best)) and Path(best).resolve().is_relative_to(ws.root):
+        return Path(best).resolve()
+    steps = [p for p in _steps(run_dir) if is_acoustic(p)]
+    return steps[-1] if steps else None
+
+
+def voice_choices(ws: Workspace) -> list[tuple[str, str]]:
+    """(label, value) pairs for a picker: exported voices, then each run's checkpoints, newest first,
+    the best one marked with its MCD."""
+    choices = [(f"{name} (exported voice)", name) for name in list_voices(ws)]
+    for run in _runs(ws):
+        steps = [p for p in _steps(run) if is_acoustic(p)]
+        if not steps:
+            continue
+        status = read_json(run / "status.json", {}) or {}
+        best = Path(status["best_checkpoint"]).resolve() if status.get("best_checkpoint") else None
+        for p in reversed(steps):
+            label = f"{run.name} · step {p.name.split('-')[1]}"
+            if best is not None and p.resolve() == best and status.get("best_mcd") is not None:
+                label += f" · best, MCD {float(status['best_mcd']):.2f} dB"
+            choices.append((label, str(p.relative_to(ws.root))))
+    return choices
+
+
+def resolve_voice(ws: Workspace, voice: str) -> Path:
+    """A voice name, a run name or a checkpoint folder -> the acoustic checkpoint folder."""
+    name = (voice or "").strip()
+    if not name:
+        raise StudioError("Pick a voice or a checkpoint first.")
+    plain = "/" not in name and "\\" not in name
+    if plain and (ws.voices / name).is_dir():
+        folder = ws.voice_dir(name)
+    elif plain and (ws.runs / name).is_dir():
+        folder = best_checkpoint(ws, name)
+        if folder is None:
+            raise StudioError(f"Run {name} has no checkpoint yet; it writes one at each evaluation and when stopped.")
+    else:
+        folder = ws.inside(name)
+    if not folder.exists():
+        raise StudioError(f"There is no voice, run or checkpoint called {name!r}. Voices: "
+                          f"{', '.join(list_voices(ws)) or 'none yet'}; runs: {', '.join(ws.list_runs()) or 'none yet'}.")
+    if not is_acoustic(folder):
+        raise StudioError(f"{name} is not an acoustic-model checkpoint (model.safetensors + config.json with "
+                          "model and frontend); a vocoder folder goes in the vocoder field instead.")
+    return folder
+
+
+def speakers(ws: Workspace, voice: str) -> list[str]:
+    config = read_json(resolve_voice(ws, voice) / "config.json", {}) or {}
+    return list(config.get("speakers") or [])
+
+
+def vocoder_source(ws: Workspace, vocoder: str) -> Path | str:
+    """A vocoder folder/file in the workspace (paths outside it are refused), else a hub id as given."""
+    path = Path(vocoder)
+    if path.is_absolute() or (ws.root / path).exists():
+        return ws.inside(path)
+    return vocoder
+
+
+# ------------------------------------------------------------------------------------ device
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def pick_device(ws: Workspace, requested: str = "auto") -> tuple[str, str]:
+    """(device, why). `auto` keeps off a GPU that a training run of this workspace holds, so the run keeps
+    its memory and speed; `cuda` shares it anyway (inference needs a few hundred MB)."""
+    import torch
+
+    from utils import jobs
+
+    requested = (requested or "auto").lower()
+    if requested not in DEVICES:
+        raise StudioError(f"Device {requested!r}: use one of {', '.join(DEVICES)}.")
+    if requested == "cpu" or not torch.cuda.is_available():
+        return "cpu", "CPU" if requested == "cpu" else "CPU (no GPU here)"
+    training = [r["name"] for r in jobs.list_runs(ws)
+                if r.get("state") in jobs.ACTIVE and str(r.get("devices", "")).startswith("cuda")]
+    if requested == "cuda":
+        return "cuda", "GPU" + (f", shared with training run {', '.join(training)}" if training else "")
+    if training:
+        return "cpu", f"CPU: the GPU is busy with training run {', '.join(training)} (choose GPU to share it)"
+    return "cuda", "GPU"
+
+
+# ------------------------------------------------------------------------------ loaded models
+_MODELS: OrderedDict[tuple, object] = OrderedDict()  # a few loaded models, keyed by folder + mtime + device
+_MODELS_KEPT = 4
+
+
+def _cached(kind: str, folder: Path, load):
+    weights = folder / "model.safetensors" if folder.is_dir() else folder
+    key = (kind, str(folder), weights.stat().st_mtime_ns if weights.exists() else 0)
+    if key not in _MODELS:
+        _MODELS[key] = load()
+        while len(_MODELS) > _MODELS_KEPT:
+            _MODELS.popitem(last=False)
+    _MODELS.move_to_end(key)
+    return _MODELS[key]
+
+
+def load_acoustic(folder: Path, device: str):
+    """(model, config) of a checkpoint folder, loaded once per device."""
+    from utils.training import load_checkpoint
+
+    return _cached(f"acoustic:{device}", folder, lambda: load_checkpoint(folder, device=device))
+
+
+def load_vocoder_for(ws: Workspace, voice_folder: Path, vocoder: str | None, device: str):
+    """(model or None for Griffin-Lim, label). None/"auto" = the voice's own vocoder if it has one."""
+    from utils.vocoder import load_vocoder
+
+    if vocoder in (None, "", "auto"):
+        own = voice_folder / "vocoder"
+        if is_vocoder(own):
+            return _cached(f"vocoder:{device}", own, lambda: load_vocoder(own, device)), "vocos (voice)"
+        return None, GRIFFIN_LIM
+    if vocoder == GRIFFIN_LIM:
+        return None, GRIFFIN_LIM
+    source = vocoder_source(ws, vocoder)
+    return _cached(f"vocoder:{device}", Path(source), lambda: load_vocoder(source, device)), f"vocos ({vocoder})"
+
+
+def check_features_match(features, vocoder, acoustic_name: str, vocoder_label: str) -> None:
+    """A vocoder made for other mel features would turn good mels into noise: refuse it by name."""
+    cfg = vocoder.cfg
+    ours = {"sample rate": features.sample_rate, "mels": features.n_mels, "hop": features.hop_length,
+            "FFT size": features.n_fft}
+    theirs = {"sample rate": cfg.sample_rate, "mels": cfg.n_mels, "hop": cfg.hop_length, "FFT size": cfg.n_fft}
+    diff = [f"{k} {ours[k]} vs {theirs[k]}" for k in ours if ours[k] != theirs[k]]
+    if diff:
+        raise StudioError(f"{acoustic_name} makes different mel features than the vocoder {vocoder_label} expects "
+                          f"({'; '.join(diff)}). Pick a vocoder trained on the same features, or Griffin-Lim.")
+
+
+def import_vocoder(ws: Workspace, files: list[str | Path], name: str) -> Path:
+    """Copy supplied Vocos weights (config.yaml + pytorch_model.bin, or our model.safetensors + config.json)
+    into workspace/vocoders/<name>/ after checking that they load; the uploads stay as they were."""
+    import shutil
+
+    from utils.vocoder import load_vocoder
+    from utils.workspace import check_name
+
+    wanted = {"config.yaml", "pytorch_model.bin", "model.safetensors", "config.json"}
+    picked = {Path(f).name: Path(f) for f in files or [] if Path(f).name in wanted}
+    if not ({"pytorch_model.bin"} <= picked.keys() or {"model.safetensors", "config.json"} <= picked.keys()):
+        raise StudioError("Upload the Vocos files together: config.yaml + pytorch_model.bin (as published), "
+                          "or model.safetensors + config.json (from this app). Got: "
+                          + (", ".join(Path(f).name for f in files or []) or "nothing") + ".")
+    target = ws.root / "vocoders" / check_name(name, "vocoder name")
+    if target.exists():
+        raise StudioError(f"A vocoder called {name} exists already; pick another name.")
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        for fname, path in picked.items():
+            shutil.copy2(path, tmp / fname)
+        load_vocoder(tmp)  # refuses what would not load, with its message
+        tmp.rename(target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
