@@ -56,22 +56,20 @@ def speak(ctx: AppContext, voice, speaker, text, steps, temperature, speed, voco
                                  temperature=float(temperature), length_scale=1.0 / float(speed),
                                  vocoder=_vocoder(vocoder), device=device or "auto",
                                  seed=None if seed is None or int(seed) < 0 else int(seed))
-        waves, mels, rows, info, sr = [], [], [], {}, 24000
+        made = []
         for chunk in chunks:
-            waves.append(chunk.wave)
-            mels += chunk.mels
-            rows += chunk.rows
-            info, sr = chunk.info, chunk.sample_rate
-            yield ((sr, _int16(chunk.wave)), gr.update(), gr.update(), f"Speaking… {chunk.done}/{chunk.total} sentences",
-                   gr.update())
+            made.append(chunk)
+            yield ((chunk.sample_rate, _int16(chunk.wave)), gr.update(), gr.update(),
+                   f"Speaking… {chunk.done}/{chunk.total} sentences", gr.update())
     except StudioError as exc:
         raise gr.Error(str(exc)) from None
     from utils.audio import save_audio
 
+    wave, sr, info = inference.join_chunks(made)
     out = ws.root / "exports" / "speech" / f"speech-{time.strftime('%Y%m%d-%H%M%S')}.wav"
-    save_audio(out, np.concatenate(waves), sr)
-    yield (gr.update(), str(out), inference.spectrogram_image(mels), inference.describe(info),
-           _rows_table(rows))
+    save_audio(out, wave, sr)
+    yield (gr.update(), str(out), inference.spectrogram_image(info["mels"]), inference.describe(info),
+           _rows_table(info["rows"]))
 
 
 def compare(ctx: AppContext, voice_a, voice_b, text, speaker, steps, temperature, speed, vocoder, seed):

@@ -221,7 +221,7 @@ class Voice:
 
     def synthesize(self, text: str, **options) -> tuple[np.ndarray, int, dict]:
         """The whole text at once: (float32 waveform, sample rate, info with `rows` and `mels`)."""
-        return _join(self.stream(text, **options))
+        return join_chunks(self.stream(text, **options))
 
 
 def _check_request(text: str, steps: int, length_scale: float) -> None:
@@ -239,7 +239,8 @@ def _check_request(text: str, steps: int, length_scale: float) -> None:
         raise StudioError("The speed must be between 0.2x and 10x (length scale 0.1-5).")
 
 
-def _join(chunks: Iterator[Chunk]) -> tuple[np.ndarray, int, dict]:
+def join_chunks(chunks) -> tuple[np.ndarray, int, dict]:
+    """Chunks (a list or the stream itself) -> (waveform, sample rate, info with `rows` and `mels`)."""
     waves, mels, rows, info, sr = [], [], [], {}, 0
     for chunk in chunks:
         waves.append(chunk.wave)
@@ -282,7 +283,7 @@ def speak(ws: Workspace, voice: str, text: str, speaker: str | None = None, step
 
 def synthesize(ws: Workspace, voice: str, text: str, **options) -> tuple[np.ndarray, int, dict]:
     """`speak` joined: (float32 waveform, sample rate, info with `rows` and `mels`)."""
-    return _join(speak(ws, voice, text, **options))
+    return join_chunks(speak(ws, voice, text, **options))
 
 
 def describe(info: dict) -> str:
