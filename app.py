@@ -38,7 +38,8 @@ def add_ui_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def resolve_auth(auth: str | None, share: bool) -> tuple[tuple[str, str] | None, str | None]:
-    """Returns (credentials, message to print). A public link never opens without a password."""
+    """Returns (credentials, message to print). `share`: other machines can reach the app (--share, or a
+    --host other than loopback); then it never opens without a password."""
     if auth:
         user, sep, password = auth.partition(":")
         if not sep or not user or not password:
@@ -47,11 +48,16 @@ def resolve_auth(auth: str | None, share: bool) -> tuple[tuple[str, str] | None,
     if share:
         password = secrets.token_urlsafe(12)
         return ("studio", password), (
-            "A public share link is protected. Log in with\n"
+            "Other machines can reach this app (--share or --host), so it asks for a login:\n"
             f"    user: studio\n    password: {password}\n"
             f"(set --auth USER:PASS or ${AUTH_ENV} to choose your own)"
         )
     return None, None
+
+
+def reachable_from_elsewhere(share: bool, host: str) -> bool:
+    """A share link, or listening on an interface other machines can reach (0.0.0.0, a LAN address)."""
+    return share or not (host == "localhost" or host == "::1" or host.startswith("127."))
 
 
 def cmd_ui(args) -> None:
@@ -61,7 +67,7 @@ def cmd_ui(args) -> None:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from webui.app import launch
 
-    credentials, message = resolve_auth(args.auth, args.share)
+    credentials, message = resolve_auth(args.auth, reachable_from_elsewhere(args.share, args.host))
     if message:
         print(message, flush=True)
     launch(workspace, host=args.host, port=args.port, share=args.share,

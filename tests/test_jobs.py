@@ -104,3 +104,23 @@ def test_a_run_that_fails_keeps_the_trainers_reason(ws):
     final = wait(lambda: (s := state(ws, "diverges")).get("state") in jobs.FINAL and s, "the run to fail")
     assert final["state"] == "failed"
     assert "non-finite loss" in final["message"]  # the trainer's own reason survives the launcher
+
+
+def test_resume_pressed_while_the_old_launcher_is_still_finishing_keeps_the_new_run(ws):
+    """The trainer writes "stopped" before its launcher records the end; a Resume in between must not
+    let the old launcher mark the resumed run finished (the launcher is frozen to make that moment last)."""
+    start(ws, "quick", steps=12)
+    old = wait(lambda: (s := state(ws, "quick")).get("step", 0) >= 2 and s, "quick running")
+    os.kill(old["launcher_pid"], signal.SIGSTOP)
+    try:
+        jobs.stop(ws, "quick")
+        wait(lambda: jobs.read_status(ws.run_dir("quick")).get("state") == "stopped"
+             and not jobs.pid_alive(old["pid"]), "the trainer to save and exit")
+        runs.resume_training(ws, "quick")
+    finally:
+        os.kill(old["launcher_pid"], signal.SIGCONT)
+    wait(lambda: not jobs.pid_alive(old["launcher_pid"]), "the old launcher to finish", 30)
+    after = jobs.read_status(ws.run_dir("quick"))
+    assert after["state"] in ("queued", "running") and after["ended"] is None, after
+    final = wait(lambda: (s := state(ws, "quick")).get("state") in jobs.FINAL and s, "the resumed run to end")
+    assert final["state"] == "finished" and final["step"] == 12

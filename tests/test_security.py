@@ -8,7 +8,7 @@ from http.cookiejar import CookieJar
 
 import pytest
 
-from app import resolve_auth
+from app import reachable_from_elsewhere, resolve_auth
 from tests.conftest import ROOT
 from utils.events import StudioError
 
@@ -72,6 +72,16 @@ def test_malformed_auth_is_refused_with_a_message():
 
 def test_local_app_without_share_needs_no_login():
     assert resolve_auth(None, share=False) == (None, None)
+    assert not any(reachable_from_elsewhere(False, host) for host in ("127.0.0.1", "localhost", "::1"))
+    assert reachable_from_elsewhere(True, "127.0.0.1") and reachable_from_elsewhere(False, "192.168.1.5")
+
+
+def test_listening_for_other_machines_asks_for_a_login_like_a_share_link(start_app):
+    server = start_app("--host", "0.0.0.0")  # Lightning AI's port viewer, a LAN: reachable without --share
+    match = re.search(r"password: (\S+)", server.output())
+    assert match, server.output()
+    assert status(server.url + "/config") == 401
+    assert status(server.url + "/config", login(server.url, "studio", match.group(1))) == 200
 
 
 def test_only_workspace_files_are_served_and_big_uploads_are_refused(start_app, tmp_path):
@@ -90,3 +100,29 @@ def test_only_workspace_files_are_served_and_big_uploads_are_refused(start_app, 
     assert code == 413 and "maximum allowed size" in text
     code, text = upload(server.url, None, b"x" * 1000)
     assert code == 200 and str(workspace) in text  # uploads land inside the workspace
+
+
+def call_api(base: str, api_name: str, data: list) -> str:
+    """One event through Gradio's HTTP API, as any client could send it; returns the event stream's text."""
+    import json
+
+    req = urllib.request.Request(f"{base}/gradio_api/call/{api_name}", data=json.dumps({"data": data}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    event = json.loads(urllib.request.urlopen(req, timeout=30).read())["event_id"]
+    return urllib.request.urlopen(f"{base}/gradio_api/call/{api_name}/{event}", timeout=120).read().decode()
+
+
+def test_files_named_instead_of_uploaded_and_links_leading_out_are_refused(start_app, tmp_path):
+    workspace = tmp_path / "workspace"
+    server = start_app(workspace=workspace)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not yours")
+    (workspace / "datasets" / "link.txt").symlink_to(secret)
+    assert status(f"{server.url}/gradio_api/file={workspace / 'datasets' / 'link.txt'}") == 403
+    named = {"path": str(secret), "meta": {"_type": "gradio.FileData"}, "orig_name": "secret.txt"}
+    for api_name, data in (("separation_run_file", [named, "auto", True]),
+                           ("dataset_prepare", [[named], "", "stolen", "auto", "phoneme", None, None, None])):
+        assert "not uploaded by a user" in call_api(server.url, api_name, data), api_name
+    out = call_api(server.url, "dataset_prepare", [None, str(secret), "stolen", "auto", "phoneme", None, None, None])
+    assert "outside the workspace" in out
+    assert not (workspace / "datasets" / "stolen").exists()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -169,8 +170,9 @@ def test_finetune_grows_symbols_and_speakers_and_new_speaker_mode_trains_only_th
     for r in rows:  # make sure at least one symbol is new
         r["normalized"] = r["text"] = r["text"] + " x"
     write_jsonl(ws2.dataset_dir("new") / "manifest.jsonl", rows)
+    init = shutil.copytree(base_dir, ws2.voices / "base")  # a checkpoint to fine-tune lives in the workspace
     cfg = TrainConfig(**{**tiny_config(ws2, "ft", max_steps=2, checkpoint_every=2).to_dict(), "dataset": "new",
-                         "init": str(base_dir), "finetune_mode": "new_speaker", "ema_decay": 0.0})
+                         "init": str(init), "finetune_mode": "new_speaker", "ema_decay": 0.0})
     run(prepare_run(cfg))
     model, config = load_checkpoint(ws2.run_dir("ft") / "checkpoints" / "step-2")
     assert config["speakers"] == ["am", "am_f2", "am_m3"]
@@ -206,7 +208,8 @@ def test_single_speaker_checkpoint_adapts_to_a_new_single_speaker(tmp_path):
                                    "dataset": "one"})))
     base = one.run_dir("solo") / "checkpoints" / "step-1"
     other = make_dataset(tmp_path / "other", name="other", n_train=2, n_val=0, voices=("am+m3",), first=10)
+    init = shutil.copytree(base, other.voices / "solo")
     result = run(prepare_run(TrainConfig(**{**tiny_config(other, "adapt", max_steps=1, checkpoint_every=1).to_dict(),
-                                            "dataset": "other", "init": str(base)})))
+                                            "dataset": "other", "init": str(init)})))
     model, config = load_checkpoint(result["last_checkpoint"])
     assert result["state"] == "finished" and config["speakers"] == ["am_m3"] and model.spk_emb is None

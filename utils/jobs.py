@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ACTIVE = ("queued", "running", "stopping")
 FINAL = ("finished", "stopped", "failed")
 HEARTBEAT_STALE_S = 120  # a running trainer refreshes status.json far more often than this
+STARTING_S = 30  # a queued run may have no launcher pid yet for this long (another request is starting it)
 
 
 # ------------------------------------------------------------------------------- status files
@@ -56,6 +58,22 @@ def tail(path: Path, lines: int = 200) -> str:
     return "\n".join(data.splitlines()[-lines:])
 
 
+def machine_id() -> str:
+    """This boot of this machine. A pid recorded under another (a new Colab runtime opening the same Drive
+    workspace, or after a reboot) names some unrelated process here, never the run's."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return socket.gethostname()
+
+
+def alive_here(status: dict, launcher_only: bool = False) -> bool:
+    """Whether the run's launcher (or its trainer) is a live process of this machine's current boot."""
+    if status.get("machine") not in (None, machine_id()):
+        return False
+    return pid_alive(status.get("launcher_pid")) or (not launcher_only and pid_alive(status.get("pid")))
+
+
 def pid_alive(pid: int | None) -> bool:
     if not pid:
         return False
@@ -77,7 +95,7 @@ def list_runs(ws: Workspace) -> list[dict]:
     """Every run with its status, newest first. Dead runs are marked failed on the way."""
     runs = []
     for run_dir in ws.runs.iterdir() if ws.runs.exists() else []:
-        if run_dir.is_dir() and status_path(run_dir).exists():
+        if run_dir.is_dir() and ws.holds(run_dir) and status_path(run_dir).exists():
             runs.append({"name": run_dir.name, **reconcile(run_dir)})
     return sorted(runs, key=lambda r: r.get("created", 0), reverse=True)
 
@@ -87,7 +105,10 @@ def reconcile(run_dir: Path) -> dict:
     status = read_status(run_dir)
     if status.get("state") not in ACTIVE:
         return status
-    if pid_alive(status.get("launcher_pid")) or pid_alive(status.get("pid")):
+    if status.get("state") == "queued" and not status.get("launcher_pid") and \
+            time.time() - status.get("queued", 0) < STARTING_S:
+        return status  # being started this moment: `start` writes its launcher's pid right after
+    if alive_here(status):
         beat = status.get("heartbeat")
         if status.get("state") == "running" and beat and time.time() - beat > HEARTBEAT_STALE_S:
             status["warning"] = f"no heartbeat for {time.time() - beat:.0f} s: the trainer may be stuck"
@@ -109,12 +130,13 @@ def start(ws: Workspace, run_name: str, config_path: Path, devices: str = "cpu",
           trainer_module: str = "utils.training") -> dict:
     """Queue a run on `devices` ("cpu", "cuda:0", "cuda:0,1"); it starts as soon as the device is free."""
     run_dir = ws.run_dir(run_name)
-    status = read_status(run_dir)
-    if status.get("state") in ACTIVE and (pid_alive(status.get("launcher_pid")) or pid_alive(status.get("pid"))):
+    status = reconcile(run_dir)
+    if status.get("state") in ACTIVE:
         raise StudioError(f"Run {run_name} is already {status['state']}; stop it first.")
     waiting_for = device_busy(ws, devices, exclude=run_name)
     update_status(run_dir, state="queued", devices=devices, nproc=nproc, created=status.get("created", time.time()),
-                  queued=time.time(), pid=None, ended=None, trainer_module=trainer_module,
+                  queued=time.time(), pid=None, launcher_pid=None, machine=machine_id(), ended=None,
+                  trainer_module=trainer_module,
                   config=str(Path(config_path).resolve()),
                   message=f"waiting for {devices}: {', '.join(waiting_for)} holds it" if waiting_for else "starting")
     (run_dir / "STOP").unlink(missing_ok=True)
@@ -180,9 +202,15 @@ def _my_turn(run_dir: Path, devices: str) -> bool:
     queued = []
     for other in run_dir.parent.iterdir():
         s = read_status(other)
-        if s.get("state") == "queued" and s.get("devices") == devices and pid_alive(s.get("launcher_pid")):
+        if s.get("state") == "queued" and s.get("devices") == devices and alive_here(s, launcher_only=True):
             queued.append((s.get("queued", 0), other.name))
     return not queued or min(queued)[1] == run_dir.name
+
+
+def _holders(run_dir: Path, devices: str) -> list[str]:
+    """Other runs that have the device now."""
+    return sorted(other.name for other in run_dir.parent.iterdir() if other != run_dir and other.is_dir()
+                  and (s := read_status(other)).get("state") in ("running", "stopping") and s.get("devices") == devices)
 
 
 def trainer_command(status: dict) -> list[str]:
@@ -196,7 +224,8 @@ def trainer_command(status: dict) -> list[str]:
 def launch(run_dir: Path) -> int:
     """Body of the detached launcher process: wait for the device, run the trainer, record the end."""
     run_dir = Path(run_dir)
-    status = read_status(run_dir)
+    # also written by `start`; said here too so that no concurrent status write can leave it out
+    status = update_status(run_dir, launcher_pid=os.getpid())
     stop_requested = False
 
     def on_term(signum, frame):
@@ -205,6 +234,7 @@ def launch(run_dir: Path) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     lock = _device_lock(run_dir, status["devices"])
+    told = status.get("message")
     while True:  # queued: wait for our turn and the device
         if stop_requested or (run_dir / "STOP").exists():
             update_status(run_dir, state="stopped", ended=time.time(), message="removed from the queue before it started")
@@ -215,6 +245,11 @@ def launch(run_dir: Path) -> int:
                 break
             except BlockingIOError:
                 pass
+        # two runs started at the same moment both read "device free": say who holds it once that is known
+        holders = _holders(run_dir, status["devices"])
+        if holders and (message := f"waiting for {status['devices']}: {', '.join(holders)} holds it") != told:
+            update_status(run_dir, message=message)
+            told = message
         time.sleep(0.5)
 
     print(f"[jobs] {time.strftime('%H:%M:%S')} starting on {status['devices']}: {' '.join(trainer_command(status))}",
@@ -225,6 +260,9 @@ def launch(run_dir: Path) -> int:
     signal.signal(signal.SIGTERM, lambda s, f: _signal(child.pid, signal.SIGTERM))
     code = child.wait()
     final = read_status(run_dir)
+    print(f"[jobs] {time.strftime('%H:%M:%S')} trainer ended with code {code}", flush=True)
+    if final.get("launcher_pid") != os.getpid():
+        return 0  # Resume was pressed once the trainer had said "stopped": the run is another launcher's now
     if code == 0:
         if final.get("state") not in FINAL:
             stopped = (run_dir / "STOP").exists()
@@ -236,7 +274,6 @@ def launch(run_dir: Path) -> int:
         reason = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
         update_status(run_dir, state="failed", ended=time.time(),
                       message=f"the trainer ended with {reason}. Last log lines:\n" + tail(run_dir / "train.log", 20))
-    print(f"[jobs] {time.strftime('%H:%M:%S')} trainer ended with code {code}", flush=True)
     return 0
 
 

@@ -63,22 +63,32 @@ class Workspace:
         return self.root / "pronunciations.tsv"
 
     def dataset_dir(self, name: str) -> Path:
-        return self.datasets / check_name(name, "dataset name")
+        return self._named(self.datasets, name, "dataset name")
 
     def run_dir(self, name: str) -> Path:
-        return self.runs / check_name(name, "run name")
+        return self._named(self.runs, name, "run name")
 
     def voice_dir(self, name: str) -> Path:
-        return self.voices / check_name(name, "voice name")
+        return self._named(self.voices, name, "voice name")
+
+    def _named(self, parent: Path, name: str, what: str) -> Path:
+        """parent/name for a plain name; a symbolic link there that leads out of the workspace is refused."""
+        folder = parent / check_name(name, what)
+        self.inside(folder)
+        return folder
 
     def list_datasets(self) -> list[str]:
-        return sorted(p.name for p in self.datasets.iterdir() if (p / "manifest.jsonl").exists())
+        return sorted(p.name for p in self.datasets.iterdir() if self.holds(p) and (p / "manifest.jsonl").exists())
 
     def list_runs(self) -> list[str]:
-        return sorted(p.name for p in self.runs.iterdir() if p.is_dir())
+        return sorted(p.name for p in self.runs.iterdir() if p.is_dir() and self.holds(p))
+
+    def holds(self, path: str | Path) -> bool:
+        """Whether `path` (links followed) is inside the workspace."""
+        return Path(path).resolve().is_relative_to(self.root)
 
     def inside(self, path: str | Path) -> Path:
-        """Resolve `path` (relative to the workspace or absolute) and refuse anything outside it."""
+        """Resolve `path` (relative to the workspace or absolute, links followed) and refuse anything outside it."""
         p = Path(path)
         p = (p if p.is_absolute() else self.root / p).resolve()
         if not p.is_relative_to(self.root):

@@ -18,13 +18,18 @@ __all__ = ["TrainConfig", "prepare_run", "run", "load_checkpoint"]
 
 
 def prepare_run(cfg: TrainConfig) -> Path:
-    """Check the names, pick a run name if none, write runs/RUN/config.json; returns its path."""
+    """Check the names and paths (inside the workspace), pick a run name if none, write
+    runs/RUN/config.json; returns its path."""
     import time
 
     from utils.workspace import Workspace, check_name
 
     ws = Workspace.open(cfg.workspace)
     check_name(cfg.dataset, "dataset name")
+    if cfg.init:
+        cfg.init = str(ws.inside(cfg.init))
+    if cfg.resume not in ("auto", "none", ""):
+        cfg.resume = str(ws.inside(cfg.resume))
     if not cfg.run:
         cfg.run = f"{cfg.dataset}-{time.strftime('%Y%m%d-%H%M%S')}"
     cfg.workspace = str(ws.root)

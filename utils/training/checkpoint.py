@@ -6,40 +6,55 @@
     checkpoints/step-N/trainer_state.pt    raw weights, optimizer, scaler, RNG, data position, counters
 
 A folder is written under a temporary name and renamed, so a crash or kill -9 never leaves a half
-checkpoint behind. Loading weights never unpickles: safetensors + JSON; trainer_state.pt is read
-with torch.load(weights_only=True).
+checkpoint behind (the temporary leftovers of a killed writer are cleared by `recover` at the next
+start). Loading weights never unpickles: safetensors + JSON; trainer_state.pt is read with
+torch.load(weights_only=True), and a file that would run code when unpickled is refused.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save
 
 from models.matcha import MatchaConfig, MatchaTTS
 from utils.events import StudioError
+from utils.safeload import load_safetensors, load_torch_plain
 
 STEP_RE = re.compile(r"^step-(\d+)$")
+LEFTOVER_RE = re.compile(r"^\.(step-\d+)\.(tmp|old)-(\d+)$")  # what a writer killed mid-save leaves
 
 
 def save_checkpoint(folder: Path, weights: dict[str, torch.Tensor], config: dict,
-                    trainer_state: dict | None = None) -> Path:
-    """Write a checkpoint folder atomically (temporary folder, then rename)."""
+                    trainer_state: dict | None = None, fault_pause_s: float = 0.0) -> Path:
+    """Write a checkpoint folder atomically (temporary folder, then rename).
+
+    A failed write (a full disk) removes its temporary folder, so the space it took is free again and
+    the previous checkpoint stays the newest. `fault_pause_s` is a test hook: sleep with the temporary
+    folder half written, so a test can kill the process mid-save."""
     folder = Path(folder)
     tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    save_file({k: v.detach().float().contiguous().cpu() for k, v in weights.items()}, str(tmp / "model.safetensors"))
-    (tmp / "config.json").write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-    if trainer_state is not None:
-        torch.save(trainer_state, tmp / "trainer_state.pt")
-    for f in tmp.iterdir():  # flush file contents before the rename makes them visible
-        with open(f, "rb") as fh:
-            os.fsync(fh.fileno())
+    try:
+        tmp.mkdir(parents=True)
+        # serialized in memory, written by plain file calls: a full disk is then an OSError(ENOSPC) the
+        # trainer can name, not a library's own error text
+        _write(tmp / "model.safetensors", save({k: v.detach().float().contiguous().cpu() for k, v in weights.items()}))
+        time.sleep(fault_pause_s)
+        _write(tmp / "config.json", (json.dumps(config, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
+        if trainer_state is not None:
+            buffer = io.BytesIO()
+            torch.save(trainer_state, buffer)
+            _write(tmp / "trainer_state.pt", buffer.getbuffer())
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if folder.exists():  # re-saving the same step (e.g. stop right after a periodic save)
         old = folder.with_name(f".{folder.name}.old-{os.getpid()}")
         os.replace(folder, old)
@@ -48,6 +63,13 @@ def save_checkpoint(folder: Path, weights: dict[str, torch.Tensor], config: dict
     else:
         os.replace(tmp, folder)
     return folder
+
+
+def _write(path: Path, data) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())  # on disk before the rename makes the folder visible
 
 
 def step_folders(checkpoints: Path) -> list[tuple[int, Path]]:
@@ -59,6 +81,28 @@ def step_folders(checkpoints: Path) -> list[tuple[int, Path]]:
             if m and (p / "model.safetensors").exists() and (p / "config.json").exists():
                 out.append((int(m.group(1)), p))
     return sorted(out)
+
+
+def recover(checkpoints: Path) -> list[str]:
+    """Clear what a writer killed mid-save left (run at trainer start, before anything is saved).
+
+    `.step-N.tmp-PID` is a half-written folder: deleted. `.step-N.old-PID` is a complete checkpoint that
+    was being replaced by a re-save of the same step: put back if the new one never arrived."""
+    notes = []
+    if not Path(checkpoints).is_dir():
+        return notes
+    for p in sorted(Path(checkpoints).iterdir()):
+        m = LEFTOVER_RE.match(p.name)
+        if not m:
+            continue
+        target = p.with_name(m.group(1))
+        if m.group(2) == "old" and not target.exists():
+            os.replace(p, target)
+            notes.append(f"{target.name} restored (its re-save was interrupted)")
+        else:
+            shutil.rmtree(p, ignore_errors=True)
+            notes.append(f"removed {p.name} (a save interrupted by a crash or kill)")
+    return notes
 
 
 def latest_resumable(checkpoints: Path) -> Path | None:
@@ -105,7 +149,7 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> tup
     if not weights.exists():
         raise StudioError(f"{path} has no model.safetensors.")
     model = MatchaTTS(MatchaConfig.from_dict(config["model"]))
-    state = load_file(str(weights))
+    state = load_safetensors(weights)
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise StudioError(f"{path}: weights do not match config.json (missing {missing[:3]}, unexpected {unexpected[:3]}).")
@@ -116,8 +160,9 @@ def load_weights(path: str | Path) -> dict[str, torch.Tensor]:
     weights = Path(path) / "model.safetensors"
     if not weights.exists():
         raise StudioError(f"{path} has no model.safetensors.")
-    return load_file(str(weights))
+    return load_safetensors(weights)
 
 
 def load_trainer_state(path: Path) -> dict:
-    return torch.load(Path(path) / "trainer_state.pt", map_location="cpu", weights_only=True)
+    """Optimizer, RNG and counters to resume. Only tensors and plain containers are unpickled."""
+    return load_torch_plain(Path(path) / "trainer_state.pt")

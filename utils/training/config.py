@@ -56,6 +56,8 @@ class TrainConfig:
     compile: str = _f(AUTO, "torch.compile the encoder and decoder: true | false | auto")
     fused_adamw: str = _f(AUTO, "fused AdamW kernel (one launch for all parameters): true | false | auto")
     cudnn_benchmark: str = _f(AUTO, "let cuDNN time convolution algorithms per shape: true | false | auto")
+    fp8: str = _f(AUTO, "FP8 matmuls in the Linear layers (torchao float8 training; compute >= 8.9 GPUs with torchao "
+                        "installed): true | false | auto (= off: measure with bench/train_throughput.py --fp8 first)")
     max_frames_per_batch: int | str = _f(AUTO, "mel frames (padded) per micro-batch, or auto")
     grad_accumulation: int | str = _f(AUTO, "micro-batches per optimizer step, or auto")
     num_workers: int | str = _f(AUTO, "DataLoader worker processes, or auto")
@@ -79,6 +81,8 @@ class TrainConfig:
     # ------------------------------------------------------------------ fault injection (tests)
     fault_oom_above_frames: int = _f(0, "TEST HOOK: raise out-of-memory for micro-batches above this many frames")
     fault_nan_steps: list = _f([], "TEST HOOK: make the loss NaN at these steps")
+    fault_pause_checkpoint_step: int = _f(0, "TEST HOOK: the checkpoint of this step waits 10 s half-written "
+                                             "(a test kills the trainer there)")
 
     # -------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -97,7 +101,7 @@ class TrainConfig:
         return {f.name: f.metadata.get("help", "") for f in fields(cls)}
 
 
-CLI_HIDDEN = ("workspace", "fault_oom_above_frames", "fault_nan_steps")
+CLI_HIDDEN = ("workspace", "fault_oom_above_frames", "fault_nan_steps", "fault_pause_checkpoint_step")
 
 
 def cli_fields():

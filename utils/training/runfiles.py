@@ -2,8 +2,10 @@
 status.json refreshed by a heartbeat thread every `HEARTBEAT_S` seconds (atomic writes)."""
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import shutil
 import sys
 import threading
 import time
@@ -101,3 +103,19 @@ def _same_file(stream, path: Path) -> bool:
         return path.exists() and os.path.samestat(os.fstat(stream.fileno()), os.stat(path))
     except (OSError, ValueError, AttributeError):
         return False
+
+
+def disk_full_message(exc: BaseException, run_dir: Path, checkpoints: list[tuple[int, Path]]) -> str | None:
+    """What to tell the user when a write failed because the disk is full (None for any other error)."""
+    if not (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)):
+        return None
+    try:
+        usage = shutil.disk_usage(run_dir)
+        space = f" ({usage.free / 2**20:.1f} MiB free of {usage.total / 2**30:.2f} GiB)"
+    except OSError:
+        space = ""
+    kept = (f"The last complete checkpoint, {checkpoints[-1][1].name}, is kept: Resume continues from it."
+            if checkpoints else "No checkpoint had been saved yet.")
+    return (f"The disk is full: no space left on the disk holding {run_dir}{space}, so training stopped. {kept} "
+            "Free space (delete old runs or datasets you no longer need, or move the workspace to a bigger disk), "
+            "then press Resume.")

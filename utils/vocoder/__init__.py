@@ -130,9 +130,8 @@ def vocode(model, logmel) -> np.ndarray:
 
 
 def _load_ours(folder: Path, weights: Path | None = None):
-    from safetensors.torch import load_file
-
     from models.vocoder import Vocoder, VocoderConfig
+    from utils.safeload import load_safetensors
 
     weights = weights or folder / "model.safetensors"
     config = _read_config_json(folder / "config.json")
@@ -140,7 +139,7 @@ def _load_ours(folder: Path, weights: Path | None = None):
         raise StudioError(f"{folder / 'config.json'} does not describe a vocoder (it may be an acoustic-model "
                           "checkpoint); pick a vocoder folder.")
     model = Vocoder(VocoderConfig.from_dict(config["vocoder"]))
-    state = load_file(str(weights))
+    state = load_safetensors(weights)
     _load_state(model, state, weights)
     return model
 
@@ -185,18 +184,11 @@ def public_config(config_yaml: Path):
 
 
 def _load_public(weights: Path, config_yaml: Path):
-    import pickle
-
-    import torch
-
     from models.vocoder import Vocoder
+    from utils.safeload import load_torch_plain
 
     model = Vocoder(public_config(config_yaml))
-    try:
-        # weights_only: a plain tensor dict loads, anything that would run code on unpickling is refused.
-        state = torch.load(str(weights), map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
-        raise StudioError(f"{weights}: not a plain PyTorch weights file ({str(exc).splitlines()[0][:200]}).") from None
+    state = load_torch_plain(weights)  # a plain tensor dict loads; anything that would run code is refused
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
         state = state["state_dict"]  # a Lightning training checkpoint of the original repo
     # The public file also carries the mel extractor's buffers; our features come from utils.audio.

@@ -259,7 +259,9 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
     opt_d = torch.optim.AdamW(list(mpd.parameters()) + list(mrd.parameters()), lr=cfg.lr, betas=cfg.betas,
                               weight_decay=cfg.weight_decay)
     if resume_from is not None and (resume_from / "trainer_state.pt").exists():
-        state = torch.load(resume_from / "trainer_state.pt", map_location=device, weights_only=True)
+        from utils.training.checkpoint import load_trainer_state  # refuses pickles that would run code
+
+        state = load_trainer_state(resume_from)
         mpd.load_state_dict(state["mpd"])
         mrd.load_state_dict(state["mrd"])
         opt_g.load_state_dict(state["opt_g"])

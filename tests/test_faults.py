@@ -1,0 +1,183 @@
+"""Faults around a training run: kill -9 in the middle of a checkpoint write, the disk filling up,
+two users starting runs at the same moment. The real trainer on the tiny preset, real files, a real
+small disk (a size-limited tmpfs)."""
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import make_dataset
+from tests.test_jobs import TINY, state, wait
+from tests.test_training import corpus, tiny_config  # noqa: F401  (module fixture)
+from tests.test_training_process import start_trainer, wait_for
+from utils import jobs, runs
+from utils.training import load_checkpoint, prepare_run, run
+from utils.training.checkpoint import latest_resumable, load_trainer_state, recover, save_checkpoint, step_folders
+from utils.training.config import read_run_config, write_run_config
+from utils.workspace import read_json
+
+
+def without_faults(config_path: Path) -> None:
+    """The same run, resumed as a user would: the test hook that paused the save switched off."""
+    cfg, _ = read_run_config(config_path)
+    cfg.fault_pause_checkpoint_step = 0
+    write_run_config(config_path, cfg)
+
+
+def half_written(checkpoints: Path, step: int) -> list[Path]:
+    return [p for p in checkpoints.glob(f".step-{step}.tmp-*") if (p / "model.safetensors").exists()]
+
+
+def test_kill_9_in_the_middle_of_a_checkpoint_write_keeps_the_previous_checkpoint_usable(corpus):
+    path = prepare_run(tiny_config(corpus, "midsave", max_steps=8, checkpoint_every=2, fault_pause_checkpoint_step=4))
+    checkpoints = corpus.run_dir("midsave") / "checkpoints"
+    proc = start_trainer(path)
+    wait_for(lambda: half_written(checkpoints, 4), proc)  # step-4's weights are on disk, its config not yet
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+    leftover = half_written(checkpoints, 4)
+    assert leftover and not (leftover[0] / "config.json").exists(), "the kill did not land mid-write"
+    assert [s for s, _ in step_folders(checkpoints)] == [2]  # the half folder is not taken for a checkpoint
+    assert latest_resumable(checkpoints).name == "step-2"
+    model, config = load_checkpoint(checkpoints / "step-2")
+    assert config["step"] == 2 and load_trainer_state(checkpoints / "step-2")["step"] == 2
+
+    without_faults(path)
+    result = run(path)  # Resume: continues from step-2 and clears the leftover
+    assert result["state"] == "finished" and result["step"] == 8
+    log = (corpus.run_dir("midsave") / "train.log").read_text()
+    assert f"removed {leftover[0].name}" in log and "resume: continuing from" in log and "step-2" in log
+    assert not [p.name for p in checkpoints.iterdir() if p.name.startswith(".")]
+
+
+def test_a_resave_of_the_same_step_cut_short_puts_the_complete_checkpoint_back(tmp_path):
+    import torch
+
+    checkpoints = tmp_path / "checkpoints"
+    save_checkpoint(checkpoints / "step-6", {"w": torch.ones(3)}, {"step": 6}, {"step": 6})
+    # killed between "move the old step-6 aside" and "move the new one in": only the old copy is on disk
+    os.replace(checkpoints / "step-6", checkpoints / ".step-6.old-4242")
+    (checkpoints / ".step-6.tmp-4242").mkdir()
+    notes = recover(checkpoints)
+    assert [p.name for p in checkpoints.iterdir()] == ["step-6"]
+    assert load_trainer_state(checkpoints / "step-6")["step"] == 6
+    assert any("restored" in n for n in notes) and any("removed .step-6.tmp-4242" in n for n in notes)
+
+
+# ------------------------------------------------------------------------------- a full disk
+@contextmanager
+def small_disk(path: Path, size: str):
+    """A size-limited tmpfs mounted at `path`: a disk that really fills up (needs root, as in the test image)."""
+    path.mkdir(parents=True, exist_ok=True)
+    out = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
+                         text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"mounting a small tmpfs needs root (CAP_SYS_ADMIN); run the tests as root as "
+                           f"tests/run.sh does in the test image: {out.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def fill(path: Path) -> None:
+    """Write until the disk refuses even a single page."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        for chunk in (1 << 20, 4096):
+            while True:
+                try:
+                    os.write(fd, b"\0" * chunk)
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC
+                    break
+    finally:
+        os.close(fd)
+
+
+def test_a_full_disk_stops_the_run_with_a_message_and_keeps_a_usable_checkpoint(corpus):
+    run_dir = corpus.run_dir("fulldisk")
+    with small_disk(run_dir, "256m"):  # a tiny-preset checkpoint is about 60 MB
+        path = prepare_run(tiny_config(corpus, "fulldisk", max_steps=8, checkpoint_every=2,
+                                       fault_pause_checkpoint_step=4))
+        checkpoints = run_dir / "checkpoints"
+        proc = start_trainer(path)
+        wait_for(lambda: half_written(checkpoints, 4), proc)  # while step-4 is being written...
+        fill(run_dir / "filler")  # ...the disk fills up
+        assert proc.wait(timeout=120) != 0
+
+        status = read_json(run_dir / "status.json")
+        assert status["state"] == "failed"
+        assert "disk is full" in status["message"] and str(run_dir) in status["message"]
+        assert "step-2" in status["message"] and "Resume" in status["message"]
+        assert "disk is full" in Path(proc.output_path).read_text()
+        assert [s for s, _ in step_folders(checkpoints)] == [2]
+        assert not [p.name for p in checkpoints.iterdir() if p.name.startswith(".")]  # the partial save is gone
+        load_checkpoint(checkpoints / "step-2")
+
+        (run_dir / "filler").unlink()  # the user frees space and presses Resume
+        without_faults(path)
+        result = run(path)
+        assert result["state"] == "finished" and result["step"] == 8
+        assert "resume: continuing from" in (run_dir / "train.log").read_text()
+
+
+# ------------------------------------------------------------------ two users at the same moment
+@pytest.fixture
+def jobs_ws(tmp_path):
+    ws = make_dataset(tmp_path, n_train=3, n_val=1, max_chars=25)
+    yield ws
+    for r in runs.run_table(ws):
+        if r["status"] in jobs.ACTIVE:
+            jobs.stop(ws, r["run"]), jobs.stop(ws, r["run"])
+
+
+def test_two_users_starting_runs_at_the_same_moment_get_one_running_and_one_queued(jobs_ws):
+    ws, names = jobs_ws, ["alice", "bekele"]
+    barrier = threading.Barrier(len(names))
+    errors = []
+
+    def user(name):
+        barrier.wait()  # both requests read "the CPU is free" at the same time
+        try:
+            runs.start_training(ws, "am", run=name, overrides={**TINY, "max_steps": 100_000})
+        except Exception as exc:  # reported below, not lost in the thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=user, args=(n,)) for n in names]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert not errors
+    wait(lambda: any(state(ws, n).get("step", 0) >= 1 for n in names), "one run stepping")
+    for _ in range(5):  # and it stays that way: never both on the CPU
+        states = sorted(state(ws, n)["state"] for n in names)
+        assert states == ["queued", "running"], states
+        time.sleep(0.5)
+    running = next(n for n in names if state(ws, n)["state"] == "running")
+    waiting = next(n for n in names if n != running)
+    wait(lambda: running in state(ws, waiting).get("message", ""), "the queued run to say who holds the CPU", 30)
+
+    jobs.stop(ws, running)
+    wait(lambda: state(ws, waiting).get("state") == "running", "the queued run to start once the CPU is free")
+
+
+def test_a_run_recorded_on_another_machine_is_not_taken_for_a_live_one(jobs_ws):
+    """A Colab runtime is reset and a new one opens the same Drive workspace: the run's pids are from the
+    old machine and may name unrelated processes here (here: this very test process)."""
+    run_dir = jobs_ws.run_dir("from-old-runtime")
+    run_dir.mkdir()
+    jobs.update_status(run_dir, state="running", devices="cpu", pid=os.getpid(), launcher_pid=os.getpid(),
+                       machine="a-boot-that-is-over", created=time.time(), step=1200, heartbeat=time.time())
+    assert "not running" in jobs.stop(jobs_ws, "from-old-runtime")  # no signal sent to our pid
+    status = state(jobs_ws, "from-old-runtime")
+    assert status["state"] == "failed" and "machine restarted" in status["message"]
+    assert jobs.device_busy(jobs_ws, "cpu") == []  # it holds no place in the queue either
