@@ -5,17 +5,20 @@ process can show any run: the UI after a restart, a second browser, the CLI.
 """
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from utils.events import StudioError
 from utils.jobs import ACTIVE, reconcile, tail
-from utils.workspace import Workspace, read_json, read_jsonl
+from utils.workspace import Workspace, read_json
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
+PLOT_POINTS = 200  # per series: enough for a plot a few hundred pixels wide
 
 
 @dataclass
@@ -32,17 +35,35 @@ class RunView:
         steps = [m["step"] for m in self.metrics if isinstance(m.get("step"), (int, float))]
         return int(max(steps + [self.status.get("step") or 0]))
 
-    def series(self, select) -> list[dict]:
+    def series(self, select, max_points: int = PLOT_POINTS) -> list[dict]:
         """Long-format rows (step, series, value) of every numeric metric whose name `select` accepts."""
-        rows = []
+        return self.plots({"_": select}, max_points)["_"]
+
+    def plots(self, selects: dict, max_points: int = PLOT_POINTS) -> dict[str, list[dict]]:
+        """{plot: long-format rows} in one pass over the metrics, for each plot the metrics its `select`
+        accepts. Each series is thinned to about `max_points` evenly spaced points, the newest always
+        kept: a plot a few hundred pixels wide shows no more, and every browser gets it each second."""
+        points: dict[str, dict[str, list]] = {name: {} for name in selects}
+        chosen: dict[str, list[str]] = {}  # metric -> the plots it goes to (each name decided once)
         for m in self.metrics:
             step = m.get("step")
-            if not isinstance(step, (int, float)):
+            if type(step) not in (int, float):
                 continue
             for key, value in m.items():
-                if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool) and select(key):
-                    rows.append({"step": step, "series": key, "value": float(value)})
-        return rows
+                if key not in chosen:
+                    chosen[key] = [name for name, select in selects.items() if key != "step" and select(key)]
+                if chosen[key] and type(value) in (int, float):
+                    for name in chosen[key]:
+                        points[name].setdefault(key, []).append((step, float(value)))
+        out = {}
+        for name, by_key in points.items():
+            out[name] = []
+            for key, pts in by_key.items():
+                kept = pts[::max(1, -(-len(pts) // max_points))]
+                if kept[-1] is not pts[-1]:
+                    kept.append(pts[-1])
+                out[name] += [{"step": s, "series": key, "value": v} for s, v in kept]
+        return out
 
     def summary(self) -> str:
         s = self.status
@@ -88,7 +109,44 @@ def view(ws: Workspace, name: str, log_lines: int = 300) -> RunView:
     samples = [(step, wav) for step, d in reversed(_step_dirs(run_dir / "samples")) for wav in sorted(d.glob("*.wav"))]
     checkpoints = [(s, d) for s, d in _step_dirs(run_dir / "checkpoints") if (d / "model.safetensors").exists()]
     return RunView(name=name, status=reconcile(run_dir), log=tail(run_dir / "train.log", log_lines),
-                   metrics=read_jsonl(run_dir / "metrics.jsonl"), samples=samples, checkpoints=checkpoints)
+                   metrics=metrics(run_dir / "metrics.jsonl"), samples=samples, checkpoints=checkpoints)
+
+
+_METRICS: dict[Path, tuple[int, int, list[dict]]] = {}  # metrics.jsonl -> (inode, bytes parsed, rows)
+_METRICS_LOCK = threading.Lock()
+
+
+def metrics(path: Path) -> list[dict]:
+    """The rows of a metrics.jsonl, parsed once: a growing file is read on from where the last call
+    stopped, so twenty browsers watching a long run cost one small read a second, not twenty full
+    parses. The list returned is shared: read it, do not change it."""
+    path = Path(path)
+    with _METRICS_LOCK:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            _METRICS.pop(path, None)
+            return []
+        inode, offset, rows = _METRICS.get(path, (st.st_ino, 0, []))
+        if inode != st.st_ino or st.st_size < offset:  # a new file under the same name (run deleted, made again)
+            offset, rows = 0, []
+        if st.st_size > offset:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                data = f.read(st.st_size - offset)
+            whole = data[: data.rfind(b"\n") + 1]  # a line still being written waits for the next call
+            rows = rows + [r for r in (_json_row(line) for line in whole.splitlines()) if r is not None]
+            offset += len(whole)
+        _METRICS[path] = (st.st_ino, offset, rows)
+        return rows
+
+
+def _json_row(line: bytes) -> dict | None:
+    try:
+        row = json.loads(line)
+    except ValueError:  # a torn line (a writer killed mid-append) is skipped, as read_jsonl does
+        return None
+    return row if isinstance(row, dict) else None
 
 
 def init_choices(ws: Workspace) -> list[str]:

@@ -21,15 +21,38 @@ def build_ui(ctx: AppContext) -> gr.Blocks:
     with gr.Blocks(title="Amharic TTS Studio") as demo:
         gr.Markdown("# Amharic TTS Studio\nFrom raw Amharic recordings to a working voice. "
                     f"Workspace: `{ctx.workspace.root}`")
-        on_load = []
+        on_load, tab_timers = [], []
         with gr.Tabs():
             for label, module in TABS:
-                with gr.Tab(label, id=label.lower().replace(" ", "-")):
+                with gr.Tab(label, id=label.lower().replace(" ", "-")) as tab:
                     on_load += module.build(ctx) or []
+                tab_timers.append((tab, [b for b in _descendants(tab) if isinstance(b, gr.Timer)]))
+        on_load.append(_tick_only_on_the_open_tab(tab_timers))
         # a tab may return (fn, inputs, outputs) to refresh from the workspace at every page load
         for fn, inputs, outputs in on_load:
             demo.load(fn, inputs, outputs, show_progress="hidden")
     return demo
+
+
+def _descendants(block):
+    for child in getattr(block, "children", None) or []:
+        yield child
+        yield from _descendants(child)
+
+
+def _tick_only_on_the_open_tab(tab_timers: list) -> tuple:
+    """A tab's timers tick only while it is open, so a browser polls for what it shows, not for every tab
+    (a second each for the training log, every two for the System tab...): many people can watch a run
+    (bench/ui_polling.py). Returns the page-load event that leaves only the first tab's timers on."""
+    every = [t for _, timers in tab_timers for t in timers]
+
+    def only(timers):
+        on = {id(t) for t in timers}
+        return lambda: [gr.Timer(active=id(t) in on) for t in every]
+
+    for tab, timers in tab_timers:
+        tab.select(only(timers), None, every, show_progress="hidden")
+    return only(tab_timers[0][1]), None, every
 
 
 def launch(workspace: Workspace, host: str = "127.0.0.1", port: int = 7860, share: bool = False,

@@ -5,6 +5,7 @@ app restart shows the same run; the run itself is its own process (utils/jobs).
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import gradio as gr
@@ -58,20 +59,30 @@ def refresh_list(ctx: AppContext):
     return run_list_frame(ctx), gr.update(choices=run_choices(ctx))
 
 
-def refresh_run(ctx: AppContext, name: str | None):
-    """Everything the live panel shows, from the run's files."""
+PLOTS = {"loss": LOSS, "quality": QUALITY, "lr": LR, "speed": SPEED, "memory": MEMORY}
+PLOTS_EVERY_S = 5.0  # curves are redrawn at most this often per browser; the log and summary every second
+
+
+def refresh_run(ctx: AppContext, name: str | None, shown: tuple | None = None):
+    """Everything the live panel shows, from the run's files, and what this browser now holds.
+
+    `shown` is what this browser got last: (run, metric rows, samples, when). The plots and players are
+    sent again only when they changed, and the curves at most every PLOTS_EVERY_S: a browser costs the
+    server a small log update a second, so many people can watch one run (bench/ui_polling.py)."""
     empty = _frame([])
+    hidden = [gr.update(value=None, visible=False)] * MAX_SAMPLES
     if not name:
-        return ("No run yet: choose a dataset above and press Start.", "", empty, empty, empty, empty, empty,
-                *[gr.update(value=None, visible=False)] * MAX_SAMPLES)
+        return ("No run yet: choose a dataset above and press Start.", "", *[empty] * len(PLOTS), *hidden, None)
     try:
         v = runs.view(ctx.workspace, name)
     except StudioError as exc:
-        return (str(exc), "", empty, empty, empty, empty, empty, *[gr.update(value=None, visible=False)] * MAX_SAMPLES)
+        return (str(exc), "", *[empty] * len(PLOTS), *hidden, None)
+    now = (name, len(v.metrics), [str(p) for _, p in v.samples[:MAX_SAMPLES]], time.time())
+    if shown and shown[0] == name and shown[2] == now[2] and (shown[1] == now[1] or now[3] - shown[3] < PLOTS_EVERY_S):
+        return (v.summary(), v.log, *[gr.update()] * (len(PLOTS) + MAX_SAMPLES), shown)
     samples = [gr.update(value=str(p), label=f"step {s}: {p.stem}", visible=True) for s, p in v.samples[:MAX_SAMPLES]]
-    samples += [gr.update(value=None, visible=False)] * (MAX_SAMPLES - len(samples))
-    return (v.summary(), v.log, _frame(v.series(LOSS)), _frame(v.series(QUALITY)), _frame(v.series(LR)),
-            _frame(v.series(SPEED)), _frame(v.series(MEMORY)), *samples)
+    samples += hidden[len(samples):]
+    return (v.summary(), v.log, *[_frame(rows) for rows in v.plots(PLOTS).values()], *samples, now)
 
 
 def build(ctx: AppContext) -> None:
@@ -135,7 +146,8 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         players = [gr.Audio(visible=False, interactive=False, type="filepath") for _ in range(MAX_SAMPLES)]
 
-    live_outputs = [summary, log, loss_plot, mcd_plot, lr_plot, speed_plot, mem_plot, *players]
+    shown = gr.State(None)  # what this browser's live panel holds (see refresh_run)
+    live_outputs = [summary, log, loss_plot, mcd_plot, lr_plot, speed_plot, mem_plot, *players, shown]
 
     # ------------------------------------------------------------------------------- events
     def on_start(dataset, preset, run_name, max_steps, init, mode, all_gpus):
@@ -185,7 +197,8 @@ def build(ctx: AppContext) -> None:
     selected.change(lambda n: refresh_run(ctx, n), selected, live_outputs, show_progress="hidden")
 
     fast = gr.Timer(1.0)
-    fast.tick(lambda n: refresh_run(ctx, n), selected, live_outputs, api_name="refresh_run", show_progress="hidden")
+    fast.tick(lambda n, s: refresh_run(ctx, n, s), [selected, shown], live_outputs, api_name="refresh_run",
+              show_progress="hidden")
     slow = gr.Timer(4.0)
     slow.tick(lambda: refresh_list(ctx), None, [run_list, selected], show_progress="hidden")
     slow.tick(lambda: (gr.update(choices=ws.list_datasets()),
