@@ -21,16 +21,15 @@ import json
 import platform
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import common  # bench/common.py (the script's folder is on sys.path); puts the repository root there too
+from utils.text import lexicon
+from utils.text.g2p import word_to_ipa
+from utils.text.normalize import fold
 
-from utils.text import lexicon  # noqa: E402
-from utils.text.g2p import word_to_ipa  # noqa: E402
-from utils.text.normalize import fold  # noqa: E402
+ROOT = common.ROOT
 
 MODIFIERS = set("ʼʷːʰʲ`ˀ")
 
@@ -123,6 +122,7 @@ def main() -> None:
     ap.add_argument("--no-lexicon-overlap", action="store_true",
                     help="drop gemination-lexicon words that occur in the data before scoring")
     ap.add_argument("--json", metavar="FILE", help="also save the table as JSON")
+    common.add_output_args(ap)
     args = ap.parse_args()
 
     rows = [l.split("\t") for l in Path(args.data).read_text(encoding="utf-8").splitlines() if "\t" in l]
@@ -140,7 +140,7 @@ def main() -> None:
     systems["epitran amh-Ethi-pp"] = epitran_system()
     table = {}
     print(f"{len(items)} words from {args.data}")
-    print(f"{'system':<22} {'strict':>8} {'lenient':>8} {'no-gem':>8} {'s/word':>8}")
+    print(f"{'system':<22} {'strict':>8} {'lenient':>8} {'no-gem':>8} {'words/s':>8}")
     for name, fn in systems.items():
         if fn is None:
             print(f"{name:<22} not installed")
@@ -149,8 +149,8 @@ def main() -> None:
         pairs = [(fn(w), g) for w, g in items]
         dt = (time.perf_counter() - t0) / len(items)
         scores = {m: per(pairs, m) for m in ("strict", "lenient", "nogem")}
-        table[name] = {**scores, "seconds_per_word": dt}
-        print(f"{name:<22} {scores['strict']:8.3f} {scores['lenient']:8.3f} {scores['nogem']:8.3f} {dt:8.5f}")
+        table[name] = {**scores, "seconds_per_word": dt, "words_per_s": 1 / dt}
+        print(f"{name:<22} {scores['strict']:8.3f} {scores['lenient']:8.3f} {scores['nogem']:8.3f} {1 / dt:8.0f}")
         if name.startswith("ours") and args.errors:
             worst = sorted(((distance(lenient(h), lenient(g)), w, h, g) for (h, g), (w, _) in zip(pairs, items)),
                            reverse=True)[: args.errors]
@@ -160,6 +160,18 @@ def main() -> None:
     print(f"machine: {machine}")
     if args.json:
         Path(args.json).write_text(json.dumps({"data": args.data, "machine": machine, "table": table}, indent=2))
+
+    def draw(fig):
+        ax = fig.subplots()
+        names = list(table)
+        for i, mode in enumerate(("strict", "lenient", "nogem")):
+            ax.bar([j + 0.27 * (i - 1) for j in range(len(names))], [table[n][mode] for n in names], 0.27, label=mode)
+        ax.set_xticks(range(len(names)), [f"{n}\n{table[n]['words_per_s']:,.0f} words/s" for n in names], fontsize=8)
+        ax.set_ylabel("phoneme error rate")
+        ax.legend(fontsize=8)
+
+    common.save("g2p_per", {"data": args.data, "no_lexicon_overlap": args.no_lexicon_overlap, "words": len(items),
+                            "table": table}, draw, args.out)
 
 
 if __name__ == "__main__":

@@ -11,23 +11,17 @@ are), against the same recording:
 - white noise about 20 dB below the speech (RMS)                                  notes: 6.6 dB
 - an unrelated sentence                                                           notes: ~12 dB
 plus the log-mel proxy (utils.evaluation.logmel_mcd) on the same pairs and the time per MCD call.
-Results go to bench/out/mcd_calibration-<host>.json.
+Results go to bench/out/mcd_calibration-<cpu|cuda>.json and .png (bench/common.py).
 """
 from __future__ import annotations
 
 import argparse
-import json
-import platform
-import socket
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import numpy as np  # noqa: E402
+import common  # bench/common.py (the script's folder is on sys.path); puts the repository root there too
+import numpy as np
 
 from tests.helpers import espeak_amharic, sentences  # noqa: E402
 from utils.audio import FeatureConfig, load_audio, log_mel  # noqa: E402
@@ -43,6 +37,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sentences", type=int, default=4)
     parser.add_argument("--gl-iters", type=int, default=64)
+    common.add_output_args(parser)
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp())
@@ -83,13 +78,18 @@ def main() -> None:
     per_call = float(np.mean(mcd_times))
     # the reference side is cached across calls, as during training evaluation
     print(f"\nmcd(): {per_call:.2f} s per call on average, {sum(mcd_times) / audio_seconds:.3f} s per second of test audio")
-    out = ROOT / "bench" / "out" / f"mcd_calibration-{socket.gethostname()}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"machine": {"host": socket.gethostname(), "cpu": platform.processor() or platform.machine(),
-                                           "python": platform.python_version()},
-                               "sentences": args.sentences, "gl_iters": args.gl_iters, "rows": table,
-                               "mcd_s_per_call": per_call}, indent=2))
-    print(f"saved {out}")
+
+    def draw(fig):
+        ax = fig.subplots()
+        names = [r["condition"] for r in table]
+        ax.barh(names, [r["mcd_mean"] for r in table], color="tab:blue", label="MCD (ours)")
+        ax.plot([r["notes_db"] for r in table], names, "k|", markersize=14, label="notes")
+        ax.set_xlabel("MCD (dB)")
+        ax.invert_yaxis()
+        ax.legend(fontsize=8)
+
+    common.save("mcd_calibration", {"sentences": args.sentences, "gl_iters": args.gl_iters, "rows": table,
+                                    "mcd_s_per_call": per_call}, draw, args.out)
 
 
 if __name__ == "__main__":

@@ -8,28 +8,22 @@ Builds an LJSpeech-style dataset of unique clips (espeak-ng Amharic sentences at
 copy with its own gain, padding and a little noise so no two clips share a hash), then runs the real
 `prepare` on it. Reports: wall time per pipeline stage, worker CPU seconds per step (decode,
 resample, trim+normalize, write+hash, text checks, mels), throughput, and the I/O floor: the same
-workers only reading and decoding the raw files. Results go to bench/out/prepare-<host>.json.
+workers only reading and decoding the raw files. Results go to bench/out/prepare-<cpu|cuda>.json and .png.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import shutil
-import socket
-import sys
 import tempfile
 import time
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import numpy as np  # noqa: E402
-import soundfile as sf  # noqa: E402
+import common  # bench/common.py (the script's folder is on sys.path); puts the repository root there too
+import numpy as np
+import soundfile as sf
 
 from tests.helpers import espeak_amharic, sentences  # noqa: E402
 from utils.datasets import prepare  # noqa: E402
@@ -88,6 +82,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=os.cpu_count())
     ap.add_argument("--device", default=None, help="cuda | cpu (default: what utils.hardware picks)")
     ap.add_argument("--dir", default=None, help="work folder (default: a temporary one, deleted after)")
+    common.add_output_args(ap)
     args = ap.parse_args()
 
     work = Path(args.dir or tempfile.mkdtemp(prefix="bench-prepare-"))
@@ -118,8 +113,7 @@ def main() -> None:
 
             gpu = torch.cuda.get_device_name(0)
         report = {
-            "machine": {"host": socket.gethostname(), "cpus": os.cpu_count(), "workers": args.workers,
-                        "platform": platform.platform(), "device": device, "gpu": gpu},
+            "setup": {"workers": args.workers, "device": device, "gpu": gpu},
             "clips": n, "audio_hours": round(seconds / 3600, 3), "wall_s": round(wall, 1),
             "hours_per_wall_minute": round(seconds / 3600 / (wall / 60), 2),
             "io_floor_s": round(floor, 1), "io_floor_hours_per_minute": round(seconds / 3600 / (floor / 60), 2),
@@ -134,9 +128,15 @@ def main() -> None:
         print("\nstage wall seconds: " + ", ".join(f"{k} {v}" for k, v in report["stages_wall_s"].items()))
         total_cpu = sum(steps.values()) or 1
         print("worker CPU seconds: " + ", ".join(f"{k} {v:.1f} ({v / total_cpu:.0%})" for k, v in steps.items()))
-        out = ROOT / "bench" / "out"
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"prepare-{socket.gethostname()}.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
+
+        def draw(fig):
+            ax = fig.subplots()
+            ax.pie(list(steps.values()), labels=[f"{k} {v / total_cpu:.0%}" for k, v in steps.items()],
+                   textprops={"fontsize": 8})
+            ax.set_title(f"{report['hours_per_wall_minute']} audio hours per wall minute, {args.workers} workers; "
+                         "worker CPU time by step", fontsize=9)
+
+        common.save("prepare", report, draw if steps else None, args.out)
     finally:
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)

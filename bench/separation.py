@@ -14,15 +14,13 @@ import argparse
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+import common  # noqa: E402  (bench/common.py; puts the repository root on sys.path)
 from tests.helpers import espeak_amharic, sentences  # noqa: E402
 from utils.audio import load_audio  # noqa: E402
 from utils.separation import api  # noqa: E402
@@ -139,7 +137,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3, help="speed runs per backend (best and median shown)")
     p.add_argument("--demucs-seconds", type=float, default=0, help="also time a random-weight HTDemucs on this much audio")
     p.add_argument("--skip-quality", action="store_true")
-    p.add_argument("--json", metavar="FILE")
+    p.add_argument("--json", metavar="FILE", help="also save the numbers here")
+    common.add_output_args(p)
     args = p.parse_args()
     import torch
 
@@ -177,6 +176,21 @@ def main() -> None:
     print(f"\n# 1-minute load average when the timing ended: {os.getloadavg()[0]:.1f} (it was {load:.1f} before)")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
+
+    def draw(fig):
+        ax1, ax2 = fig.subplots(1, 2)
+        for name in (("oracle",) + backends) if "quality" in results else ():
+            ax1.plot(SNRS, [results["quality"][f"{name}@{s}"][0] for s in SNRS], "o-", label=name)
+        ax1.set_xlabel("speech-to-music ratio of the mixture (dB)")
+        ax1.set_ylabel("SI-SDR improvement (dB)")
+        ax1.legend(fontsize=8)
+        speeds = results["speed"]
+        ax2.barh(list(speeds), [v.get("x_realtime_best", v.get("x_realtime")) for v in speeds.values()])
+        ax2.set_xscale("log")
+        ax2.set_xlabel(f"x real time ({args.device})")
+
+    results.pop("machine")  # common.save records the machine in full
+    common.save("separation", {"device": args.device, **results}, draw, args.out)
 
 
 if __name__ == "__main__":

@@ -1,149 +1,205 @@
-"""Training-step throughput of the acoustic model per optimization setting (an ablation table).
+"""Training ablation: what each optimization buys, one cumulative row at a time, in one process.
 
-    python bench/train_throughput.py                          # CPU: tiny preset, CPU-meaningful rows
-    python bench/train_throughput.py --preset base --frames 16000   # GPU: every row (bf16, TF32, flash, compile, ...)
+    python bench/train_throughput.py                                  # CPU: tiny preset, CPU-meaningful rows
+    python bench/train_throughput.py --preset base --frames 16000     # GPU: the ladder below
+    python bench/train_throughput.py --dataset am40 --workspace WS    # real batches through the trainer's DataLoader
+    python bench/train_throughput.py --fp8                            # + an FP8 row (torchao, compute >= 8.9)
 
-Each row changes one thing against the first row ("baseline"), applies it through the same functions
-the trainer uses (utils.training.optimization), runs `--warmup` steps, then times `--steps` full
-optimizer steps (forward with MAS, backward, clip, AdamW) on a synthetic batch of `--frames` padded
-mel frames, with synchronize around the timing. Prints samples/s, frames/s, ms/step and peak GPU
-memory, and saves JSON with the machine it ran on (bench/out/train_throughput-<device>.json).
+Why: each optimization the trainer turns on (utils.training.optimization) has to prove itself with a number
+on the same data and steps. GPU rows, each adding one thing to the row above: fp32 eager; + TF32;
++ bf16 autocast; + flash/efficient attention; + fused AdamW; + torch.compile; all (the trainer's own "auto"
+speed configuration, which adds cuDNN benchmark); all + gradient checkpointing (memory configuration).
+Each row runs `--warmup` steps (compilation happens there), then times `--steps` full optimizer steps as
+the trainer runs them (bench.common.train_step). Columns: ms/step, samples/s, mel frames/s (unpadded),
+peak GPU memory, GPU utilization (NVML, sampled during the timed steps), data wait (share of wall time
+spent waiting on the DataLoader; 0 for the synthetic batch), speedup over fp32 and over TF32.
 """
 from __future__ import annotations
 
 import argparse
-import json
-import platform
-import sys
 import time
 from pathlib import Path
 
-import torch
+import common  # bench/common.py (the script's folder is on sys.path); puts the repository root there too
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from models.matcha import MatchaConfig, MatchaTTS  # noqa: E402
-from utils import hardware  # noqa: E402
-from utils.training import optimization as opt  # noqa: E402
-from utils.training.config import TrainConfig  # noqa: E402
-
-GPU_ROWS = [
-    ("baseline fp32, math attention", dict(precision="fp32", tf32="false", attention="math")),
-    ("+ TF32", dict(precision="fp32", tf32="true", attention="math")),
-    ("bf16 autocast", dict(precision="bf16", tf32="true", attention="math")),
-    ("fp16 autocast + scaler", dict(precision="fp16", tf32="true", attention="math")),
-    ("bf16 + efficient attention", dict(precision="bf16", tf32="true", attention="efficient")),
-    ("bf16 + flash attention", dict(precision="bf16", tf32="true", attention="flash")),
-    ("bf16 + flash + fused AdamW", dict(precision="bf16", tf32="true", attention="flash", fused_adamw="true")),
-    ("bf16 + flash + fused + cuDNN benchmark", dict(precision="bf16", tf32="true", attention="flash",
-                                                    fused_adamw="true", cudnn_benchmark="true")),
-    ("... + grad checkpointing", dict(precision="bf16", tf32="true", attention="flash", fused_adamw="true",
-                                      cudnn_benchmark="true", grad_checkpointing="true")),
-    ("... + torch.compile (no checkpointing)", dict(precision="bf16", tf32="true", attention="flash",
-                                                    fused_adamw="true", cudnn_benchmark="true", compile="true")),
-]
-CPU_ROWS = [
-    ("baseline fp32, math attention", dict(precision="fp32", attention="math")),
-    ("flash attention (CPU kernel)", dict(precision="fp32", attention="flash")),
-    ("bf16 autocast", dict(precision="bf16", attention="math")),
-    ("fused AdamW", dict(precision="fp32", attention="math", fused_adamw="true")),
-    ("grad checkpointing", dict(precision="fp32", attention="math", grad_checkpointing="true")),
-]
-DEFAULTS = dict(precision="fp32", tf32="false", attention="math", fused_adamw="false", cudnn_benchmark="false",
-                grad_checkpointing="false", compile="false")
+BASE = dict(precision="fp32", tf32="false", attention="math", fused_adamw="false", compile="false",
+            cudnn_benchmark="false", grad_checkpointing="false", fp8="false")
+COLUMNS = [("label", "configuration"), ("ms_per_step", "ms/step", "{:.1f}"), ("samples_per_s", "samples/s", "{:.1f}"),
+           ("frames_per_s", "mel frames/s", "{:,.0f}"), ("peak_gib", "peak GiB", "{:.2f}"),
+           ("gpu_util", "GPU util %", "{:.0f}"), ("data_wait", "data wait", "{:.1%}"),
+           ("vs_fp32", "vs fp32", "{:.2f}x"), ("vs_tf32", "vs TF32", "{:.2f}x"), ("warmup_s", "warm-up s", "{:.1f}")]
 
 
-def synthetic_batch(frames: int, utt_frames: int, n_symbols: int, device: str, seed: int = 0) -> dict:
-    g = torch.Generator().manual_seed(seed)
-    b = max(1, frames // utt_frames)
-    mel_lens = torch.randint(utt_frames * 3 // 4, utt_frames + 1, (b,), generator=g) // 4 * 4
-    mel_lens[0] = utt_frames
-    token_lens = torch.clamp(mel_lens // 6, min=2)
-    tokens = torch.randint(1, n_symbols, (b, int(token_lens.max())), generator=g)
-    mels = torch.randn(b, 100, utt_frames, generator=g)
-    return {k: v.to(device) for k, v in dict(tokens=tokens, token_lens=token_lens, mels=mels, mel_lens=mel_lens,
-                                              speakers=torch.zeros(b, dtype=torch.long)).items()}
+def cumulative(changes: list[tuple[str, str, dict]]) -> list[tuple[str, str, dict]]:
+    """(key, label, change) -> (key, label, settings): each row is the row above plus its change."""
+    rows, current = [], dict(BASE)
+    for key, label, change in changes:
+        current = {**current, **change}
+        rows.append((key, label, current))
+    return rows
 
 
-def measure(preset: str, settings: dict, batch: dict, steps: int, warmup: int, report) -> dict:
-    cfg = TrainConfig(preset=preset, **{**DEFAULTS, **settings})
-    m = opt.resolve(cfg, report)
+def ladder(gpu: bool, compile_on_cpu: bool, fp8: bool) -> list[tuple[str, str, dict]]:
+    if gpu:
+        rows = cumulative([("fp32", "fp32 eager", {}), ("tf32", "+ TF32", dict(tf32="true")),
+                           ("bf16", "+ bf16 autocast", dict(precision="bf16")),
+                           ("attention", "+ flash/efficient attention", dict(attention="flash")),
+                           ("fused", "+ fused AdamW", dict(fused_adamw="true")),
+                           ("compile", "+ torch.compile", dict(compile="true"))])
+        rows += [("speed", "all (speed configuration: the trainer's auto)", common.SPEED),
+                 ("memory", "all + gradient checkpointing (memory configuration)",
+                  {**common.SPEED, "grad_checkpointing": "true"})]
+    else:  # TF32 and the fused GPU kernels do not exist here; compile takes minutes, so only on request
+        rows = cumulative([("fp32", "fp32 eager", {}),
+                           ("attention", "+ flash attention (CPU SDPA kernel)", dict(attention="flash")),
+                           ("bf16", "+ bf16 autocast", dict(precision="bf16")),
+                           ("fused", "+ fused AdamW", dict(fused_adamw="true"))]
+                          + ([("compile", "+ torch.compile", dict(compile="true"))] if compile_on_cpu else [])
+                          + [("memory", "+ gradient checkpointing", dict(grad_checkpointing="true"))])
+    return rows + ([("fp8", "all + FP8 matmuls (torchao float8)", {**common.SPEED, "fp8": "true"})] if fp8 else [])
+
+
+def batches(args, report, length_multiple: int):
+    """(endless iterator of CPU batches, n_symbols, n_speakers): the synthetic batch, or the trainer's loader."""
+    if not args.dataset:
+        batch = common.synthetic_batch(args.frames, args.utt_frames)
+        return iter(lambda: batch, None), 100, 2
+    rec = report.recommended
+    loader, n_symbols, n_speakers = common.dataset_loader(
+        args.workspace, args.dataset, args.frames, num_workers=rec["num_workers"].value,
+        pin_memory=rec["pin_memory"].value, persistent_workers=rec["num_workers"].value > 0,
+        length_multiple=length_multiple)
+    return iter(loader), n_symbols, n_speakers
+
+
+def measure(args, report, settings: dict) -> dict:
+    """Warm up, then time `args.steps` optimizer steps of one configuration."""
+    import torch
+
+    from utils.training import optimization as opt
+    from utils.training.config import TrainConfig
+
+    length_multiple = opt.resolve(TrainConfig(preset=args.preset, **settings), report).length_multiple
+    data, n_symbols, n_speakers = batches(args, report, length_multiple)
+    step, m, model = common.train_step(args.preset, settings, report, n_symbols, n_speakers)
     device = m.device
-    torch.manual_seed(0)
-    model = MatchaTTS(MatchaConfig.preset_config(preset, n_symbols=100, n_speakers=2)).to(device)
-    opt.apply_backend_flags(m)
-    opt.apply_model_settings(model, m)
-    optimizer = opt.make_optimizer(model, cfg, m)
-    scaler = opt.grad_scaler(m)
-    autocast = opt.autocast(m)
-
-    def step():
-        with autocast:
-            loss = model(batch["tokens"], batch["token_lens"], batch["mels"], batch["mel_lens"], batch["speakers"])["loss"]
-        scaler.scale(loss).backward()
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
-
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    for _ in range(warmup):
-        step()
-    sync()
+    t0 = time.perf_counter()
+    for _ in range(args.warmup):
+        step(next(data))
+    common.sync(device)
+    warmup_s = time.perf_counter() - t0
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    sync()
-    dt = (time.perf_counter() - t0) / steps
-    b = batch["tokens"].shape[0]
-    return {"ms_per_step": dt * 1e3, "samples_per_s": b / dt, "frames_per_s": float(batch["mel_lens"].sum()) / dt,
-            "peak_gb": torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None}
+    wait = samples = frames = 0.0
+    with common.GpuUtilization(device) as util:
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            t_wait = time.perf_counter()
+            batch = next(data)
+            wait += time.perf_counter() - t_wait
+            step(batch)
+            samples += len(batch["tokens"])
+            frames += float(batch["mel_lens"].sum())
+        common.sync(device)
+        wall = time.perf_counter() - t0
+    out = {"ms_per_step": 1e3 * wall / args.steps, "samples_per_s": samples / wall, "frames_per_s": frames / wall,
+           "peak_gib": common.peak_gib(device), "gpu_util": util.percent,
+           "data_wait": wait / wall if args.dataset else "synthetic", "warmup_s": warmup_s,
+           "resolved": {k: m.values[k] for k in ("precision", "tf32", "attention", "fused_adamw", "compile",
+                                                 "cudnn_benchmark", "grad_checkpointing", "fp8")}}
+    del step, model, data
+    common.release(device)
+    return out
+
+
+def plot(rows: list[dict]):
+    def draw(fig):
+        done = [r for r in rows if "ms_per_step" in r]
+        labels = [r["label"].split(" (")[0] for r in done]
+        ax1, ax2 = fig.subplots(1, 2)
+        ax1.barh(labels, [r["vs_fp32"] or 0.0 for r in done], color="tab:blue")
+        ax1.axvline(1.0, color="grey", lw=0.8)
+        ax1.set_xlabel("speed-up over fp32 eager (x)")
+        ax1.invert_yaxis()
+        ax1.tick_params(axis="y", labelsize=7)
+        mem = [r["peak_gib"] or 0.0 for r in done]
+        if any(mem):
+            ax2.barh(labels, mem, color="tab:orange")
+            ax2.set_xlabel("peak GPU memory (GiB)")
+        else:
+            ax2.barh(labels, [r["frames_per_s"] for r in done], color="tab:green")
+            ax2.set_xlabel("mel frames / s")
+        ax2.invert_yaxis()
+        ax2.set_yticklabels([])
+    return draw
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default=None, help="tiny (CPU default) | small | base (GPU default)")
-    p.add_argument("--frames", type=int, default=None, help="padded mel frames per batch")
-    p.add_argument("--utt-frames", type=int, default=None, help="frames of the longest utterance")
-    p.add_argument("--steps", type=int, default=None)
-    p.add_argument("--warmup", type=int, default=None)
-    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    p.add_argument("--frames", type=int, default=None, help="padded mel frames per batch (default 16000 GPU, 1200 CPU)")
+    p.add_argument("--utt-frames", type=int, default=None, help="synthetic batch: frames of the longest utterance")
+    p.add_argument("--dataset", default=None, help="a prepared dataset: real batches through the trainer's DataLoader")
+    p.add_argument("--workspace", type=Path, default=common.ROOT / "workspace", help="workspace holding --dataset")
+    p.add_argument("--steps", type=int, default=None, help="timed steps per row (default 30 GPU, 5 CPU)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 10 GPU, 2 CPU)")
+    p.add_argument("--rows", default=None, help="comma-separated row keys to run (default: all of the ladder)")
+    p.add_argument("--compile", action="store_true", help="CPU: add a torch.compile row (Inductor takes minutes)")
+    p.add_argument("--fp8", action="store_true", help="add an FP8 row (torchao float8; skipped with the reason "
+                                                      "where it cannot run)")
+    common.add_machine_args(p)
     args = p.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    report = hardware.detect()
+
+    from utils.training import optimization as opt
+
+    report = common.start(args)
     gpu = report.device == "cuda"
-    preset = args.preset or ("base" if gpu else "tiny")
-    frames = args.frames or (16_000 if gpu else 1200)
-    utt = args.utt_frames or (600 if gpu else 200)
-    steps = args.steps or (20 if gpu else 5)
-    warmup = args.warmup or (5 if gpu else 2)
-    rows = GPU_ROWS if gpu else CPU_ROWS
-    batch = synthetic_batch(frames, utt, 100, report.device)
-    machine = (f"{report.gpus[0].name} x{len(report.gpus)}" if gpu else
-               f"CPU {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads")
-    print(f"# {preset} preset, {batch['tokens'].shape[0]} utterances x <= {utt} frames ({frames} padded frames), "
-          f"{steps} timed steps after {warmup} warm-up, torch {torch.__version__}, {machine}")
-    print(f"{'setting':44} {'ms/step':>9} {'samples/s':>10} {'frames/s':>10} {'peak GB':>8} {'vs base':>8}")
-    results, base = [], None
-    for name, settings in rows:
-        try:
-            r = measure(preset, settings, batch, steps, warmup, report)
-        except Exception as exc:  # a kernel this machine lacks: say so and go on
-            print(f"{name:44} failed: {type(exc).__name__}: {str(exc)[:80]}")
+    args.preset = args.preset or ("base" if gpu else "tiny")
+    args.frames = args.frames or (16_000 if gpu else 1200)
+    args.utt_frames = args.utt_frames or (600 if gpu else 200)
+    args.steps = args.steps or (30 if gpu else 5)
+    args.warmup = args.warmup or (10 if gpu else 2)
+    keep = set(args.rows.split(",")) if args.rows else None
+    print(f"# {args.preset} preset, {'dataset ' + args.dataset if args.dataset else 'synthetic batch'}, "
+          f"{args.frames} padded frames per batch, {args.steps} timed steps after {args.warmup} warm-up; "
+          f"{common.machine()['summary']}", flush=True)
+
+    rows = []
+    for key, label, settings in ladder(gpu, args.compile, args.fp8):
+        if keep and key not in keep:
             continue
-        base = base or r["samples_per_s"]
-        peak = f"{r['peak_gb']:.2f}" if r["peak_gb"] is not None else "n/a"
-        print(f"{name:44} {r['ms_per_step']:9.1f} {r['samples_per_s']:10.2f} {r['frames_per_s']:10.0f} {peak:>8} "
-              f"{r['samples_per_s'] / base:7.2f}x")
-        results.append({"setting": name, **settings, **r})
-    out = Path(__file__).parent / "out" / f"train_throughput-{report.device}.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"machine": machine, "preset": preset, "frames": frames, "utt_frames": utt,
-                               "steps": steps, "torch": torch.__version__, "rows": results}, indent=2))
-    print(f"saved {out}")
+        row = {"key": key, "label": label, "settings": settings}
+        if key == "fp8" and opt.fp8_unavailable(report, gpu):
+            row["skipped"] = opt.fp8_unavailable(report, gpu)
+        else:
+            try:
+                row.update(measure(args, report, settings))
+            except Exception as exc:  # a kernel or backend this machine lacks: say so and go on
+                row["skipped"] = f"{type(exc).__name__}: {str(exc)[:160]}"
+                common.release(report.device)
+        rows.append(row)
+        print(f"  {label}: " + (f"{row['ms_per_step']:.1f} ms/step, {row['frames_per_s']:.0f} frames/s"
+                                if "ms_per_step" in row else f"skipped ({row['skipped']})"), flush=True)
+
+    by_key = {r["key"]: r for r in rows if "ms_per_step" in r}
+    for r in by_key.values():
+        r["vs_fp32"] = r["samples_per_s"] / by_key["fp32"]["samples_per_s"] if "fp32" in by_key else None
+        r["vs_tf32"] = r["samples_per_s"] / by_key["tf32"]["samples_per_s"] if "tf32" in by_key else None
+    shown = [r if "ms_per_step" in r else {"label": r["label"], "ms_per_step": f"skipped: {r['skipped']}"}
+             for r in rows]
+    print(common.markdown_table(COLUMNS, shown))
+    goals = {}
+    if "fp32" in by_key and "speed" in by_key:
+        goals["speed_vs_fp32"] = by_key["speed"]["vs_fp32"]
+    if "fp32" in by_key and "memory" in by_key and by_key["fp32"]["peak_gib"]:
+        goals["memory_vs_fp32_peak"] = by_key["memory"]["peak_gib"] / by_key["fp32"]["peak_gib"]
+    if goals:
+        print("goals (H100: speed >= 2.5x, memory <= 0.40 of fp32's peak): "
+              + ", ".join(f"{k} {v:.2f}" for k, v in goals.items()))
+    common.save("train_throughput", {"preset": args.preset, "frames_per_batch": args.frames,
+                                     "utt_frames": None if args.dataset else args.utt_frames,
+                                     "dataset": args.dataset, "steps": args.steps, "warmup": args.warmup,
+                                     "rows": rows, "goals": goals}, plot(rows), args.out)
 
 
 if __name__ == "__main__":

@@ -6,22 +6,15 @@ GAN training step.
 
 Random weights (speed does not depend on them). Each measurement: 2 warm-up calls, then the mean of
 `--repeat` calls, with `synchronize` around GPU timings. "x real time" = seconds of audio made per
-second of compute. Results go to bench/out/vocoder_throughput-<host>.json.
+second of compute. Results go to bench/out/vocoder_throughput-<cpu|cuda>.json and .png (bench/common.py).
 """
 from __future__ import annotations
 
 import argparse
-import json
-import platform
-import socket
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import torch  # noqa: E402
+import common  # bench/common.py (the script's folder is on sys.path); puts the repository root there too
+import torch
 
 from models.vocoder import PRESETS, Vocoder  # noqa: E402
 from utils.audio import FeatureConfig, log_mel  # noqa: E402
@@ -79,6 +72,7 @@ def main() -> None:
     parser.add_argument("--train-repeat", type=int, default=2)
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--no-train", action="store_true", help="skip the GAN training step")
+    common.add_output_args(parser)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -111,13 +105,19 @@ def main() -> None:
     for r in rows:
         print(f"| {r['device']} | {r['model']} | {r['audio_s']:.2f} | {1000 * r['s_per_call']:.1f} | "
               f"{r['audio_s'] / r['s_per_call']:.1f} |")
-    out = ROOT / "bench" / "out" / f"vocoder_throughput-{socket.gethostname()}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"machine": {"host": socket.gethostname(), "cpu": platform.processor() or platform.machine(),
-                                           "threads": torch.get_num_threads(), "torch": torch.__version__,
-                                           "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
-                               "rows": rows}, indent=2))
-    print(f"saved {out}")
+    for r in rows:
+        r["x_realtime"] = r["audio_s"] / r["s_per_call"]
+
+    def draw(fig):
+        ax = fig.subplots()
+        labels = [f"{r['device']} {r['model']} {r['audio_s']:.0f} s" for r in rows]
+        ax.barh(labels, [r["x_realtime"] for r in rows], color="tab:blue")
+        ax.set_xscale("log")
+        ax.set_xlabel("x real time (audio seconds per compute second)")
+        ax.invert_yaxis()
+        ax.tick_params(axis="y", labelsize=7)
+
+    common.save("vocoder_throughput", {"rows": rows}, draw, args.out)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from utils.training.data import (Collate, FrameBatchSampler, Frontend, MelDatase
                                  mel_stats, prepare_items, round_up, split_batch, training_rows)
 from utils.training.evaluate import synthesis_quality, validation_loss
 from utils.training.probe import probe_max_frames
-from utils.training.runfiles import RunFiles
+from utils.training.runfiles import RunFiles, disk_full_message
 from utils.workspace import Workspace
 
 
@@ -80,8 +80,15 @@ def train(cfg: TrainConfig, report=None) -> dict:
     try:
         result = _train(cfg, ws, run_dir, machine, dist, device, files, log, stop)
     except BaseException as exc:
-        files.status(state="failed", message=f"{type(exc).__name__}: {exc}", ended=time.time())
-        log(f"failed: {type(exc).__name__}: {exc}")
+        full = disk_full_message(exc, run_dir, ckpt.step_folders(run_dir / "checkpoints"))
+        message = full or f"{type(exc).__name__}: {exc}"
+        try:
+            files.status(state="failed", message=message, ended=time.time())
+        except OSError:
+            pass  # a full disk can refuse even this; the launcher then records the end from the exit code
+        log(f"failed: {message}")
+        if full:
+            raise StudioError(full) from exc
         raise
     finally:
         stop.restore()
@@ -96,6 +103,9 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
     feat_cfg = FeatureConfig()
 
     # ------------------------------------------------------------------ where we start from
+    if dist.main:
+        for note in ckpt.recover(run_dir / "checkpoints"):  # leftovers of a save cut short by a kill
+            log(f"checkpoints: {note}")
     resume_from = ckpt.latest_resumable(run_dir / "checkpoints") if cfg.resume == "auto" else None
     if cfg.resume not in ("auto", "none", ""):
         resume_from = Path(cfg.resume)
@@ -149,7 +159,7 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
         added = [s for s in speakers if s not in init_cfg.get("speakers", [])]
         _apply_finetune_mode(model, cfg, speakers, added, log)
     model.to(device)
-    opt.apply_model_settings(model, machine)  # attention kernel, checkpointing, torch.compile
+    opt.apply_model_settings(model, machine, compile=False)  # attention kernel, checkpointing (compile: below)
     n_params = sum(p.numel() for p in model.parameters())
     n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
     log(f"model: {mcfg.preset} Matcha-TTS, {n_params / 1e6:.2f}M parameters ({n_train / 1e6:.2f}M trained)")
@@ -210,6 +220,7 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
             torch.cuda.reset_peak_memory_stats()
 
     # ------------------------------------------------------------------ optimizer, DDP
+    opt.compile_model(model, machine)  # after the probe: eager memory is an upper bound of compiled memory
     dmodel = ddp.wrap(model, dist, machine.device)  # gradient all-reduce across processes
     optimizer = opt.make_optimizer(model, cfg, machine)  # AdamW, fused kernel on GPU
     scaler = opt.grad_scaler(machine)  # loss scaling for fp16 only
@@ -283,7 +294,8 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
             }
         folder = ckpt.save_checkpoint(run_dir / "checkpoints" / f"step-{tag_step}", weights,
                                       {**config_extra, "step": tag_step, "train": cfg.to_dict(),
-                                       "resolved": machine.values}, trainer_state)
+                                       "resolved": machine.values}, trainer_state,
+                                      fault_pause_s=10.0 if tag_step == cfg.fault_pause_checkpoint_step else 0.0)
         ckpt.prune(run_dir / "checkpoints", cfg.keep_checkpoints, {Path(best["path"])} if best["path"] else set())
         files.status(last_checkpoint=str(folder))
         return folder
@@ -371,9 +383,9 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
         window["samples"] += n_items * dist.world_size
         window["frames"] += int(sum(int(b["mel_lens"].sum()) for b in batches)) * dist.world_size
         window["steps"] += 1
-        if finite:
+        if finite:  # summed on the device: float() here would make the CPU wait for the GPU every step
             for k, v in losses_sum.items():
-                window["losses"][k] = window["losses"].get(k, 0.0) + float(v)
+                window["losses"][k] = window["losses"].get(k, 0.0) + v
         if bad_steps >= cfg.max_bad_steps:
             state_msg = "failed"
             message = (f"stopped: {bad_steps} steps in a row had non-finite loss or gradients (step {step}). "
@@ -384,7 +396,7 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
         if step % cfg.log_every == 0 or step == cfg.max_steps:
             elapsed = time.perf_counter() - window["t0"]
             good = max(1, window["steps"])
-            row = {"step": step, "epoch": pos[0], **{k: v / good for k, v in window["losses"].items()},
+            row = {"step": step, "epoch": pos[0], **{k: float(v) / good for k, v in window["losses"].items()},
                    "lr": lr, "grad_norm": float(grad_norm), "samples_per_s": window["samples"] / elapsed,
                    "frames_per_s": window["frames"] / elapsed, "data_wait": window["wait"] / elapsed,
                    "loss_scale": scaler.get_scale() if scaler.is_enabled() else 1.0, "time": time.time(),

@@ -1,6 +1,6 @@
 """Every speed/memory setting in one place: resolve "auto" from utils.hardware, then apply each one as a
 single visible line (TF32, cuDNN benchmark, autocast dtype, gradient scaler, attention kernel,
-gradient checkpointing, torch.compile, fused AdamW, loader settings). Each resolved value carries
+gradient checkpointing, FP8 matmuls, torch.compile, fused AdamW, loader settings). Each resolved value carries
 the reason it is on or off; the trainer logs them all at start.
 """
 from __future__ import annotations
@@ -90,6 +90,7 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1) -> Machine:
     pick("cudnn_benchmark", cfg.cudnn_benchmark, lambda v: as_bool(v, "cudnn_benchmark"),
          (on_gpu, "length bucketing keeps conv shapes few, so timing cuDNN algorithms once per shape pays off"
           if on_gpu else "cuDNN is a GPU library"))
+    _resolve_fp8(cfg, m, report, on_gpu)
     workers = m.num_workers
     pick("persistent_workers", cfg.persistent_workers, lambda v: as_bool(v, "persistent_workers"),
          (workers > 0, "loader workers stay alive between iterations (no re-fork, warm feature cache)"
@@ -107,6 +108,32 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1) -> Machine:
           "GPU with an automatic batch size: one real step on the longest batch, then bisection" if probe else
           "no GPU (RAM is not the limit) or the batch size was set by hand")
     return m
+
+
+def fp8_unavailable(report, on_gpu: bool) -> str:
+    """Why FP8 training cannot run here ("" when it can): it needs FP8 tensor cores and torchao."""
+    if not on_gpu or not report.gpus:
+        return "FP8 matmuls need a CUDA GPU with compute capability >= 8.9 (Ada, Hopper); this run has none"
+    weakest = min(report.gpus, key=lambda g: g.capability)
+    if weakest.capability < (8, 9):
+        return f"{weakest.name} (compute {weakest.compute_capability}) has no FP8 tensor cores (needs >= 8.9)"
+    import importlib.util
+
+    if importlib.util.find_spec("torchao") is None:
+        return "torchao is not installed (pip install torchao)"
+    return ""
+
+
+def _resolve_fp8(cfg: TrainConfig, m: Machine, report, on_gpu: bool) -> None:
+    if cfg.fp8 == AUTO or not as_bool(cfg.fp8, "fp8"):
+        m.set("fp8", False, "set by the user" if cfg.fp8 != AUTO else
+              "off unless asked: FP8 (torchao float8) pays off on large matmuls, while this model's Linear layers "
+              "are at most 768 wide and much of its time is in convolutions, which it leaves alone; measure with "
+              "bench/train_throughput.py --fp8 before turning it on")
+        return
+    why_not = fp8_unavailable(report, on_gpu)
+    m.set("fp8", not why_not, f"asked for, but off: {why_not}" if why_not else
+          "set by the user: Linear layers with sizes divisible by 16 run FP8 matmuls (torchao float8 training)")
 
 
 # ---------------------------------------------------------------------------- apply settings
@@ -130,13 +157,36 @@ def grad_scaler(m: Machine) -> torch.amp.GradScaler:
     return torch.amp.GradScaler(m.device if m.device in ("cuda", "cpu") else "cpu", enabled=m.precision == "fp16")
 
 
-def apply_model_settings(model, m: Machine) -> None:
+def apply_model_settings(model, m: Machine, compile: bool = True) -> None:
+    """`compile=False` leaves torch.compile for `compile_model` (the trainer compiles after its batch probe:
+    every probed size would otherwise be a new shape to compile, minutes each)."""
     model.set_attention_backend(m.attention)  # the SDPA kernel every attention layer runs
     model.set_grad_checkpointing(m.grad_checkpointing)  # recompute block activations in backward
+    if m.values.get("fp8"):  # before compile, so the compiled graphs contain the FP8 casts
+        convert_to_fp8(model)
+    if compile:
+        compile_model(model, m)
+
+
+def compile_model(model, m: Machine) -> None:
     if m.compile:
         # compile in place (module.compile): state_dict keys stay clean, MAS (numpy) stays eager
         model.encoder.compile()
         model.decoder.estimator.compile()
+
+
+def convert_to_fp8(model) -> int:
+    """Swap Linear layers whose sizes FP8 matmuls accept (multiples of 16) for torchao's Float8Linear
+    (same parameters and state_dict keys); returns how many were swapped."""
+    from torchao.float8 import convert_to_float8_training
+
+    def fits(module, name: str) -> bool:
+        return (isinstance(module, torch.nn.Linear) and module.in_features % 16 == 0
+                and module.out_features % 16 == 0)
+
+    before = sum(type(mod) is torch.nn.Linear for mod in model.modules())
+    convert_to_float8_training(model, module_filter_fn=fits)
+    return before - sum(type(mod) is torch.nn.Linear for mod in model.modules())
 
 
 def param_groups(model, weight_decay: float) -> list[dict]:

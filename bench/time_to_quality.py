@@ -1,0 +1,120 @@
+"""Time to quality: wall minutes of training until the held-out MCD reaches each threshold.
+
+    python bench/time_to_quality.py                               # CPU: tiny preset, 40 espeak-ng clips, 3 min
+    python bench/time_to_quality.py --preset base --minutes 20    # GPU (H100 goal: MCD <= 6 dB)
+    python bench/time_to_quality.py --dataset NAME --workspace WS --thresholds 8 7 6
+
+Why: speed only matters if it buys quality sooner. This runs the real trainer (utils.training: the same
+code as `python app.py train`, its "auto" machine settings) on an espeak-ng Amharic corpus whose held-out
+sentences are never trained on, evaluates every `--eval-every` steps (WORLD/SPTK MCD of synthesised
+held-out clips through Griffin-Lim, the project's definition), and stops by the trainer's own STOP file
+after `--minutes`. From metrics.jsonl it reports, per threshold, the first evaluation at or below it:
+minutes since the start (data preparation, probe and evaluations included) and training-only minutes
+(evaluation time taken out).
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import common  # bench/common.py (the script's folder is on sys.path); puts the repository root there too
+
+COLUMNS = [("threshold_db", "MCD <= dB"), ("step", "step"), ("minutes", "minutes (wall)", "{:.1f}"),
+           ("train_minutes", "minutes (training only)", "{:.1f}"), ("mcd", "MCD then", "{:.2f}")]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", default=None, help="a prepared dataset with a val split (default: espeak-ng clips)")
+    p.add_argument("--workspace", type=Path, default=None, help="workspace holding --dataset")
+    p.add_argument("--clips", type=int, default=None, help="without --dataset: training clips (36 CPU, 780 GPU)")
+    p.add_argument("--val-clips", type=int, default=None, help="without --dataset: held-out clips (4 CPU, 20 GPU)")
+    p.add_argument("--preset", default=None, help="tiny (CPU default) | small | base (GPU default)")
+    p.add_argument("--minutes", type=float, default=None, help="training budget (3 CPU, 20 GPU)")
+    p.add_argument("--eval-every", type=int, default=None, help="steps between evaluations (100 CPU, 500 GPU)")
+    p.add_argument("--eval-clips", type=int, default=None, help="held-out clips per evaluation (4 CPU, 8 GPU)")
+    p.add_argument("--thresholds", type=float, nargs="+", default=[12, 10, 8, 7, 6], help="MCD thresholds (dB)")
+    p.add_argument("--mcd", default="world", choices=["world", "logmel"],
+                   help="world: the project's MCD (bench numbers); logmel: the fast proxy (smoke runs)")
+    p.add_argument("--lr", type=float, default=None, help="peak learning rate (2e-3 CPU tiny, trainer default on GPU)")
+    p.add_argument("--keep", type=Path, default=None, help="keep the workspace here (default: a temporary one)")
+    common.add_machine_args(p)
+    args = p.parse_args()
+
+    import torch
+
+    from utils.training import TrainConfig, prepare_run, run
+    from utils.workspace import read_jsonl
+
+    common.start(args)
+    gpu = torch.cuda.is_available()
+    preset = args.preset or ("base" if gpu else "tiny")
+    minutes = args.minutes or (20.0 if gpu else 3.0)
+    eval_every = args.eval_every or (500 if gpu else 100)
+    tmp = None
+    if not args.dataset:
+        root = args.keep or Path(tempfile.mkdtemp(prefix="bench-ttq-"))
+        tmp = None if args.keep else root
+        n_train, n_val = args.clips or (780 if gpu else 36), args.val_clips or (20 if gpu else 4)
+        print(f"speaking {n_train} + {n_val} held-out clips with espeak-ng ...", flush=True)
+        args.workspace, args.dataset = common.espeak_dataset(root, n_train, n_val).root, "bench"
+    # CPU: the settings of RESULTS.md's held-out tiny run; GPU: the trainer's defaults and auto settings
+    small = {} if gpu else dict(lr=2e-3, warmup_steps=50, grad_accumulation=1, max_frames_per_batch=2000,
+                                ema_decay=0.99)
+    if args.lr:
+        small["lr"] = args.lr
+    cfg = TrainConfig(workspace=str(args.workspace), dataset=args.dataset, run=f"ttq-{preset}", preset=preset,
+                      max_steps=1_000_000, resume="none", eval_every=eval_every, checkpoint_every=eval_every,
+                      eval_clips=args.eval_clips or (8 if gpu else 4), sample_clips=1, mcd=args.mcd,
+                      log_every=max(10, eval_every // 5), keep_checkpoints=1, **small)
+    shutil.rmtree(Path(args.workspace) / "runs" / cfg.run, ignore_errors=True)  # metrics.jsonl of this run only
+    config_path = prepare_run(cfg)
+    stop = threading.Timer(minutes * 60, lambda: (config_path.parent / "STOP").write_text("time budget"))
+    print(f"# {preset} preset, {minutes:g} min budget, eval every {eval_every} steps; {common.machine()['summary']}",
+          flush=True)
+    t0 = time.time()
+    stop.start()
+    try:
+        result = run(config_path)
+    finally:
+        stop.cancel()
+    wall = time.time() - t0
+    evals = [r for r in read_jsonl(config_path.parent / "metrics.jsonl") if "mcd" in r]
+    spent_eval, curve = 0.0, []
+    for r in evals:
+        spent_eval += r.get("eval_s", 0.0)
+        curve.append({"step": r["step"], "minutes": (r["time"] - t0) / 60, "mcd": r["mcd"],
+                      "train_minutes": (r["time"] - t0 - spent_eval) / 60})
+    rows = []
+    for thr in sorted(args.thresholds, reverse=True):
+        hit = next((c for c in curve if c["mcd"] <= thr), None)
+        rows.append({"threshold_db": thr, **(hit or {"step": f"not reached in {minutes:g} min"})})
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(common.markdown_table([("step", "step"), ("minutes", "minutes", "{:.1f}"),
+                                 ("mcd", "held-out MCD dB", "{:.2f}")], curve))
+    print(common.markdown_table(COLUMNS, rows))
+    best = min((c["mcd"] for c in curve), default=float("nan"))
+    print(f"{result['step']} steps in {wall / 60:.1f} min; best MCD {best:.2f} dB")
+
+    def draw(fig):
+        ax = fig.subplots()
+        ax.plot([c["minutes"] for c in curve], [c["mcd"] for c in curve], "o-", label="held-out MCD")
+        for thr in args.thresholds:
+            ax.axhline(thr, color="grey", lw=0.6, ls="--")
+        ax.set_xlabel("minutes since the start of the run")
+        ax.set_ylabel("MCD (dB, WORLD/SPTK, Griffin-Lim)")
+        ax.legend(fontsize=8)
+
+    common.save("time_to_quality", {"preset": preset, "minutes_budget": minutes, "eval_every": eval_every,
+                                    "dataset": None if tmp else args.dataset, "steps": result["step"],
+                                    "wall_minutes": wall / 60, "curve": curve, "rows": rows,
+                                    "train_config": cfg.to_dict()}, draw, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""The trainer's and the voice's CUDA paths, run for real on a GPU (see conftest.py for how to run them).
+
+Each test is one promise of the training engine that only a GPU can check: the hardware defaults
+(bf16, TF32, flash attention, fused AdamW, torch.compile) train; the flash kernel is the one that runs;
+fp16 with its gradient scaler survives a NaN; the batch probe finds what fits under a memory cap; a real
+CUDA out-of-memory halves the micro-batch and training goes on; resume continues the curve; GPU memory
+lands in metrics.jsonl; the vocoder trains; a voice speaks on the GPU, batched as it does alone.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from utils.training import TrainConfig, load_checkpoint, prepare_run, run
+from utils.workspace import read_jsonl
+
+
+def config(ws, name: str, **kw) -> TrainConfig:
+    base = dict(workspace=str(ws.root), dataset="bench", run=name, preset="small", max_steps=40, lr=1e-3,
+                warmup_steps=5, log_every=5, eval_every=0, checkpoint_every=20, keep_checkpoints=2, mcd="logmel",
+                eval_clips=2, sample_clips=1, ode_steps=4, compile="false")
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def metrics(ws, name: str) -> list[dict]:
+    return read_jsonl(ws.run_dir(name) / "metrics.jsonl")
+
+
+def train_log(ws, name: str) -> str:
+    return (ws.run_dir(name) / "train.log").read_text()
+
+
+def test_hardware_defaults_train_with_every_gpu_optimization_on(corpus):
+    """device/precision/attention/... all 'auto': what a user gets on an H100 without touching a setting."""
+    result = run(prepare_run(config(corpus, "auto", compile="auto", max_steps=60)))
+    assert result["state"] == "finished", result
+    resolved = json.loads((corpus.run_dir("auto") / "config.json").read_text())["resolved"]
+    assert resolved["device"] == "cuda" and resolved["precision"] == "bf16"
+    assert resolved["tf32"] is True and resolved["attention"] == "flash" and resolved["fused_adamw"] is True
+    assert resolved["compile"] is True and resolved["cudnn_benchmark"] is True
+    assert resolved["probe"] is True and resolved["max_frames_per_batch"] > 0
+    rows = [r for r in metrics(corpus, "auto") if "loss" in r]
+    first, last = np.mean([r["loss"] for r in rows[:2]]), np.mean([r["loss"] for r in rows[-2:]])
+    assert last < first, (first, last)
+    for key in ("gpu_mem_allocated_gb", "gpu_mem_reserved_gb", "gpu_mem_peak_gb"):
+        assert all(r[key] > 0 for r in rows), key
+    assert rows[-1]["gpu_mem_peak_gb"] >= rows[-1]["gpu_mem_allocated_gb"]
+    log = train_log(corpus, "auto")
+    for word in ("bf16", "tf32", "flash", "fused_adamw", "compile", "probe"):
+        assert word in log, word
+    assert any("mcd" in r for r in metrics(corpus, "auto"))
+
+
+def test_flash_backend_runs_the_flash_kernel_and_math_does_not(corpus):
+    from models.matcha import MatchaConfig, MatchaTTS
+
+    model = MatchaTTS(MatchaConfig.preset_config("small", n_symbols=80, n_speakers=2)).cuda()
+    tokens = torch.randint(1, 80, (4, 60), device="cuda")
+    lens = torch.full((4,), 60, device="cuda")
+
+    def kernels(backend: str) -> list[str]:
+        model.set_attention_backend(backend)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof, \
+                torch.autocast("cuda", dtype=torch.bfloat16), torch.no_grad():
+            model.encode(tokens, lens, torch.zeros(4, dtype=torch.long, device="cuda"))
+            torch.cuda.synchronize()
+        return [e.key.lower() for e in prof.key_averages()]
+
+    flash = kernels("flash")
+    assert any("flash" in k for k in flash), flash
+    assert not any("flash" in k for k in kernels("math"))
+
+
+def test_fp16_scaler_skips_a_nan_step_and_lowers_the_scale(corpus):
+    result = run(prepare_run(config(corpus, "fp16", precision="fp16", max_steps=12, fault_nan_steps=[4],
+                                    checkpoint_every=100)))
+    assert result["state"] == "finished"
+    log = train_log(corpus, "fp16")
+    assert "step 4: non-finite loss/gradients, step skipped, loss scale lowered" in log
+    scales = [r["loss_scale"] for r in metrics(corpus, "fp16") if "loss_scale" in r]
+    assert scales and min(scales) < 65536.0
+    state = torch.load(corpus.run_dir("fp16") / "checkpoints" / "step-12" / "trainer_state.pt", weights_only=False)
+    assert state["scaler"]["scale"] > 0
+
+
+def test_probe_measures_what_fits_under_a_memory_cap(corpus):
+    """Half of the GPU's memory refused: the probe must find a smaller batch than with the whole GPU."""
+    def probed(name: str) -> int:
+        run(prepare_run(config(corpus, name, preset="base", max_steps=2, checkpoint_every=100, eval_every=0)))
+        return json.loads((corpus.run_dir(name) / "config.json").read_text())["resolved"]["max_frames_per_batch"]
+
+    whole = probed("probe-whole")
+    torch.cuda.empty_cache()
+    torch.cuda.set_per_process_memory_fraction(0.04)  # ~3 GiB of an 80 GiB H100
+    try:
+        capped = probed("probe-capped")
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+        torch.cuda.empty_cache()
+    assert 0 < capped < whole, (capped, whole)
+    assert "fitted in one real step" in json.loads((corpus.run_dir("probe-capped") / "config.json").read_text()
+                                                   )["reasons"]["max_frames_per_batch"]
+
+
+def test_a_real_cuda_out_of_memory_halves_the_micro_batch_and_training_goes_on(corpus):
+    torch.cuda.empty_cache()
+    torch.cuda.set_per_process_memory_fraction(0.03)
+    try:
+        result = run(prepare_run(config(corpus, "oom", preset="base", probe="false", max_frames_per_batch=120_000,
+                                        grad_accumulation=1, max_steps=4, checkpoint_every=100)))
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+        torch.cuda.empty_cache()
+    assert result["state"] == "finished" and result["step"] == 4, result
+    assert "out of memory at step 0: micro-batch halved" in train_log(corpus, "oom")
+
+
+def test_resume_on_gpu_continues_the_loss_curve(corpus):
+    straight = config(corpus, "straight", max_steps=16, checkpoint_every=8, precision="fp32", tf32="false",
+                      attention="math", probe="false", max_frames_per_batch=4000, grad_accumulation=1)
+    run(prepare_run(straight))
+    run_dir = corpus.run_dir("halves")
+    path = prepare_run(config(corpus, "halves", **{k: v for k, v in straight.to_dict().items()
+                                                    if k not in ("workspace", "run")}))
+
+    def stop_at_8():
+        while not any(r.get("step", 0) >= 8 for r in (read_jsonl(run_dir / "metrics.jsonl")
+                                                      if (run_dir / "metrics.jsonl").exists() else [])):
+            time.sleep(0.01)
+        (run_dir / "STOP").write_text("stop")
+
+    threading.Thread(target=stop_at_8, daemon=True).start()
+    first = run(path)
+    assert first["state"] == "stopped"
+    second = run(prepare_run(config(corpus, "halves", **{k: v for k, v in straight.to_dict().items()
+                                                         if k not in ("workspace", "run")})))
+    assert second["state"] == "finished" and second["step"] == 16
+    a = {r["step"]: r["loss"] for r in metrics(corpus, "straight") if "loss" in r}
+    b = {r["step"]: r["loss"] for r in metrics(corpus, "halves") if "loss" in r}
+    for step in (12, 16):  # cuDNN/atomics make GPU sums order-dependent: the same curve within noise
+        assert b[step] == pytest.approx(a[step], rel=0.02), step
+
+
+def test_vocoder_trains_on_the_gpu(corpus):
+    from utils.vocoder.training import VocoderTrainConfig, prepare_vocoder_run, train_vocoder
+
+    cfg = VocoderTrainConfig(dataset="bench", run="voc", max_steps=6, batch_size=4, log_every=2, eval_every=6,
+                             save_every=6, val_clips=2, mcd_clips=0, device="auto")
+    prepare_vocoder_run(corpus, cfg)
+    events = list(train_vocoder(corpus, cfg))
+    text = "\n".join(str(getattr(e, "message", e)) for e in events)
+    assert "cuda" in text, text[-2000:]
+    assert (corpus.run_dir("voc") / "checkpoints").exists()
+
+
+def test_a_trained_voice_speaks_on_the_gpu_batched_as_alone(corpus):
+    from utils.inference import Voice
+
+    folder = json.loads((corpus.run_dir("auto") / "status.json").read_text())["last_checkpoint"]
+    model, _ = load_checkpoint(folder, device="cuda")
+    assert next(model.parameters()).is_cuda
+    voice = Voice.load(folder, device="cuda")
+    text = "ሰላም ነው። ዛሬ አየሩ ጥሩ ነው። እንዴት ነህ?"
+    together, sr, info = voice.synthesize(text, temperature=0.0, batch_size=3)
+    alone, _, _ = voice.synthesize(text, temperature=0.0, batch_size=1)
+    assert sr == 24000 and len(together) > sr and np.isfinite(together).all()
+    assert len(together) == len(alone)
+    assert np.abs(together - alone).max() < 2e-2 * max(1e-6, np.abs(alone).max())

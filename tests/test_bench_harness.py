@@ -1,0 +1,141 @@
+"""The benchmark harness runs end to end on a CPU in a tiny configuration and writes what RESULTS.md is
+built from: a JSON with the machine, the command and the expected rows, and a valid PNG. No timing is
+asserted (timings belong in bench/, not in tests). Also: the FP8 option falls back with its reason where it
+cannot run, and the training loop converts its losses to Python numbers only when it logs them."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from tests.helpers import make_dataset
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def run_bench(script: str, out: Path, *args: str) -> dict:
+    """Run bench/<script>.py with --out; returns its JSON after checking the PNG beside it."""
+    log = out / f"{script}.log"
+    with open(log, "w") as f:
+        proc = subprocess.run([sys.executable, f"bench/{script}.py", "--out", str(out), *args], cwd=ROOT,
+                              stdout=f, stderr=subprocess.STDOUT, timeout=240)
+    assert proc.returncode == 0, log.read_text()[-3000:]
+    record = json.loads((out / f"{script}-cpu.json").read_text())
+    png = (out / f"{script}-cpu.png").read_bytes()
+    assert png[:8] == PNG_SIGNATURE and png[12:16] == b"IHDR" and len(png) > 2000
+    assert record["machine"]["cpu_cores"] >= 1 and record["machine"]["torch"] == torch.__version__
+    assert record["command"].startswith(f"python bench/{script}.py --out ")
+    return record
+
+
+def test_train_throughput_runs_the_cpu_ladder_and_reports_why_fp8_is_skipped(tmp_path):
+    record = run_bench("train_throughput", tmp_path, "--steps", "1", "--warmup", "1", "--frames", "400",
+                       "--utt-frames", "100", "--rows", "fp32,fused,fp8", "--fp8", "--threads", "1")
+    rows = {r["key"]: r for r in record["rows"]}
+    assert list(rows) == ["fp32", "fused", "fp8"]
+    for key in ("fp32", "fused"):
+        assert {"ms_per_step", "samples_per_s", "frames_per_s", "peak_gib", "gpu_util", "data_wait", "vs_fp32",
+                "vs_tf32"} <= set(rows[key])
+        assert rows[key]["data_wait"] == "synthetic" and rows[key]["gpu_util"] is None
+    assert rows["fp32"]["vs_fp32"] == 1.0
+    assert rows["fused"]["settings"]["fused_adamw"] == "true" and rows["fused"]["resolved"]["fused_adamw"] is True
+    assert "CUDA GPU" in rows["fp8"]["skipped"]
+
+
+def test_batch_sweep_marks_the_trainers_choice(tmp_path):
+    record = run_bench("batch_sweep", tmp_path, "--frames", "200", "400", "--utt-frames", "100", "--steps", "1",
+                       "--warmup", "1", "--threads", "1")
+    assert [r["frames"] for r in record["rows"]] == [200, 400]
+    assert all(r["frames_per_s"] > 0 and 0 <= r["padding"] < 1 for r in record["rows"])
+    assert record["choice"]["frames"] > 0 and "no probe" in record["choice"]["reason"]
+    assert record["rows"][-1]["mark"].startswith("<- nearest")
+
+
+def test_data_loading_times_the_wait_per_worker_count(tmp_path):
+    record = run_bench("data_loading", tmp_path, "--clips", "6", "--frames", "600", "--workers", "0", "1",
+                       "--steps", "3", "--step-ms", "5", "--threads", "1")
+    assert [r["workers"] for r in record["rows"]] == [0, 1]
+    for r in record["rows"]:
+        assert 0 <= r["wait_fraction"] < 1 and r["wait_max_ms"] >= r["wait_mean_ms"] >= 0
+        assert r["gpu_waits"] in ("yes", "no")
+
+
+def test_profile_step_names_top_ops_mas_and_host_syncs(tmp_path):
+    record = run_bench("profile_step", tmp_path, "--steps", "1", "--warmup", "1", "--frames", "400",
+                       "--utt-frames", "100", "--threads", "1")
+    assert len(record["top_ops"]) > 3 and all(o["self_ms_per_step"] >= 0 for o in record["top_ops"])
+    summary = record["summary"]
+    assert summary["mas_ms_per_step"] > 0 and 0 <= summary["padding_fraction"] < 1
+    assert summary["mas_alone"]["torch_ms"] > 0
+    # the model's MAS round trip through numpy is one of the syncs it finds
+    assert any("monotonic_alignment_search" in s["where"] or "models/" in s["where"] for s in record["host_syncs"])
+
+
+def test_time_to_quality_reports_each_threshold(tmp_path):
+    record = run_bench("time_to_quality", tmp_path, "--clips", "3", "--val-clips", "1", "--eval-clips", "1",
+                       "--minutes", "0.15", "--eval-every", "3", "--mcd", "logmel", "--thresholds", "100", "1",
+                       "--threads", "1")
+    assert record["curve"] and all(c["mcd"] > 0 and c["minutes"] > 0 for c in record["curve"])
+    hit, missed = record["rows"]
+    assert hit["threshold_db"] == 100 and hit["mcd"] <= 100 and hit["train_minutes"] <= hit["minutes"]
+    assert missed["threshold_db"] == 1 and str(missed["step"]).startswith("not reached")
+
+
+def test_inference_reports_the_real_time_factor_per_device_and_vocoder(tmp_path):
+    record = run_bench("inference", tmp_path, "--presets", "tiny", "--batch", "1", "2", "--sentences", "2",
+                       "--tokens", "12", "--steps", "2", "--threads", "1")
+    assert [(r["device"], r["batch"]) for r in record["rows"]] == [("cpu", 1), ("cpu", 2)]
+    for r in record["rows"]:
+        assert r["audio_s"] == 2 * 12 * 7 * 256 / 24000  # every symbol got --frames-per-token frames
+        assert 0 < r["acoustic_rtf"] < r["vocos_rtf"] < r["griffin_lim_rtf"]
+
+
+def test_fp8_request_falls_back_with_the_reason_where_it_cannot_run():
+    from tests.test_training_optimizations import cpu_report, h100_report
+    from models.matcha import MatchaConfig, MatchaTTS
+    from utils import hardware
+    from utils.training import optimization as opt
+    from utils.training.config import TrainConfig
+
+    default = opt.resolve(TrainConfig(preset="tiny"), h100_report())
+    assert default.fp8 is False and "off unless asked" in default.reasons["fp8"]
+    cpu = opt.resolve(TrainConfig(preset="tiny", fp8="true"), cpu_report())
+    assert cpu.fp8 is False and "asked for, but off" in cpu.reasons["fp8"] and "CUDA GPU" in cpu.reasons["fp8"]
+    assert any(line.startswith("fp8") and "asked for, but off" in line for line in cpu.describe())  # the run's log
+    a100 = hardware.HardwareReport(gpus=[hardware.GPUInfo(0, "NVIDIA A100-SXM4-80GB", 79.2, "8.0", 108)],
+                                   cpu_count=16, ram_gb=128, disk_free_gb=500)
+    a100.recommended = hardware.recommend(a100)
+    assert "no FP8 tensor cores" in opt.resolve(TrainConfig(fp8="true"), a100).reasons["fp8"]
+    h100 = opt.resolve(TrainConfig(fp8="true"), h100_report())
+    if importlib.util.find_spec("torchao") is None:
+        assert h100.fp8 is False and "torchao is not installed" in h100.reasons["fp8"]
+    else:
+        assert h100.fp8 is True
+    model = MatchaTTS(MatchaConfig.preset_config("tiny", n_symbols=20))
+    opt.apply_model_settings(model, cpu)
+    assert all(type(m) is torch.nn.Linear for m in model.modules() if isinstance(m, torch.nn.Linear))
+
+
+def test_training_loop_keeps_losses_on_the_device_between_log_lines(tmp_path):
+    """Turning every step's loss into a Python float makes the CPU wait for the GPU each step (a host sync)."""
+    from profile_step import ConversionCounter
+
+    from utils.training import TrainConfig, prepare_run, run
+
+    ws = make_dataset(tmp_path / "ws", n_train=3, n_val=1, max_chars=30)
+    counts = []
+    for n in (3, 6):
+        cfg = TrainConfig(workspace=str(ws.root), dataset="am", run=f"r{n}", preset="tiny", max_steps=n,
+                          log_every=n, eval_every=0, checkpoint_every=1000, mcd="logmel", eval_clips=1,
+                          sample_clips=0, ode_steps=2, max_frames_per_batch=400, grad_accumulation=1)
+        with ConversionCounter("cpu") as conversions:
+            run(prepare_run(cfg))
+        counts.append(sum(c for where, c in conversions.counts.items()
+                          if where.startswith("utils/training/loop.py") and where.endswith(".float")))
+    assert counts[0] == counts[1] > 0  # a fixed number per log line, none per step
