@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs what the tests need (Debian: espeak-ng for real Amharic test speech, chromium for the
-# browser tests; PyPI: requirements-test.txt) and runs the whole suite.
+# browser tests, fonts-sil-abyssinica so Amharic renders in them and in the docs' screenshots, ffmpeg
+# with which Gradio streams speech in the Inference tab;
+# PyPI: requirements-test.txt) and runs the whole suite. Run it as root, as the test image does: the
+# disk-full test (tests/test_faults.py) mounts a small tmpfs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=$(command -v sudo >/dev/null && [ "$(id -u)" != 0 ] && echo sudo || true)
-if ! command -v espeak-ng >/dev/null || ! command -v chromium >/dev/null; then
+if ! command -v espeak-ng >/dev/null || ! command -v chromium >/dev/null || ! command -v ffmpeg >/dev/null || ! fc-list | grep -qi abyssinica; then
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq espeak-ng chromium >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq espeak-ng chromium fonts-sil-abyssinica ffmpeg >/dev/null
 fi
 python -m pip install -q -r requirements-test.txt
 export GRADIO_ANALYTICS_ENABLED=False PYTHONUNBUFFERED=1

@@ -314,20 +314,32 @@ def test_inference_tab_builds_and_its_handlers_speak_compare_and_export(ws):
         list(tab.speak(ctx, "nobody", None, "ሰላም", 2, 0.667, 1.0, tab.AUTO_VOCODER, "auto", 0))
 
 
-def test_speak_compare_and_batch_through_gradio_client(ws, tmp_path):
+@pytest.mark.parametrize("ffmpeg", [True, False], ids=["streamed", "without-ffmpeg"])
+def test_speak_compare_and_batch_through_gradio_client(ws, tmp_path, monkeypatch, ffmpeg):
     from gradio_client import handle_file
 
     from tests.helpers import serve_tab
     from webui import inference as tab
 
+    assert tab.can_stream_audio(), "tests/run.sh installs ffmpeg, which Gradio needs to stream audio"
+    if not ffmpeg:  # a machine without ffmpeg: the player gets the whole speech at the end
+        monkeypatch.setattr(tab, "can_stream_audio", lambda: False)
+
     lines = tmp_path / "lines.txt"
     lines.write_text("ሰላም ነው።\nእንዴት ነህ?\n", encoding="utf-8")
     with serve_tab(tab, ws, "Inference") as client:
-        _, wav, _, info, rows = client.predict(CKPT, "abebe", "ሰላም ነው። እንዴት ነህ?", 2, 0.667, 1.0,
-                                               tab.AUTO_VOCODER, "auto", 0, api_name="/speak")
+        job = client.submit(CKPT, "abebe", "ሰላም ነው። እንዴት ነህ?", 2, 0.667, 1.0, tab.AUTO_VOCODER, "auto", 0,
+                            api_name="/speak")
+        _, wav, _, info, rows = job.result()
+        played = [out[0] for out in job.outputs()]  # what the player got at each update
         zip_path, report = client.predict(CKPT, "abebe", handle_file(str(lines)), 1, 0.667, 1.0, tab.AUTO_VOCODER,
                                           "cpu", 0, api_name="/speak_file")
     wave, sr = load_audio(wav)
+    if ffmpeg:  # each sentence reaches the player as soon as it is made, before the whole text is done
+        assert [isinstance(p, str) for p in played] == [True, True, False], played
+    else:  # nothing until the end, then the whole speech
+        assert [isinstance(p, str) for p in played] == [False, False, True], played
+        assert len(load_audio(played[-1])[0]) == len(load_audio(wav)[0])
     assert sr == 24000 and len(wave) > 0 and "real-time factor" in info and [r[1] for r in rows["data"]] == ["ሰላም ነው።", "እንዴት ነህ?"], rows
     assert "**2** WAV(s)" in report and zipfile.is_zipfile(zip_path)
 

@@ -4,6 +4,7 @@ Every handler turns component values into calls of utils.inference; no torch her
 """
 from __future__ import annotations
 
+import shutil
 import time
 
 import gradio as gr
@@ -48,8 +49,14 @@ def vocoder_choices(ctx: AppContext) -> list[str]:
     return [AUTO_VOCODER, inference.GRIFFIN_LIM] + inference.list_vocoders(ctx.workspace)
 
 
-def speak(ctx: AppContext, voice, speaker, text, steps, temperature, speed, vocoder, device, seed):
-    """Stream audio chunks to the player; at the end the WAV file, spectrogram, info and the spoken text."""
+def can_stream_audio() -> bool:
+    """Gradio encodes streamed audio with ffmpeg; without it the player gets the whole speech at the end."""
+    return shutil.which("ffmpeg") is not None
+
+
+def speak(ctx: AppContext, voice, speaker, text, steps, temperature, speed, vocoder, device, seed, stream=True):
+    """Stream audio chunks to the player (`stream`; else the whole speech at the end); at the end the WAV
+    file, spectrogram, info and the spoken text."""
     ws = ctx.workspace
     try:
         chunks = inference.speak(ws, voice, text, speaker=speaker or None, steps=int(steps),
@@ -59,7 +66,7 @@ def speak(ctx: AppContext, voice, speaker, text, steps, temperature, speed, voco
         made = []
         for chunk in chunks:
             made.append(chunk)
-            yield ((chunk.sample_rate, _int16(chunk.wave)), gr.update(), gr.update(),
+            yield ((chunk.sample_rate, _int16(chunk.wave)) if stream else gr.update(), gr.update(), gr.update(),
                    f"Speaking… {chunk.done}/{chunk.total} sentences", gr.update())
     except StudioError as exc:
         raise gr.Error(str(exc)) from None
@@ -68,8 +75,8 @@ def speak(ctx: AppContext, voice, speaker, text, steps, temperature, speed, voco
     wave, sr, info = inference.join_chunks(made)
     out = ws.root / "exports" / "speech" / f"speech-{time.strftime('%Y%m%d-%H%M%S')}.wav"
     save_audio(out, wave, sr)
-    yield (gr.update(), str(out), inference.spectrogram_image(info["mels"]), inference.describe(info),
-           _rows_table(info["rows"]))
+    yield (gr.update() if stream else (sr, _int16(wave)), str(out), inference.spectrogram_image(info["mels"]),
+           inference.describe(info), _rows_table(info["rows"]))
 
 
 def compare(ctx: AppContext, voice_a, voice_b, text, speaker, steps, temperature, speed, vocoder, seed):
@@ -171,7 +178,10 @@ def build(ctx: AppContext):
     with gr.Row():
         go = gr.Button("Speak", variant="primary", elem_id="inference-speak")
         stop = gr.Button("Stop", variant="stop", scale=0, min_width=90)
-    audio = gr.Audio(label="Speech", streaming=True, autoplay=True, interactive=False, elem_id="inference-audio")
+    streaming = can_stream_audio()
+    audio = gr.Audio(label="Speech" if streaming else "Speech (plays when the whole text is spoken: install ffmpeg "
+                     "to hear each sentence as soon as it is made)", streaming=streaming, autoplay=True,
+                     interactive=False, elem_id="inference-audio")
     with gr.Row():
         wav = gr.File(label="Download WAV", elem_id="inference-wav", scale=1)
         spectrogram = gr.Image(label="Spectrogram (log-mel)", type="numpy", interactive=False, scale=3,
@@ -250,7 +260,7 @@ def build(ctx: AppContext):
     voice.change(lambda v: speaker_choices(ctx, v), inputs=[voice], outputs=[speaker], api_name="inference_speakers")
     settings = [steps, temperature, speed, vocoder]
     def on_speak(*args):
-        yield from speak(ctx, *args)
+        yield from speak(ctx, *args, stream=streaming)
 
     speaking = go.click(on_speak,
                         inputs=[voice, speaker, text, *settings, device, seed],
