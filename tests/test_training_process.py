@@ -14,8 +14,8 @@ import pytest
 
 from tests.test_training import corpus, losses, tiny_config  # noqa: F401  (module fixture)
 from utils.training import prepare_run, run
-from utils.training.checkpoint import step_folders
-from utils.workspace import read_json
+from utils.training.checkpoint import load_trainer_state, step_folders
+from utils.workspace import read_json, read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,7 +29,7 @@ def start_trainer(config_path: Path, nproc: int = 1) -> subprocess.Popen:
     else:
         cmd = [sys.executable, "-m", "utils.training", "--config", str(config_path)]
     out = open(Path(config_path).parent / "stdout.log", "wb")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     proc.output_path = out.name
     out.close()
     return proc
@@ -113,3 +113,23 @@ def test_app_train_command_trains_and_reports(corpus, capsys):
     config = json.loads((corpus.run_dir("cli") / "config.json").read_text())
     assert config["resolved"]["attention"] == "flash" and config["reasons"]["attention"] == "set by the user"
     assert config["train"]["max_steps"] == 2 and config["resolved"]["compile"] is False
+
+
+def test_ddp_out_of_memory_on_one_rank_is_recovered_by_all_ranks_together(corpus):
+    """Only rank 1 runs out of memory: both ranks halve their micro-batch and go on; none waits for ever."""
+    rows = [r for r in read_jsonl(corpus.dataset_dir("am") / "manifest.jsonl") if r["split"] == "train"]
+    longest = -(-max(int(r["duration"] * 24000) // 256 + 1 for r in rows) // 4) * 4
+    path = prepare_run(tiny_config(corpus, "ddp-oom", max_steps=3, checkpoint_every=3, eval_every=0,
+                                   max_frames_per_batch=4 * longest, fault_oom_above_frames=2 * longest,
+                                   fault_oom_ranks=[1]))
+    proc = start_trainer(path, nproc=2)
+    try:
+        assert proc.wait(timeout=300) == 0, Path(proc.output_path).read_text(errors="replace")[-3000:]
+    finally:
+        if proc.poll() is None:  # a hang: take the whole torchrun group down with it
+            os.killpg(proc.pid, signal.SIGKILL)
+    log = (corpus.run_dir("ddp-oom") / "train.log").read_text()
+    assert "out of memory in another process at step 0: micro-batch halved" in log  # rank 0's log: rank 1 ran out
+    assert read_json(corpus.run_dir("ddp-oom") / "status.json")["state"] == "finished"
+    state = load_trainer_state(corpus.run_dir("ddp-oom") / "checkpoints" / "step-3")
+    assert state["split"] >= 2

@@ -80,6 +80,7 @@ class TrainConfig:
     max_bad_steps: int = _f(5, "consecutive NaN/Inf steps before the run stops with a clear message")
     # ------------------------------------------------------------------ fault injection (tests)
     fault_oom_above_frames: int = _f(0, "TEST HOOK: raise out-of-memory for micro-batches above this many frames")
+    fault_oom_ranks: list = _f([], "TEST HOOK: only these DDP ranks raise the injected out-of-memory (all if empty)")
     fault_nan_steps: list = _f([], "TEST HOOK: make the loss NaN at these steps")
     fault_pause_checkpoint_step: int = _f(0, "TEST HOOK: the checkpoint of this step waits 10 s half-written "
                                              "(a test kills the trainer there)")
@@ -101,7 +102,7 @@ class TrainConfig:
         return {f.name: f.metadata.get("help", "") for f in fields(cls)}
 
 
-CLI_HIDDEN = ("workspace", "fault_oom_above_frames", "fault_nan_steps", "fault_pause_checkpoint_step")
+CLI_HIDDEN = ("workspace", "fault_oom_above_frames", "fault_oom_ranks", "fault_nan_steps", "fault_pause_checkpoint_step")
 
 
 def cli_fields():

@@ -55,13 +55,44 @@ def all_reduce_mean(value: float, d: Dist, device: str) -> float:
     return float(t) / d.world_size
 
 
+def min_int(value: int, d: Dist, device: str) -> int:
+    """The smallest of every rank's value."""
+    if not d.enabled:
+        return value
+    t = torch.tensor([value], dtype=torch.int64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return int(t.item())
+
+
 def any_flag(flag: bool, d: Dist, device: str) -> bool:
     """True on every rank if it is true on any (stop requests, OOM, NaN: all ranks must agree)."""
+    return any_flags([flag], d, device)[0]
+
+
+def any_flags(flags: list[bool], d: Dist, device: str) -> list[bool]:
+    """any_flag for several flags in one all-reduce."""
     if not d.enabled:
-        return flag
-    t = torch.tensor([1.0 if flag else 0.0], device=device)
+        return list(flags)
+    t = torch.tensor([1.0 if f else 0.0 for f in flags], device=device)
     dist.all_reduce(t)
-    return bool(t.item() > 0)
+    return [bool(v > 0) for v in t.tolist()]
+
+
+def average_gradients(params: list[torch.nn.Parameter], d: Dist) -> None:
+    """Mean of every gradient over the ranks, as one flat all-reduce. The trainer runs DDP's micro-batches
+    under no_sync and calls this once per optimizer step, after the ranks agreed that none ran out of
+    memory: giving up DDP's overlap of communication with the last backward costs one all-reduce of the
+    gradients (~75 MB for `base`, about a millisecond on NVLink), against a hang on an OOM."""
+    if not d.enabled:
+        return
+    from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]  # same layout on every rank
+    flat = _flatten_dense_tensors(grads)
+    dist.all_reduce(flat)
+    flat /= d.world_size
+    for p, g in zip(params, _unflatten_dense_tensors(flat, grads)):
+        p.grad = g
 
 
 def barrier(d: Dist) -> None:

@@ -165,14 +165,18 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
     log(f"model: {mcfg.preset} Matcha-TTS, {n_params / 1e6:.2f}M parameters ({n_train / 1e6:.2f}M trained)")
     autocast = opt.autocast(machine)
 
-    def run_micro(batch: dict, weight: float, step: int, sync: bool = True) -> dict:
-        """Forward + backward of one micro-batch; `weight` = its share of the optimizer step."""
+    def run_micro(batch: dict, weight: float, step: int) -> dict:
+        """Forward + backward of one micro-batch; `weight` = its share of the optimizer step.
+
+        Under DDP no micro-batch all-reduces by itself (no_sync): a rank that ran out of memory would
+        leave the others waiting in DDP's bucketed all-reduce for ever. The loop averages the gradients
+        once per optimizer step instead, after every rank has said whether it ran out of memory."""
         b = {k: v.to(device, non_blocking=machine.pin_memory) if torch.is_tensor(v) else v for k, v in batch.items()}
         frames = b["mels"].shape[0] * b["mels"].shape[-1]
-        if cfg.fault_oom_above_frames and frames > cfg.fault_oom_above_frames:
+        if cfg.fault_oom_above_frames and frames > cfg.fault_oom_above_frames and \
+                (not cfg.fault_oom_ranks or dist.rank in cfg.fault_oom_ranks):
             raise torch.OutOfMemoryError(f"CUDA out of memory (fault injection: {frames} frames)")
-        ctx = dmodel.no_sync() if (dist.enabled and not sync) else contextlib.nullcontext()  # all-reduce once per step
-        with ctx:
+        with dmodel.no_sync() if hasattr(dmodel, "no_sync") else contextlib.nullcontext():  # DDP, not the probe
             with autocast:
                 losses = dmodel(b["tokens"], b["token_lens"], b["mels"], b["mel_lens"], b["speakers"])
             loss = losses["loss"] * weight
@@ -208,6 +212,7 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
             raise StudioError(f"Not even one of the longest clips ({longest} frames) fits in memory; "
                               "turn on gradient checkpointing, use a smaller preset, or drop very long clips.")
         measured = max(round_up(longest, machine.length_multiple), int(fitted * cfg.probe_headroom))
+        measured = ddp.min_int(measured, dist, device)  # the smallest GPU's answer: every rank uses one batch size
         from utils import hardware
         rep = hardware.with_measured_batch(hardware.detect(), measured,
                                            f"{fitted} frames fitted in one real step; {cfg.probe_headroom:.0%} kept")
@@ -221,7 +226,7 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
 
     # ------------------------------------------------------------------ optimizer, DDP
     opt.compile_model(model, machine)  # after the probe: eager memory is an upper bound of compiled memory
-    dmodel = ddp.wrap(model, dist, machine.device)  # gradient all-reduce across processes
+    dmodel = ddp.wrap(model, dist, machine.device)  # the same starting weights on every process
     optimizer = opt.make_optimizer(model, cfg, machine)  # AdamW, fused kernel on GPU
     scaler = opt.grad_scaler(machine)  # loss scaling for fp16 only
     params = [p for p in model.parameters() if p.requires_grad]
@@ -334,28 +339,35 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
         window["wait"] += time.perf_counter() - t_wait
         pos = (batches[-1]["pos"][0], batches[-1]["pos"][1] + 1)  # next batch to read after this step
         while True:  # retry the step with smaller micro-batches after an out-of-memory
+            oom = None
             try:
                 losses_sum: dict[str, torch.Tensor] = {}
-                pieces = [(p, len(p["tokens"]) / len(b["tokens"]) / accum) for b in batches
-                          for p in split_batch(b, split, machine.length_multiple)]
-                for i, (piece, weight) in enumerate(pieces):
-                    losses = run_micro(piece, weight, step, sync=i == len(pieces) - 1)
-                    for k, v in losses.items():
-                        losses_sum[k] = losses_sum.get(k, 0.0) + v * weight
-                break
+                for b in batches:
+                    for piece in split_batch(b, split, machine.length_multiple):
+                        weight = len(piece["tokens"]) / len(b["tokens"]) / accum
+                        losses = run_micro(piece, weight, step)
+                        for k, v in losses.items():
+                            losses_sum[k] = losses_sum.get(k, 0.0) + v * weight
             except Exception as exc:
                 if not opt.is_oom(exc):
                     raise
-                optimizer.zero_grad(set_to_none=True)
-                if machine.device == "cuda":
-                    torch.cuda.empty_cache()
-                biggest = max(len(b["tokens"]) for b in batches)
-                if split >= biggest:
-                    raise StudioError(f"out of memory even with one utterance per micro-batch at step {step}; "
-                                      "turn on gradient checkpointing or use a smaller preset.") from exc
-                split *= 2
-                log(f"out of memory at step {step}: micro-batch halved (each batch now in {split} parts), "
-                    f"accumulation doubled to {accum * split} micro-steps per optimizer step; continuing")
+                oom = exc
+            # every rank learns whether any ran out of memory (one tiny all-reduce), so all retry together
+            stuck = oom is not None and split >= max(len(b["tokens"]) for b in batches)
+            any_oom, any_stuck = ddp.any_flags([oom is not None, stuck], dist, device)
+            if not any_oom:
+                break
+            optimizer.zero_grad(set_to_none=True)
+            if machine.device == "cuda":
+                torch.cuda.empty_cache()
+            if any_stuck:
+                raise StudioError(f"out of memory even with one utterance per micro-batch at step {step}; "
+                                  "turn on gradient checkpointing or use a smaller preset.") from oom
+            split *= 2
+            where = "" if oom is not None else " in another process"
+            log(f"out of memory{where} at step {step}: micro-batch halved (each batch now in {split} parts), "
+                f"accumulation doubled to {accum * split} micro-steps per optimizer step; continuing")
+        ddp.average_gradients(params, dist)  # the step's one gradient all-reduce (see run_micro)
         scaler.unscale_(optimizer)  # true gradient values for clipping (no-op unless fp16)
         grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
         finite = bool(torch.isfinite(grad_norm)) and bool(torch.isfinite(losses_sum["loss"]))  # a sync point
