@@ -92,7 +92,8 @@ def _short(path: str) -> str:
 
 
 def mas_alone(batch: dict, device: str, repeat: int = 3) -> dict:
-    """MAS on this batch's shape: the Cython kernel (with its device -> host -> device copies) vs the torch one."""
+    """MAS on this batch's shape: the Cython kernel (with its device -> host -> device copies), the torch one,
+    and on a GPU the Triton kernel."""
     import torch
 
     from models.alignment import _mas_cython, maximum_path, sequence_mask
@@ -102,8 +103,8 @@ def mas_alone(batch: dict, device: str, repeat: int = 3) -> dict:
     mask = (sequence_mask(batch["token_lens"].to(device), n)[:, :, None]
             & sequence_mask(batch["mel_lens"].to(device), t)[:, None, :]).float()
     out = {"shape": [b, n, t]}
-    for impl in ("cython", "torch"):
-        if impl == "cython" and _mas_cython is None:
+    for impl in ("cython", "torch", "triton"):
+        if (impl == "cython" and _mas_cython is None) or (impl == "triton" and device != "cuda"):
             continue
         maximum_path(log_p, mask, impl)
         common.sync(device)

@@ -7,7 +7,8 @@
 
 Why: each optimization the trainer turns on (utils.training.optimization) has to prove itself with a number
 on the same data and steps. GPU rows, each adding one thing to the row above: fp32 eager; + TF32;
-+ bf16 autocast; + flash/efficient attention; + fused AdamW; + torch.compile; all (the trainer's own "auto"
++ bf16 autocast; + flash/efficient attention; + fused AdamW; + alignment search on the GPU (Triton kernel
+instead of Cython on the CPU); + torch.compile; all (the trainer's own "auto"
 speed configuration, which adds cuDNN benchmark); all + gradient checkpointing (memory configuration).
 Each row runs `--warmup` steps (compilation happens there), then times `--steps` full optimizer steps as
 the trainer runs them (bench.common.train_step). Columns: ms/step, samples/s, mel frames/s (unpadded),
@@ -23,7 +24,7 @@ from pathlib import Path
 import common  # bench/common.py (the script's folder is on sys.path); puts the repository root there too
 
 BASE = dict(precision="fp32", tf32="false", attention="math", fused_adamw="false", compile="false",
-            cudnn_benchmark="false", grad_checkpointing="false", fp8="false")
+            cudnn_benchmark="false", grad_checkpointing="false", fp8="false", mas="cython")
 COLUMNS = [("label", "configuration"), ("ms_per_step", "ms/step", "{:.1f}"), ("samples_per_s", "samples/s", "{:.1f}"),
            ("frames_per_s", "mel frames/s", "{:,.0f}"), ("peak_gib", "peak GiB", "{:.2f}"),
            ("gpu_util", "GPU util %", "{:.0f}"), ("data_wait", "data wait", "{:.1%}"),
@@ -45,6 +46,7 @@ def ladder(gpu: bool, compile_on_cpu: bool, fp8: bool) -> list[tuple[str, str, d
                            ("bf16", "+ bf16 autocast", dict(precision="bf16")),
                            ("attention", "+ flash/efficient attention", dict(attention="flash")),
                            ("fused", "+ fused AdamW", dict(fused_adamw="true")),
+                           ("mas", "+ alignment search on the GPU (Triton)", dict(mas="triton")),
                            ("compile", "+ torch.compile", dict(compile="true"))])
         rows += [("speed", "all (speed configuration: the trainer's auto)", common.SPEED),
                  ("memory", "all + gradient checkpointing (memory configuration)",
@@ -106,7 +108,7 @@ def measure(args, report, settings: dict) -> dict:
            "peak_gib": common.peak_gib(device), "gpu_util": util.percent,
            "data_wait": wait / wall if args.dataset else "synthetic", "warmup_s": warmup_s,
            "resolved": {k: m.values[k] for k in ("precision", "tf32", "attention", "fused_adamw", "compile",
-                                                 "cudnn_benchmark", "grad_checkpointing", "fp8")}}
+                                                 "cudnn_benchmark", "grad_checkpointing", "fp8", "mas")}}
     del step, model, data
     common.release(device)
     return out

@@ -43,7 +43,7 @@ def test_hardware_defaults_train_with_every_gpu_optimization_on(corpus):
     resolved = json.loads((corpus.run_dir("auto") / "config.json").read_text())["resolved"]
     assert resolved["device"] == "cuda" and resolved["precision"] == "bf16"
     assert resolved["tf32"] is True and resolved["attention"] == "flash" and resolved["fused_adamw"] is True
-    assert resolved["compile"] is True and resolved["cudnn_benchmark"] is True
+    assert resolved["compile"] is True and resolved["cudnn_benchmark"] is True and resolved["mas"] == "triton"
     assert resolved["probe"] is True and resolved["max_frames_per_batch"] > 0
     rows = [r for r in metrics(corpus, "auto") if "loss" in r]
     first, last = np.mean([r["loss"] for r in rows[:2]]), np.mean([r["loss"] for r in rows[-2:]])
@@ -172,3 +172,16 @@ def test_a_trained_voice_speaks_on_the_gpu_batched_as_alone(corpus):
     assert sr == 24000 and len(together) > sr and np.isfinite(together).all()
     assert len(together) == len(alone)
     assert np.abs(together - alone).max() < 2e-2 * max(1e-6, np.abs(alone).max())
+
+
+def test_triton_alignment_search_matches_cython_on_training_sized_batches():
+    """The trainer's GPU default: same paths as the Cython kernel on the CPU, on long padded batches."""
+    from models.alignment import mas_disagreement, maximum_path, sequence_mask
+
+    assert mas_disagreement("triton", "cuda") == ""
+    g = torch.Generator().manual_seed(0)
+    n_lens = torch.randint(20, 300, (24,), generator=g)
+    t_lens = n_lens * 4 + torch.randint(0, 400, (24,), generator=g)
+    log_p = torch.randn(24, int(n_lens.max()), int(t_lens.max()), generator=g) * 4
+    mask = (sequence_mask(n_lens)[:, :, None] & sequence_mask(t_lens)[:, None, :]).float()
+    assert torch.equal(maximum_path(log_p.cuda(), mask.cuda(), "triton").cpu(), maximum_path(log_p, mask, "cython"))

@@ -1,10 +1,11 @@
 """Monotonic alignment search (Glow-TTS / Matcha) and the hard-path helpers around it.
 
 `maximum_path` finds, per utterance, the monotonic path through a [tokens x frames] log-likelihood
-matrix that maximises the summed log-likelihood (each token gets >= 1 frame). It uses the maintained
-Cython kernel from the `monotonic-alignment-search` package when it is installed, else a torch
-version of the same dynamic programme (per-frame recursion over all tokens at once, then a
-backtrack vectorised over the batch). Always float32: the -inf bookkeeping breaks in fp16/bf16.
+matrix that maximises the summed log-likelihood (each token gets >= 1 frame). Implementations:
+"triton" (`mas_triton`, on the GPU: no copy to the host, no idle GPU), "cython" (the maintained
+kernel of the `monotonic-alignment-search` package, on the CPU) and "torch" (the same dynamic
+programme in torch ops: per-frame recursion over all tokens at once, then a backtrack vectorised over
+the batch). All three give the same path. Always float32: the -inf bookkeeping breaks in fp16/bf16.
 """
 from __future__ import annotations
 
@@ -28,6 +29,10 @@ def maximum_path(log_p: torch.Tensor, mask: torch.Tensor, implementation: str = 
     log_p = log_p.float()
     if implementation == "auto":
         implementation = "cython" if _mas_cython is not None else "torch"
+    if implementation == "triton":
+        from models.mas_triton import maximum_path_triton
+
+        return maximum_path_triton(log_p.detach(), mask)
     if implementation == "cython":
         return _mas_cython(log_p.detach(), mask).to(log_p.dtype)
     return maximum_path_torch(log_p.detach(), mask)
@@ -69,3 +74,22 @@ def durations_to_path(durations: torch.Tensor, t_max: int) -> torch.Tensor:
     cum = torch.cumsum(durations, dim=1)  # [B, N]
     frames = torch.arange(t_max, device=durations.device)[None, None, :]  # [1, 1, T]
     return ((frames < cum[:, :, None]) & (frames >= (cum - durations)[:, :, None])).float()
+
+
+def mas_disagreement(implementation: str, device: str | torch.device, trials: int = 8) -> str:
+    """"" when `implementation` finds the same paths as the torch reference on random batches on `device`
+    (with padding and ties), else what differed. The trainer runs it before trusting a GPU kernel."""
+    gen = torch.Generator().manual_seed(1234)
+    for trial in range(trials):
+        b = 3
+        n_lens = torch.randint(1, 40, (b,), generator=gen)
+        t_lens = n_lens + torch.randint(0, 120, (b,), generator=gen)
+        log_p = torch.randn(b, int(n_lens.max()), int(t_lens.max()), generator=gen) * 3
+        if trial % 2:
+            log_p = log_p.round()  # ties
+        mask = (sequence_mask(n_lens)[:, :, None] & sequence_mask(t_lens)[:, None, :]).float()
+        expected = maximum_path_torch(log_p, mask)
+        got = maximum_path(log_p.to(device), mask.to(device), implementation).cpu()
+        if not torch.equal(got, expected):
+            return f"{int((got != expected).sum())} of {expected.numel()} cells differ on check batch {trial}"
+    return ""

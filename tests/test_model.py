@@ -37,6 +37,56 @@ def test_torch_mas_finds_the_same_paths_as_the_cython_kernel():
         assert (a.sum(2)[0, : int(n[0])] >= 1).all()  # every token gets at least one frame
 
 
+def test_triton_mas_kernel_finds_the_same_paths_as_the_reference():
+    """The GPU kernel's own code, run by Triton's interpreter on the CPU (no GPU here), on padded batches
+    with ties; also through a model's forward pass."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import torch\n"
+        "from models.alignment import mas_disagreement, maximum_path\n"
+        "from models.matcha import MatchaConfig, MatchaTTS\n"
+        "print('check:', repr(mas_disagreement('triton', 'cpu', trials=6)))\n"
+        "torch.manual_seed(0)\n"
+        "m = MatchaTTS(MatchaConfig.preset_config('tiny', n_symbols=40, n_speakers=1))\n"
+        "args = (torch.randint(1, 40, (2, 10)), torch.tensor([10, 7]), torch.randn(2, 100, 48), torch.tensor([48, 30]))\n"
+        "losses = {}\n"
+        "for impl in ('cython', 'triton'):\n"
+        "    m.mas_implementation = impl\n"
+        "    torch.manual_seed(1)\n"
+        "    losses[impl] = float(m(*args)['loss'])\n"
+        "print('same loss:', losses['cython'] == losses['triton'])\n")
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(root)})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "check: ''" in out.stdout and "same loss: True" in out.stdout, out.stdout
+
+
+def test_a_wrong_mas_kernel_is_caught_and_the_trainer_falls_back_to_cython(monkeypatch):
+    import models.mas_triton
+    from tests.test_training_optimizations import h100_report
+    from utils.training import optimization as opt
+    from utils.training.config import TrainConfig
+
+    def off_by_one(log_p, mask):  # a kernel that lets every path start one frame late
+        return torch.roll(maximum_path_torch(log_p.cpu(), mask.cpu()), 1, dims=2)
+
+    monkeypatch.setattr(models.mas_triton, "maximum_path_triton", off_by_one)
+    from models.alignment import mas_disagreement
+
+    assert "differ" in mas_disagreement("triton", "cpu")
+    m = opt.resolve(TrainConfig(preset="tiny"), h100_report())
+    assert m.mas == "triton" and "Triton kernel" in m.reasons["mas"]
+    m.values["device"] = "cpu"  # checked on this CPU, as the trainer checks on its GPU
+    model = tiny()
+    opt.apply_model_settings(model, m, compile=False)
+    assert m.mas == "cython" and "did not match" in m.reasons["mas"] and model.mas_implementation == "cython"
+
+
 def test_forward_gives_finite_losses_and_gradients_everywhere_used():
     model = tiny()
     losses = model(*batch())

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import warnings
 
+import pytest
 import torch
 
 from models.matcha import MatchaConfig, MatchaTTS
 from tests.test_training import corpus, tiny_config  # noqa: F401  (module fixture)
 from utils import hardware
+from utils.events import StudioError
 from utils.training import prepare_run, run
 from utils.training import optimization as opt
 from utils.training.config import TrainConfig
@@ -41,6 +43,9 @@ def test_auto_settings_follow_the_hardware_recommendation_with_reasons():
     cpu = opt.resolve(TrainConfig(preset="tiny"), cpu_report())
     assert (cpu.device, cpu.precision, cpu.tf32, cpu.attention, cpu.compile) == ("cpu", "fp32", False, "math", False)
     assert not cpu.pin_memory and not cpu.fused_adamw and not cpu.probe and cpu.length_multiple == 4
+    assert gpu.mas == "triton" and cpu.mas == "cython"  # alignment search where the tensors are
+    with pytest.raises(StudioError, match="mas triton runs on a CUDA GPU"):
+        opt.resolve(TrainConfig(preset="tiny", mas="triton"), cpu_report())
     forced = opt.resolve(TrainConfig(preset="tiny", attention="flash", compile="true", grad_checkpointing="true",
                                      max_frames_per_batch=1234, grad_accumulation=3), cpu_report())
     assert forced.attention == "flash" and forced.compile and forced.grad_checkpointing

@@ -58,6 +58,8 @@ class TrainConfig:
     cudnn_benchmark: str = _f(AUTO, "let cuDNN time convolution algorithms per shape: true | false | auto")
     fp8: str = _f(AUTO, "FP8 matmuls in the Linear layers (torchao float8 training; compute >= 8.9 GPUs with torchao "
                         "installed): true | false | auto (= off: measure with bench/train_throughput.py --fp8 first)")
+    mas: str = _f(AUTO, "monotonic alignment search: triton (one kernel on the GPU) | cython (on the CPU) | torch | "
+                        "auto (triton on a CUDA GPU, else cython)", choices=[AUTO, "triton", "cython", "torch"])
     max_frames_per_batch: int | str = _f(AUTO, "mel frames (padded) per micro-batch, or auto")
     grad_accumulation: int | str = _f(AUTO, "micro-batches per optimizer step, or auto")
     num_workers: int | str = _f(AUTO, "DataLoader worker processes, or auto")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from models.alignment import _mas_cython, mas_disagreement
 from utils.events import StudioError
 from utils.training.config import AUTO, TrainConfig, as_bool
 
@@ -91,6 +92,7 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1) -> Machine:
          (on_gpu, "length bucketing keeps conv shapes few, so timing cuDNN algorithms once per shape pays off"
           if on_gpu else "cuDNN is a GPU library"))
     _resolve_fp8(cfg, m, report, on_gpu)
+    _resolve_mas(cfg, m, on_gpu)
     workers = m.num_workers
     pick("persistent_workers", cfg.persistent_workers, lambda v: as_bool(v, "persistent_workers"),
          (workers > 0, "loader workers stay alive between iterations (no re-fork, warm feature cache)"
@@ -136,6 +138,25 @@ def _resolve_fp8(cfg: TrainConfig, m: Machine, report, on_gpu: bool) -> None:
           "set by the user: Linear layers with sizes divisible by 16 run FP8 matmuls (torchao float8 training)")
 
 
+def _resolve_mas(cfg: TrainConfig, m: Machine, on_gpu: bool) -> None:
+    import importlib.util
+
+    if cfg.mas != AUTO:
+        if cfg.mas not in ("triton", "cython", "torch"):
+            raise StudioError(f"mas must be triton, cython, torch or auto, not {cfg.mas!r}.")
+        if cfg.mas == "triton" and not on_gpu:
+            raise StudioError("mas triton runs on a CUDA GPU; use cython (or auto) on this machine.")
+        m.set("mas", cfg.mas, "set by the user")
+    elif on_gpu and importlib.util.find_spec("triton") is not None:
+        m.set("mas", "triton", "alignment search on the GPU as one Triton kernel: each step no longer copies the "
+                               "log-likelihoods to the CPU and leaves the GPU idle while the Cython kernel searches")
+    elif _mas_cython is not None:
+        m.set("mas", "cython", "the Cython kernel (parallel over the batch)" if not on_gpu else
+              "Triton is not installed: the Cython kernel on the CPU (the GPU waits for it each step)")
+    else:
+        m.set("mas", "torch", "the monotonic-alignment-search package is missing: the torch version (slower)")
+
+
 # ---------------------------------------------------------------------------- apply settings
 def apply_backend_flags(m: Machine) -> None:
     """Process-wide switches. Each one is a line; the reason is in m.reasons."""
@@ -161,6 +182,9 @@ def apply_model_settings(model, m: Machine, compile: bool = True) -> None:
     """`compile=False` leaves torch.compile for `compile_model` (the trainer compiles after its batch probe:
     every probed size would otherwise be a new shape to compile, minutes each)."""
     model.set_attention_backend(m.attention)  # the SDPA kernel every attention layer runs
+    if m.mas == "triton" and (why := mas_disagreement("triton", m.device)):  # never train on a wrong alignment
+        m.set("mas", "cython", f"the Triton kernel did not match the reference on this GPU ({why}): Cython kernel")
+    model.mas_implementation = m.mas  # where monotonic alignment search runs
     model.set_grad_checkpointing(m.grad_checkpointing)  # recompute block activations in backward
     if m.values.get("fp8"):  # before compile, so the compiled graphs contain the FP8 casts
         convert_to_fp8(model)
