@@ -260,6 +260,7 @@ def train_step(preset: str, settings: dict, report, n_symbols: int = 100, n_spea
     from models.matcha import MatchaConfig, MatchaTTS
     from utils.training import optimization as opt
     from utils.training.config import TrainConfig
+    from utils.training.data import batch_to_device
 
     cfg = TrainConfig(preset=preset, **settings)
     m = opt.resolve(cfg, report)
@@ -273,7 +274,7 @@ def train_step(preset: str, settings: dict, report, n_symbols: int = 100, n_spea
     ema = [p.detach().clone() for p in params]
 
     def step(batch: dict) -> dict:
-        b = {k: v.to(m.device, non_blocking=m.pin_memory) if torch.is_tensor(v) else v for k, v in batch.items()}
+        b = batch_to_device(batch, m.device, non_blocking=m.pin_memory)
         with autocast:
             losses = model(b["tokens"], b["token_lens"], b["mels"], b["mel_lens"], b["speakers"])
         scaler.scale(losses["loss"]).backward()

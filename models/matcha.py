@@ -118,10 +118,14 @@ class MatchaTTS(nn.Module):
         return self.spk_emb(speakers)  # [B, S]
 
     def encode(self, tokens, token_lens, speakers=None):
-        """tokens [B, N], token_lens [B] -> mu [B, F, N], log-durations [B, 1, N], token mask [B, 1, N], spk."""
+        """tokens [B, N], token_lens [B] -> mu [B, F, N], log-durations [B, 1, N], token mask [B, 1, N], spk.
+        The lengths may be on the CPU (the trainer keeps them there): the padding check then reads them
+        without waiting for the GPU."""
+        padded = tokens.shape[1] != int(token_lens.min())
+        token_lens = token_lens.to(tokens.device, non_blocking=True)
         x_mask = sequence_mask(token_lens, tokens.shape[1])  # [B, N] bool
         spk = self._speaker(speakers, tokens.shape[0], tokens.device)
-        key_mask = None if tokens.shape[1] == int(token_lens.min()) else x_mask
+        key_mask = x_mask if padded else None
         mask = x_mask[:, None].to(self.encoder.emb.weight.dtype)
         mu, hidden = self.encoder(tokens, mask, spk, key_mask)
         logw = self.duration(hidden.detach(), mask)  # stop-gradient: the duration loss does not train the encoder
@@ -130,7 +134,9 @@ class MatchaTTS(nn.Module):
     # --------------------------------------------------------------------------------- training
     def forward(self, tokens, token_lens, mels, mel_lens, speakers=None) -> dict[str, torch.Tensor]:
         """tokens [B, N]; mels [B, F, T] normalised log-mel with T a multiple of LENGTH_MULTIPLE;
-        lengths [B] -> {"dur", "prior", "cfm", "loss"} scalar tensors."""
+        lengths [B] (on the CPU or the device, see `encode`) -> {"dur", "prior", "cfm", "loss"} scalar tensors."""
+        padded = mels.shape[-1] != int(mel_lens.min())
+        mel_lens = mel_lens.to(mels.device, non_blocking=True)
         mu, logw, x_mask, spk = self.encode(tokens, token_lens, speakers)
         y_mask = sequence_mask(mel_lens, mels.shape[-1])[:, None].to(mu.dtype)  # [B, 1, T]
         with torch.autocast(mels.device.type, enabled=False), torch.no_grad():
@@ -146,7 +152,6 @@ class MatchaTTS(nn.Module):
         mu_y = torch.einsum("bfn,bnt->bft", mu, path.to(mu.dtype))  # [B, F, T]: gradient through mu, not the path
         prior = (0.5 * ((mels.float() - mu_y.float()) ** 2 + math.log(2 * math.pi)) * y_mask).sum() / (
             y_mask.sum() * self.cfg.n_feats)
-        padded = mels.shape[-1] != int(mel_lens.min())
         cfm = self.decoder.loss(mels, y_mask, mu_y, spk, padded)
         return {"dur": dur_loss, "prior": prior, "cfm": cfm, "loss": dur_loss + prior + cfm}
 

@@ -250,3 +250,10 @@ def make_loader(dataset: MelDataset, sampler: FrameBatchSampler, m, prefetch_fac
         kw = {"persistent_workers": m.persistent_workers, "prefetch_factor": prefetch_factor}
     return torch.utils.data.DataLoader(dataset, batch_sampler=sampler, num_workers=m.num_workers,
                                        pin_memory=m.pin_memory, collate_fn=Collate(m.length_multiple), **kw)
+
+
+def batch_to_device(batch: dict, device, non_blocking: bool = False) -> dict:
+    """The batch's tensors on `device`, except the lengths: the model reads those on the CPU for its padding
+    checks, which on the GPU would make the host wait for every queued kernel (a sync per step)."""
+    return {k: v.to(device, non_blocking=non_blocking) if torch.is_tensor(v) and not k.endswith("_lens") else v
+            for k, v in batch.items()}

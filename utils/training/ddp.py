@@ -37,14 +37,15 @@ def setup(device: str) -> Dist:
     return d
 
 
-def wrap(model: torch.nn.Module, d: Dist, device: str) -> torch.nn.Module:
+def wrap(model: torch.nn.Module, d: Dist) -> torch.nn.Module:
     if not d.enabled:
         return model
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    ids = [d.local_rank] if device == "cuda" else None
-    # frozen parts (fine-tuning modes) have no gradient: tell DDP not to wait for them
-    return DDP(model, device_ids=ids, find_unused_parameters=any(not p.requires_grad for p in model.parameters()))
+    # device_ids=None: the module already sits on this rank's GPU and the trainer moves the batch itself,
+    # so DDP leaves the inputs alone (the lengths stay on the CPU, where the model reads them without a sync).
+    # Frozen parts (fine-tuning modes) have no gradient: tell DDP not to wait for them.
+    return DDP(model, device_ids=None, find_unused_parameters=any(not p.requires_grad for p in model.parameters()))
 
 
 def all_reduce_mean(value: float, d: Dist, device: str) -> float:

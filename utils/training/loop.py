@@ -29,8 +29,8 @@ from utils.training import checkpoint as ckpt
 from utils.training import ddp
 from utils.training import optimization as opt
 from utils.training.config import TrainConfig, write_run_config
-from utils.training.data import (Collate, FrameBatchSampler, Frontend, MelDataset, _dataset_api, make_loader,
-                                 mel_stats, prepare_items, round_up, split_batch, training_rows)
+from utils.training.data import (Collate, FrameBatchSampler, Frontend, MelDataset, _dataset_api, batch_to_device,
+                                 make_loader, mel_stats, prepare_items, round_up, split_batch, training_rows)
 from utils.training.evaluate import synthesis_quality, validation_loss
 from utils.training.probe import probe_max_frames
 from utils.training.runfiles import RunFiles, disk_full_message
@@ -171,7 +171,7 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
         Under DDP no micro-batch all-reduces by itself (no_sync): a rank that ran out of memory would
         leave the others waiting in DDP's bucketed all-reduce for ever. The loop averages the gradients
         once per optimizer step instead, after every rank has said whether it ran out of memory."""
-        b = {k: v.to(device, non_blocking=machine.pin_memory) if torch.is_tensor(v) else v for k, v in batch.items()}
+        b = batch_to_device(batch, device, non_blocking=machine.pin_memory)
         frames = b["mels"].shape[0] * b["mels"].shape[-1]
         if cfg.fault_oom_above_frames and frames > cfg.fault_oom_above_frames and \
                 (not cfg.fault_oom_ranks or dist.rank in cfg.fault_oom_ranks):
@@ -226,7 +226,7 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
 
     # ------------------------------------------------------------------ optimizer, DDP
     opt.compile_model(model, machine)  # after the probe: eager memory is an upper bound of compiled memory
-    dmodel = ddp.wrap(model, dist, machine.device)  # the same starting weights on every process
+    dmodel = ddp.wrap(model, dist)  # the same starting weights on every process
     optimizer = opt.make_optimizer(model, cfg, machine)  # AdamW, fused kernel on GPU
     scaler = opt.grad_scaler(machine)  # loss scaling for fp16 only
     params = [p for p in model.parameters() if p.requires_grad]
@@ -419,7 +419,7 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
                 f"{row['samples_per_s']:.1f} samples/s wait {row['data_wait']:.0%}")
             window = {"t0": time.perf_counter(), "wait": 0.0, "samples": 0, "frames": 0, "steps": 0, "losses": {}}
         eta = (cfg.max_steps - step) * sum(step_times) / len(step_times)
-        files.status(step=step, eta_s=round(eta, 1), epoch=pos[0])
+        files.progress(step=step, eta_s=round(eta, 1), epoch=pos[0])  # written by the 2 s heartbeat
         do_eval = cfg.eval_every and step % cfg.eval_every == 0
         if do_eval and dist.main:
             _evaluate_and_record(evaluate, step, files, log, best, save)

@@ -65,6 +65,12 @@ class RunFiles:
             self._status.update(fields)
         self._write()
 
+    def progress(self, **fields) -> None:
+        """Update fields that change every step (step, ETA): kept in memory and written by the next
+        heartbeat, so a step never waits on a file write (slow on a Drive-mounted workspace)."""
+        with self._lock:
+            self._status.update(fields)
+
     def _write(self) -> None:
         if not self.enabled:
             return
