@@ -318,4 +318,6 @@ def spectrogram_image(mels: list, pause_frames: int = 20, max_width: int = 2400)
     i = np.minimum(x.astype(int), len(_MAGMA) - 2)
     frac = (x - i)[..., None]
     rgb = _MAGMA[i] * (1 - frac) + _MAGMA[i + 1] * frac
-    return np.repeat(rgb.astype(np.uint8), 2, axis=0)  # 2 px per mel band
+    image = np.repeat(rgb.astype(np.uint8), 2, axis=0)  # 2 px per mel band
+    widen = max(1, min(4, 800 // image.shape[1]))  # a short phrase is widened (up to 4 px a frame) to be readable
+    return np.repeat(image, widen, axis=1)
