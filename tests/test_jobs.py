@@ -2,7 +2,9 @@
 SIGKILL shows as failed with the last log lines, runs survive the UI (reconcile from files), resume."""
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import time
 
@@ -10,6 +12,7 @@ import pytest
 
 from tests.helpers import make_dataset
 from utils import jobs, runs
+from utils.events import StudioError
 
 TINY = dict(preset="tiny", max_frames_per_batch=400, grad_accumulation=1, log_every=1, eval_every=0,
             checkpoint_every=1000, mcd="logmel", eval_clips=1, sample_clips=1, ode_steps=2, warmup_steps=1)
@@ -90,8 +93,6 @@ def test_runs_whose_processes_vanished_are_marked_failed_on_the_next_look(ws):
 
 
 def test_starting_a_run_that_exists_or_on_a_missing_dataset_says_what_to_do(ws):
-    from utils.events import StudioError
-
     with pytest.raises(StudioError, match="exists already"):
         start(ws, "killed")
     with pytest.raises(StudioError, match="no prepared dataset"):
@@ -124,3 +125,25 @@ def test_resume_pressed_while_the_old_launcher_is_still_finishing_keeps_the_new_
     assert after["state"] in ("queued", "running") and after["ended"] is None, after
     final = wait(lambda: (s := state(ws, "quick")).get("state") in jobs.FINAL and s, "the resumed run to end")
     assert final["state"] == "finished" and final["step"] == 12
+
+
+def test_a_vocoder_trains_as_a_job_from_the_training_tab_and_resumes_with_its_own_trainer(ws):
+    from tests.helpers import serve_tab
+    from utils import inference
+    from webui import training as tab
+
+    with serve_tab(tab, ws, "Training") as client:
+        note, _, _ = client.predict("am", "(from scratch)", "tiny", 2, api_name="/start_vocoder_training")
+    name = re.search(r"Vocoder run \*\*(\S+)\*\*", note).group(1)
+    final = wait(lambda: (s := state(ws, name)).get("state") in jobs.FINAL and s, "the vocoder run to end", 300)
+    assert final["state"] == "finished", runs.view(ws, name).log[-2000:]
+    row = {r["run"]: r for r in runs.run_table(ws)}[name]
+    assert row["preset"] == "vocoder (tiny)" and row["dataset"] == "am"
+    assert any(v.startswith(f"runs/{name}/checkpoints/step-2") for v in inference.list_vocoders(ws))
+    assert "batch_size" in json.loads((ws.run_dir(name) / "config.json").read_text())["reasons"]
+    runs.resume_training(ws, name)  # the vocoder trainer again, continuing its checkpoint (already at the end)
+    wait(lambda: state(ws, name).get("state") in jobs.FINAL and "resuming from" in runs.view(ws, name).log,
+         "the vocoder run to resume", 300)
+    assert state(ws, name)["state"] == "finished"
+    with pytest.raises(StudioError, match="no prepared dataset"):
+        runs.start_vocoder_training(ws, "nope")

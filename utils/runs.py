@@ -173,10 +173,12 @@ def run_table(ws: Workspace) -> list[dict]:
 
     rows = []
     for r in list_runs(ws):
-        config = (read_json(ws.run_dir(r["name"]) / "config.json", {}) or {}).get("train", {})
+        doc = read_json(ws.run_dir(r["name"]) / "config.json", {}) or {}
+        config = doc if doc.get("kind") == "vocoder" else doc.get("train", {})
+        preset = f"vocoder ({config.get('preset', '')})" if doc.get("kind") == "vocoder" else config.get("preset", "")
         rows.append({
             "run": r["name"], "status": r.get("state", "?"), "step": r.get("step") or 0,
-            "dataset": config.get("dataset", ""), "preset": config.get("preset", ""),
+            "dataset": config.get("dataset", ""), "preset": preset,
             "best (val MCD)": (f"{Path(r['best_checkpoint']).name} ({r['best_mcd']:.2f} dB)" if r.get("best_mcd")
                                else Path(r["best_checkpoint"]).name) if r.get("best_checkpoint") else "",
             "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created"])) if r.get("created") else "",
@@ -241,8 +243,32 @@ def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str 
     return {"run": config_path.parent.name, **status}
 
 
+def start_vocoder_training(ws: Workspace, dataset: str, init: str = "", preset: str = "mel-24khz", run: str = "",
+                           max_steps: int | None = None) -> dict:
+    """A Vocos vocoder trained on the dataset's audio (fine-tuned from `init`, a vocoder in the workspace, or
+    from scratch at `preset` size), as a job like an acoustic run: same queue, log, Stop and Resume."""
+    from utils import hardware, jobs
+    from utils.vocoder.training import VocoderTrainConfig, prepare_vocoder_run
+
+    if dataset not in ws.list_datasets():
+        raise StudioError("Choose a prepared dataset first (Dataset tab)." if not dataset else
+                          f"There is no prepared dataset called {dataset!r}; prepare it on the Dataset tab.")
+    run = run.strip() or f"{dataset}-vocoder-{time.strftime('%Y%m%d-%H%M%S')}"
+    if (ws.run_dir(run) / "config.json").exists():
+        raise StudioError(f"A run called {run} exists already: resume it from the run list, or pick a new name.")
+    gpus = len(hardware.query_gpus())
+    cfg = VocoderTrainConfig(dataset=dataset, run=run, preset=preset, init=str(ws.inside(init)) if init else None,
+                             resume="auto", max_steps=int(max_steps or 20_000), batch_size=16 if gpus else 4)
+    cfg.reasons["batch_size"] = ("16 crops of 0.68 s: the Vocos recipe" if gpus else
+                                 "4 crops: no GPU here, where the recipe's 16 would make each step minutes long")
+    devices, nproc = pick_devices(ws, gpus, all_gpus=False)
+    config_path = prepare_vocoder_run(ws, cfg)
+    return {"run": run, **jobs.start(ws, run, config_path, devices=devices, nproc=nproc,
+                                     trainer_module="utils.vocoder.training")}
+
+
 def resume_training(ws: Workspace, name: str) -> dict:
-    """Start the run again from its own config; the trainer continues its newest checkpoint."""
+    """Start the run again from its own config; the trainer (acoustic or vocoder) continues its newest checkpoint."""
     from utils import jobs
 
     config_path = ws.run_dir(name) / "config.json"
@@ -250,7 +276,8 @@ def resume_training(ws: Workspace, name: str) -> dict:
         raise StudioError(f"There is no run called {name}.")
     status = jobs.read_status(ws.run_dir(name))
     return {"run": name, **jobs.start(ws, name, config_path, devices=status.get("devices", "cpu"),
-                                      nproc=status.get("nproc", 1))}
+                                      nproc=status.get("nproc", 1),
+                                      trainer_module=status.get("trainer_module", "utils.training"))}
 
 
 # ------------------------------------------------------------------------ optimization settings

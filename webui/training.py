@@ -16,6 +16,7 @@ from utils.events import StudioError
 from webui.context import AppContext
 
 MAX_SAMPLES = 4
+VOCODER_SCRATCH = ["(from scratch)"]
 LOSS = lambda k: "loss" in k or k in ("dur", "prior", "cfm")  # noqa: E731
 QUALITY = lambda k: "mcd" in k  # noqa: E731
 LR = lambda k: k == "lr"  # noqa: E731
@@ -110,6 +111,20 @@ def build(ctx: AppContext) -> None:
                         info="freeze_encoder keeps the text encoder; new_speaker trains only the new speaker's rows")
         all_gpus = gr.Checkbox(False, label="use every GPU (torchrun, DDP)")
         start = gr.Button("Start training", variant="primary")
+    with gr.Accordion("Vocoder: a natural voice instead of Griffin-Lim's buzz", open=False, elem_id="vocoder-panel"):
+        gr.Markdown("A vocoder turns the model's spectrograms into sound. Train one on the same dataset (best: "
+                    "fine-tune the public Vocos weights, added on the Inference tab), then pick it there or when "
+                    "exporting a voice. It runs like a training run: listed below, with its log, Stop and Resume.")
+        with gr.Row():
+            vocoder_init = gr.Dropdown(VOCODER_SCRATCH + inference.list_vocoders(ws), value=VOCODER_SCRATCH[0],
+                                       label="start from", elem_id="vocoder-init",
+                                       info="a vocoder in the workspace to fine-tune, or scratch")
+            vocoder_size = gr.Radio(["tiny", "small", "mel-24khz"], value="mel-24khz" if on_gpu else "tiny",
+                                    label="size (from scratch)",
+                                    info="mel-24khz: the public Vocos size (GPU); tiny: a quick CPU test")
+            vocoder_steps = gr.Number(value=20000 if on_gpu else 200, precision=0, minimum=1, label="vocoder steps",
+                                      elem_id="vocoder-steps")
+            vocoder_start = gr.Button("Train vocoder", elem_id="vocoder-start")
     message = gr.Markdown(elem_id="train-message")
 
     gr.Markdown("### Runs")
@@ -159,6 +174,16 @@ def build(ctx: AppContext) -> None:
         note = f"Run **{status['run']}** {status['state']}" + (f": {status['message']}" if status.get("message") else "")
         return note, run_list_frame(ctx), gr.update(choices=run_choices(ctx), value=status["run"])
 
+    def on_start_vocoder(dataset, init, size, steps):
+        try:
+            status = runs.start_vocoder_training(ws, dataset, "" if init in VOCODER_SCRATCH else init, size,
+                                                 max_steps=int(steps or 0) or None)
+        except StudioError as exc:
+            raise gr.Error(str(exc))
+        note = f"Vocoder run **{status['run']}** {status['state']}" + (
+            f": {status['message']}" if status.get("message") else "")
+        return note, run_list_frame(ctx), gr.update(choices=run_choices(ctx), value=status["run"])
+
     def on_stop(name):
         if not name:
             raise gr.Error("Choose a run first.")
@@ -190,6 +215,8 @@ def build(ctx: AppContext) -> None:
 
     start.click(on_start, [dataset, preset, run_name, max_steps, init, mode, all_gpus],
                 [message, run_list, selected], api_name="start_training")
+    vocoder_start.click(on_start_vocoder, [dataset, vocoder_init, vocoder_size, vocoder_steps],
+                        [message, run_list, selected], api_name="start_vocoder_training")
     stop.click(on_stop, selected, message, api_name="stop_training")
     resume.click(on_resume, selected, message, api_name="resume_training")
     delete.click(on_delete, [selected, confirm], message, api_name="delete_run")
@@ -202,5 +229,6 @@ def build(ctx: AppContext) -> None:
     slow = gr.Timer(4.0)
     slow.tick(lambda: refresh_list(ctx), None, [run_list, selected], show_progress="hidden")
     slow.tick(lambda: (gr.update(choices=ws.list_datasets()),
-                       gr.update(choices=["(from scratch)"] + runs.init_choices(ws))), None, [dataset, init],
-              show_progress="hidden")
+                       gr.update(choices=["(from scratch)"] + runs.init_choices(ws)),
+                       gr.update(choices=VOCODER_SCRATCH + inference.list_vocoders(ws))), None,
+              [dataset, init, vocoder_init], show_progress="hidden")
