@@ -156,6 +156,7 @@ def test_vocoder_trains_on_the_gpu(corpus):
     events = list(train_vocoder(corpus, cfg))
     text = "\n".join(str(getattr(e, "message", e)) for e in events)
     assert "cuda" in text, text[-2000:]
+    assert "tf32             on" in text and "cudnn_benchmark  on" in text, text[-2000:]
     assert (corpus.run_dir("voc") / "checkpoints").exists()
 
 

@@ -233,6 +233,9 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
         cfg.reasons["discriminators"] = f"sizes of the {cfg.preset} preset"
     cfg.reasons.setdefault("device", f"{device}: {'the GPU' if device == 'cuda' else 'no GPU found'}")
     cfg.reasons.setdefault("precision", "fp32: Vocos trains in fp32; the ISTFT head's exp() overflows in fp16")
+    if device == "cuda":
+        fast = _gpu_speedups()
+        cfg.reasons["tf32"], cfg.reasons["cudnn_benchmark"] = fast
     atomic_write_json(run_dir / "config.json", {"kind": "vocoder", "workspace": str(ws.root), **cfg.to_dict()})
     update_status(run_dir, state="running", kind="vocoder", step=0, max_steps=cfg.max_steps,
                   heartbeat=time.time(), started=time.time())
@@ -274,6 +277,8 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
     n_params = sum(p.numel() for p in gen.parameters())
     yield log(f"{len(train_rows)} training clips, {len(val_rows)} validation; generator {n_params / 1e6:.2f} M "
               f"parameters; device {device}; lr {cfg.lr:g}; steps {start_step} -> {cfg.max_steps}")
+    for name, reason in cfg.reasons.items():  # every setting that was decided for this run, and why
+        yield log(f"  {name:16} {reason}")
 
     stop = stop or threading.Event()
 
@@ -404,6 +409,19 @@ def _memory(device: str) -> dict:
     return {"gpu_mem_allocated_gb": torch.cuda.memory_allocated() / 2**30,
             "gpu_mem_reserved_gb": torch.cuda.memory_reserved() / 2**30,
             "gpu_mem_peak_gb": torch.cuda.max_memory_allocated() / 2**30}
+
+
+def _gpu_speedups() -> tuple[str, str]:
+    """TF32 matmuls/convolutions (fp32 range, 10-bit mantissa: harmless for a GAN vocoder) on Ampere and newer,
+    and cuDNN autotuning, which pays off because every batch has the same shape (fixed-length crops)."""
+    import torch
+
+    torch.backends.cudnn.benchmark = True
+    if torch.cuda.get_device_capability() < (8, 0):
+        return "off: this GPU has no TF32 tensor cores", "on: every batch is the same crop shape"
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    return "on: fp32 matmuls and convolutions on tensor cores (Ampere+)", "on: every batch is the same crop shape"
 
 
 def _auto_device() -> str:
