@@ -317,6 +317,7 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
 
     # ---- loop
     step, t_last, samples_since = start_step, time.time(), 0
+    beat = t_last
     ckpt = resume_from
     if start_step == 0 and cfg.eval_every:
         metrics = {"step": 0, **evaluate(0)}
@@ -358,6 +359,9 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
                 opt_g.step()
                 step += 1
                 samples_since += cfg.batch_size
+                if time.time() - beat > 10:  # alive between log lines too (a CPU step can take many seconds)
+                    beat = time.time()
+                    update_status(run_dir, step=step, heartbeat=beat)
 
                 if step % cfg.log_every == 0 or step == cfg.max_steps:
                     now = time.time()
