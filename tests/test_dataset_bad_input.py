@@ -152,3 +152,40 @@ def test_nothing_usable_raises_with_the_reason(tmp_path):
     (tmp_path / "void").mkdir()
     with pytest.raises(StudioError, match="no files found"):
         run(ws, "v", tmp_path / "void")
+
+
+def to_m4a(wav: Path) -> Path:
+    """The container phones and video sites give (AAC in MP4), made from real speech with ffmpeg."""
+    import subprocess
+
+    out = wav.with_suffix(".m4a")
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(wav), "-c:a", "aac", "-b:a", "96k", str(out)],
+                   check=True)
+    wav.unlink()
+    return out
+
+
+def test_phone_recordings_in_m4a_are_decoded_with_ffmpeg_and_raw_keeps_the_original(tmp_path):
+    src = good_pairs(tmp_path / "phone", n=3)
+    m4a = to_m4a(src / "ok1.wav")
+    original = m4a.read_bytes()
+    ws = Workspace.open(tmp_path / "ws")
+    summary = run(ws, "phone", sorted(src.iterdir()))
+    rows = {r["id"]: r for r in load_manifest(ws, "phone")}
+    assert summary["clips"] == 3 and set(rows) == {"ok0", "ok1", "ok2"}
+    assert rows["ok1"]["source"] == "raw/ok1.m4a" and 1.0 < rows["ok1"]["duration"] < 15
+    assert (ws.dataset_dir("phone") / "raw" / "ok1.m4a").read_bytes() == original  # kept byte for byte
+    assert (ws.dataset_dir("phone") / "decoded" / "ok1.m4a.flac").is_file()
+
+
+def test_without_ffmpeg_an_m4a_is_named_with_what_to_do_and_the_rest_is_prepared(tmp_path, monkeypatch):
+    import utils.audio
+
+    src = good_pairs(tmp_path / "phone", n=2)
+    to_m4a(src / "ok1.wav")
+    real_which = utils.audio.shutil.which
+    monkeypatch.setattr(utils.audio.shutil, "which", lambda name: None if name == "ffmpeg" else real_which(name))
+    ws = Workspace.open(tmp_path / "ws")
+    summary = run(ws, "phone", sorted(src.iterdir()))
+    assert summary["clips"] == 1 and [r["id"] for r in load_manifest(ws, "phone")] == ["ok0"]
+    assert "ok1.m4a: M4A audio needs ffmpeg to decode" in messages(ws, "phone")

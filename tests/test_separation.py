@@ -226,3 +226,20 @@ def test_cancel_stops_and_leaves_no_half_written_file(speech, tmp_path):
     with pytest.raises(StudioError, match="cancelled"):
         run_to_end(separate_file(src, tmp_path / "out.wav", backend="dsp", should_stop=lambda: True))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.wav"]
+
+
+def test_an_m4a_recording_is_separated_through_ffmpeg(speech, tmp_path):
+    """A phone recording (AAC in MP4) goes through the same streaming separator; the input is left alone."""
+    import subprocess
+
+    clips, sr = speech
+    wav = tmp_path / "phone.wav"
+    sf.write(wav, np.concatenate(clips[:2]), sr)
+    m4a = tmp_path / "phone.m4a"
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", str(wav), "-c:a", "aac", str(m4a)], check=True)
+    before = m4a.read_bytes()
+    result = run_to_end(separate_file(m4a, tmp_path / "out" / "clean.wav", backend="dsp"))
+    out, out_sr = sf.read(tmp_path / "out" / "clean.wav")
+    assert out_sr == sr and abs(len(out) / sr - result["seconds"]) < 0.01
+    assert abs(result["seconds"] - sf.info(wav).duration) < 0.1  # AAC adds at most a few ms of priming
+    assert m4a.read_bytes() == before and [p.name for p in (tmp_path / "out").iterdir()] == ["clean.wav"]

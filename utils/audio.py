@@ -1,7 +1,8 @@
 """Audio I/O, resampling and the model's mel features.
 
 Audio is read and written with soundfile (WAV, FLAC, OGG, MP3 and whatever libsndfile decodes) and
-resampled with soxr. Mel features match the public 24 kHz Vocos vocoder exactly (n_fft 1024, hop 256,
+resampled with soxr. What libsndfile cannot decode (M4A/AAC from phones and video sites, WebM, WMA,
+AMR) is decoded by ffmpeg when it is installed. Mel features match the public 24 kHz Vocos vocoder exactly (n_fft 1024, hop 256,
 100 HTK mels without filter normalisation, full band, center=True, natural log of magnitude floored
 at 1e-7) so a Vocos vocoder, trained here or supplied by the user, turns our mels into audio.
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import shutil
+import subprocess
 import tempfile
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -22,6 +25,8 @@ import soxr
 from utils.events import StudioError
 
 MODEL_SAMPLE_RATE = 24_000
+# containers and codecs libsndfile does not read; ffmpeg decodes them
+FFMPEG_SUFFIXES = (".m4a", ".aac", ".mp4", ".m4b", ".webm", ".mkv", ".mka", ".mov", ".wma", ".amr", ".3gp")
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,30 @@ def audio_info(path: str | Path) -> sf._SoundFileInfo:
         raise StudioError(f"{Path(path).name}: not readable audio ({_short(exc)}). Re-export it as WAV or FLAC.") from exc
 
 
+def needs_ffmpeg(path: str | Path) -> bool:
+    return Path(path).suffix.lower() in FFMPEG_SUFFIXES
+
+
+def decode_with_ffmpeg(src: str | Path, dst: str | Path) -> Path:
+    """Decode `src` (any format ffmpeg reads) to a FLAC file `dst`, written atomically; `src` is only read."""
+    src, dst = Path(src), Path(dst)
+    ffmpeg = shutil.which("ffmpeg")
+    if ffmpeg is None:
+        raise StudioError(f"{src.name}: {src.suffix.lstrip('.').upper()} audio needs ffmpeg to decode. Install it "
+                          "(apt-get install ffmpeg, brew install ffmpeg; Colab has it) or re-export the file as WAV, "
+                          "FLAC or MP3.")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.stem}.tmp{os.getpid()}.flac")
+    done = subprocess.run([ffmpeg, "-nostdin", "-v", "error", "-y", "-i", str(src), "-vn", "-map", "0:a:0",
+                           "-c:a", "flac", "-sample_fmt", "s16", str(tmp)], capture_output=True, text=True)
+    if done.returncode != 0 or not tmp.exists():
+        tmp.unlink(missing_ok=True)
+        reason = (done.stderr.strip().splitlines() or ["no audio stream"])[-1][:200]
+        raise StudioError(f"{src.name}: not readable audio (ffmpeg: {reason}). Re-export it as WAV or FLAC.")
+    os.replace(tmp, dst)
+    return dst
+
+
 def load_audio(path: str | Path, sample_rate: int | None = None, mono: bool = True) -> tuple[np.ndarray, int]:
     """Decode a file to float32. mono=True gives shape [T] (channels averaged), else [C, T]."""
     path = Path(path)
@@ -65,6 +94,9 @@ def load_audio(path: str | Path, sample_rate: int | None = None, mono: bool = Tr
         raise StudioError(f"{path.name}: file not found at {path}.")
     if path.stat().st_size == 0:
         raise StudioError(f"{path.name}: the file is empty (0 bytes). Replace it or remove its row.")
+    if needs_ffmpeg(path):
+        with tempfile.TemporaryDirectory() as tmp:
+            return load_audio(decode_with_ffmpeg(path, Path(tmp) / "decoded.flac"), sample_rate, mono)
     try:
         data, sr = sf.read(str(path), dtype="float32", always_2d=True)
     except Exception as exc:

@@ -103,7 +103,9 @@ def build(ctx: AppContext) -> list:
     ws = ctx.workspace
     gr.Markdown("### Import a dataset\nA zip or files in LJSpeech layout (`metadata.csv` + `wavs/`), a CSV/TSV "
                 "with audio and text columns, audio + `.txt` pairs, long recordings with `.srt`/`.vtt`, or long "
-                "recordings alone (cut by voice activity). Uploads are kept exactly as received under `raw/`.")
+                "recordings alone (cut by voice activity). Audio: WAV, FLAC, MP3, OGG/Opus; M4A/AAC, WebM, WMA "
+                "and AMR (phones, video sites) when ffmpeg is installed. Uploads are kept exactly as received "
+                "under `raw/`.")
     with gr.Row():
         files = gr.File(label="Upload", file_count="multiple", elem_id="dataset-upload")
         with gr.Column():

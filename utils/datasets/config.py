@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from utils.audio import MODEL_SAMPLE_RATE
+from utils.audio import FFMPEG_SUFFIXES, MODEL_SAMPLE_RATE
 
-AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aif", ".aiff", ".au", ".w64", ".caf")
+AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aif", ".aiff", ".au", ".w64", ".caf",
+                  *FFMPEG_SUFFIXES)
 SUBTITLE_SUFFIXES = (".srt", ".vtt")
 TABLE_SUFFIXES = (".csv", ".tsv", ".txt")
 

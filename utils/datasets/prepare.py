@@ -22,7 +22,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from utils.audio import FeatureConfig
+from utils.audio import FeatureConfig, decode_with_ffmpeg, needs_ffmpeg
 from utils.datasets import checks
 from utils.datasets.clips import init_worker, process_clip, segment_recording
 from utils.datasets.config import PrepareConfig
@@ -132,6 +132,7 @@ def prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Path
     for e in found.errors:
         yield Event("discover", message=e["message"], level="warning")
     yield Event("discover", len(found.items), len(found.items), f"format {found.format}: {len(found.items)} item(s)")
+    yield from decode_compressed(ds_dir, found, errors)
     atomic_write_json(ds_dir / "prepare.json", {"format": found.format, "frontend": frontend, "columns": columns,
                                                 "config": cfg.to_dict(),
                                                 "features": feature_cfg.to_dict() if feature_cfg else None})
@@ -271,6 +272,34 @@ def _device() -> str:
         return device()
     except Exception:
         return "cpu"
+
+
+def decode_compressed(ds_dir: Path, found, errors: list[dict]) -> Iterator[Event]:
+    """Audio that libsndfile cannot read (M4A from phones, WebM from video sites, ...) is decoded once by
+    ffmpeg into decoded/<raw path>.flac and read from there; raw/ keeps the original. A file that cannot
+    be decoded (no ffmpeg, a broken file) is one message, and its items are left out."""
+    raw = ds_dir / "raw"
+    files = sorted({it.audio for it in found.items if needs_ffmpeg(it.audio)})
+    decoded: dict[Path, Path] = {}
+    for i, src in enumerate(files, 1):
+        rel = src.relative_to(raw) if src.is_relative_to(raw) else Path(src.name)
+        target = ds_dir / "decoded" / rel.with_name(rel.name + ".flac")
+        try:
+            if not (target.exists() and target.stat().st_mtime_ns >= src.stat().st_mtime_ns):
+                decode_with_ffmpeg(src, target)
+            decoded[src] = target
+            yield Event("decode", i, len(files), f"{rel}: decoded with ffmpeg")
+        except StudioError as exc:
+            errors.append({"source": f"raw/{rel}", "message": str(exc)})
+            yield Event("decode", i, len(files), str(exc), level="warning")
+    kept = []
+    for it in found.items:
+        if needs_ffmpeg(it.audio):
+            if it.audio not in decoded:
+                continue
+            it.audio = decoded[it.audio]
+        kept.append(it)
+    found.items = kept
 
 
 def _cancelled() -> Iterator[Event]:

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 import numpy as np
 import soundfile as sf
 
-from utils.audio import audio_info
+from utils.audio import audio_info, decode_with_ffmpeg, needs_ffmpeg
 from utils.events import Event, StudioError
 from utils.separation import dsp, spleeter
 from utils.separation import demucs as demucs_backend
@@ -144,6 +144,12 @@ def separate_file(input_path: str | Path, output_path: str | Path, residual_path
     disk. The last event's result is a dict: backend, reason, music_score, separated, seconds, peak_buffer_mb.
     """
     input_path, output_path = Path(input_path), Path(output_path)
+    if needs_ffmpeg(input_path):  # M4A, WebM, ...: decoded by ffmpeg to a temporary FLAC, then streamed as usual
+        output_path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=output_path.parent, prefix=".decode-") as tmp:
+            yield from separate_file(decode_with_ffmpeg(input_path, Path(tmp) / f"{input_path.stem}.flac"),
+                                     output_path, residual_path, backend, gate, threshold, should_stop)
+        return
     info = audio_info(input_path)
     if info.frames == 0:
         raise StudioError(f"{input_path.name}: the file holds no audio samples.")
