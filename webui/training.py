@@ -112,7 +112,7 @@ def build(ctx: AppContext) -> None:
         all_gpus = gr.Checkbox(False, label="use every GPU (torchrun, DDP)")
         start = gr.Button("Start training", variant="primary")
     with gr.Accordion("Vocoder: a natural voice instead of Griffin-Lim's buzz", open=False, elem_id="vocoder-panel"):
-        gr.Markdown("A vocoder turns the model's spectrograms into sound. Train one on the same dataset (best: "
+        gr.Markdown("A vocoder turns the model's spectrograms into sound. Train one on the **dataset chosen above** (best: "
                     "fine-tune the public Vocos weights, added on the Inference tab), then pick it there or when "
                     "exporting a voice. It runs like a training run: listed below, with its log, Stop and Resume.")
         with gr.Row():
