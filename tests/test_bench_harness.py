@@ -139,3 +139,11 @@ def test_training_loop_keeps_losses_on_the_device_between_log_lines(tmp_path):
         counts.append(sum(c for where, c in conversions.counts.items()
                           if where.startswith("utils/training/loop.py") and where.endswith(".float")))
     assert counts[0] == counts[1] > 0  # a fixed number per log line, none per step
+
+
+def test_train_startup_compares_the_old_and_new_reads_on_the_same_clips(tmp_path):
+    record = run_bench("train_startup", tmp_path, "--clips", "12", "--seconds", "1", "--warm")
+    before, now = record["rows"]
+    assert before["clips"] == now["clips"] == 12 and {"hash_s", "frames_s", "stats_s", "total_s"} <= set(now)
+    assert now["mel_mean"] == before["mel_mean"] and now["mel_std"] == before["mel_std"]  # 12 < the sample size
+    assert now["mb_read"] < before["mb_read"]  # headers and an index instead of whole files

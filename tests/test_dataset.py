@@ -222,6 +222,35 @@ def test_features_are_vocos_mels_cached_by_content_and_config(tmp_path):
     assert features(ws, "f", row, cfg).shape[1] == cfg.frames(24000)
 
 
+def test_a_new_process_finds_the_clips_digests_without_hashing_the_audio_again(tmp_path, monkeypatch):
+    """What a training start (or a loader worker) does: one stat per clip, no reading of the audio, while a
+    clip replaced by hand is still recognised by its new size/mtime and hashed."""
+    import importlib
+
+    feat = importlib.import_module("utils.datasets.features")  # the module (the package exports a function of that name)
+
+    ws = Workspace.open(tmp_path / "ws")
+    run(ws, "d", ljspeech(tmp_path / "lj", 3))
+    rows, cfg = load_manifest(ws, "d"), FeatureConfig()
+    for memo in ("_DIGESTS", "_FRAMES", "_READ"):  # a fresh process
+        monkeypatch.setattr(feat, memo, {})
+    opened = []
+    monkeypatch.setattr(feat.np, "load", lambda *a, **kw: opened.append(a[0]))  # no mel is read either,
+    monkeypatch.setattr(feat.np.lib.format, "read_magic", lambda f: opened.append(f.name))  # not even its header
+    hashed = []
+    monkeypatch.setattr(feat, "file_digest", lambda path: hashed.append(Path(path).name) or "0" * 40)
+    frames = [feat.feature_frames(ws, "d", r, cfg) for r in rows]
+    assert hashed == [] and opened == []
+    monkeypatch.undo()
+    assert frames == [features(ws, "d", r, cfg).shape[-1] for r in rows]
+    for memo in ("_DIGESTS", "_FRAMES", "_READ"):
+        monkeypatch.setattr(feat, memo, {})
+    monkeypatch.setattr(feat, "file_digest", lambda path: hashed.append(Path(path).name) or "0" * 40)
+    write_wav(ws.dataset_dir("d") / rows[0]["audio"], tone(1.0), 24000)  # replaced outside the app
+    features(ws, "d", rows[0], cfg)
+    assert hashed == [Path(rows[0]["audio"]).name]
+
+
 def test_rerun_skips_finished_clips_and_cancel_stops_then_resumes(tmp_path):
     import threading
 
@@ -292,7 +321,7 @@ def test_batch_feature_pass_matches_the_on_demand_cache(tmp_path):
     ws = Workspace.open(tmp_path / "ws")
     run(ws, "g", ljspeech(tmp_path / "lj", 3), feature_cfg=None)  # no mels during prepare
     rows, ds, cfg = load_manifest(ws, "g"), ws.dataset_dir("g"), FeatureConfig()
-    assert not (ds / "features").exists()
+    assert not list(ds.glob("features/*/*.npy"))  # no mel entries yet (the digest index is there)
     progress = list(precompute_gpu(ds, rows, cfg, "cpu"))
     assert progress[-1] == (3, 3)
     for r in rows:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from utils.events import StudioError
 from utils.jobs import ACTIVE, reconcile, tail
-from utils.workspace import Workspace, read_json
+from utils.workspace import Workspace, read_json, read_jsonl_from
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 PLOT_POINTS = 200  # per series: enough for a plot a few hundred pixels wide
@@ -123,30 +123,19 @@ def metrics(path: Path) -> list[dict]:
     path = Path(path)
     with _METRICS_LOCK:
         try:
-            st = path.stat()
+            inode = path.stat().st_ino
         except FileNotFoundError:
             _METRICS.pop(path, None)
             return []
-        inode, offset, rows = _METRICS.get(path, (st.st_ino, 0, []))
-        if inode != st.st_ino or st.st_size < offset:  # a new file under the same name (run deleted, made again)
+        known, offset, rows = _METRICS.get(path, (inode, 0, []))
+        if known != inode:  # a new file under the same name (run deleted, made again)
             offset, rows = 0, []
-        if st.st_size > offset:
-            with open(path, "rb") as f:
-                f.seek(offset)
-                data = f.read(st.st_size - offset)
-            whole = data[: data.rfind(b"\n") + 1]  # a line still being written waits for the next call
-            rows = rows + [r for r in (_json_row(line) for line in whole.splitlines()) if r is not None]
-            offset += len(whole)
-        _METRICS[path] = (st.st_ino, offset, rows)
+        new, end = read_jsonl_from(path, offset)
+        if end < offset:  # truncated: read again from the start
+            rows = []
+        rows = rows + new if new else rows
+        _METRICS[path] = (inode, end, rows)
         return rows
-
-
-def _json_row(line: bytes) -> dict | None:
-    try:
-        row = json.loads(line)
-    except ValueError:  # a torn line (a writer killed mid-append) is skipped, as read_jsonl does
-        return None
-    return row if isinstance(row, dict) else None
 
 
 def init_choices(ws: Workspace) -> list[str]:

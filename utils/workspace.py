@@ -147,6 +147,40 @@ def read_jsonl(path: Path) -> list[dict]:
     return rows
 
 
+def read_jsonl_from(path: Path, offset: int) -> tuple[list[dict], int]:
+    """The rows appended to a JSON-lines file since byte `offset`, and the offset to read on from. A line
+    still being written waits for the next call; a torn line (a writer killed mid-append) is skipped.
+    Lets a reader follow a growing file (metrics, indexes) without parsing it whole every time."""
+    try:
+        size = Path(path).stat().st_size
+    except FileNotFoundError:
+        return [], 0
+    if size < offset:  # a new file under the same name
+        offset = 0
+    if size == offset:
+        return [], offset
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read(size - offset)
+    whole = data[: data.rfind(b"\n") + 1]
+    rows = []
+    for line in whole.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows, offset + len(whole)
+
+
+def append_jsonl_rows(path: Path, rows: list[dict]) -> None:
+    """Append rows in one write call: other processes appending to the same file never split a line."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
 def append_jsonl(path: Path, row: dict) -> None:
     """Append one line (metrics logs): a single write call so readers see whole lines."""
     with open(path, "a", encoding="utf-8") as f:

@@ -130,12 +130,12 @@ def process_clip(task: dict) -> dict:
     }
     if task.get("mel_dir"):
         from utils.audio import FeatureConfig
-        from utils.datasets.features import mel_numpy, save_npy
+        from utils.datasets.features import mel_numpy, store_mel
 
         mel_path = Path(task["mel_dir"]) / f"{sha1[:16]}.npy"
         if not mel_path.exists():
             stored, _ = sf.read(io.BytesIO(data), dtype="float32")  # what training will read back
-            save_npy(mel_path, mel_numpy(stored, FeatureConfig.from_dict(task["mel_cfg"])))
+            store_mel(mel_path, mel_numpy(stored, FeatureConfig.from_dict(task["mel_cfg"])))
     # where the time goes (seconds), summed by bench/prepare.py
     result["timing"] = {"decode": t1 - t0, "resample": t2 - t1, "trim_normalize": t3 - t2, "write_hash": t4 - t3,
                         "text": t5 - t4, "mel": time.perf_counter() - t5}

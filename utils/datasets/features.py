@@ -2,34 +2,95 @@
 
 Keyed by the audio's content and the feature configuration, never by path alone: a clip replaced
 by its music-removed version (a different file) gets its own entry. The sha1 of a file is memoized
-by (path, size, mtime), so a training loop pays one `stat` per lookup, not a hash.
+by (path, size, mtime), in memory and in `features/digests.jsonl` (written by prepare, read by every
+process once), so a training start pays one `stat` per clip, not a hash of the dataset's audio
+(35 GB for 200 hours), while a file replaced by hand is still hashed again.
 """
 from __future__ import annotations
 
 import os
 import tempfile
+import threading
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from utils.audio import FeatureConfig, file_digest, load_audio, resample
 from utils.events import StudioError
-from utils.workspace import Workspace
+from utils.workspace import Workspace, append_jsonl_rows, read_jsonl_from
 
-_DIGESTS: dict[tuple[str, int, int], str] = {}
+_DIGESTS: dict[tuple[str, int, int], str] = {}  # (resolved path, size, mtime_ns) -> sha1
+_FRAMES: dict[str, int] = {}  # resolved .npy path -> mel frames
+_READ: dict[Path, int] = {}  # index file -> bytes of it already taken into the memos
+_LOCK = threading.Lock()
+DIGESTS = "digests.jsonl"  # in features/: audio path, size, mtime -> sha1 (written by prepare)
+FRAMES = "frames.jsonl"  # in features/<config key>/: entry -> frames (written with each mel)
 
 
-def content_sha1(path: Path) -> str:
+def _follow(index: Path, take) -> None:
+    """Feed what was appended to an index since this process last read it to `take(row)`."""
+    with _LOCK:
+        rows, _READ[index] = read_jsonl_from(index, _READ.get(index, 0))
+        for row in rows:
+            try:
+                take(row)
+            except (KeyError, TypeError, ValueError):
+                continue
+
+
+def content_sha1(path: Path, ds_dir: Path | None = None, resolved: bool = False) -> str:
+    """sha1 of a file's bytes, memoized by (path, size, mtime); with `ds_dir`, through its digest index.
+    `resolved`: the caller passes resolved paths (saves the system calls of resolving them again)."""
+    path = Path(path) if resolved else Path(path).resolve()
     st = path.stat()
     key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS and ds_dir is not None:
+        root = Path(ds_dir) if resolved else Path(ds_dir).resolve()
+        _follow(root / "features" / DIGESTS, lambda e: _DIGESTS.__setitem__(
+            (str(root / e["audio"]), int(e["size"]), int(e["mtime_ns"])), e["sha1"]))
     digest = _DIGESTS.get(key)
     if digest is None:
         digest = _DIGESTS[key] = file_digest(path)
+        if ds_dir is not None:
+            record_digests(ds_dir, [(path, digest)])
     return digest
+
+
+def record_digests(ds_dir: Path, files: list[tuple[Path, str]]) -> None:
+    """Append (file, sha1) pairs, with the file's size and mtime now, to the dataset's digest index."""
+    ds_dir = Path(ds_dir).resolve()
+    rows = [{"audio": str(Path(p).resolve().relative_to(ds_dir)), "size": (st := Path(p).stat()).st_size,
+             "mtime_ns": st.st_mtime_ns, "sha1": sha1} for p, sha1 in files]
+    append_jsonl_rows(ds_dir / "features" / DIGESTS, rows)
 
 
 def cache_path(ds_dir: Path, sha1: str, cfg: FeatureConfig) -> Path:
     return ds_dir / "features" / cfg.key() / f"{sha1[:16]}.npy"
+
+
+def store_mel(path: Path, mel: np.ndarray) -> None:
+    """Write a cache entry and note its length in the folder's frames index (a training start then
+    needs no file of the cache to know how long each clip is)."""
+    save_npy(path, mel)
+    append_jsonl_rows(path.parent / FRAMES, [{"entry": path.stem, "frames": int(mel.shape[-1])}])
+
+
+def cached_frames(path: Path) -> int | None:
+    """Frames of the cache entry `path` from its folder's frames index, or its .npy header; None on a miss."""
+    path = Path(path)  # as cache_path made it, from the resolved dataset folder
+    if str(path) not in _FRAMES:
+        folder = path.parent
+        _follow(folder / FRAMES, lambda e: _FRAMES.__setitem__(str(folder / f"{e['entry']}.npy"), int(e["frames"])))
+    if str(path) in _FRAMES and path.exists():
+        return _FRAMES[str(path)]
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            return int(header(f)[0][-1])
+    except _UNREADABLE:
+        return None
 
 
 def save_npy(path: Path, array: np.ndarray) -> None:
@@ -62,25 +123,46 @@ def compute_and_store(wav: Path, mel_dir: Path, sha1: str, cfg_dict: dict, devic
         audio, sr = load_audio(wav)
         if sr != cfg.sample_rate:
             audio = resample(audio, sr, cfg.sample_rate)
-        save_npy(path, mel_numpy(audio, cfg, device))
+        store_mel(path, mel_numpy(audio, cfg, device))
     return path
+
+
+def _entry(ws: Workspace, name: str, row: dict, cfg: FeatureConfig) -> tuple[Path, Path]:
+    """(audio file, cache entry) of a manifest row: the entry is named by the audio's content."""
+    ds_dir = _dataset_root(ws.root, name)
+    wav = (ds_dir / row["audio"]).resolve()
+    if not wav.is_relative_to(ds_dir):
+        raise StudioError(f"row {row.get('id')!r}: audio path {row['audio']!r} points outside the dataset.")
+    if not wav.exists():
+        raise StudioError(f"row {row.get('id')!r}: {row['audio']} is missing; run prepare again.")
+    return wav, cache_path(ds_dir, content_sha1(wav, ds_dir, resolved=True), cfg)
+
+
+@lru_cache(maxsize=64)
+def _dataset_root(workspace: Path, name: str) -> Path:
+    """The dataset folder, checked and resolved once per process (not once per clip)."""
+    return Workspace.open(workspace).dataset_dir(name).resolve()
+
+
+_UNREADABLE = (FileNotFoundError, ValueError, EOFError, OSError)  # a miss, or a damaged entry: compute it
 
 
 def features(ws: Workspace, name: str, row: dict, cfg: FeatureConfig = FeatureConfig()) -> np.ndarray:
     """Log-mel [n_mels, frames] float32 of a manifest row, computed and cached on a miss."""
-    ds_dir = ws.dataset_dir(name)
-    wav = (ds_dir / row["audio"]).resolve()
-    if not wav.is_relative_to(ds_dir.resolve()):
-        raise StudioError(f"row {row.get('id')!r}: audio path {row['audio']!r} points outside the dataset.")
-    if not wav.exists():
-        raise StudioError(f"row {row.get('id')!r}: {row['audio']} is missing; run prepare again.")
-    path = cache_path(ds_dir, content_sha1(wav), cfg)
+    wav, path = _entry(ws, name, row, cfg)
     try:
         return np.load(path)
-    except (FileNotFoundError, ValueError, EOFError, OSError):
-        pass  # a miss (or a damaged entry): compute it
+    except _UNREADABLE:
+        pass
     compute_and_store(wav, path.parent, path.stem, cfg.to_dict())
     return np.load(path)
+
+
+def feature_frames(ws: Workspace, name: str, row: dict, cfg: FeatureConfig = FeatureConfig()) -> int:
+    """Number of mel frames of a row, without reading its mel (computed on a miss)."""
+    _, path = _entry(ws, name, row, cfg)
+    frames = cached_frames(path)
+    return frames if frames is not None else int(features(ws, name, row, cfg).shape[-1])
 
 
 def mel_batch(audios: list[np.ndarray], cfg: FeatureConfig, device: str) -> list[np.ndarray]:
@@ -141,7 +223,7 @@ def precompute_gpu(ds_dir: Path, rows: list[dict], cfg: FeatureConfig, device: s
             if k + 2 < len(batches):
                 ahead.append(load(batches[k + 2]))
             for row, mel in zip(batch, mel_batch(audios, cfg, device)):
-                saves.append(pool.submit(save_npy, out_dir / f"{row['sha1'][:16]}.npy", np.ascontiguousarray(mel)))
+                saves.append(pool.submit(store_mel, out_dir / f"{row['sha1'][:16]}.npy", np.ascontiguousarray(mel)))
             while len(saves) > 2048:
                 saves.popleft().result()
             done += len(batch)

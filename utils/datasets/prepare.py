@@ -26,6 +26,7 @@ from utils.audio import FeatureConfig, decode_with_ffmpeg, needs_ffmpeg
 from utils.datasets import checks
 from utils.datasets.clips import init_worker, process_clip, segment_recording
 from utils.datasets.config import PrepareConfig
+from utils.datasets.features import record_digests
 from utils.datasets.manifest import save_manifest, write_report
 from utils.datasets.sources import DEFAULT_SPEAKER, Item, discover, import_source
 from utils.datasets.split import assign_split
@@ -244,6 +245,7 @@ def prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Path
     _carry_decisions(ws, name, rows, cfg)
     finish_rows(rows, cfg)
     save_manifest(ws, name, rows)
+    record_digests(ds_dir, [(ds_dir / r["audio"], r["sha1"]) for r in rows])  # training starts without hashing
     extra = {"frontend": frontend}
     report = write_report(ws, name, rows, errors, found.format, extra)
     yield Event("check", len(rows), len(rows), f"{report['summary']['flagged_clips']} flagged row(s), "

@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Iterator
 
-from utils.audio import file_digest, load_audio, save_audio
+from utils.audio import load_audio, save_audio
+from utils.datasets.features import content_sha1
 from utils.events import Event, StudioError
 from utils.separation.api import choose_backend, separate_verbose
 from utils.separation.gate import THRESHOLD
@@ -132,7 +133,7 @@ def _repoint(ws: Workspace, name: str, target) -> int:
 def _rehash(row: dict, folder: Path) -> None:
     """`sha1` is the hash of the audio the row points at: the feature cache is keyed by it."""
     if "sha1" in row:
-        row["sha1"] = file_digest(folder / row["audio"])
+        row["sha1"] = content_sha1(folder / row["audio"], folder)  # also recorded in the digest index
 
 
 def summary(ws: Workspace, name: str) -> list[dict]:

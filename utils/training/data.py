@@ -106,11 +106,12 @@ class Item:
 def prepare_items(ws: Workspace, dataset: str, rows: list[dict], frontend: Frontend, speakers: list[str],
                   feat_cfg: FeatureConfig, log=print) -> list[Item]:
     """Encode and measure every row (computing missing mel features once); drop rows MAS cannot align."""
-    _, features = _dataset_api()
+    from utils.datasets.features import feature_frames
+
     items, dropped = [], []
     for row in rows:
         tokens = frontend.encode_row(row)
-        frames = int(features(ws, dataset, row, feat_cfg).shape[-1])
+        frames = feature_frames(ws, dataset, row, feat_cfg)  # the .npy header, not the array
         if not tokens or frames < len(tokens):
             dropped.append(row.get("id"))
             continue
@@ -121,11 +122,17 @@ def prepare_items(ws: Workspace, dataset: str, rows: list[dict], frontend: Front
     return items
 
 
-def mel_stats(ws: Workspace, dataset: str, items: list[Item], feat_cfg: FeatureConfig) -> tuple[float, float]:
-    """One scalar mean and std over all training frames and channels (Matcha's normalisation)."""
+MEL_STATS_CLIPS = 1000  # clips the normalisation is measured on: ~1 h of speech pins a scalar mean/std down
+
+
+def mel_stats(ws: Workspace, dataset: str, items: list[Item], feat_cfg: FeatureConfig,
+              max_clips: int = MEL_STATS_CLIPS) -> tuple[float, float]:
+    """One scalar mean and std over the training frames and channels (Matcha's normalisation), from at most
+    `max_clips` clips spread evenly over the list (all of a small dataset; 200 hours is not read whole)."""
     _, features = _dataset_api()
     total = total_sq = count = 0.0
-    for it in items:
+    every = max(1, -(-len(items) // max_clips))
+    for it in items[::every]:
         mel = features(ws, dataset, it.row, feat_cfg).astype(np.float64)
         total += mel.sum()
         total_sq += (mel ** 2).sum()
