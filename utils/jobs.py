@@ -97,7 +97,7 @@ def list_runs(ws: Workspace) -> list[dict]:
     for run_dir in ws.runs.iterdir() if ws.runs.exists() else []:
         if run_dir.is_dir() and ws.holds(run_dir) and status_path(run_dir).exists():
             runs.append({"name": run_dir.name, **reconcile(run_dir)})
-    return sorted(runs, key=lambda r: r.get("created", 0), reverse=True)
+    return sorted(runs, key=lambda r: r.get("created") or r.get("started") or 0, reverse=True)
 
 
 def reconcile(run_dir: Path) -> dict:
@@ -160,10 +160,11 @@ def stop(ws: Workspace, run_name: str) -> str:
     # heartbeat, so a counter kept there can be lost between the two processes' writes.
     request = run_dir / "STOP"
     if not request.exists():
+        if status.get("state") == "running":  # said before the signal: the trainer's own "stopped" comes after
+            update_status(run_dir, state="stopping")
         request.write_text("stop requested from the UI\n")
         for pid in (status.get("pid"), status.get("launcher_pid")):
             _signal(pid, signal.SIGTERM)
-        update_status(run_dir, state="stopping" if status.get("state") == "running" else status["state"])
         if status.get("state") == "queued":
             return f"{run_name} left the queue."
         return f"Stopping {run_name}: it finishes the current step, saves a checkpoint and exits. Press Stop again to kill it."

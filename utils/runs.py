@@ -170,7 +170,8 @@ def run_table(ws: Workspace) -> list[dict]:
             "dataset": config.get("dataset", ""), "preset": preset,
             "best (val MCD)": (f"{Path(r['best_checkpoint']).name} ({r['best_mcd']:.2f} dB)" if r.get("best_mcd")
                                else Path(r["best_checkpoint"]).name) if r.get("best_checkpoint") else "",
-            "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created"])) if r.get("created") else "",
+            "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(when)) if (when := r.get("created")
+                                                                                   or r.get("started")) else "",
         })
     return rows
 
