@@ -107,3 +107,16 @@ def test_a_trainer_killed_with_sigkill_shows_failed_with_its_last_log_lines(serv
     expect(summary).to_contain_text("failed", timeout=60_000)
     expect(summary).to_contain_text("Last log lines")
     expect(page.locator("#run-list")).to_contain_text("failed")
+
+
+def test_a_vocoder_is_trained_from_the_training_tab_and_watched_like_any_run(server, page):
+    open_training(page, server.url)
+    choose(page, "dataset", "am")
+    page.get_by_text("Vocoder: a natural voice").click()
+    page.locator("#vocoder-steps input").fill("2")
+    page.locator("#vocoder-start").click()
+    expect(page.locator("#train-message")).to_contain_text("Vocoder run", timeout=30_000)
+    name = re.search(r"Vocoder run (\S+)", page.locator("#train-message").inner_text()).group(1)
+    expect(page.locator("#run-summary")).to_contain_text(f"{name}: finished", timeout=240_000)
+    expect(page.locator("#train-log textarea")).to_have_value(re.compile(r"training from scratch, preset tiny"))
+    expect(page.locator("#run-list")).to_contain_text("vocoder (tiny)", timeout=30_000)
