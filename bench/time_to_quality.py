@@ -3,6 +3,7 @@
     python bench/time_to_quality.py                               # CPU: tiny preset, 40 espeak-ng clips, 3 min
     python bench/time_to_quality.py --preset base --minutes 20    # GPU (H100 goal: MCD <= 6 dB)
     python bench/time_to_quality.py --dataset NAME --workspace WS --thresholds 8 7 6
+    python bench/time_to_quality.py --defaults                    # every setting "auto": what Start gives
 
 Why: speed only matters if it buys quality sooner. This runs the real trainer (utils.training: the same
 code as `python app.py train`, its "auto" machine settings) on an espeak-ng Amharic corpus whose held-out
@@ -42,6 +43,8 @@ def main() -> None:
                    help="world: the project's MCD (bench numbers); logmel: the fast proxy (smoke runs)")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (2e-3 CPU tiny, trainer default on GPU)")
     p.add_argument("--keep", type=Path, default=None, help="keep the workspace here (default: a temporary one)")
+    p.add_argument("--defaults", action="store_true",
+                   help="CPU too: the trainer's own defaults and auto settings (what a curator gets from Start)")
     common.add_machine_args(p)
     args = p.parse_args()
 
@@ -63,12 +66,14 @@ def main() -> None:
         print(f"speaking {n_train} + {n_val} held-out clips with espeak-ng ...", flush=True)
         args.workspace, args.dataset = common.espeak_dataset(root, n_train, n_val).root, "bench"
     # CPU: the settings of RESULTS.md's held-out tiny run; GPU: the trainer's defaults and auto settings
-    small = {} if gpu else dict(lr=2e-3, warmup_steps=50, grad_accumulation=1, max_frames_per_batch=2000,
-                                ema_decay=0.99)
+    small = {} if gpu or args.defaults else dict(lr=2e-3, warmup_steps=50, grad_accumulation=1,
+                                                 max_frames_per_batch=2000, ema_decay=0.99)
     if args.lr:
         small["lr"] = args.lr
+    # --defaults: the step count the Training tab offers (its schedule and EMA follow it); else unbounded
+    max_steps = (20_000 if gpu else 2000) if args.defaults else 1_000_000
     cfg = TrainConfig(workspace=str(args.workspace), dataset=args.dataset, run=f"ttq-{preset}", preset=preset,
-                      max_steps=1_000_000, resume="none", eval_every=eval_every, checkpoint_every=eval_every,
+                      max_steps=max_steps, resume="none", eval_every=eval_every, checkpoint_every=eval_every,
                       eval_clips=args.eval_clips or (8 if gpu else 4), sample_clips=1, mcd=args.mcd,
                       log_every=max(10, eval_every // 5), keep_checkpoints=1, **small)
     shutil.rmtree(Path(args.workspace) / "runs" / cfg.run, ignore_errors=True)  # metrics.jsonl of this run only

@@ -95,6 +95,7 @@ def test_cpu_only_machine_gets_working_settings():
     assert report.gpus == [] and report.device == "cpu"
     rec = report.recommended
     assert rec["precision"].value == "fp32" and rec["compile"].value is False and rec["pin_memory"].value is False
+    assert rec["grad_accumulation"].value == 1  # every batch a step: a CPU run is minutes, not a day
     assert 0 <= rec["num_workers"].value < max(report.cpu_count, 1)
     assert report.cpu_count >= 1 and report.ram_gb > 0 and report.disk_free_gb > 0
 

@@ -44,6 +44,8 @@ def test_auto_settings_follow_the_hardware_recommendation_with_reasons():
     assert (cpu.device, cpu.precision, cpu.tf32, cpu.attention, cpu.compile) == ("cpu", "fp32", False, "math", False)
     assert not cpu.pin_memory and not cpu.fused_adamw and not cpu.probe and cpu.length_multiple == 4
     assert gpu.mas == "triton" and cpu.mas == "cython"  # alignment search where the tensors are
+    assert gpu.lr == 2e-4 and cpu.lr == 2e-3 and "time_to_quality" in cpu.reasons["lr"]  # the model size's rate
+    assert opt.resolve(TrainConfig(preset="tiny", lr="1e-3"), cpu_report()).lr == 1e-3  # as the CLI passes it
     with pytest.raises(StudioError, match="mas triton runs on a CUDA GPU"):
         opt.resolve(TrainConfig(preset="tiny", mas="triton"), cpu_report())
     forced = opt.resolve(TrainConfig(preset="tiny", attention="flash", compile="true", grad_checkpointing="true",
@@ -100,6 +102,17 @@ def test_lr_warms_up_then_decays():
     cfg = TrainConfig(lr=1e-3, warmup_steps=10, max_steps=100, min_lr_ratio=0.1)
     lrs = [opt.lr_at(s, cfg) for s in range(100)]
     assert lrs[0] < lrs[5] < lrs[9] == 1e-3 and lrs[-1] < lrs[50] < lrs[10] and min(lrs[10:]) >= 1e-4 - 1e-12
+
+
+def test_ema_warms_up_so_a_short_run_is_not_averaged_with_its_random_start():
+    cfg = TrainConfig(ema_decay=0.999)
+    decays = [opt.ema_decay_at(s, cfg) for s in (0, 10, 90, 990, 20_000)]
+    assert decays[0] == 0.1 and decays[1] == 11 / 20 and decays[2] == 0.91 and decays == sorted(decays)
+    assert decays[-1] == 0.999  # a long run ends at the configured decay
+    kept = 1.0
+    for step in range(2000):  # the weight left on the initial weights after a 2000-step CPU run
+        kept *= opt.ema_decay_at(step, cfg)
+    assert kept < 1e-3  # was 0.999 ** 2000 = 13.5 % before the warm-up
 
 
 def test_frame_batches_respect_the_budget_bucket_shapes_and_shard_across_ranks():

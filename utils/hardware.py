@@ -224,7 +224,7 @@ def recommend(report: HardwareReport, preset: str = "base") -> dict[str, Setting
 
 
 def _recommend_cpu(report: HardwareReport) -> dict[str, Setting]:
-    frames = 4000  # tiny runs: a step takes seconds on a laptop
+    frames = 2000  # tiny runs: a step takes about a second on a laptop
     r = {
         "precision": Setting("fp32", "no GPU found: CPUs train in fp32 (bf16 autocast on CPU is slower for "
                                      "these conv-heavy models on most CPUs)."),
@@ -235,7 +235,10 @@ def _recommend_cpu(report: HardwareReport) -> dict[str, Setting]:
         "max_frames_per_batch": Setting(frames, f"{report.ram_gb:.0f} GiB RAM holds far more; kept small so each "
                                                 "CPU step takes seconds, not minutes (tiny runs)."),
     }
-    r.update(_accumulation(frames, 1))
+    r["grad_accumulation"] = Setting(1, "a CPU trains a small voice in minutes to hours, not days: every batch "
+                                        "updates the weights. The GPUs' ~40000-frame effective batch would make "
+                                        "each step 20 batches long here (bench/time_to_quality.py: 23 steps and no "
+                                        "usable voice in 3 minutes, against ~370 steps and MCD 11 dB).")
     workers = 0 if report.cpu_count <= 2 else min(2, report.cpu_count // 4 or 1)
     r["num_workers"] = Setting(workers, f"{report.cpu_count} CPU cores: the model needs them; "
                                         f"{'loading in the main process' if workers == 0 else f'{workers} loader worker(s)'}.")

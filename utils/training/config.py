@@ -37,7 +37,7 @@ class TrainConfig:
                        choices=[AUTO, "phoneme", "char", "bpe"])
     # ------------------------------------------------------------------ schedule
     max_steps: int = _f(20_000, "optimizer steps to train")
-    lr: float = _f(2e-4, "peak learning rate (AdamW)")
+    lr: float | str = _f(AUTO, "peak learning rate (AdamW), or auto: the model size's (tiny 2e-3; small, base 2e-4)")
     min_lr_ratio: float = _f(0.1, "cosine decay ends at lr * this")
     warmup_steps: int = _f(500, "linear warm-up steps from 0 to lr (capped at max_steps / 10)")
     weight_decay: float = _f(0.01, "AdamW decoupled weight decay (not on norms, biases, embeddings)")

@@ -269,11 +269,12 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
     log(f"machine: {device}, {dist.world_size} process(es)")
     for line in machine.describe():
         log(f"  {line}")
-    log(f"  {'ema':22} {cfg.ema_decay:<10} " + ("weights averaged every step; evaluation and export use the average"
-                                                  if ema is not None else "off"))
+    log(f"  {'ema':22} {cfg.ema_decay:<10} " + ("weights averaged every step, warming up as (1 + step) / (10 + "
+                                                  "step) so a short run's average is not mostly its random start; "
+                                                  "evaluation and export use the average" if ema is not None else "off"))
     log(f"  {'grad_clip':22} {cfg.grad_clip:<10} global norm clip (Matcha: 5)")
-    log(f"  {'lr schedule':22} {cfg.lr:<10} warm-up {min(cfg.warmup_steps, max(1, cfg.max_steps // 10))} steps, "
-        f"cosine to {cfg.lr * cfg.min_lr_ratio:.2e} at step {cfg.max_steps}")
+    log(f"  {'lr schedule':22} {machine.lr:<10} warm-up {min(cfg.warmup_steps, max(1, cfg.max_steps // 10))} steps, "
+        f"cosine to {machine.lr * cfg.min_lr_ratio:.2e} at step {cfg.max_steps}")
     log(f"  {'batches per epoch':22} {sampler.batches_per_epoch():<10} (per process)")
     config_extra = {"model": mcfg.to_dict(), "frontend": frontend.to_dict(), "speakers": speakers,
                     "features": feat_cfg.to_dict()}
@@ -331,7 +332,7 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
     step_times = []
     while step < cfg.max_steps:
         t_step = time.perf_counter()
-        lr = opt.lr_at(step, cfg) * lr_scale
+        lr = opt.lr_at(step, cfg, machine.lr) * lr_scale
         for group in optimizer.param_groups:
             group["lr"] = lr
         t_wait = time.perf_counter()
@@ -385,7 +386,7 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
         scaler.update()  # fp16: halves the scale after an overflow, grows it slowly otherwise
         optimizer.zero_grad(set_to_none=True)
         if finite and ema is not None:
-            torch._foreach_lerp_(ema, [p.detach() for p in model.parameters()], 1.0 - cfg.ema_decay)
+            torch._foreach_lerp_(ema, [p.detach() for p in model.parameters()], 1.0 - opt.ema_decay_at(step, cfg))
         step += 1
         step_times.append(time.perf_counter() - t_step)
         step_times = step_times[-50:]
