@@ -84,13 +84,15 @@ def cached_frames(path: Path) -> int | None:
         _follow(folder / FRAMES, lambda e: _FRAMES.__setitem__(str(folder / f"{e['entry']}.npy"), int(e["frames"])))
     if str(path) in _FRAMES and path.exists():
         return _FRAMES[str(path)]
-    try:
+    try:  # an entry cached before the index existed: its header, noted for the next start
         with open(path, "rb") as f:
             version = np.lib.format.read_magic(f)
             header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            return int(header(f)[0][-1])
+            frames = _FRAMES[str(path)] = int(header(f)[0][-1])
     except _UNREADABLE:
         return None
+    append_jsonl_rows(path.parent / FRAMES, [{"entry": path.stem, "frames": frames}])
+    return frames
 
 
 def save_npy(path: Path, array: np.ndarray) -> None:
