@@ -253,8 +253,8 @@ def start_vocoder_training(ws: Workspace, dataset: str, init: str = "", preset: 
                                  "4 crops: no GPU here, where the recipe's 16 would make each step minutes long")
     devices, nproc = pick_devices(ws, gpus, all_gpus=False)
     config_path = prepare_vocoder_run(ws, cfg)
-    return {"run": run, **jobs.start(ws, run, config_path, devices=devices, nproc=nproc,
-                                     trainer_module="utils.vocoder.training")}
+    return {"run": run, "max_steps": cfg.max_steps, **jobs.start(ws, run, config_path, devices=devices, nproc=nproc,
+                                                                 trainer_module="utils.vocoder.training")}
 
 
 def resume_training(ws: Workspace, name: str) -> dict:

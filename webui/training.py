@@ -180,7 +180,7 @@ def build(ctx: AppContext) -> None:
                                                  max_steps=int(steps or 0) or None)
         except StudioError as exc:
             raise gr.Error(str(exc))
-        note = f"Vocoder run **{status['run']}** {status['state']}" + (
+        note = f"Vocoder run **{status['run']}** ({status['max_steps']} steps) {status['state']}" + (
             f": {status['message']}" if status.get("message") else "")
         return note, run_list_frame(ctx), gr.update(choices=run_choices(ctx), value=status["run"])
 
