@@ -279,6 +279,8 @@ def add_train_vocoder_command(sub) -> None:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--eval-every", type=int, default=500, help="steps between validation + checkpoint (0: at the end)")
     p.add_argument("--resume", default=None, help="'auto' continues the run's last checkpoint")
+    p.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"],
+                   help="auto: bf16 autocast on a GPU that has it (ISTFT head and losses in fp32), else fp32")
     p.set_defaults(func=cmd_train_vocoder)
 
 
@@ -287,7 +289,8 @@ def cmd_train_vocoder(args) -> None:
 
     cfg = VocoderTrainConfig(dataset=args.dataset, run=args.run or f"{args.dataset}-vocoder", init=args.init,
                              preset=args.preset, max_steps=args.max_steps, batch_size=args.batch_size,
-                             eval_every=args.eval_every, save_every=args.eval_every, resume=args.resume)
+                             eval_every=args.eval_every, save_every=args.eval_every, resume=args.resume,
+                             precision=args.precision)
     folder = run_to_end(train_vocoder(Workspace.open(args.workspace), cfg), printer=print)
     print(f"vocoder checkpoint: {folder}")
 

@@ -42,6 +42,8 @@ for phase in "$@"; do
       step batch_sweep 120 python bench/batch_sweep.py --preset base --out "$json"
       step profile_step 70 python bench/profile_step.py --preset base --frames 16000 --out "$json"
       step inference 90 python bench/inference.py --presets base --batch 1 8 --e2e-sentences 24 --out "$json"
+      step vocoder_throughput 90 python bench/vocoder_throughput.py --devices cuda --seconds 10 --train-batch 16 \
+        --train-repeat 5 --out "$json"
       [ -n "$ws" ] && step data_loading 60 python bench/data_loading.py "${data[@]}" --workers 0 2 4 8 --step-ms 40 \
         --out "$json"
       [ -n "$ws" ] && step time_to_quality 300 python bench/time_to_quality.py "${data[@]}" --preset base \

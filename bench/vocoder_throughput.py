@@ -2,7 +2,9 @@
 GAN training step.
 
     python bench/vocoder_throughput.py                      # CPU (and the GPU too when there is one)
-    python bench/vocoder_throughput.py --seconds 2 10 --train-batch 4
+    python bench/vocoder_throughput.py --seconds 2 10 --train-batch 16    # on a GPU: the Vocos batch
+
+On a GPU the training step is timed twice, fp32 (TF32) and bf16 autocast, as the trainer runs them.
 
 Random weights (speed does not depend on them). Each measurement: 2 warm-up calls, then the mean of
 `--repeat` calls, with `synchronize` around GPU timings. "x real time" = seconds of audio made per
@@ -36,32 +38,18 @@ def timed(fn, device: str, repeat: int) -> float:
     return (time.perf_counter() - start) / repeat
 
 
-def train_step_time(device: str, batch: int, repeat: int) -> float:
+def train_step_time(device: str, batch: int, repeat: int, precision: str) -> float:
+    """The trainer's own step (utils.vocoder.training.gan_step) at the Vocos sizes."""
     from models.discriminators import MultiPeriodDiscriminator, MultiResolutionDiscriminator
-    from utils.vocoder.training import discriminator_loss, feature_matching_loss, generator_adv_loss
+    from utils.vocoder.training import autocast_for, gan_step
 
     gen = Vocoder(PRESETS["mel-24khz"]).to(device)
     mpd, mrd = MultiPeriodDiscriminator().to(device), MultiResolutionDiscriminator().to(device)
     opt_g = torch.optim.AdamW(gen.parameters(), 5e-4, betas=(0.8, 0.9))
     opt_d = torch.optim.AdamW(list(mpd.parameters()) + list(mrd.parameters()), 5e-4, betas=(0.8, 0.9))
     y = torch.randn(batch, 16384, device=device) * 0.1
-
-    def step():  # the same operations as utils/vocoder/training.py's loop
-        mel = log_mel(y, CFG)
-        y_hat = gen(mel)
-        loss_d = discriminator_loss(mpd(y)[0], mpd(y_hat.detach())[0]) + 0.1 * discriminator_loss(mrd(y)[0], mrd(y_hat.detach())[0])
-        opt_d.zero_grad()
-        loss_d.backward()
-        opt_d.step()
-        (rp, frp), (fp, ffp) = mpd(y), mpd(y_hat)
-        (rr, frr), (fr, ffr) = mrd(y), mrd(y_hat)
-        loss_g = (generator_adv_loss(fp) + 0.1 * generator_adv_loss(fr) + feature_matching_loss(frp, ffp)
-                  + 0.1 * feature_matching_loss(frr, ffr) + 45 * (log_mel(y_hat, CFG) - mel).abs().mean())
-        opt_g.zero_grad()
-        loss_g.backward()
-        opt_g.step()
-
-    return timed(step, device, repeat)
+    amp = autocast_for(device, precision)
+    return timed(lambda: gan_step(gen, mpd, mrd, opt_g, opt_d, y, CFG, 45.0, 0.1, amp), device, repeat)
 
 
 def main() -> None:
@@ -72,12 +60,13 @@ def main() -> None:
     parser.add_argument("--train-repeat", type=int, default=2)
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--no-train", action="store_true", help="skip the GAN training step")
+    parser.add_argument("--devices", nargs="+", choices=["cpu", "cuda"], help="default: the CPU, and the GPU if any")
     common.add_output_args(parser)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    devices = args.devices or ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     rows = []
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
           + (f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ", no GPU"))
@@ -99,9 +88,14 @@ def main() -> None:
             rows.append({"device": device, "model": "griffin-lim 64 it", "audio_s": seconds, "s_per_call": t})
         if args.no_train:
             continue
-        t = train_step_time(device, args.train_batch, args.train_repeat)
-        rows.append({"device": device, "model": f"GAN train step, batch {args.train_batch} x 16384",
-                     "audio_s": args.train_batch * 16384 / CFG.sample_rate, "s_per_call": t})
+        # fp32 (TF32 on a GPU, as the trainer sets) and bf16 autocast, side by side
+        if device == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+            torch.backends.cudnn.benchmark = True
+        for precision in (["fp32", "bf16"] if device == "cuda" else ["fp32"]):
+            t = train_step_time(device, args.train_batch, args.train_repeat, precision)
+            rows.append({"device": device, "model": f"GAN train step {precision}, batch {args.train_batch} x 16384",
+                         "audio_s": args.train_batch * 16384 / CFG.sample_rate, "s_per_call": t})
     for r in rows:
         print(f"| {r['device']} | {r['model']} | {r['audio_s']:.2f} | {1000 * r['s_per_call']:.1f} | "
               f"{r['audio_s'] / r['s_per_call']:.1f} |")

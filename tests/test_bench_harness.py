@@ -96,6 +96,14 @@ def test_inference_reports_the_real_time_factor_per_device_and_vocoder(tmp_path)
         assert 0 < r["acoustic_rtf"] < r["vocos_rtf"] < r["griffin_lim_rtf"]
 
 
+def test_vocoder_throughput_times_generation_griffin_lim_and_the_trainers_gan_step(tmp_path):
+    record = run_bench("vocoder_throughput", tmp_path, "--seconds", "1", "--repeat", "1", "--train-batch", "1",
+                       "--train-repeat", "1", "--threads", "1", "--devices", "cpu")
+    models = [r["model"] for r in record["rows"]]
+    assert models == ["vocos mel-24khz", "vocos tiny", "griffin-lim 64 it", "GAN train step fp32, batch 1 x 16384"]
+    assert all(r["x_realtime"] > 0 for r in record["rows"])
+
+
 def test_fp8_request_falls_back_with_the_reason_where_it_cannot_run():
     from tests.test_training_optimizations import cpu_report, h100_report
     from models.matcha import MatchaConfig, MatchaTTS

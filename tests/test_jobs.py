@@ -133,7 +133,7 @@ def test_a_vocoder_trains_as_a_job_from_the_training_tab_and_resumes_with_its_ow
     from webui import training as tab
 
     with serve_tab(tab, ws, "Training") as client:
-        note, _, _ = client.predict("am", "(from scratch)", "tiny", 2, api_name="/start_vocoder_training")
+        note, _, _ = client.predict("am", "(from scratch)", "tiny", 2, False, api_name="/start_vocoder_training")
     name = re.search(r"Vocoder run \*\*(\S+)\*\*", note).group(1)
     final = wait(lambda: (s := state(ws, name)).get("state") in jobs.FINAL and s, "the vocoder run to end", 300)
     assert final["state"] == "finished", runs.view(ws, name).log[-2000:]

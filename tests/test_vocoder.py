@@ -1,6 +1,7 @@
 """Vocoder: public checkpoint format, our format, Griffin-Lim, discriminators and the GAN trainer."""
 from __future__ import annotations
 
+import os
 import pickle
 import subprocess
 import sys
@@ -210,6 +211,38 @@ def test_train_vocoder_writes_checkpoint_metrics_log_and_resumes(tmp_path):
     assert [m["step"] for m in read_jsonl(run / "metrics.jsonl") if "loss_g" in m] == [1, 2, 3]
 
 
+def test_bf16_runs_the_networks_in_bf16_and_keeps_the_waveform_and_losses_fp32(tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    make_dataset(ws, n=2)
+    seen: dict[str, set] = {}
+
+    def record(module, args, output):
+        if isinstance(output, torch.Tensor):
+            seen.setdefault(type(module).__name__, set()).add(output.dtype)
+
+    hook = torch.nn.modules.module.register_module_forward_hook(record)
+    try:
+        run_to_end(train_vocoder(ws, tiny_config(precision="bf16")))
+    finally:
+        hook.remove()
+    assert seen["ParametrizedConv2d"] == {torch.bfloat16}  # every discriminator convolution (weight-normed)
+    assert seen["Conv1d"] == {torch.bfloat16}              # the generator backbone's convolutions
+    assert seen["Vocoder"] == {torch.float32}      # the ISTFT head opts out: the waveform is fp32
+    metrics = [m for m in read_jsonl(ws.run_dir("voc") / "metrics.jsonl") if "loss_g" in m]
+    assert len(metrics) == 2 and all(np.isfinite(m["loss_g"]) and np.isfinite(m["loss_d"]) for m in metrics)
+    assert "bf16 autocast for the backbone" in (ws.run_dir("voc") / "train.log").read_text()
+
+
+def test_vocoder_precision_is_fp32_on_a_cpu_unless_asked_and_fp16_is_refused(tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    make_dataset(ws, n=2)
+    run_to_end(train_vocoder(ws, tiny_config(max_steps=1)))
+    assert read_json(ws.run_dir("voc") / "config.json")["precision"] == "fp32"
+    assert "fp32: no GPU here" in (ws.run_dir("voc") / "train.log").read_text()
+    with pytest.raises(StudioError, match="'fp16' is not one of auto, bf16, fp32"):
+        run_to_end(train_vocoder(ws, tiny_config(run="half", precision="fp16")))
+
+
 def test_job_service_entry_fine_tunes_from_the_given_weights_and_stop_saves(tmp_path):
     ws = Workspace.open(tmp_path / "ws")
     make_dataset(ws, n=2)
@@ -224,6 +257,28 @@ def test_job_service_entry_fine_tunes_from_the_given_weights_and_stop_saves(tmp_
     assert read_json(run / "config.json")["lr"] == 1e-4
     for key, value in load_vocoder(init).state_dict().items():
         assert torch.equal(load_vocoder(ckpt).state_dict()[key], value)
+
+
+def test_two_cpu_processes_with_gloo_train_one_vocoder_in_lock_step(tmp_path):
+    """What "use every GPU" launches (torchrun), on two CPU processes: rank 0 alone writes, the ranks' weights
+    stay identical (the trainer compares a weight checksum across ranks at every save)."""
+    ws = Workspace.open(tmp_path / "ws")
+    make_dataset(ws, n=3)
+    config = prepare_vocoder_run(ws, tiny_config(max_steps=4, eval_every=2, save_every=2, log_every=1))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "utils.vocoder.training", "--config", str(config)]
+    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run = ws.run_dir("voc")
+    log = (run / "train.log").read_text()
+    assert "processes        2 (CPU processes), 2 crops each: 4 per step" in log
+    assert "weights identical on all 2 processes at step 2" in log and "at step 4" in log
+    steps = [m["step"] for m in read_jsonl(run / "metrics.jsonl") if "loss_g" in m]
+    assert steps == [1, 2, 3, 4]  # one writer
+    assert read_json(run / "status.json")["state"] == "finished"
+    assert [p.name for p in sorted((run / "checkpoints").iterdir())] == ["step-2", "step-4"]
+    load_vocoder(run / "checkpoints" / "step-4")
 
 
 def test_dataset_without_manifest_is_a_clear_error(tmp_path):

@@ -234,7 +234,7 @@ def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str 
 
 
 def start_vocoder_training(ws: Workspace, dataset: str, init: str = "", preset: str = "mel-24khz", run: str = "",
-                           max_steps: int | None = None) -> dict:
+                           max_steps: int | None = None, all_gpus: bool = False) -> dict:
     """A Vocos vocoder trained on the dataset's audio (fine-tuned from `init`, a vocoder in the workspace, or
     from scratch at `preset` size), as a job like an acoustic run: same queue, log, Stop and Resume."""
     from utils import hardware, jobs
@@ -251,7 +251,7 @@ def start_vocoder_training(ws: Workspace, dataset: str, init: str = "", preset: 
                              resume="auto", max_steps=int(max_steps or 20_000), batch_size=16 if gpus else 4)
     cfg.reasons["batch_size"] = ("16 crops of 0.68 s: the Vocos recipe" if gpus else
                                  "4 crops: no GPU here, where the recipe's 16 would make each step minutes long")
-    devices, nproc = pick_devices(ws, gpus, all_gpus=False)
+    devices, nproc = pick_devices(ws, gpus, all_gpus=all_gpus)
     config_path = prepare_vocoder_run(ws, cfg)
     return {"run": run, "max_steps": cfg.max_steps, **jobs.start(ws, run, config_path, devices=devices, nproc=nproc,
                                                                  trainer_module="utils.vocoder.training")}

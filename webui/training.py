@@ -112,9 +112,10 @@ def build(ctx: AppContext) -> None:
         all_gpus = gr.Checkbox(False, label="use every GPU (torchrun, DDP)")
         start = gr.Button("Start training", variant="primary")
     with gr.Accordion("Vocoder: a natural voice instead of Griffin-Lim's buzz", open=False, elem_id="vocoder-panel"):
-        gr.Markdown("A vocoder turns the model's spectrograms into sound. Train one on the **dataset chosen above** (best: "
-                    "fine-tune the public Vocos weights, added on the Inference tab), then pick it there or when "
-                    "exporting a voice. It runs like a training run: listed below, with its log, Stop and Resume.")
+        gr.Markdown("A vocoder turns the model's spectrograms into sound. Train one on the **dataset chosen above** "
+                    "(on every GPU if ticked above; best: fine-tune the public Vocos weights, added on the Inference "
+                    "tab), then pick it there or when exporting a voice. It runs like a training run: listed below, "
+                    "with its log, Stop and Resume.")
         with gr.Row():
             vocoder_init = gr.Dropdown(VOCODER_SCRATCH + inference.list_vocoders(ws), value=VOCODER_SCRATCH[0],
                                        label="start from", elem_id="vocoder-init",
@@ -174,10 +175,10 @@ def build(ctx: AppContext) -> None:
         note = f"Run **{status['run']}** {status['state']}" + (f": {status['message']}" if status.get("message") else "")
         return note, run_list_frame(ctx), gr.update(choices=run_choices(ctx), value=status["run"])
 
-    def on_start_vocoder(dataset, init, size, steps):
+    def on_start_vocoder(dataset, init, size, steps, all_gpus):
         try:
             status = runs.start_vocoder_training(ws, dataset, "" if init in VOCODER_SCRATCH else init, size,
-                                                 max_steps=int(steps or 0) or None)
+                                                 max_steps=int(steps or 0) or None, all_gpus=all_gpus)
         except StudioError as exc:
             raise gr.Error(str(exc))
         note = f"Vocoder run **{status['run']}** ({status['max_steps']} steps) {status['state']}" + (
@@ -215,7 +216,7 @@ def build(ctx: AppContext) -> None:
 
     start.click(on_start, [dataset, preset, run_name, max_steps, init, mode, all_gpus],
                 [message, run_list, selected], api_name="start_training")
-    vocoder_start.click(on_start_vocoder, [dataset, vocoder_init, vocoder_size, vocoder_steps],
+    vocoder_start.click(on_start_vocoder, [dataset, vocoder_init, vocoder_size, vocoder_steps, all_gpus],
                         [message, run_list, selected], api_name="start_vocoder_training")
     stop.click(on_stop, selected, message, api_name="stop_training")
     resume.click(on_resume, selected, message, api_name="resume_training")

@@ -65,6 +65,15 @@ def min_int(value: int, d: Dist, device: str) -> int:
     return int(t.item())
 
 
+def same_on_all_ranks(value: float, d: Dist, device: str) -> bool:
+    """Whether every rank holds the same number (e.g. a weight checksum: ranks that drifted apart)."""
+    if not d.enabled:
+        return True
+    t = torch.tensor([value, -value], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t[0]) == -float(t[1])
+
+
 def any_flag(flag: bool, d: Dist, device: str) -> bool:
     """True on every rank if it is true on any (stop requests, OOM, NaN: all ranks must agree)."""
     return any_flags([flag], d, device)[0]
@@ -94,6 +103,14 @@ def average_gradients(params: list[torch.nn.Parameter], d: Dist) -> None:
     flat /= d.world_size
     for p, g in zip(params, _unflatten_dense_tensors(flat, grads)):
         p.grad = g
+
+
+def broadcast_parameters(module: torch.nn.Module, d: Dist) -> None:
+    """Rank 0's weights and buffers on every rank (for training without the DDP wrapper, which does this)."""
+    if not d.enabled:
+        return
+    for t in list(module.parameters()) + list(module.buffers()):
+        dist.broadcast(t.data, src=0)
 
 
 def barrier(d: Dist) -> None:

@@ -6,11 +6,18 @@
 Recipe (Vocos, shared/notes/tts-model.md 2.4-2.6): random 16 384-sample crops peak-normalised to
 -1..-6 dBFS, log-mel in, waveform out; multi-period + multi-resolution discriminators with hinge
 loss; generator loss = adv_MPD + 0.1 adv_MRD + fm_MPD + 0.1 fm_MRD + 45 * mel L1; AdamW, betas
-(0.8, 0.9), cosine decay to 0; one discriminator step then one generator step per batch; fp32.
+(0.8, 0.9), cosine decay to 0; one discriminator step then one generator step per batch. Vocos
+trains in fp32; on a GPU with bf16 we run the networks' convolutions under bf16 autocast and keep
+the ISTFT head, the STFTs, the mel loss and every loss sum in fp32.
 
 The run folder gets config.json, status.json, train.log, metrics.jsonl, samples/step-N/*.wav and
 checkpoints/step-N/ (model.safetensors + config.json: a loadable vocoder; trainer_state.pt: the
 discriminators and optimizers, for resuming). STOP file or SIGTERM: finish the step, save, exit.
+
+Several GPUs: launched by torchrun (the job service does it for "use every GPU"), each rank draws its own
+crops and the gradients are averaged in one flat all-reduce per network and step (no DDP wrapper: the
+discriminators run four times per step, which DDP's one-forward-one-backward bookkeeping does not
+expect); rank 0 evaluates, logs and saves.
 """
 from __future__ import annotations
 
@@ -64,6 +71,7 @@ class VocoderTrainConfig:
     cache_seconds: float = 3600.0     # decoded training audio kept in memory
     seed: int = 4444
     device: str = "auto"
+    precision: str = "auto"           # auto: bf16 autocast on a GPU that has it, else fp32; or "bf16" / "fp32"
     reasons: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -137,27 +145,74 @@ def dataset_clips(ws: Workspace, name: str) -> tuple[list[dict], list[dict]]:
 
 
 # ---------------------------------------------------------------------------------- losses
+# Losses take fp32 copies: under bf16 autocast the discriminators' outputs and features are bf16, whose 8-bit
+# mantissa would round the sums of many small terms.
 def discriminator_loss(real: list, fake: list):
     """Hinge loss, averaged over sub-discriminators."""
     import torch
 
     total = 0.0
     for r, f in zip(real, fake):
-        total = total + torch.relu(1 - r).mean() + torch.relu(1 + f).mean()
+        total = total + torch.relu(1 - r.float()).mean() + torch.relu(1 + f.float()).mean()
     return total / len(real)
 
 
 def generator_adv_loss(fake: list):
     import torch
 
-    return sum(torch.relu(1 - f).mean() for f in fake) / len(fake)
+    return sum(torch.relu(1 - f.float()).mean() for f in fake) / len(fake)
 
 
 def feature_matching_loss(real_feats: list, fake_feats: list):
     total = 0.0
     for rs, fs in zip(real_feats, fake_feats):
-        total = total + sum((r.detach() - f).abs().mean() for r, f in zip(rs, fs))
+        total = total + sum((r.detach().float() - f.float()).abs().mean() for r, f in zip(rs, fs))
     return total / len(real_feats)
+
+
+def autocast_for(device: str, precision: str):
+    """A factory of autocast contexts for the networks' matmuls and convolutions (the ISTFT head opts out)."""
+    import torch
+
+    return lambda: torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+def gan_step(gen, mpd, mrd, opt_g, opt_d, y, features: FeatureConfig, mel_weight: float, mrd_weight: float,
+             amp, average_gradients=lambda params: None) -> dict:
+    """One discriminator update, then one generator update, on the real crops `y` [B, S]; the losses as
+    tensors (reading them is left to the caller: each .item() waits for the GPU). `average_gradients`
+    is where several processes average their gradients before each optimizer step."""
+    import torch
+
+    mel = log_mel(y, features)                                 # [B, n_mels, S/hop + 1], fp32
+    with amp():
+        y_hat = gen(mel)                                       # [B, S], fp32 (the ISTFT head)
+        real_p, _ = mpd(y)                                     # discriminators on the detached output
+        fake_p, _ = mpd(y_hat.detach())
+        real_r, _ = mrd(y)
+        fake_r, _ = mrd(y_hat.detach())
+    loss_d = discriminator_loss(real_p, fake_p) + mrd_weight * discriminator_loss(real_r, fake_r)
+    opt_d.zero_grad(set_to_none=True)
+    loss_d.backward()
+    average_gradients([p for net in (mpd, mrd) for p in net.parameters()])
+    opt_d.step()
+
+    with amp():                                                # generator: adversarial + feature matching + mel L1
+        _, feat_real_p = mpd(y)
+        fake_p, feat_fake_p = mpd(y_hat)
+        _, feat_real_r = mrd(y)
+        fake_r, feat_fake_r = mrd(y_hat)
+    loss_mel = (log_mel(y_hat, features) - mel).abs().mean()   # fp32, outside autocast
+    loss_adv = generator_adv_loss(fake_p) + mrd_weight * generator_adv_loss(fake_r)
+    loss_fm = feature_matching_loss(feat_real_p, feat_fake_p) + mrd_weight * feature_matching_loss(feat_real_r, feat_fake_r)
+    loss_g = loss_adv + loss_fm + mel_weight * loss_mel
+    opt_g.zero_grad(set_to_none=True)
+    loss_g.backward()
+    average_gradients(list(gen.parameters()))
+    grad_norm = torch.nn.utils.clip_grad_norm_(gen.parameters(), float("inf"))  # measured, not clipped
+    opt_g.step()
+    return {"loss_d": loss_d.detach(), "loss_g": loss_g.detach(), "loss_mel": loss_mel.detach(),
+            "loss_adv": loss_adv.detach(), "loss_fm": loss_fm.detach(), "grad_norm_g": grad_norm.detach()}
 
 
 def cosine_lr(base: float, step: int, total: int) -> float:
@@ -203,24 +258,32 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
     from models.discriminators import MultiPeriodDiscriminator, MultiResolutionDiscriminator
     from models.vocoder import PRESETS, Vocoder
     from utils.evaluation import logmel_mcd, mcd
-    from utils.jobs import update_status
+    from utils import jobs
+    from utils.training import ddp
     from utils.vocoder import load_vocoder
 
-    # ---- run folder, config, log
+    if cfg.preset not in PRESETS:
+        raise StudioError(f"Unknown vocoder preset {cfg.preset!r}; choose one of {', '.join(PRESETS)}.")
+    train_rows, val_rows = dataset_clips(ws, cfg.dataset)
+    device = cfg.device if cfg.device != "auto" else _auto_device()
+    d = ddp.setup(device)  # world size 1 unless launched by torchrun
+
+    # ---- run folder, config, log: rank 0 writes them
     run_dir = ws.run_dir(cfg.run)
     run_dir.mkdir(parents=True, exist_ok=True)
     features = FeatureConfig()
     log_path = run_dir / "train.log"
 
     def log(message: str, level: str = "info", done: int = 0) -> Event:
-        with open(log_path, "a", encoding="utf-8") as f:
-            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
+        if d.main:
+            with open(log_path, "a", encoding="utf-8") as f:
+                f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
         return Event("train-vocoder", done, cfg.max_steps, message, level)
 
-    if cfg.preset not in PRESETS:
-        raise StudioError(f"Unknown vocoder preset {cfg.preset!r}; choose one of {', '.join(PRESETS)}.")
-    train_rows, val_rows = dataset_clips(ws, cfg.dataset)
-    device = cfg.device if cfg.device != "auto" else _auto_device()
+    def update_status(run_dir: Path, **fields) -> None:
+        if d.main:
+            jobs.update_status(run_dir, **fields)
+
     resume_from = checkpoint_dirs(run_dir)[-1][1] if cfg.resume == "auto" and checkpoint_dirs(run_dir) else None
     if cfg.lr is None:
         cfg.lr = 1e-4 if (cfg.init or resume_from) else 5e-4
@@ -232,11 +295,15 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
         cfg.mrd_channels = cfg.mrd_channels or mrd_default
         cfg.reasons["discriminators"] = f"sizes of the {cfg.preset} preset"
     cfg.reasons.setdefault("device", f"{device}: {'the GPU' if device == 'cuda' else 'no GPU found'}")
-    cfg.reasons.setdefault("precision", "fp32: Vocos trains in fp32; the ISTFT head's exp() overflows in fp16")
+    cfg.precision, cfg.reasons["precision"] = _precision(cfg.precision, device)
     if device == "cuda":
         fast = _gpu_speedups()
         cfg.reasons["tf32"], cfg.reasons["cudnn_benchmark"] = fast
-    atomic_write_json(run_dir / "config.json", {"kind": "vocoder", "workspace": str(ws.root), **cfg.to_dict()})
+    if d.enabled:
+        cfg.reasons["processes"] = (f"{d.world_size} ({'GPUs' if device == 'cuda' else 'CPU processes'}), "
+                                    f"{cfg.batch_size} crops each: {cfg.batch_size * d.world_size} per step")
+    if d.main:
+        atomic_write_json(run_dir / "config.json", {"kind": "vocoder", "workspace": str(ws.root), **cfg.to_dict()})
     update_status(run_dir, state="running", kind="vocoder", step=0, max_steps=cfg.max_steps,
                   heartbeat=time.time(), started=time.time())
 
@@ -270,7 +337,9 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
         opt_g.load_state_dict(state["opt_g"])
         opt_d.load_state_dict(state["opt_d"])
         start_step, best = int(state["step"]), {"value": state.get("best_mcd"), "step": state.get("best_step")}
-    rng = np.random.default_rng(cfg.seed + start_step)  # a resumed run draws new crops
+    for net in (gen, mpd, mrd):  # every rank starts from rank 0's weights
+        ddp.broadcast_parameters(net, d)
+    rng = np.random.default_rng([cfg.seed, start_step, d.rank])  # own crops per rank; a resumed run draws new ones
     sampler = ClipSampler([r["path"] for r in train_rows], cfg.segment, rng, cfg.cache_seconds)
     val_waves = [(r["id"], load_audio(r["path"], MODEL_SAMPLE_RATE)[0][: 10 * MODEL_SAMPLE_RATE])
                  for r in val_rows[: cfg.val_clips]]
@@ -281,6 +350,8 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
         yield log(f"  {name:16} {reason}")
 
     stop = stop or threading.Event()
+    g_params, d_params = list(gen.parameters()), list(mpd.parameters()) + list(mrd.parameters())
+    amp = autocast_for(device, cfg.precision)
 
     def evaluate(step: int) -> dict:
         gen.eval()
@@ -289,7 +360,8 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
         with torch.no_grad():  # not inference_mode: cached mel transforms must stay usable by autograd
             for i, (clip_id, wave) in enumerate(val_waves):
                 mel = log_mel(torch.from_numpy(wave).to(device), features)
-                fake = gen(mel.unsqueeze(0))[0]
+                with amp():
+                    fake = gen(mel.unsqueeze(0))[0]
                 fake_mel = log_mel(fake, features)
                 n = min(mel.shape[-1], fake_mel.shape[-1])
                 mel_l1.append(float((mel[:, :n] - fake_mel[:, :n]).abs().mean()))
@@ -305,60 +377,45 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
         return result
 
     def eval_and_save(step: int) -> Iterator[Event]:
+        """Rank 0 scores and saves; the other ranks wait for it."""
         nonlocal ckpt
-        metrics = {"step": step, **evaluate(step)}
-        score = metrics.get("val_mcd", metrics["val_logmel_mcd"])  # the best checkpoint has the lowest MCD
-        if best["value"] is None or score < best["value"]:
-            best.update(value=score, step=step)
-        append_jsonl(run_dir / "metrics.jsonl", metrics)
-        ckpt = _save_checkpoint(run_dir, step, gen, mpd, mrd, opt_g, opt_d, cfg, features, best)
-        update_status(run_dir, best_checkpoint=str(run_dir / "checkpoints" / f"step-{best['step']}"))
-        yield log(f"eval {_fmt(metrics)}; saved {ckpt.relative_to(ws.root)}", done=step)
+        ckpt = run_dir / "checkpoints" / f"step-{step}"
+        if d.enabled:  # averaged gradients and one seed keep the ranks identical; a drift would be a bug: say so
+            checksum = float(sum(p.detach().double().sum() for p in g_params + d_params))
+            if not ddp.same_on_all_ranks(checksum, d, device):
+                raise StudioError(f"The {d.world_size} processes' weights differ at step {step}: stopping rather "
+                                  "than saving a mix. Please report this with the run's train.log.")
+            yield log(f"weights identical on all {d.world_size} processes at step {step}", done=step)
+        if d.main:
+            metrics = {"step": step, **evaluate(step)}
+            score = metrics.get("val_mcd", metrics["val_logmel_mcd"])  # the best checkpoint has the lowest MCD
+            if best["value"] is None or score < best["value"]:
+                best.update(value=score, step=step)
+            append_jsonl(run_dir / "metrics.jsonl", metrics)
+            _save_checkpoint(run_dir, step, gen, mpd, mrd, opt_g, opt_d, cfg, features, best)
+            update_status(run_dir, best_checkpoint=str(run_dir / "checkpoints" / f"step-{best['step']}"))
+            yield log(f"eval {_fmt(metrics)}; saved {ckpt.relative_to(ws.root)}", done=step)
+        ddp.barrier(d)
 
     # ---- loop
     step, t_last, samples_since = start_step, time.time(), 0
     beat = t_last
     ckpt = resume_from
-    if start_step == 0 and cfg.eval_every:
+    if start_step == 0 and cfg.eval_every and d.main:
         metrics = {"step": 0, **evaluate(0)}
         append_jsonl(run_dir / "metrics.jsonl", metrics)
         yield log("before training: " + _fmt(metrics))
     try:
         try:
-            while step < cfg.max_steps and not stop.is_set() and not (run_dir / "STOP").exists():
+            while step < cfg.max_steps and not ddp.any_flag(stop.is_set() or (run_dir / "STOP").exists(), d, device):
                 lr = cosine_lr(cfg.lr, step, cfg.max_steps)
                 for group in opt_g.param_groups + opt_d.param_groups:
                     group["lr"] = lr
                 y = torch.from_numpy(sampler.batch(cfg.batch_size)).to(device)      # [B, S]
-                mel = log_mel(y, features)                                            # [B, n_mels, S/hop + 1]
-                y_hat = gen(mel)                                                      # [B, S]
-
-                # discriminator step on the detached generator output
-                real_p, _ = mpd(y)
-                fake_p, _ = mpd(y_hat.detach())
-                real_r, _ = mrd(y)
-                fake_r, _ = mrd(y_hat.detach())
-                loss_d = discriminator_loss(real_p, fake_p) + cfg.mrd_weight * discriminator_loss(real_r, fake_r)
-                opt_d.zero_grad(set_to_none=True)
-                loss_d.backward()
-                opt_d.step()
-
-                # generator step: adversarial + feature matching + 45 x mel L1
-                real_p, feat_real_p = mpd(y)
-                fake_p, feat_fake_p = mpd(y_hat)
-                real_r, feat_real_r = mrd(y)
-                fake_r, feat_fake_r = mrd(y_hat)
-                loss_mel = (log_mel(y_hat, features) - mel).abs().mean()
-                loss_adv = generator_adv_loss(fake_p) + cfg.mrd_weight * generator_adv_loss(fake_r)
-                loss_fm = (feature_matching_loss(feat_real_p, feat_fake_p)
-                           + cfg.mrd_weight * feature_matching_loss(feat_real_r, feat_fake_r))
-                loss_g = loss_adv + loss_fm + cfg.mel_weight * loss_mel
-                opt_g.zero_grad(set_to_none=True)
-                loss_g.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(gen.parameters(), float("inf"))  # measured, not clipped
-                opt_g.step()
+                out = gan_step(gen, mpd, mrd, opt_g, opt_d, y, features, cfg.mel_weight, cfg.mrd_weight, amp,
+                               lambda params: ddp.average_gradients(params, d))
                 step += 1
-                samples_since += cfg.batch_size
+                samples_since += cfg.batch_size * d.world_size
                 if time.time() - beat > 10:  # alive between log lines too (a CPU step can take many seconds)
                     beat = time.time()
                     update_status(run_dir, step=step, heartbeat=beat)
@@ -366,20 +423,22 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
                 if step % cfg.log_every == 0 or step == cfg.max_steps:
                     now = time.time()
                     rate = samples_since / max(now - t_last, 1e-9)
-                    metrics = {"step": step, "loss_d": loss_d.item(), "loss_g": loss_g.item(), "loss_mel": loss_mel.item(),
-                               "loss_adv": loss_adv.item(), "loss_fm": loss_fm.item(), "grad_norm_g": grad_norm.item(),
-                               "lr": lr, "samples_per_s": rate, "audio_s_per_s": rate * cfg.segment / MODEL_SAMPLE_RATE,
+                    metrics = {"step": step, **{k: v.item() for k, v in out.items()}, "lr": lr, "samples_per_s": rate, "audio_s_per_s": rate * cfg.segment / MODEL_SAMPLE_RATE,
                                **_memory(device)}
-                    append_jsonl(run_dir / "metrics.jsonl", metrics)
-                    eta = (cfg.max_steps - step) * cfg.batch_size / max(rate, 1e-9)
+                    if d.main:
+                        append_jsonl(run_dir / "metrics.jsonl", metrics)
+                    eta = (cfg.max_steps - step) * cfg.batch_size * d.world_size / max(rate, 1e-9)
                     update_status(run_dir, step=step, heartbeat=now, eta_s=eta)
                     t_last, samples_since = now, 0
                     yield log(_fmt(metrics), done=step)
                 if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.max_steps:
                     yield from eval_and_save(step)
                 elif cfg.save_every and step % cfg.save_every == 0 and step < cfg.max_steps:
-                    ckpt = _save_checkpoint(run_dir, step, gen, mpd, mrd, opt_g, opt_d, cfg, features, best)
-                    yield log(f"saved {ckpt.relative_to(ws.root)}", done=step)
+                    ckpt = run_dir / "checkpoints" / f"step-{step}"
+                    if d.main:
+                        _save_checkpoint(run_dir, step, gen, mpd, mrd, opt_g, opt_d, cfg, features, best)
+                        yield log(f"saved {ckpt.relative_to(ws.root)}", done=step)
+                    ddp.barrier(d)
         except KeyboardInterrupt:  # Ctrl-C in the CLI: keep the work, as a Stop does
             yield log(f"interrupted at step {step}: saving a checkpoint", "warning", done=step)
         # the end, a stop request, or the last step: always leave a checkpoint of where we are
@@ -390,9 +449,12 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
         raise
     except BaseException as exc:
         update_status(run_dir, state="failed", ended=time.time(), message=f"{type(exc).__name__}: {exc}"[:500])
-        with open(log_path, "a", encoding="utf-8") as f:
-            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} failed: {type(exc).__name__}: {exc}\n")
+        with open(log_path, "a", encoding="utf-8") as f:  # any rank: the one that failed says why
+            rank = f" (rank {d.rank})" if d.enabled else ""
+            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} failed{rank}: {type(exc).__name__}: {exc}\n")
         raise
+    finally:
+        ddp.cleanup(d)
     stopped = step < cfg.max_steps
     update_status(run_dir, state="stopped" if stopped else "finished", step=step, ended=time.time())
     done = log(f"{'stopped' if stopped else 'finished'} at step {step}; checkpoint {ckpt.relative_to(ws.root)}",
@@ -413,6 +475,25 @@ def _memory(device: str) -> dict:
     return {"gpu_mem_allocated_gb": torch.cuda.memory_allocated() / 2**30,
             "gpu_mem_reserved_gb": torch.cuda.memory_reserved() / 2**30,
             "gpu_mem_peak_gb": torch.cuda.max_memory_allocated() / 2**30}
+
+
+def _precision(asked: str, device: str) -> tuple[str, str]:
+    """(precision, reason). bf16 keeps fp32's exponent range, so the GAN needs no loss scaling; fp16 is not
+    offered: the generator's log-magnitudes and the discriminators' feature maps overflow it."""
+    import torch
+
+    if asked not in ("auto", "bf16", "fp32"):
+        raise StudioError(f"Vocoder precision {asked!r} is not one of auto, bf16, fp32.")
+    if asked == "fp32":
+        return "fp32", "fp32: set by the user"
+    gpu_bf16 = device == "cuda" and torch.cuda.is_bf16_supported()
+    if asked == "bf16" and device == "cuda" and not gpu_bf16:
+        raise StudioError("bf16 was asked for but this GPU has no bf16 support; use fp32 or auto.")
+    if asked == "bf16" or gpu_bf16:
+        return "bf16", ("bf16 autocast for the backbone's and discriminators' matmuls and convolutions; the ISTFT "
+                        "head, STFTs, mel loss and loss sums stay fp32" + ("" if gpu_bf16 else " (set by the user)"))
+    return "fp32", ("fp32: no GPU here; bf16 autocast would be slower on this CPU" if device != "cuda"
+                    else "fp32: this GPU has no bf16")
 
 
 def _gpu_speedups() -> tuple[str, str]:
