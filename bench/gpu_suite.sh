@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The GPU checks and benchmarks in one go, for a CUDA machine borrowed for a few minutes.
 #
-#   bash bench/gpu_suite.sh OUT_DIR tests train     # gpu_tests/ + the optimization ladder (~8 min on an H100)
-#   bash bench/gpu_suite.sh OUT_DIR rest            # batch sweep, profile, data loading, inference, time to quality
+#   bash bench/gpu_suite.sh OUT_DIR tests      # gpu_tests/ (<= 5 min)
+#   bash bench/gpu_suite.sh OUT_DIR train      # the optimization ladder (<= 9 min: three rows compile the model)
+#   bash bench/gpu_suite.sh OUT_DIR rest       # batch sweep, profile, inference, vocoder (<= 7 min)
+#   bash bench/gpu_suite.sh OUT_DIR quality    # data loading, time to quality (<= 6 min; needs espeak-ng data)
+#
+# One phase per call where a command may run at most 10 minutes (a borrowed machine's limit).
 #
 # STUDIO_GPU_WORKSPACE: a workspace with the espeak-ng dataset `bench` (bench/common.espeak_dataset) for
 # machines without espeak-ng. Every step has its own time limit, so one hang costs one step, not the lease;
@@ -36,18 +40,20 @@ for phase in "$@"; do
       per_test=(); python -c "import pytest_timeout" 2>/dev/null && per_test=(--timeout 120)
       step gpu_tests 280 python -m pytest gpu_tests -v -rfE --durations=10 -p no:cacheprovider "${per_test[@]}" ;;
     train)
-      step train_throughput 230 python bench/train_throughput.py --preset base --frames 16000 --steps 15 --warmup 5 \
+      step train_throughput 530 python bench/train_throughput.py --preset base --frames 16000 --steps 15 --warmup 5 \
         --out "$json" ;;
     rest)
       step batch_sweep 120 python bench/batch_sweep.py --preset base --out "$json"
       step profile_step 70 python bench/profile_step.py --preset base --frames 16000 --out "$json"
       step inference 90 python bench/inference.py --presets base --batch 1 8 --e2e-sentences 24 --out "$json"
       step vocoder_throughput 90 python bench/vocoder_throughput.py --devices cuda --seconds 10 --train-batch 16 \
-        --train-repeat 5 --out "$json"
+        --train-repeat 5 --out "$json" ;;
+    quality)
+      [ -z "$ws" ] && echo "quality: set STUDIO_GPU_WORKSPACE to a workspace with the espeak-ng dataset 'bench'"
       [ -n "$ws" ] && step data_loading 60 python bench/data_loading.py "${data[@]}" --workers 0 2 4 8 --step-ms 40 \
         --out "$json"
       [ -n "$ws" ] && step time_to_quality 300 python bench/time_to_quality.py "${data[@]}" --preset base \
         --minutes 4 --eval-every 250 --mcd logmel --out "$json" ;;
-    *) echo "unknown phase $phase (tests | train | rest)"; exit 2 ;;
+    *) echo "unknown phase $phase (tests | train | rest | quality)"; exit 2 ;;
   esac
 done
