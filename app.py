@@ -179,8 +179,13 @@ def add_train_command(sub) -> None:
                            type=type(default) if isinstance(default, (int, float)) and not isinstance(default, bool)
                            else None)
     p.set_defaults(func=cmd_train, dataset=None)
+    add_queue_args(p)
+
+
+def add_queue_args(p) -> None:
     p.add_argument("--background", action="store_true",
-                   help="queue the run as its own process (utils.jobs) instead of training in this one")
+                   help="queue the run as its own process (utils.jobs), on the device the Training tab would pick")
+    p.add_argument("--all-gpus", action="store_true", help="with --background: every GPU (torchrun, DDP)")
 
 
 def cmd_train(args) -> None:
@@ -190,13 +195,14 @@ def cmd_train(args) -> None:
     if not args.dataset:
         raise StudioError("train needs --dataset NAME (a folder under workspace/datasets).")
     cfg = config_from_cli(vars(args), Workspace.open(args.workspace).root)
+    check_queue_args(args, "utils.training")
     config_path = prepare_run(cfg)
     print(f"run {cfg.run}: config {config_path}", flush=True)
     if args.background:
-        from utils import jobs
+        from utils import runs
 
-        jobs.start(Workspace.open(args.workspace), cfg.run, config_path)
-        print(f"queued; follow {config_path.parent / 'train.log'}")
+        status = runs.queue(Workspace.open(args.workspace), config_path, args.all_gpus)
+        print(f"{status['state']} on {status['devices']}; follow {config_path.parent / 'train.log'}")
         return
     result = run(config_path)
     print(f"{result['state']}: {result['message']}; last checkpoint {result['last_checkpoint']}"
@@ -276,23 +282,41 @@ def add_train_vocoder_command(sub) -> None:
     p.add_argument("--preset", default="mel-24khz", choices=["tiny", "small", "mel-24khz"],
                    help="generator size when training from scratch; tiny also shrinks the discriminators")
     p.add_argument("--max-steps", type=int, default=20_000)
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-size", type=int, default=None, help="crops per step and process (16 on a GPU, 4 on a CPU)")
     p.add_argument("--eval-every", type=int, default=500, help="steps between validation + checkpoint (0: at the end)")
-    p.add_argument("--resume", default=None, help="'auto' continues the run's last checkpoint")
+    p.add_argument("--resume", default="auto", choices=["auto", "no"],
+                   help="auto (default): an existing run of that name continues from its last checkpoint")
     p.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"],
                    help="auto: bf16 autocast on a GPU that has it (ISTFT head and losses in fp32), else fp32")
+    add_queue_args(p)
     p.set_defaults(func=cmd_train_vocoder)
 
 
 def cmd_train_vocoder(args) -> None:
-    from utils.vocoder.training import VocoderTrainConfig, train_vocoder
+    from utils import runs
+    from utils.vocoder.training import train_vocoder
 
-    cfg = VocoderTrainConfig(dataset=args.dataset, run=args.run or f"{args.dataset}-vocoder", init=args.init,
-                             preset=args.preset, max_steps=args.max_steps, batch_size=args.batch_size,
-                             eval_every=args.eval_every, save_every=args.eval_every, resume=args.resume,
-                             precision=args.precision)
-    folder = run_to_end(train_vocoder(Workspace.open(args.workspace), cfg), printer=print)
+    ws = Workspace.open(args.workspace)
+    check_queue_args(args, "utils.vocoder.training")
+    flags = {"batch_size": args.batch_size, "eval_every": args.eval_every, "save_every": args.eval_every,
+             "precision": args.precision, "resume": None if args.resume == "no" else "auto"}
+    overrides = {k: v for k, v in flags.items() if v is not None or k == "resume"}
+    if args.background:  # --init here must be a vocoder inside the workspace, as in the Training tab
+        status = runs.start_vocoder_training(ws, args.dataset, args.init or "", args.preset, args.run or "",
+                                             args.max_steps, args.all_gpus, overrides)
+        print(f"run {status['run']}: {status['state']} on {status['devices']}; "
+              f"follow {ws.run_dir(status['run']) / 'train.log'}")
+        return
+    cfg = runs.vocoder_config(ws, args.dataset, "", args.preset, args.run or f"{args.dataset}-vocoder", args.max_steps,
+                              {**overrides, "init": args.init})  # a folder anywhere, or a hub id
+    folder = run_to_end(train_vocoder(ws, cfg), printer=print)
     print(f"vocoder checkpoint: {folder}")
+
+
+def check_queue_args(args, module: str) -> None:
+    if args.all_gpus and not args.background:
+        raise StudioError(f"--all-gpus runs the training as a queued job: add --background (or launch it yourself: "
+                          f"torchrun --nproc_per_node N -m {module} --config workspace/runs/RUN/config.json).")
 
 
 # -------------------------------------------------------------------------------------- main

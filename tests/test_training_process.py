@@ -115,6 +115,23 @@ def test_app_train_command_trains_and_reports(corpus, capsys):
     assert config["train"]["max_steps"] == 2 and config["resolved"]["compile"] is False
 
 
+def test_app_train_background_queues_the_run_as_a_job_on_the_device_the_ui_would_pick(corpus, capsys):
+    sys.path.insert(0, str(ROOT))
+    import app
+    from utils import jobs
+
+    code = app.main(["train", "--workspace", str(corpus.root), "--dataset", "am", "--run", "cli-bg", "--preset", "tiny",
+                     "--max-steps", "2", "--grad-accumulation", "1", "--max-frames-per-batch", "400", "--mcd", "logmel",
+                     "--eval-clips", "1", "--ode-steps", "2", "--checkpoint-every", "2", "--background"])
+    assert code == 0 and "on cpu; follow" in capsys.readouterr().out
+    run_dir = corpus.run_dir("cli-bg")
+    end = time.time() + 240
+    while jobs.reconcile(run_dir).get("state") not in jobs.FINAL and time.time() < end:
+        time.sleep(0.5)
+    status = read_json(run_dir / "status.json")
+    assert status["state"] == "finished" and status["devices"] == "cpu", (run_dir / "train.log").read_text()[-2000:]
+
+
 def test_ddp_out_of_memory_on_one_rank_is_recovered_by_all_ranks_together(corpus):
     """Only rank 1 runs out of memory: both ranks halve their micro-batch and go on; none waits for ever."""
     rows = [r for r in read_jsonl(corpus.dataset_dir("am") / "manifest.jsonl") if r["split"] == "train"]

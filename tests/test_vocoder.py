@@ -5,6 +5,7 @@ import os
 import pickle
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -297,6 +298,33 @@ def test_train_vocoder_cli_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "vocoder checkpoint:" in proc.stdout
     assert (ws.run_dir("cli") / "checkpoints" / "step-1" / "model.safetensors").exists()
+    assert "batch_size       1: set by the user" in (ws.run_dir("cli") / "train.log").read_text()
+
+    # the same command again continues the run (resume auto is the default)
+    again = subprocess.run([*proc.args, "--max-steps", "2"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "resuming from runs/cli/checkpoints/step-1" in again.stdout
+
+
+def test_train_vocoder_cli_in_the_background_queues_a_job_like_the_training_tab(tmp_path):
+    from utils import jobs
+
+    ws = Workspace.open(tmp_path / "ws")
+    make_dataset(ws, n=2)
+    cmd = [sys.executable, "app.py", "train-vocoder", "--workspace", str(ws.root), "--dataset", "speech", "--run", "bg",
+           "--max-steps", "1", "--batch-size", "1", "--eval-every", "0", "--preset", "tiny"]
+    proc = subprocess.run(cmd + ["--background"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "run bg:" in proc.stdout and " on cpu; follow " in proc.stdout
+    status = jobs.read_status(ws.run_dir("bg"))
+    assert status["trainer_module"] == "utils.vocoder.training" and status["devices"] == "cpu"
+    deadline = time.time() + 240
+    while jobs.reconcile(ws.run_dir("bg")).get("state") not in jobs.FINAL and time.time() < deadline:
+        time.sleep(0.5)
+    assert jobs.read_status(ws.run_dir("bg"))["state"] == "finished", (ws.run_dir("bg") / "train.log").read_text()
+
+    refused = subprocess.run([*cmd, "--run", "x", "--all-gpus"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0 and "--all-gpus runs the training as a queued job: add --background" in refused.stderr
 
 
 def test_fine_tuning_from_the_public_vocos_format(tmp_path, public_folder):

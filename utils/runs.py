@@ -213,7 +213,6 @@ def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str 
                    finetune_mode: str = "full", max_steps: int | None = None, all_gpus: bool = False,
                    overrides: dict | None = None) -> dict:
     """Write the run's config (saved optimization settings + this form) and hand it to the job service."""
-    from utils import hardware, jobs
     from utils.training import TrainConfig, prepare_run
 
     if not dataset:
@@ -228,33 +227,55 @@ def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str 
     if values["run"] and (ws.run_dir(values["run"]) / "config.json").exists():
         raise StudioError(f"A run called {values['run']} exists already: resume it from the run list, or pick a new name.")
     config_path = prepare_run(TrainConfig.from_dict(values))
-    devices, nproc = pick_devices(ws, len(hardware.query_gpus()), all_gpus)
-    status = jobs.start(ws, config_path.parent.name, config_path, devices=devices, nproc=nproc)
-    return {"run": config_path.parent.name, **status}
+    return {"run": config_path.parent.name, **queue(ws, config_path, all_gpus)}
 
 
-def start_vocoder_training(ws: Workspace, dataset: str, init: str = "", preset: str = "mel-24khz", run: str = "",
-                           max_steps: int | None = None, all_gpus: bool = False) -> dict:
-    """A Vocos vocoder trained on the dataset's audio (fine-tuned from `init`, a vocoder in the workspace, or
-    from scratch at `preset` size), as a job like an acoustic run: same queue, log, Stop and Resume."""
+def queue(ws: Workspace, config_path: Path, all_gpus: bool = False, **job) -> dict:
+    """Hand a prepared run to the job service on the device(s) a run started from the UI would get: a free
+    GPU, every GPU under torchrun, or the CPU; the queue is per device, so CLI and UI runs queue together."""
     from utils import hardware, jobs
-    from utils.vocoder.training import VocoderTrainConfig, prepare_vocoder_run
+
+    devices, nproc = pick_devices(ws, len(hardware.query_gpus()), all_gpus)
+    return jobs.start(ws, config_path.parent.name, config_path, devices=devices, nproc=nproc, **job)
+
+
+def vocoder_config(ws: Workspace, dataset: str, init: str = "", preset: str = "mel-24khz", run: str = "",
+                   max_steps: int | None = None, overrides: dict | None = None):
+    """The config of a vocoder run: the form's choices, the batch for this machine (with its reason), then
+    any explicit `overrides` (CLI flags)."""
+    from utils import hardware
+    from utils.vocoder.training import VocoderTrainConfig
 
     if dataset not in ws.list_datasets():
         raise StudioError("Choose a prepared dataset first (Dataset tab)." if not dataset else
                           f"There is no prepared dataset called {dataset!r}; prepare it on the Dataset tab.")
-    run = run.strip() or f"{dataset}-vocoder-{time.strftime('%Y%m%d-%H%M%S')}"
-    if (ws.run_dir(run) / "config.json").exists():
-        raise StudioError(f"A run called {run} exists already: resume it from the run list, or pick a new name.")
     gpus = len(hardware.query_gpus())
-    cfg = VocoderTrainConfig(dataset=dataset, run=run, preset=preset, init=str(ws.inside(init)) if init else None,
-                             resume="auto", max_steps=int(max_steps or 20_000), batch_size=16 if gpus else 4)
+    cfg = VocoderTrainConfig(dataset=dataset, run=run.strip() or f"{dataset}-vocoder-{time.strftime('%Y%m%d-%H%M%S')}",
+                             preset=preset, init=str(ws.inside(init)) if init else None, resume="auto",
+                             max_steps=int(max_steps or 20_000), batch_size=16 if gpus else 4)
     cfg.reasons["batch_size"] = ("16 crops of 0.68 s: the Vocos recipe" if gpus else
                                  "4 crops: no GPU here, where the recipe's 16 would make each step minutes long")
-    devices, nproc = pick_devices(ws, gpus, all_gpus=all_gpus)
+    for key, value in (overrides or {}).items():
+        if key not in cfg.__dataclass_fields__:
+            raise StudioError(f"{key!r} is not a vocoder training setting.")
+        setattr(cfg, key, value)
+        if key in cfg.reasons:
+            cfg.reasons[key] = f"{value}: set by the user"
+    return cfg
+
+
+def start_vocoder_training(ws: Workspace, dataset: str, init: str = "", preset: str = "mel-24khz", run: str = "",
+                           max_steps: int | None = None, all_gpus: bool = False, overrides: dict | None = None) -> dict:
+    """A Vocos vocoder trained on the dataset's audio (fine-tuned from `init`, a vocoder in the workspace, or
+    from scratch at `preset` size), as a job like an acoustic run: same queue, log, Stop and Resume."""
+    from utils.vocoder.training import prepare_vocoder_run
+
+    cfg = vocoder_config(ws, dataset, init, preset, run, max_steps, overrides)
+    if (ws.run_dir(cfg.run) / "config.json").exists():
+        raise StudioError(f"A run called {cfg.run} exists already: resume it from the run list, or pick a new name.")
     config_path = prepare_vocoder_run(ws, cfg)
-    return {"run": run, "max_steps": cfg.max_steps, **jobs.start(ws, run, config_path, devices=devices, nproc=nproc,
-                                                                 trainer_module="utils.vocoder.training")}
+    return {"run": cfg.run, "max_steps": cfg.max_steps,
+            **queue(ws, config_path, all_gpus, trainer_module="utils.vocoder.training")}
 
 
 def resume_training(ws: Workspace, name: str) -> dict:
