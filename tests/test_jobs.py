@@ -7,7 +7,6 @@ import os
 import re
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
@@ -148,15 +147,3 @@ def test_a_vocoder_trains_as_a_job_from_the_training_tab_and_resumes_with_its_ow
     assert state(ws, name)["state"] == "finished"
     with pytest.raises(StudioError, match="no prepared dataset"):
         runs.start_vocoder_training(ws, "nope")
-
-
-def test_the_vocoder_panel_starts_from_supplied_weights_when_the_workspace_has_some(tmp_path):
-    from models.vocoder import PRESETS, Vocoder
-    from utils.vocoder import save_vocoder
-    from utils.workspace import Workspace
-    from webui.training import default_vocoder_init
-
-    ws = Workspace.open(tmp_path / "ws")
-    assert default_vocoder_init(ws) == "(from scratch)"
-    save_vocoder(Vocoder(PRESETS["tiny"]), ws.root / "vocoders" / "vocos")
-    assert default_vocoder_init(ws) == str(Path("vocoders") / "vocos")

@@ -6,12 +6,10 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from models.vocoder import PRESETS, Vocoder
 from tests.conftest import AppServer
 from tests.test_jobs import TINY
 from tests.helpers import make_dataset
 from utils import jobs, runs
-from utils.vocoder import save_vocoder
 
 
 @pytest.fixture(scope="module")
@@ -112,16 +110,9 @@ def test_a_trainer_killed_with_sigkill_shows_failed_with_its_last_log_lines(serv
 
 
 def test_a_vocoder_is_trained_from_the_training_tab_and_watched_like_any_run(server, page):
-    # weights added since the app started (as the Inference tab adds the public Vocos) are what a newly
-    # loaded page offers to start from; this test then picks scratch
-    save_vocoder(Vocoder(PRESETS["tiny"]), server.ws.root / "vocoders" / "supplied")
     open_training(page, server.url)
     choose(page, "dataset", "am")
     page.get_by_text("Vocoder: a natural voice").click()
-    expect(page.locator("#vocoder-init input")).to_have_value("vocoders/supplied")
-    page.locator("#vocoder-init input").click()
-    page.get_by_role("option", name="(from scratch)", exact=True).click()
-    expect(page.locator("#vocoder-init input")).to_have_value("(from scratch)")
     steps = page.locator("#vocoder-steps input")
     steps.fill("2")
     steps.press("Tab")  # commit the typed value before the click reads it

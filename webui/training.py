@@ -86,16 +86,7 @@ def refresh_run(ctx: AppContext, name: str | None, shown: tuple | None = None):
     return (v.summary(), v.log, *[_frame(rows) for rows in v.plots(PLOTS).values()], *samples, now)
 
 
-def default_vocoder_init(ws) -> str:
-    """Supplied weights (e.g. the public Vocos, added on the Inference tab) when there are some: fine-tuning
-    them gives a natural voice in far fewer steps than training from scratch."""
-    from utils import inference
-
-    supplied = [v for v in inference.list_vocoders(ws) if Path(v).parts[0] == "vocoders"]
-    return supplied[0] if supplied else VOCODER_SCRATCH[0]
-
-
-def build(ctx: AppContext) -> list:
+def build(ctx: AppContext) -> None:
     from utils import inference
 
     ws = ctx.workspace
@@ -242,6 +233,3 @@ def build(ctx: AppContext) -> list:
                        gr.update(choices=["(from scratch)"] + runs.init_choices(ws)),
                        gr.update(choices=VOCODER_SCRATCH + inference.list_vocoders(ws))), None,
               [dataset, init, vocoder_init], show_progress="hidden")
-    # at each page load: the vocoder panel starts from the best choice the workspace offers now
-    return [(lambda: gr.update(choices=VOCODER_SCRATCH + inference.list_vocoders(ws), value=default_vocoder_init(ws)),
-             [], [vocoder_init])]
