@@ -16,6 +16,15 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 
+# The app under test never reaches the network (CI has none): its HTTP clients go through a proxy that
+# refuses at once (so --share's tunnel request fails here, on loopback), the loopback stays direct, and
+# the Hugging Face hub is offline.
+DEAD_PROXY = "http://127.0.0.1:9"
+OFFLINE = {"HTTP_PROXY": DEAD_PROXY, "HTTPS_PROXY": DEAD_PROXY, "ALL_PROXY": DEAD_PROXY,
+           "http_proxy": DEAD_PROXY, "https_proxy": DEAD_PROXY, "all_proxy": DEAD_PROXY,
+           "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost", "HF_HUB_OFFLINE": "1"}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -30,7 +39,7 @@ class AppServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.workspace = workspace
         self.log_path = workspace.parent / f"app-{self.port}.log"
-        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "GRADIO_ANALYTICS_ENABLED": "False", **(env or {})}
+        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "GRADIO_ANALYTICS_ENABLED": "False", **OFFLINE, **(env or {})}
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--workspace", str(workspace),
                                       "--port", str(self.port), *args],
