@@ -298,9 +298,10 @@ def cmd_train_vocoder(args) -> None:
 
     ws = Workspace.open(args.workspace)
     check_queue_args(args, "utils.vocoder.training")
-    flags = {"batch_size": args.batch_size, "eval_every": args.eval_every, "save_every": args.eval_every,
-             "precision": args.precision, "resume": None if args.resume == "no" else "auto"}
-    overrides = {k: v for k, v in flags.items() if v is not None or k == "resume"}
+    overrides = {"eval_every": args.eval_every, "save_every": args.eval_every, "precision": args.precision,
+                 "resume": "auto" if args.resume == "auto" else None}
+    if args.batch_size:
+        overrides["batch_size"] = args.batch_size
     if args.background:  # --init here must be a vocoder inside the workspace, as in the Training tab
         status = runs.start_vocoder_training(ws, args.dataset, args.init or "", args.preset, args.run or "",
                                              args.max_steps, args.all_gpus, overrides)

@@ -376,10 +376,16 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
             result["val_mcd"] = float(np.mean(world))
         return result
 
-    def eval_and_save(step: int) -> Iterator[Event]:
-        """Rank 0 scores and saves; the other ranks wait for it."""
+    def save(step: int) -> None:
+        """Rank 0 writes the checkpoint; the other ranks wait for it."""
         nonlocal ckpt
+        if d.main:
+            _save_checkpoint(run_dir, step, gen, mpd, mrd, opt_g, opt_d, cfg, features, best)
+        ddp.barrier(d)
         ckpt = run_dir / "checkpoints" / f"step-{step}"
+
+    def eval_and_save(step: int) -> Iterator[Event]:
+        """Rank 0 scores; then the checkpoint (the best one marked)."""
         if d.enabled:  # averaged gradients and one seed keep the ranks identical; a drift would be a bug: say so
             checksum = float(sum(p.detach().double().sum() for p in g_params + d_params))
             if not ddp.same_on_all_ranks(checksum, d, device):
@@ -392,10 +398,10 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
             if best["value"] is None or score < best["value"]:
                 best.update(value=score, step=step)
             append_jsonl(run_dir / "metrics.jsonl", metrics)
-            _save_checkpoint(run_dir, step, gen, mpd, mrd, opt_g, opt_d, cfg, features, best)
+        save(step)
+        if d.main:
             update_status(run_dir, best_checkpoint=str(run_dir / "checkpoints" / f"step-{best['step']}"))
             yield log(f"eval {_fmt(metrics)}; saved {ckpt.relative_to(ws.root)}", done=step)
-        ddp.barrier(d)
 
     # ---- loop
     step, t_last, samples_since = start_step, time.time(), 0
@@ -423,7 +429,8 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
                 if step % cfg.log_every == 0 or step == cfg.max_steps:
                     now = time.time()
                     rate = samples_since / max(now - t_last, 1e-9)
-                    metrics = {"step": step, **{k: v.item() for k, v in out.items()}, "lr": lr, "samples_per_s": rate, "audio_s_per_s": rate * cfg.segment / MODEL_SAMPLE_RATE,
+                    metrics = {"step": step, **{k: v.item() for k, v in out.items()}, "lr": lr, "samples_per_s": rate,
+                               "audio_s_per_s": rate * cfg.segment / MODEL_SAMPLE_RATE,
                                **_memory(device)}
                     if d.main:
                         append_jsonl(run_dir / "metrics.jsonl", metrics)
@@ -434,11 +441,8 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
                 if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.max_steps:
                     yield from eval_and_save(step)
                 elif cfg.save_every and step % cfg.save_every == 0 and step < cfg.max_steps:
-                    ckpt = run_dir / "checkpoints" / f"step-{step}"
-                    if d.main:
-                        _save_checkpoint(run_dir, step, gen, mpd, mrd, opt_g, opt_d, cfg, features, best)
-                        yield log(f"saved {ckpt.relative_to(ws.root)}", done=step)
-                    ddp.barrier(d)
+                    save(step)
+                    yield log(f"saved {ckpt.relative_to(ws.root)}", done=step)
         except KeyboardInterrupt:  # Ctrl-C in the CLI: keep the work, as a Stop does
             yield log(f"interrupted at step {step}: saving a checkpoint", "warning", done=step)
         # the end, a stop request, or the last step: always leave a checkpoint of where we are
