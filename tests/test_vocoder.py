@@ -282,6 +282,57 @@ def test_two_cpu_processes_with_gloo_train_one_vocoder_in_lock_step(tmp_path):
     load_vocoder(run / "checkpoints" / "step-4")
 
 
+def test_out_of_memory_halves_the_batch_and_training_goes_on(tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    make_dataset(ws, n=2)
+    ckpt = run_to_end(train_vocoder(ws, tiny_config(batch_size=4, max_steps=3, fault_oom_above_batch=1)))
+    run = ws.run_dir("voc")
+    log = (run / "train.log").read_text()
+    assert "out of memory at step 0: batch halved to 2 crops per process" in log
+    assert "batch halved to 1 crops per process" in log
+    assert [m["step"] for m in read_jsonl(run / "metrics.jsonl") if "loss_g" in m] == [1, 2, 3]  # no step lost
+    assert read_json(run / "status.json")["state"] == "finished" and ckpt.name == "step-3"
+    with pytest.raises(StudioError, match="out of memory with one crop per step at step 0: use a shorter segment"):
+        run_to_end(train_vocoder(ws, tiny_config(run="never", batch_size=1, fault_oom_above_batch=-1)))
+
+
+def test_non_finite_gradients_skip_the_update_then_stop_with_good_weights(tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    make_dataset(ws, n=2)
+    run_to_end(train_vocoder(ws, tiny_config(max_steps=3, fault_nan_steps=[2])))
+    run = ws.run_dir("voc")
+    assert "step 2: non-finite gradients in 1 of the 2 updates, skipped (weights untouched); learning rate " \
+           "halved (x0.5)" in (run / "train.log").read_text()
+    assert read_json(run / "status.json")["state"] == "finished"
+
+    before = load_vocoder(run / "checkpoints" / "step-3").state_dict()
+    with pytest.raises(StudioError, match="3 steps in a row had non-finite gradients"):
+        run_to_end(train_vocoder(ws, tiny_config(max_steps=10, resume="auto", max_bad_steps=3,
+                                                 fault_nan_steps=[4, 5, 6])))
+    assert read_json(run / "status.json")["state"] == "failed"
+    saved = run / "checkpoints" / "step-6"  # the generator's updates were all skipped: the weights are step 3's
+    for key, value in load_vocoder(saved).state_dict().items():
+        assert torch.equal(value, before[key]), key
+        assert torch.isfinite(value).all()
+
+
+def test_out_of_memory_in_one_of_two_processes_halves_both_batches(tmp_path):
+    """Rank 1 alone runs out of memory; rank 0 learns it at the next gradient agreement: both halve, no hang."""
+    ws = Workspace.open(tmp_path / "ws")
+    make_dataset(ws, n=3)
+    config = prepare_vocoder_run(ws, tiny_config(max_steps=2, batch_size=4, fault_oom_above_batch=2,
+                                                 fault_oom_ranks=[1], eval_every=2))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "utils.vocoder.training", "--config", str(config)]
+    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    log = (ws.run_dir("voc") / "train.log").read_text()
+    assert "out of memory in another process at step 0: batch halved to 2 crops per process" in log
+    assert "weights identical on all 2 processes at step 2" in log
+    assert read_json(ws.run_dir("voc") / "status.json")["state"] == "finished"
+
+
 def test_dataset_without_manifest_is_a_clear_error(tmp_path):
     ws = Workspace.open(tmp_path / "ws")
     with pytest.raises(StudioError, match="prepare it first"):

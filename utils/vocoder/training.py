@@ -13,6 +13,8 @@ the ISTFT head, the STFTs, the mel loss and every loss sum in fp32.
 The run folder gets config.json, status.json, train.log, metrics.jsonl, samples/step-N/*.wav and
 checkpoints/step-N/ (model.safetensors + config.json: a loadable vocoder; trainer_state.pt: the
 discriminators and optimizers, for resuming). STOP file or SIGTERM: finish the step, save, exit.
+Out of memory: the step is dropped and the batch halved (in every process). An update whose gradients
+are not finite is skipped and the learning rate halved; five such steps in a row save and stop.
 
 Several GPUs: launched by torchrun (the job service does it for "use every GPU"), each rank draws its own
 crops and the gradients are averaged in one flat all-reduce per network and step (no DDP wrapper: the
@@ -72,7 +74,11 @@ class VocoderTrainConfig:
     seed: int = 4444
     device: str = "auto"
     precision: str = "auto"           # auto: bf16 autocast on a GPU that has it, else fp32; or "bf16" / "fp32"
+    max_bad_steps: int = 5            # updates in a row with non-finite gradients before the run stops
     reasons: dict = field(default_factory=dict)
+    fault_oom_above_batch: int = 0    # TEST HOOK: steps with more crops than this raise out-of-memory
+    fault_oom_ranks: list = field(default_factory=list)  # TEST HOOK: only these ranks (all if empty)
+    fault_nan_steps: list = field(default_factory=list)  # TEST HOOK: the generator's loss is NaN at these steps
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -177,13 +183,47 @@ def autocast_for(device: str, precision: str):
     return lambda: torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
+class PeerOutOfMemory(Exception):
+    """Another process ran out of memory in this step: every process drops the step and halves its batch."""
+
+
+class GradientSync:
+    """What happens between a backward and its optimizer step: the processes agree that none ran out of memory
+    (one tiny all-reduce: a process that did meets the others here, see `failed`), average their gradients,
+    and measure the gradient norm. The norm is of the averaged gradients, so every process takes the same
+    skip-or-step decision when it is not finite."""
+
+    def __init__(self, d=None, device: str = "cpu"):
+        self.d, self.device = d, device
+
+    def __call__(self, params: list) -> "torch.Tensor":
+        import torch
+
+        from utils.training import ddp
+
+        if self.d is not None and self.d.enabled:
+            if ddp.any_flag(False, self.d, self.device):
+                raise PeerOutOfMemory()
+            ddp.average_gradients(params, self.d)
+        return torch.nn.utils.clip_grad_norm_(params, float("inf"))  # measured, not clipped
+
+    def failed(self) -> None:
+        """Called by a process that ran out of memory: it joins the agreement its peers are waiting in."""
+        from utils.training import ddp
+
+        if self.d is not None and self.d.enabled:
+            ddp.any_flag(True, self.d, self.device)
+
+
 def gan_step(gen, mpd, mrd, opt_g, opt_d, y, features: FeatureConfig, mel_weight: float, mrd_weight: float,
-             amp, average_gradients=lambda params: None) -> dict:
+             amp, sync: GradientSync | None = None, poison: bool = False) -> dict:
     """One discriminator update, then one generator update, on the real crops `y` [B, S]; the losses as
-    tensors (reading them is left to the caller: each .item() waits for the GPU). `average_gradients`
-    is where several processes average their gradients before each optimizer step."""
+    tensors. An update whose gradients are not finite is skipped (its weights and optimizer state untouched);
+    `skipped` counts them (0, 1 or 2). Checking costs one wait for the GPU per update, the price of never
+    writing NaN into the weights. `poison` makes the generator's loss NaN (the NaN guard's test)."""
     import torch
 
+    sync = sync or GradientSync()
     mel = log_mel(y, features)                                 # [B, n_mels, S/hop + 1], fp32
     with amp():
         y_hat = gen(mel)                                       # [B, S], fp32 (the ISTFT head)
@@ -194,8 +234,12 @@ def gan_step(gen, mpd, mrd, opt_g, opt_d, y, features: FeatureConfig, mel_weight
     loss_d = discriminator_loss(real_p, fake_p) + mrd_weight * discriminator_loss(real_r, fake_r)
     opt_d.zero_grad(set_to_none=True)
     loss_d.backward()
-    average_gradients([p for net in (mpd, mrd) for p in net.parameters()])
-    opt_d.step()
+    grad_norm_d = sync([p for net in (mpd, mrd) for p in net.parameters()])
+    skipped = 0
+    if torch.isfinite(grad_norm_d):
+        opt_d.step()
+    else:
+        skipped += 1
 
     with amp():                                                # generator: adversarial + feature matching + mel L1
         _, feat_real_p = mpd(y)
@@ -206,13 +250,18 @@ def gan_step(gen, mpd, mrd, opt_g, opt_d, y, features: FeatureConfig, mel_weight
     loss_adv = generator_adv_loss(fake_p) + mrd_weight * generator_adv_loss(fake_r)
     loss_fm = feature_matching_loss(feat_real_p, feat_fake_p) + mrd_weight * feature_matching_loss(feat_real_r, feat_fake_r)
     loss_g = loss_adv + loss_fm + mel_weight * loss_mel
+    if poison:
+        loss_g = loss_g * float("nan")
     opt_g.zero_grad(set_to_none=True)
     loss_g.backward()
-    average_gradients(list(gen.parameters()))
-    grad_norm = torch.nn.utils.clip_grad_norm_(gen.parameters(), float("inf"))  # measured, not clipped
-    opt_g.step()
+    grad_norm = sync(list(gen.parameters()))
+    if torch.isfinite(grad_norm):
+        opt_g.step()
+    else:
+        skipped += 1
     return {"loss_d": loss_d.detach(), "loss_g": loss_g.detach(), "loss_mel": loss_mel.detach(),
-            "loss_adv": loss_adv.detach(), "loss_fm": loss_fm.detach(), "grad_norm_g": grad_norm.detach()}
+            "loss_adv": loss_adv.detach(), "loss_fm": loss_fm.detach(), "grad_norm_g": grad_norm.detach(),
+            "grad_norm_d": grad_norm_d.detach(), "skipped": skipped}
 
 
 def cosine_lr(base: float, step: int, total: int) -> float:
@@ -260,6 +309,7 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
     from utils.evaluation import logmel_mcd, mcd
     from utils import jobs
     from utils.training import ddp
+    from utils.training.optimization import is_oom
     from utils.vocoder import load_vocoder
 
     if cfg.preset not in PRESETS:
@@ -403,8 +453,28 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
             update_status(run_dir, best_checkpoint=str(run_dir / "checkpoints" / f"step-{best['step']}"))
             yield log(f"eval {_fmt(metrics)}; saved {ckpt.relative_to(ws.root)}", done=step)
 
+    sync = GradientSync(d, device)
+
+    def halve_batch(step: int, exc: BaseException) -> Event:
+        """After an out-of-memory in any process: drop the step, halve every process's batch, go on."""
+        if not isinstance(exc, PeerOutOfMemory):
+            sync.failed()  # the other processes are waiting to agree on this step
+        for opt in (opt_g, opt_d):
+            opt.zero_grad(set_to_none=True)
+        if device == "cuda":
+            torch.cuda.empty_cache()
+        if cfg.batch_size == 1:
+            raise StudioError(f"out of memory with one crop per step at step {step}: use a shorter segment "
+                              f"(now {cfg.segment} samples), a smaller preset, or another GPU.") from exc
+        cfg.batch_size //= 2
+        update_status(run_dir, batch_size=cfg.batch_size)
+        where = " in another process" if isinstance(exc, PeerOutOfMemory) else ""
+        return log(f"out of memory{where} at step {step}: batch halved to {cfg.batch_size} crops per process; "
+                   "continuing", "warning", done=step)
+
     # ---- loop
     step, t_last, samples_since = start_step, time.time(), 0
+    lr_scale, bad_steps, failure = 1.0, 0, None
     beat = t_last
     ckpt = resume_from
     if start_step == 0 and cfg.eval_every and d.main:
@@ -414,13 +484,34 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
     try:
         try:
             while step < cfg.max_steps and not ddp.any_flag(stop.is_set() or (run_dir / "STOP").exists(), d, device):
-                lr = cosine_lr(cfg.lr, step, cfg.max_steps)
+                lr = cosine_lr(cfg.lr, step, cfg.max_steps) * lr_scale
                 for group in opt_g.param_groups + opt_d.param_groups:
                     group["lr"] = lr
                 y = torch.from_numpy(sampler.batch(cfg.batch_size)).to(device)      # [B, S]
-                out = gan_step(gen, mpd, mrd, opt_g, opt_d, y, features, cfg.mel_weight, cfg.mrd_weight, amp,
-                               lambda params: ddp.average_gradients(params, d))
+                try:
+                    if cfg.batch_size > (cfg.fault_oom_above_batch or cfg.batch_size) and \
+                            (not cfg.fault_oom_ranks or d.rank in cfg.fault_oom_ranks):
+                        raise torch.OutOfMemoryError(f"CUDA out of memory (fault injection: {cfg.batch_size} crops)")
+                    out = gan_step(gen, mpd, mrd, opt_g, opt_d, y, features, cfg.mel_weight, cfg.mrd_weight, amp,
+                                   sync, poison=step + 1 in cfg.fault_nan_steps)
+                except Exception as exc:  # out of memory here or in a peer: retry smaller
+                    if not (isinstance(exc, PeerOutOfMemory) or is_oom(exc)):
+                        raise
+                    yield halve_batch(step, exc)
+                    continue
                 step += 1
+                if out["skipped"]:
+                    bad_steps += 1
+                    lr_scale *= 0.5
+                    yield log(f"step {step}: non-finite gradients in {out['skipped']} of the 2 updates, skipped "
+                              f"(weights untouched); learning rate halved (x{lr_scale:g})", "warning", done=step)
+                    if bad_steps >= cfg.max_bad_steps:  # the weights are still good: saved below, then stop
+                        failure = (f"stopped: {bad_steps} steps in a row had non-finite gradients (step {step}); "
+                                   "the skipped updates never touched the weights, so the checkpoint saved now is "
+                                   "good. Resume with a lower learning rate, use fp32, or check the dataset's audio.")
+                        break
+                    continue
+                bad_steps = 0
                 samples_since += cfg.batch_size * d.world_size
                 if time.time() - beat > 10:  # alive between log lines too (a CPU step can take many seconds)
                     beat = time.time()
@@ -429,9 +520,9 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
                 if step % cfg.log_every == 0 or step == cfg.max_steps:
                     now = time.time()
                     rate = samples_since / max(now - t_last, 1e-9)
-                    metrics = {"step": step, **{k: v.item() for k, v in out.items()}, "lr": lr, "samples_per_s": rate,
-                               "audio_s_per_s": rate * cfg.segment / MODEL_SAMPLE_RATE,
-                               **_memory(device)}
+                    losses = {k: float(v) for k, v in out.items() if k != "skipped"}
+                    metrics = {"step": step, **losses, "lr": lr, "samples_per_s": rate,
+                               "audio_s_per_s": rate * cfg.segment / MODEL_SAMPLE_RATE, **_memory(device)}
                     if d.main:
                         append_jsonl(run_dir / "metrics.jsonl", metrics)
                     eta = (cfg.max_steps - step) * cfg.batch_size * d.world_size / max(rate, 1e-9)
@@ -448,6 +539,8 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
         # the end, a stop request, or the last step: always leave a checkpoint of where we are
         if step > start_step or ckpt is None:
             yield from eval_and_save(step)
+        if failure:
+            raise StudioError(failure)
     except GeneratorExit:  # the caller stopped listening (e.g. the UI request ended): not a failure
         update_status(run_dir, state="stopped", step=step, ended=time.time(), message="stopped by its caller")
         raise
