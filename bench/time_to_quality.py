@@ -4,6 +4,7 @@
     python bench/time_to_quality.py --preset base --minutes 20    # GPU (H100 goal: MCD <= 6 dB)
     python bench/time_to_quality.py --dataset NAME --workspace WS --thresholds 8 7 6
     python bench/time_to_quality.py --defaults                    # every setting "auto": what Start gives
+    python bench/time_to_quality.py --vocoder FOLDER              # MCD through a trained vocoder, not Griffin-Lim
 
 Why: speed only matters if it buys quality sooner. This runs the real trainer (utils.training: the same
 code as `python app.py train`, its "auto" machine settings) on an espeak-ng Amharic corpus whose held-out
@@ -41,6 +42,8 @@ def main() -> None:
     p.add_argument("--thresholds", type=float, nargs="+", default=[12, 10, 8, 7, 6], help="MCD thresholds (dB)")
     p.add_argument("--mcd", default="world", choices=["world", "logmel"],
                    help="world: the project's MCD (bench numbers); logmel: the fast proxy (smoke runs)")
+    p.add_argument("--vocoder", type=Path, default=None,
+                   help="score through this vocoder folder (copied into the workspace) instead of Griffin-Lim")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (2e-3 CPU tiny, trainer default on GPU)")
     p.add_argument("--keep", type=Path, default=None, help="keep the workspace here (default: a temporary one)")
     p.add_argument("--defaults", action="store_true",
@@ -70,6 +73,9 @@ def main() -> None:
                                                  max_frames_per_batch=2000, ema_decay=0.99)
     if args.lr:
         small["lr"] = args.lr
+    if args.vocoder:  # a run may only read vocoders inside its workspace
+        shutil.copytree(args.vocoder, Path(args.workspace) / "vocoders" / "bench", dirs_exist_ok=True)
+        small["eval_vocoder"] = "vocoders/bench"
     # --defaults: the step count the Training tab offers (its schedule and EMA follow it); else unbounded
     max_steps = (20_000 if gpu else 2000) if args.defaults else 1_000_000
     cfg = TrainConfig(workspace=str(args.workspace), dataset=args.dataset, run=f"ttq-{preset}", preset=preset,
@@ -112,7 +118,7 @@ def main() -> None:
         for thr in args.thresholds:
             ax.axhline(thr, color="grey", lw=0.6, ls="--")
         ax.set_xlabel("minutes since the start of the run")
-        ax.set_ylabel("MCD (dB, WORLD/SPTK, Griffin-Lim)")
+        ax.set_ylabel(f"MCD (dB, WORLD/SPTK, {'vocoder' if args.vocoder else 'Griffin-Lim'})")
         ax.legend(fontsize=8)
 
     common.save("time_to_quality", {"preset": preset, "minutes_budget": minutes, "eval_every": eval_every,

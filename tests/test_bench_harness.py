@@ -77,10 +77,15 @@ def test_profile_step_names_top_ops_mas_and_host_syncs(tmp_path):
     assert any("monotonic_alignment_search" in s["where"] or "models/" in s["where"] for s in record["host_syncs"])
 
 
-def test_time_to_quality_reports_each_threshold(tmp_path):
+def test_time_to_quality_reports_each_threshold_through_the_given_vocoder(tmp_path):
+    from models.vocoder import PRESETS, Vocoder
+    from utils.vocoder import save_vocoder
+
+    vocoder = save_vocoder(Vocoder(PRESETS["tiny"]), tmp_path / "my-vocoder")
     record = run_bench("time_to_quality", tmp_path, "--clips", "3", "--val-clips", "1", "--eval-clips", "1",
                        "--minutes", "0.15", "--eval-every", "3", "--mcd", "logmel", "--thresholds", "100", "1",
-                       "--threads", "1")
+                       "--threads", "1", "--vocoder", str(vocoder))
+    assert record["train_config"]["eval_vocoder"] == "vocoders/bench"
     assert record["curve"] and all(c["mcd"] > 0 and c["minutes"] > 0 for c in record["curve"])
     hit, missed = record["rows"]
     assert hit["threshold_db"] == 100 and hit["mcd"] <= 100 and hit["train_minutes"] <= hit["minutes"]

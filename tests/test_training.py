@@ -159,6 +159,31 @@ def test_repeated_nan_stops_with_a_message_and_a_good_checkpoint(corpus):
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
+def test_evaluation_goes_through_the_chosen_vocoder_and_a_wrong_one_fails_before_training(corpus):
+    from models.vocoder import PRESETS, Vocoder
+    from utils.events import StudioError
+    from utils.vocoder import save_vocoder
+
+    save_vocoder(Vocoder(PRESETS["tiny"]), corpus.root / "vocoders" / "mine")
+    calls = []
+    hook = torch.nn.modules.module.register_module_forward_hook(
+        lambda module, args, output: calls.append(args[0].shape) if isinstance(module, Vocoder) else None)
+    try:
+        result = run(prepare_run(tiny_config(corpus, "through-vocoder", max_steps=2, eval_every=2,
+                                             mcd="world", eval_vocoder="vocoders/mine")))
+    finally:
+        hook.remove()
+    assert result["state"] == "finished"
+    assert len(calls) == 1 and calls[0][1] == 100  # the held-out clip's 100-mel spectrogram, once
+    run_dir = corpus.run_dir("through-vocoder")
+    assert "eval vocoder           vocoders/mine" in (run_dir / "train.log").read_text()
+    assert np.isfinite([r["mcd"] for r in read_jsonl(run_dir / "metrics.jsonl") if "mcd" in r]).all()
+    assert list((run_dir / "samples" / "step-2").glob("*.wav"))
+
+    with pytest.raises(StudioError, match="eval_vocoder: No vocoder at .*vocoders/none: choose one"):
+        run(prepare_run(tiny_config(corpus, "no-vocoder", eval_vocoder="vocoders/none")))
+
+
 def test_finetune_grows_symbols_and_speakers_and_new_speaker_mode_trains_only_that_row(tmp_path, corpus):
     run(prepare_run(tiny_config(corpus, "charbase", max_steps=2, checkpoint_every=2, frontend="char")))
     base_dir = corpus.run_dir("charbase") / "checkpoints" / "step-2"

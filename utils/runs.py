@@ -298,7 +298,7 @@ MACHINE_SETTINGS = ("device", "precision", "tf32", "attention", "grad_checkpoint
                     "persistent_workers", "prefetch_factor", "length_multiple", "probe", "probe_headroom")
 SCHEDULE_SETTINGS = ("max_steps", "lr", "min_lr_ratio", "warmup_steps", "weight_decay", "beta1", "beta2", "grad_clip",
                      "ema_decay", "seed", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
-                     "eval_clips", "sample_clips", "ode_steps", "mcd", "max_bad_steps")
+                     "eval_clips", "sample_clips", "ode_steps", "mcd", "eval_vocoder", "max_bad_steps")
 
 
 @dataclass

@@ -121,6 +121,9 @@ def vocoder_source(ws: Workspace, vocoder: str) -> Path | str:
     path = Path(vocoder)
     if path.is_absolute() or (ws.root / path).exists():
         return ws.inside(path)
+    if path.parts and path.parts[0] in ("vocoders", "runs", "voices"):  # meant the workspace, not the hub
+        raise StudioError(f"No vocoder at {ws.root / path}: choose one the workspace lists (Inference tab), "
+                          "or add the public Vocos there.")
     return vocoder
 
 

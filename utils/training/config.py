@@ -79,6 +79,8 @@ class TrainConfig:
     ode_steps: int = _f(10, "Euler steps of the flow decoder at evaluation")
     mcd: str = _f("world", "world (WORLD/SPTK MCD after Griffin-Lim, as bench numbers) | logmel (fast proxy on mels)",
                   choices=["world", "logmel"])
+    eval_vocoder: str = _f("", "vocoder for the evaluation MCD and samples, so the curve is what you will hear "
+                               "(a workspace vocoder: vocoders/NAME or a vocoder run's checkpoint); empty: Griffin-Lim")
     max_bad_steps: int = _f(5, "consecutive NaN/Inf steps before the run stops with a clear message")
     # ------------------------------------------------------------------ fault injection (tests)
     fault_oom_above_frames: int = _f(0, "TEST HOOK: raise out-of-memory for micro-batches above this many frames")

@@ -14,11 +14,33 @@ import torch
 from utils.audio import FeatureConfig, load_audio, save_audio
 
 
-def vocode(logmel: torch.Tensor, feat_cfg: FeatureConfig) -> np.ndarray:
-    """Denormalised log-mel [n_mels, T] -> waveform at feat_cfg.sample_rate (Griffin-Lim: no vocoder needed)."""
-    from utils.vocoder import griffin_lim
+def vocode(logmel: torch.Tensor, feat_cfg: FeatureConfig, vocoder=None) -> np.ndarray:
+    """Denormalised log-mel [n_mels, T] -> waveform at feat_cfg.sample_rate: the given vocoder, else Griffin-Lim
+    (which needs none)."""
+    from utils import vocoder as vocoders
 
-    return griffin_lim(logmel.float().cpu(), feat_cfg)
+    if vocoder is not None:
+        return vocoders.vocode(vocoder, logmel.float())
+    return vocoders.griffin_lim(logmel.float().cpu(), feat_cfg)
+
+
+def load_eval_vocoder(ws, name: str, device: str, feat_cfg: FeatureConfig):
+    """The vocoder a run evaluates through (TrainConfig.eval_vocoder), or None for Griffin-Lim. Checked before
+    training starts: a wrong name or a vocoder of other features fails now, not at the first evaluation."""
+    if not name:
+        return None
+    from utils.events import StudioError
+    from utils.inference import vocoder_source
+    from utils.vocoder import load_vocoder
+
+    try:
+        model = load_vocoder(vocoder_source(ws, name), device)
+    except StudioError as exc:
+        raise StudioError(f"eval_vocoder: {exc}") from exc
+    if (model.cfg.n_mels, model.cfg.hop_length) != (feat_cfg.n_mels, feat_cfg.hop_length):
+        raise StudioError(f"eval_vocoder {name}: it expects {model.cfg.n_mels} mels at hop {model.cfg.hop_length}, "
+                          f"the model makes {feat_cfg.n_mels} at hop {feat_cfg.hop_length}.")
+    return model
 
 
 def distortion(kind: str, ref_wave, ref_sr, ref_logmel, wave, sr, logmel) -> float:
@@ -54,7 +76,7 @@ def validation_loss(model, batches: list[dict], device: str, autocast_ctx, seed:
 
 @torch.no_grad()
 def synthesis_quality(model, items, ws, dataset: str, feat_cfg: FeatureConfig, mcd_kind: str, ode_steps: int,
-                      sample_dir: Path | None, n_samples: int, seed: int, features_fn) -> dict:
+                      sample_dir: Path | None, n_samples: int, seed: int, features_fn, vocoder=None) -> dict:
     """Synthesise each item's text (predicted durations), measure MCD against its recording, and
     write the first `n_samples` as WAV under sample_dir. Returns {"mcd": mean, "mcd_per_clip": [...]}."""
     was_training = model.training
@@ -68,7 +90,7 @@ def synthesis_quality(model, items, ws, dataset: str, feat_cfg: FeatureConfig, m
         logmel = out["mel"][0]  # [n_mels, T]
         ref_logmel = features_fn(ws, dataset, it.row, feat_cfg)
         need_audio = mcd_kind == "world" or (sample_dir is not None and i < n_samples)
-        wave = vocode(logmel, feat_cfg) if need_audio else None
+        wave = vocode(logmel, feat_cfg, vocoder) if need_audio else None
         ref_wave, ref_sr = (load_audio(ws.dataset_dir(dataset) / it.row["audio"]) if mcd_kind == "world"
                             else (None, None))
         scores.append(distortion(mcd_kind, ref_wave, ref_sr, ref_logmel, wave, feat_cfg.sample_rate, logmel.cpu()))

@@ -31,7 +31,7 @@ from utils.training import optimization as opt
 from utils.training.config import TrainConfig, write_run_config
 from utils.training.data import (Collate, FrameBatchSampler, Frontend, MelDataset, _dataset_api, batch_to_device,
                                  make_loader, mel_stats, prepare_items, round_up, split_batch, training_rows)
-from utils.training.evaluate import synthesis_quality, validation_loss
+from utils.training.evaluate import load_eval_vocoder, synthesis_quality, validation_loss
 from utils.training.probe import probe_max_frames
 from utils.training.runfiles import RunFiles, disk_full_message
 from utils.workspace import Workspace
@@ -276,6 +276,10 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
     log(f"  {'lr schedule':22} {machine.lr:<10} warm-up {min(cfg.warmup_steps, max(1, cfg.max_steps // 10))} steps, "
         f"cosine to {machine.lr * cfg.min_lr_ratio:.2e} at step {cfg.max_steps}")
     log(f"  {'batches per epoch':22} {sampler.batches_per_epoch():<10} (per process)")
+    eval_vocoder = load_eval_vocoder(ws, cfg.eval_vocoder, device, feat_cfg) if dist.main else None
+    log(f"  {'eval vocoder':22} {cfg.eval_vocoder or 'griffin-lim':<10} " + (
+        "MCD and samples through this vocoder: what the Inference tab will play with it" if eval_vocoder else
+        "no vocoder chosen: MCD and samples through Griffin-Lim (a vocoder lowers both)"))
     config_extra = {"model": mcfg.to_dict(), "frontend": frontend.to_dict(), "speakers": speakers,
                     "features": feat_cfg.to_dict()}
     if dist.main:
@@ -316,7 +320,7 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
         out = validation_loss(model, val_batches, device, autocast, cfg.seed)
         out.update(synthesis_quality(model, val_items[: cfg.eval_clips], ws, cfg.dataset, feat_cfg, cfg.mcd,
                                      cfg.ode_steps, run_dir / "samples" / f"step-{at_step}", cfg.sample_clips,
-                                     cfg.seed, features_fn))
+                                     cfg.seed, features_fn, eval_vocoder))
         if raw is not None:
             for p, r in zip(model.parameters(), raw):
                 p.data.copy_(r)
