@@ -117,6 +117,8 @@ def test_a_vocoder_is_trained_from_the_training_tab_and_watched_like_any_run(ser
     steps.fill("2")
     steps.press("Tab")  # commit the typed value before the click reads it
     expect(steps).to_have_value("2")
+    # the label comes back from the server's change handler: the app holds 2 before the click sends it
+    expect(page.locator("#vocoder-start")).to_have_text("Train vocoder (2 steps)", timeout=30_000)
     page.locator("#vocoder-start").click()
     expect(page.locator("#train-message")).to_contain_text("Vocoder run", timeout=30_000)
     expect(page.locator("#train-message")).to_contain_text("(2 steps)")

@@ -86,6 +86,13 @@ def refresh_run(ctx: AppContext, name: str | None, shown: tuple | None = None):
     return (v.summary(), v.log, *[_frame(rows) for rows in v.plots(PLOTS).values()], *samples, now)
 
 
+def _vocoder_label(steps) -> str:
+    try:
+        return f"Train vocoder ({int(steps)} steps)"
+    except (TypeError, ValueError):
+        return "Train vocoder"
+
+
 def build(ctx: AppContext) -> None:
     from utils import inference
 
@@ -125,7 +132,7 @@ def build(ctx: AppContext) -> None:
                                     info="mel-24khz: the public Vocos size (GPU); tiny: a quick CPU test")
             vocoder_steps = gr.Number(value=20000 if on_gpu else 200, precision=0, minimum=1, label="vocoder steps",
                                       elem_id="vocoder-steps")
-            vocoder_start = gr.Button("Train vocoder", elem_id="vocoder-start")
+            vocoder_start = gr.Button(_vocoder_label(vocoder_steps.value), elem_id="vocoder-start")
     message = gr.Markdown(elem_id="train-message")
 
     gr.Markdown("### Runs")
@@ -223,6 +230,9 @@ def build(ctx: AppContext) -> None:
     delete.click(on_delete, [selected, confirm], message, api_name="delete_run")
     export.click(on_export, [selected, voice_name], message, api_name="training_export_voice")
     selected.change(lambda n: refresh_run(ctx, n), selected, live_outputs, show_progress="hidden")
+    # the button says what it will start, once the server has the typed step count
+    vocoder_steps.change(lambda n: gr.update(value=_vocoder_label(n)), vocoder_steps, vocoder_start,
+                         show_progress="hidden")
 
     fast = gr.Timer(1.0)
     fast.tick(lambda n, s: refresh_run(ctx, n, s), [selected, shown], live_outputs, api_name="refresh_run",
