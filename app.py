@@ -20,6 +20,7 @@ import os
 import secrets
 import sys
 
+from utils.environment import gpu_warning, torch_problem
 from utils.events import StudioError, run_to_end
 from utils.workspace import DEFAULT_WORKSPACE, Workspace
 
@@ -223,7 +224,8 @@ def add_synth_command(sub) -> None:
     p.add_argument("--speaker", help="speaker name of a multi-speaker voice (default: its first)")
     p.add_argument("--steps", type=int, default=10, help="flow (ODE) steps: fewer is faster")
     p.add_argument("--temperature", type=float, default=0.667, help="scale of the starting noise")
-    p.add_argument("--vocoder", help="griffin-lim, a vocoder folder, or a hub id (default: the voice's own)")
+    p.add_argument("--vocoder", help="griffin-lim, a vocoder folder, or a hub id (default: the voice's own, else "
+                   "the workspace's vocoders/vocos-mel-24khz, else Griffin-Lim)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                    help="auto stays off a GPU that a training run holds")
     p.add_argument("--seed", type=int, default=0, help="-1 for different audio every time")
@@ -255,7 +257,8 @@ def add_export_command(sub) -> None:
     p = sub.add_parser("export-voice", help="copy a checkpoint (+ vocoder) into a self-contained voice folder and zip")
     p.add_argument("source", help="run name (its best checkpoint), checkpoint folder or voice")
     p.add_argument("name", help="the voice's name (voices/NAME, exports/NAME.zip)")
-    p.add_argument("--vocoder", help="vocoder folder or hub id to include (default: none, Griffin-Lim)")
+    p.add_argument("--vocoder", help="vocoder folder or hub id to include, or griffin-lim for none (default: the "
+                   "voice's own, else the workspace's vocoders/vocos-mel-24khz)")
     p.add_argument("--onnx", action="store_true", help="also write acoustic.onnx (+ vocoder.onnx)")
     p.add_argument("--onnx-steps", type=int, default=10, help="flow steps baked into acoustic.onnx")
     p.add_argument("--overwrite", action="store_true")
@@ -337,6 +340,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    problem = torch_problem()
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    if warning := gpu_warning():
+        print(f"warning: {warning}", file=sys.stderr)
     try:
         (args.func if args.command else cmd_ui)(args)
     except StudioError as exc:

@@ -69,7 +69,7 @@ def main() -> None:
     sizes = args.frames or ([2000 * 2 ** i for i in range(6)] if gpu else [400, 800, 1600, 3200])
     utt = args.utt_frames or (600 if gpu else 200)
     steps, warmup = args.steps or (10 if gpu else 3), args.warmup or (3 if gpu else 1)
-    print(f"# {preset} preset, speed configuration, utterances <= {utt} frames, {steps} timed steps after "
+    print(f"# {common.model_size(preset)}, speed configuration, utterances <= {utt} frames, {steps} timed steps after "
           f"{warmup} warm-up per size; {common.machine()['summary']}", flush=True)
 
     step, m, model = common.train_step(preset, common.SPEED, report)

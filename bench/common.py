@@ -66,6 +66,17 @@ def machine() -> dict:
     return out
 
 
+def model_size(preset: str, n_symbols: int = 100, n_speakers: int = 2) -> str:
+    """The acoustic model's parameter count as the code builds it (so no size in RESULTS.md goes stale)."""
+    from models.matcha import MatchaConfig, MatchaTTS
+
+    model = MatchaTTS(MatchaConfig.preset_config(preset, n_symbols=n_symbols, n_speakers=n_speakers))
+    parts = {name: sum(p.numel() for p in child.parameters()) / 1e6 for name, child in model.named_children()}
+    detail = ", ".join(f"{name} {n:.2f}" for name, n in parts.items() if n >= 0.005)
+    return (f"{preset} {sum(parts.values()):.2f} M parameters ({detail}; {n_symbols} symbols, "
+            f"{n_speakers} speaker{'s' if n_speakers > 1 else ''})")
+
+
 def device_tag() -> str:
     import torch
 

@@ -116,6 +116,7 @@ def main() -> None:
     for device in devices:
         vocos = None if args.no_vocoder else Vocoder(PRESETS["mel-24khz"]).to(device).eval()
         for preset in args.presets:
+            print(f"  {common.model_size(preset, n_speakers=1)}", flush=True)
             model = acoustic_model(preset, args.frames_per_token, device)
             for steps in args.steps:
                 for batch in args.batch:

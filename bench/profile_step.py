@@ -188,7 +188,7 @@ def main() -> None:
                "data_ms_per_step": data_ms, "padding_fraction": padding,
                "host_syncs_per_step": sum(conversions.counts.values()), "mas_alone": mas_cmp}
 
-    print(f"# {preset} preset, {'dataset ' + args.dataset if args.dataset else 'synthetic batch'} of {frames} "
+    print(f"# {common.model_size(preset)}, {'dataset ' + args.dataset if args.dataset else 'synthetic batch'} of {frames} "
           f"frames, speed configuration, {args.steps} profiled steps; {common.machine()['summary']}")
     print(f"\ntop ops by self {'device (GPU)' if gpu else 'CPU'} time:")
     print(common.markdown_table(COLUMNS, ops))

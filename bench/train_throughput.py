@@ -162,7 +162,7 @@ def main() -> None:
     args.steps = args.steps or (30 if gpu else 5)
     args.warmup = args.warmup or (10 if gpu else 2)
     keep = set(args.rows.split(",")) if args.rows else None
-    print(f"# {args.preset} preset, {'dataset ' + args.dataset if args.dataset else 'synthetic batch'}, "
+    print(f"# {common.model_size(args.preset)}, {'dataset ' + args.dataset if args.dataset else 'synthetic batch'}, "
           f"{args.frames} padded frames per batch, {args.steps} timed steps after {args.warmup} warm-up; "
           f"{common.machine()['summary']}", flush=True)
 

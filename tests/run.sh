@@ -12,5 +12,6 @@ if ! command -v espeak-ng >/dev/null || ! command -v chromium >/dev/null || ! co
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq espeak-ng chromium fonts-sil-abyssinica ffmpeg >/dev/null
 fi
 python -m pip install -q -r requirements-test.txt
+python -c "import sys, torch; print(f\"python {sys.version.split()[0]}, torch {torch.__version__}\")"
 export GRADIO_ANALYTICS_ENABLED=False PYTHONUNBUFFERED=1
 python -m pytest "$@"

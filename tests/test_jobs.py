@@ -109,22 +109,34 @@ def test_a_run_that_fails_keeps_the_trainers_reason(ws):
 
 def test_resume_pressed_while_the_old_launcher_is_still_finishing_keeps_the_new_run(ws):
     """The trainer writes "stopped" before its launcher records the end; a Resume in between must not
-    let the old launcher mark the resumed run finished (the launcher is frozen to make that moment last)."""
-    start(ws, "quick", steps=12)
-    old = wait(lambda: (s := state(ws, "quick")).get("step", 0) >= 2 and s, "quick running")
-    os.kill(old["launcher_pid"], signal.SIGSTOP)
+    let the old launcher mark the resumed run finished (the launcher is frozen to make that moment last).
+    The run is long: status.json shows the step only every 2-s heartbeat, so a short run could already be
+    in its final evaluation when Stop arrives on a fast CPU, and end "finished" instead of "stopped"."""
+    start(ws, "quick")
     try:
+        old = wait(lambda: (s := state(ws, "quick")).get("state") == "running" and s.get("step", 0) >= 2 and s,
+                   "quick running")
+        os.kill(old["launcher_pid"], signal.SIGSTOP)
+        try:
+            assert "finishes the current step" in jobs.stop(ws, "quick")
+            stopped = wait(lambda: (s := jobs.read_status(ws.run_dir("quick"))).get("state") == "stopped"
+                           and not jobs.pid_alive(old["pid"]) and s, "the trainer to save and exit")
+            runs.resume_training(ws, "quick")
+        finally:
+            os.kill(old["launcher_pid"], signal.SIGCONT)
+        wait(lambda: not jobs.pid_alive(old["launcher_pid"]), "the old launcher to finish", 30)
+        after = jobs.read_status(ws.run_dir("quick"))
+        assert after["state"] in ("queued", "running") and after["ended"] is None, after
+        # the resumed run goes on under its own trainer, and its own Stop still ends it
+        wait(lambda: (s := state(ws, "quick")).get("step", 0) > stopped["step"] and s.get("pid") != old["pid"],
+             "the resumed run to step on")
         jobs.stop(ws, "quick")
-        wait(lambda: jobs.read_status(ws.run_dir("quick")).get("state") == "stopped"
-             and not jobs.pid_alive(old["pid"]), "the trainer to save and exit")
-        runs.resume_training(ws, "quick")
-    finally:
-        os.kill(old["launcher_pid"], signal.SIGCONT)
-    wait(lambda: not jobs.pid_alive(old["launcher_pid"]), "the old launcher to finish", 30)
-    after = jobs.read_status(ws.run_dir("quick"))
-    assert after["state"] in ("queued", "running") and after["ended"] is None, after
-    final = wait(lambda: (s := state(ws, "quick")).get("state") in jobs.FINAL and s, "the resumed run to end")
-    assert final["state"] == "finished" and final["step"] == 12
+        final = wait(lambda: (s := state(ws, "quick")).get("state") in jobs.FINAL and s, "the resumed run to stop")
+        assert final["state"] == "stopped" and final["step"] > stopped["step"], final
+        wait(lambda: not jobs.pid_alive(final.get("launcher_pid")), "the new launcher to finish", 30)
+    finally:  # a failure must not leave an endless run holding the CPU queue: Stop twice kills (no-op if ended)
+        jobs.stop(ws, "quick")
+        jobs.stop(ws, "quick")
 
 
 def test_a_vocoder_trains_as_a_job_from_the_training_tab_and_resumes_with_its_own_trainer(ws):
@@ -147,3 +159,20 @@ def test_a_vocoder_trains_as_a_job_from_the_training_tab_and_resumes_with_its_ow
     assert state(ws, name)["state"] == "finished"
     with pytest.raises(StudioError, match="no prepared dataset"):
         runs.start_vocoder_training(ws, "nope")
+
+
+@pytest.mark.slow  # about 3 minutes on 2 shared CPU cores: 100 real steps and two evaluations
+def test_a_short_run_started_without_an_eval_choice_shows_its_quality_several_times(ws):
+    """A 300-step run is checked every 50 steps (6 times), not once at its end; a long one keeps the default's
+    1000; the curator's own choice (TINY's 0: only at the end) is kept. Here a 100-step run, checked at 50 and 100."""
+    assert [runs.eval_schedule(n, 1000) for n in (300, 2000, 20_000, 30)] == [50, 334, 1000, 50]
+    no_choice = {k: v for k, v in TINY.items() if k != "eval_every"}
+    status = runs.start_training(ws, "am", run="checked", max_steps=100, overrides={**no_choice, "max_steps": 100})
+    assert status["eval_every"] == 50
+    wait(lambda: state(ws, "checked").get("state") in jobs.FINAL, "the short run to finish", timeout=600)
+    v = runs.view(ws, "checked")
+    assert [row["step"] for row in v.series(lambda k: k == "mcd")] == [50, 100]
+    assert sorted({step for step, _ in v.samples}) == [50, 100]
+    start(ws, "chosen", steps=100)  # TINY says eval_every 0
+    assert json.loads((ws.run_dir("chosen") / "config.json").read_text())["train"]["eval_every"] == 0
+    jobs.stop(ws, "chosen"), jobs.stop(ws, "chosen")

@@ -43,6 +43,9 @@ def test_the_workspace_goes_to_drive_when_mounted_and_the_app_starts_behind_a_lo
     assert 'drive.mount("/content/drive")' in setup
     assert "/content/drive/MyDrive/amharic-tts-workspace" in setup and "/content/workspace" in setup
     assert "pip install -q -r requirements.txt" in setup
+    # the runtime's torch is read before the install, then the install says whether it was kept or replaced
+    assert setup.index("torch.__version__") < setup.index("pip install") < setup.index(
+        '!python -m utils.environment "{torch_before}"')
     launch = next(line for line in start.splitlines() if "app.py" in line)
     assert "--share" in launch and "{WORKSPACE}" in launch
     assert f'os.environ["{app.AUTH_ENV}"]' in start and "secrets.token_urlsafe" in start  # typed or generated

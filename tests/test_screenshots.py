@@ -1,8 +1,11 @@
 """A full-page screenshot of every tab, as a curator sees it with a prepared dataset, a finished run and
-an exported voice, saved to docs/screenshots/<tab>.png for the README and the user guide. Amharic
-renders with Debian's fonts-sil-abyssinica (tests/run.sh installs it)."""
+an exported voice, saved as <tab>.png in a temporary folder (tests write nowhere else). The same test
+refreshes the README's and the user guide's pictures in docs/screenshots/ when AMHARIC_TTS_SCREENSHOTS
+names that folder: `python docs/refresh_screenshots.py`. Amharic renders with Debian's
+fonts-sil-abyssinica (tests/run.sh installs it)."""
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -10,7 +13,7 @@ import pytest
 from PIL import Image
 from playwright.sync_api import expect
 
-from tests.conftest import ROOT, AppServer
+from tests.conftest import AppServer
 from tests.test_curator_journey import make_ljspeech_zip
 from tests.test_jobs import TINY
 from utils import inference, runs
@@ -23,13 +26,20 @@ from webui.app import TABS
 
 pytestmark = pytest.mark.slow
 
-SHOTS = ROOT / "docs" / "screenshots"
 WIDTH = 1280
 STEPS = 40
 
 
 def file_name(label: str) -> str:
     return label.lower().replace(" ", "-") + ".png"
+
+
+@pytest.fixture
+def shots(tmp_path) -> Path:
+    """The folder the screenshots go to: AMHARIC_TTS_SCREENSHOTS when set (docs/refresh_screenshots.py
+    sets it to docs/screenshots), else a temporary one."""
+    chosen = os.environ.get("AMHARIC_TTS_SCREENSHOTS")
+    return Path(chosen).resolve() if chosen else tmp_path / "screenshots"
 
 
 @pytest.fixture(scope="module")
@@ -72,17 +82,17 @@ def ready(page, label: str) -> None:
     page.wait_for_timeout(1500)  # plots finish drawing
 
 
-def test_every_tab_is_photographed_for_the_docs(studio, browser):
+def test_every_tab_is_photographed_for_the_docs(studio, browser, shots):
     context = browser.new_context(viewport={"width": WIDTH, "height": 900})
     page = context.new_page()
     page.set_default_timeout(30_000)
     page.goto(studio.url)
-    SHOTS.mkdir(parents=True, exist_ok=True)
+    shots.mkdir(parents=True, exist_ok=True)
     try:
         for label, _ in TABS:
             page.get_by_role("tab", name=label, exact=True).click()
             ready(page, label)
-            path = SHOTS / file_name(label)
+            path = shots / file_name(label)
             page.screenshot(path=str(path), full_page=True)
             # 256 colours: a UI screenshot looks the same and the file is a fraction of the size
             Image.open(path).convert("RGB").quantize(256).save(path, optimize=True)
@@ -90,4 +100,4 @@ def test_every_tab_is_photographed_for_the_docs(studio, browser):
                 assert shot.width == WIDTH and shot.height > 500, (label, shot.size)
     finally:
         context.close()
-    assert sorted(p.name for p in SHOTS.glob("*.png")) == sorted(file_name(label) for label, _ in TABS)
+    assert sorted(p.name for p in shots.glob("*.png")) == sorted(file_name(label) for label, _ in TABS)

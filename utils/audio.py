@@ -151,14 +151,34 @@ def file_digest(path: str | Path, chunk: int = 1 << 20) -> str:
 
 
 @lru_cache(maxsize=8)
-def _mel_transform(cfg: FeatureConfig, device: str):
-    import torchaudio
+def mel_filterbank(cfg: FeatureConfig = FeatureConfig()):
+    """HTK-scale triangular filters without normalisation, [n_fft/2+1, n_mels] (torch float32; shared, so
+    never modify it in place).
 
-    return torchaudio.transforms.MelSpectrogram(
-        sample_rate=cfg.sample_rate, n_fft=cfg.n_fft, win_length=cfg.win_length, hop_length=cfg.hop_length,
-        f_min=cfg.f_min, f_max=cfg.f_max, n_mels=cfg.n_mels, power=1.0, center=True, pad_mode="reflect",
-        norm=None, mel_scale="htk",
-    ).to(device)
+    The matrix Vocos' features use (torchaudio's `melscale_fbanks(norm=None, mel_scale="htk")`, equal to
+    librosa's `filters.mel(htk=True, norm=None)`), written with torch alone: the studio needs no
+    torchaudio, whose builds pair with only some torch builds (see the README's install notes).
+    """
+    import torch
+
+    f_max = cfg.f_max if cfg.f_max is not None else cfg.sample_rate / 2
+    freqs = torch.linspace(0, cfg.sample_rate // 2, cfg.n_fft // 2 + 1, dtype=torch.float64)
+    mel_lo, mel_hi = (2595.0 * np.log10(1.0 + f / 700.0) for f in (cfg.f_min, f_max))
+    mels = torch.linspace(mel_lo, mel_hi, cfg.n_mels + 2, dtype=torch.float64)
+    edges = 700.0 * (10.0 ** (mels / 2595.0) - 1.0)                       # [n_mels + 2] in Hz
+    rising = (freqs[:, None] - edges[None, :-2]) / (edges[1:-1] - edges[:-2])
+    falling = (edges[None, 2:] - freqs[:, None]) / (edges[2:] - edges[1:-1])
+    return torch.clamp(torch.minimum(rising, falling), min=0.0).float()
+
+
+def magnitude_spectrogram(wav, cfg: FeatureConfig = FeatureConfig()):
+    """|STFT| of waveform(s) [T] or [B, T] -> [.., n_fft/2+1, frames] (Hann window, centred, reflect pad)."""
+    import torch
+
+    window = torch.hann_window(cfg.win_length, device=wav.device, dtype=wav.dtype)
+    spec = torch.stft(wav, cfg.n_fft, hop_length=cfg.hop_length, win_length=cfg.win_length, window=window,
+                      center=True, pad_mode="reflect", return_complex=True)
+    return spec.abs()
 
 
 def log_mel(audio, cfg: FeatureConfig = FeatureConfig()):
@@ -166,7 +186,8 @@ def log_mel(audio, cfg: FeatureConfig = FeatureConfig()):
     import torch
 
     wav = torch.as_tensor(audio, dtype=torch.float32)
-    mel = _mel_transform(cfg, str(wav.device))(wav)
+    fb = mel_filterbank(cfg).to(wav.device)
+    mel = torch.matmul(fb.T, magnitude_spectrogram(wav, cfg))
     return torch.log(torch.clamp(mel, min=cfg.log_floor))
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from utils.audio import FeatureConfig
+from utils.audio import FeatureConfig, mel_filterbank
 from utils.events import StudioError
 from utils.workspace import atomic_write_bytes, atomic_write_json
 
@@ -32,11 +32,8 @@ GRIFFIN_LIM_ITERS = 64
 def _mel_inverse(cfg: FeatureConfig):
     """Pseudo-inverse of the HTK filterbank, [n_fft/2+1, n_mels], and the filterbank itself."""
     import torch
-    import torchaudio
 
-    fb = torchaudio.functional.melscale_fbanks(  # [n_freqs, n_mels], the exact matrix log_mel uses
-        cfg.n_fft // 2 + 1, cfg.f_min, cfg.f_max if cfg.f_max is not None else cfg.sample_rate / 2,
-        cfg.n_mels, cfg.sample_rate, norm=None, mel_scale="htk").double()
+    fb = mel_filterbank(cfg).double()  # [n_freqs, n_mels], the matrix log_mel uses
     return torch.linalg.pinv(fb.T).float(), fb.float()
 
 
@@ -59,19 +56,37 @@ def mel_to_magnitude(logmel, cfg: FeatureConfig = FeatureConfig(), nnls_iters: i
 def griffin_lim(logmel, cfg: FeatureConfig = FeatureConfig(), n_iter: int = GRIFFIN_LIM_ITERS) -> np.ndarray:
     """The no-vocoder path: log-mel [n_mels, T] (numpy or torch) -> float32 waveform [hop * (T - 1)]."""
     import torch
-    import torchaudio
 
     mag = mel_to_magnitude(logmel, cfg)
     frames = mag.shape[-1]
     min_frames = cfg.n_fft // cfg.hop_length + 2  # the STFT inside pads n_fft/2 each side: needs a longer signal
     if frames < min_frames:  # a one-syllable utterance: pad with silence, trim after
         mag = torch.nn.functional.pad(mag, (0, min_frames - frames))
-    gl = torchaudio.transforms.GriffinLim(n_fft=cfg.n_fft, n_iter=n_iter, win_length=cfg.win_length,
-                                          hop_length=cfg.hop_length, power=1.0, momentum=0.99,
-                                          rand_init=False, length=cfg.hop_length * (mag.shape[-1] - 1))
     with torch.no_grad():
-        wave = gl.to(mag.device)(mag)
+        wave = phase_from_magnitude(mag, cfg, n_iter)
     return wave[..., : cfg.hop_length * max(frames - 1, 0)].cpu().numpy().astype(np.float32)
+
+
+def phase_from_magnitude(mag, cfg: FeatureConfig, n_iter: int, momentum: float = 0.99):
+    """Fast Griffin-Lim (Perraudin et al. 2013): magnitude [.., F, T] -> waveform [.., hop * (T - 1)].
+
+    Starts from zero phase; each iteration projects onto consistent spectrograms and extrapolates with
+    `momentum` (the same algorithm as librosa's and torchaudio's `griffinlim`, checked against librosa).
+    """
+    import torch
+
+    window = torch.hann_window(cfg.win_length, device=mag.device, dtype=mag.dtype)
+    length = cfg.hop_length * (mag.shape[-1] - 1)
+    stft = dict(n_fft=cfg.n_fft, hop_length=cfg.hop_length, win_length=cfg.win_length, window=window, center=True)
+    angles = torch.ones_like(mag, dtype=torch.complex64 if mag.dtype == torch.float32 else torch.complex128)
+    previous = torch.zeros_like(angles)
+    for _ in range(n_iter):
+        wave = torch.istft(mag * angles, length=length, **stft)
+        rebuilt = torch.stft(wave, pad_mode="reflect", return_complex=True, **stft)
+        angles = rebuilt - previous * (momentum / (1 + momentum))
+        angles = angles / (angles.abs() + 1e-16)
+        previous = rebuilt
+    return torch.istft(mag * angles, length=length, **stft)
 
 
 # ------------------------------------------------------------------------------ load / save
@@ -216,8 +231,9 @@ def _looks_like_repo_id(text: str) -> bool:
     return len(parts) == 2 and all(parts) and not text.startswith((".", "~"))
 
 
-def _download(repo_id: str) -> Path:
-    """Fetch config.yaml + pytorch_model.bin from the hub cache, or the network when online."""
+def _download(repo_id: str, tqdm_class=None, cache_only: bool = False) -> Path:
+    """Fetch config.yaml + pytorch_model.bin from the hub cache, or the network when online (and not
+    `cache_only`); `tqdm_class` receives the download's progress (utils/vocoder/default.py shows it)."""
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
@@ -230,8 +246,11 @@ def _download(repo_id: str) -> Path:
             return folder
     except Exception:  # not in the local cache: try the network
         pass
+    if cache_only:
+        raise StudioError(f"{repo_id} is not in the Hugging Face cache and HF_HUB_OFFLINE is set: unset it on a "
+                          "machine with internet, or give a folder holding config.yaml and pytorch_model.bin.")
     try:
-        return Path(snapshot_download(repo_id, allow_patterns=patterns))
+        return Path(snapshot_download(repo_id, allow_patterns=patterns, tqdm_class=tqdm_class))
     except Exception as exc:
         raise StudioError(f"Could not download the vocoder {repo_id} ({type(exc).__name__}). This machine may be "
                           "offline: download config.yaml and pytorch_model.bin on another machine and give "

@@ -1,0 +1,65 @@
+"""The mel features and Griffin-Lim are written with torch alone (no torchaudio: its builds pair with only
+some torch builds). Each is checked here against librosa, the reference implementation of both."""
+from __future__ import annotations
+
+import librosa
+import numpy as np
+import pytest
+import torch
+
+from utils.audio import FeatureConfig, log_mel, mel_filterbank
+from utils.vocoder import phase_from_magnitude
+
+CFG = FeatureConfig()
+
+
+def noise(seconds: float = 1.0, seed: int = 0) -> np.ndarray:
+    return (0.1 * np.random.default_rng(seed).standard_normal(int(seconds * CFG.sample_rate))).astype(np.float32)
+
+
+@pytest.mark.parametrize("cfg", [CFG, FeatureConfig(sample_rate=22050, n_mels=80, f_min=30.0, f_max=8000.0)])
+def test_filterbank_is_librosas_htk_filterbank_without_normalisation(cfg):
+    ref = librosa.filters.mel(sr=cfg.sample_rate, n_fft=cfg.n_fft, n_mels=cfg.n_mels, fmin=cfg.f_min,
+                              fmax=cfg.f_max or cfg.sample_rate / 2, htk=True, norm=None)
+    fb = mel_filterbank(cfg)
+    assert fb.shape == (cfg.n_fft // 2 + 1, cfg.n_mels) and fb.dtype == torch.float32
+    np.testing.assert_allclose(fb.numpy(), ref.T, atol=1e-6)
+
+
+def test_log_mel_is_librosas_magnitude_mel_of_a_centred_reflect_padded_stft():
+    x = noise(1.3)
+    ref = librosa.feature.melspectrogram(y=x, sr=CFG.sample_rate, n_fft=CFG.n_fft, hop_length=CFG.hop_length,
+                                         win_length=CFG.win_length, center=True, pad_mode="reflect", power=1.0,
+                                         n_mels=CFG.n_mels, htk=True, norm=None)
+    mel = log_mel(x, CFG)
+    assert mel.shape == (CFG.n_mels, CFG.frames(len(x)))
+    np.testing.assert_allclose(mel.numpy(), np.log(np.maximum(ref, CFG.log_floor)), atol=1e-4)
+
+
+def test_log_mel_of_a_batch_is_each_clip_alone():
+    batch = np.stack([noise(1.0, 1), noise(1.0, 2)])
+    together = log_mel(batch)
+    assert together.shape[0] == 2
+    for i in range(2):
+        torch.testing.assert_close(together[i], log_mel(batch[i]), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("n_iter", [1, 16])
+def test_griffin_lim_iterations_are_librosas_fast_griffin_lim(n_iter):
+    mag = np.abs(librosa.stft(noise(0.8).astype(np.float64), n_fft=CFG.n_fft, hop_length=CFG.hop_length))
+    ours = phase_from_magnitude(torch.from_numpy(mag), CFG, n_iter).numpy()
+    ref = librosa.griffinlim(mag, n_iter=n_iter, hop_length=CFG.hop_length, win_length=CFG.win_length,
+                             n_fft=CFG.n_fft, momentum=0.99, init=None, pad_mode="reflect",
+                             length=CFG.hop_length * (mag.shape[-1] - 1))
+    np.testing.assert_allclose(ours, ref, atol=1e-9)
+
+
+def test_the_studio_does_not_import_torchaudio():
+    """A torchaudio built for another torch raises at import: nothing the app loads may import it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, app, utils.training, utils.inference, utils.vocoder.training, utils.separation, "
+            "utils.datasets, webui.app; sys.exit(3 if 'torchaudio' in sys.modules else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:] or "torchaudio was imported"
