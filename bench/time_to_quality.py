@@ -5,6 +5,7 @@
     python bench/time_to_quality.py --dataset NAME --workspace WS --thresholds 8 7 6
     python bench/time_to_quality.py --defaults                    # every setting "auto": what Start gives
     python bench/time_to_quality.py --vocoder FOLDER              # MCD through a trained vocoder, not Griffin-Lim
+    python bench/time_to_quality.py --ab blanks=true,false --steps 1500   # A/B of one setting, same clips and budget
 
 Why: speed only matters if it buys quality sooner. This runs the real trainer (utils.training: the same
 code as `python app.py train`, its "auto" machine settings) on an espeak-ng Amharic corpus whose held-out
@@ -38,7 +39,7 @@ def main() -> None:
     p.add_argument("--preset", default=None, help="tiny (CPU default) | small | base (GPU default)")
     p.add_argument("--minutes", type=float, default=None, help="training budget (3 CPU, 20 GPU)")
     p.add_argument("--eval-every", type=int, default=None, help="steps between evaluations (100 CPU, 500 GPU)")
-    p.add_argument("--eval-clips", type=int, default=None, help="held-out clips per evaluation (4 CPU, 8 GPU)")
+    p.add_argument("--eval-clips", type=int, default=None, help="held-out clips per evaluation (default 8)")
     p.add_argument("--thresholds", type=float, nargs="+", default=[12, 10, 8, 7, 6], help="MCD thresholds (dB)")
     p.add_argument("--mcd", default="world", choices=["world", "logmel"],
                    help="world: the project's MCD (bench numbers); logmel: the fast proxy (smoke runs)")
@@ -46,15 +47,15 @@ def main() -> None:
                    help="score through this vocoder folder (copied into the workspace) instead of Griffin-Lim")
     p.add_argument("--lr", type=float, default=None, help="peak learning rate (2e-3 CPU tiny, trainer default on GPU)")
     p.add_argument("--keep", type=Path, default=None, help="keep the workspace here (default: a temporary one)")
+    p.add_argument("--steps", type=int, default=None, help="a step budget instead of --minutes (fair under load)")
+    p.add_argument("--ab", default=None, metavar="SETTING=A,B",
+                   help="the same clips and budget once per value of one training setting, e.g. blanks=true,false")
     p.add_argument("--defaults", action="store_true",
                    help="CPU too: the trainer's own defaults and auto settings (what a curator gets from Start)")
     common.add_machine_args(p)
     args = p.parse_args()
 
     import torch
-
-    from utils.training import TrainConfig, prepare_run, run
-    from utils.workspace import read_jsonl
 
     common.start(args)
     gpu = torch.cuda.is_available()
@@ -76,36 +77,22 @@ def main() -> None:
     if args.vocoder:  # a run may only read vocoders inside its workspace
         shutil.copytree(args.vocoder, Path(args.workspace) / "vocoders" / "bench", dirs_exist_ok=True)
         small["eval_vocoder"] = "vocoders/bench"
-    # --defaults: the step count the Training tab offers (its schedule and EMA follow it); else unbounded
-    max_steps = (20_000 if gpu else 2000) if args.defaults else 1_000_000
-    cfg = TrainConfig(workspace=str(args.workspace), dataset=args.dataset, run=f"ttq-{preset}", preset=preset,
-                      max_steps=max_steps, resume="none", eval_every=eval_every, checkpoint_every=eval_every,
-                      eval_clips=args.eval_clips or (8 if gpu else 4), sample_clips=1, mcd=args.mcd,
-                      log_every=max(10, eval_every // 5), keep_checkpoints=1, **small)
-    shutil.rmtree(Path(args.workspace) / "runs" / cfg.run, ignore_errors=True)  # metrics.jsonl of this run only
-    config_path = prepare_run(cfg)
-    stop = threading.Timer(minutes * 60, lambda: (config_path.parent / "STOP").write_text("time budget"))
-    print(f"# {preset} preset, {minutes:g} min budget, eval every {eval_every} steps; {common.machine()['summary']}",
-          flush=True)
-    t0 = time.time()
-    stop.start()
-    try:
-        result = run(config_path)
-    finally:
-        stop.cancel()
-    wall = time.time() - t0
-    evals = [r for r in read_jsonl(config_path.parent / "metrics.jsonl") if "mcd" in r]
-    spent_eval, curve = 0.0, []
-    for r in evals:
-        spent_eval += r.get("eval_s", 0.0)
-        curve.append({"step": r["step"], "minutes": (r["time"] - t0) / 60, "mcd": r["mcd"],
-                      "train_minutes": (r["time"] - t0 - spent_eval) / 60})
+    else:  # not the workspace's default ("auto"): RESULTS.md's numbers are through Griffin-Lim
+        small["eval_vocoder"] = "griffin-lim"
+    if args.ab:
+        setting, values = args.ab.split("=", 1)
+        runs = [(f"{setting}={v}", {**small, setting: v}) for v in values.split(",")]
+        results = [(label, *train_once(args, preset, minutes, eval_every, f"ab-{i}", extra))
+                   for i, (label, extra) in enumerate(runs)]
+        report_ab(args, preset, minutes, eval_every, results, tmp)
+        return
+    result, curve, wall, cfg = train_once(args, preset, minutes, eval_every, f"ttq-{preset}", small)
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
     rows = []
     for thr in sorted(args.thresholds, reverse=True):
         hit = next((c for c in curve if c["mcd"] <= thr), None)
         rows.append({"threshold_db": thr, **(hit or {"step": f"not reached in {minutes:g} min"})})
-    if tmp:
-        shutil.rmtree(tmp, ignore_errors=True)
     print(common.markdown_table([("step", "step"), ("minutes", "minutes", "{:.1f}"),
                                  ("mcd", "held-out MCD dB", "{:.2f}")], curve))
     print(common.markdown_table(COLUMNS, rows))
@@ -125,6 +112,75 @@ def main() -> None:
                                     "dataset": None if tmp else args.dataset, "steps": result["step"],
                                     "wall_minutes": wall / 60, "curve": curve, "rows": rows,
                                     "train_config": cfg.to_dict()}, draw, args.out)
+
+
+def train_once(args, preset: str, minutes: float, eval_every: int, run_name: str, settings: dict):
+    """One run of the real trainer on the bench data, stopped after `minutes` (or `--steps`); returns
+    (result, curve of held-out MCD per evaluation, wall seconds, TrainConfig)."""
+    from utils.training import TrainConfig, prepare_run, run
+    from utils.workspace import read_jsonl
+
+    import torch
+
+    gpu = torch.cuda.is_available()
+    # --defaults: the step count the Training tab offers (its schedule and EMA follow it); else unbounded
+    max_steps = args.steps or ((20_000 if gpu else 2000) if args.defaults else 1_000_000)
+    cfg = TrainConfig(workspace=str(args.workspace), dataset=args.dataset, run=run_name, preset=preset,
+                      max_steps=max_steps, resume="none", eval_every=eval_every, checkpoint_every=eval_every,
+                      eval_clips=args.eval_clips or 8, sample_clips=1, mcd=args.mcd,
+                      log_every=max(10, eval_every // 5), keep_checkpoints=1, **settings)
+    shutil.rmtree(Path(args.workspace) / "runs" / cfg.run, ignore_errors=True)  # metrics.jsonl of this run only
+    config_path = prepare_run(cfg)
+    budget = f"{args.steps} steps" if args.steps else f"{minutes:g} min"
+    print(f"# {common.model_size(preset)}, {budget} budget, eval every {eval_every} steps, {settings}; "
+          f"{common.machine()['summary']}", flush=True)
+    stop = threading.Timer(minutes * 60, lambda: (config_path.parent / "STOP").write_text("time budget"))
+    t0 = time.time()
+    if not args.steps:
+        stop.start()
+    try:
+        result = run(config_path)
+    finally:
+        stop.cancel()
+    wall = time.time() - t0
+    evals = [r for r in read_jsonl(config_path.parent / "metrics.jsonl") if "mcd" in r]
+    spent_eval, curve = 0.0, []
+    for r in evals:
+        spent_eval += r.get("eval_s", 0.0)
+        curve.append({"step": r["step"], "minutes": (r["time"] - t0) / 60, "mcd": r["mcd"],
+                      "train_minutes": (r["time"] - t0 - spent_eval) / 60})
+    return result, curve, wall, cfg
+
+
+def report_ab(args, preset, minutes, eval_every, results, tmp) -> None:
+    """Side by side: held-out MCD of each setting at every evaluation step (same clips, same budget)."""
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
+    labels = [label for label, *_ in results]
+    by_step: dict[int, dict] = {}
+    for label, _, curve, _, _ in results:
+        for c in curve:
+            by_step.setdefault(c["step"], {"step": c["step"]})[label] = c["mcd"]
+    summary = [{"setting": label, "steps": result["step"], "minutes": wall / 60,
+                "best": min((c["mcd"] for c in curve), default=float("nan")),
+                "last": curve[-1]["mcd"] if curve else float("nan")} for label, result, curve, wall, _ in results]
+    print(common.markdown_table([("step", "step")] + [(lb, f"MCD dB, {lb}", "{:.2f}") for lb in labels],
+                                [by_step[k] for k in sorted(by_step)]))
+    print(common.markdown_table([("setting", "setting"), ("steps", "steps"), ("minutes", "minutes", "{:.1f}"),
+                                 ("best", "best MCD dB", "{:.2f}"), ("last", "last MCD dB", "{:.2f}")], summary))
+
+    def draw(fig):
+        ax = fig.subplots()
+        for label, _, curve, _, _ in results:
+            ax.plot([c["step"] for c in curve], [c["mcd"] for c in curve], "o-", label=label)
+        ax.set_xlabel("step")
+        ax.set_ylabel("held-out MCD (dB, WORLD/SPTK, Griffin-Lim)")
+        ax.legend(fontsize=8)
+
+    common.save(f"ab_{args.ab.split('=')[0]}", {"preset": preset, "minutes_budget": minutes, "steps_budget": args.steps,
+                                                "eval_every": eval_every, "summary": summary,
+                                                "curves": {label: curve for label, _, curve, _, _ in results}},
+                draw, args.out)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,10 @@ def test_hardware_defaults_train_with_every_gpu_optimization_on(corpus):
     assert resolved["tf32"] is True and resolved["attention"] == "flash" and resolved["fused_adamw"] is True
     assert resolved["compile"] is True and resolved["cudnn_benchmark"] is True and resolved["mas"] == "triton"
     assert resolved["probe"] is True and resolved["max_frames_per_batch"] > 0
+    # the probe decides how the effective batch is split, not its size: the same on every GPU
+    from utils.hardware import TARGET_FRAMES_PER_STEP
+    effective = resolved["max_frames_per_batch"] * resolved["grad_accumulation"]
+    assert effective == resolved["effective_batch"] and 0 <= effective - TARGET_FRAMES_PER_STEP < 64, resolved
     rows = [r for r in metrics(corpus, "auto") if "loss" in r]
     first, last = np.mean([r["loss"] for r in rows[:2]]), np.mean([r["loss"] for r in rows[-2:]])
     assert last < first, (first, last)
@@ -186,3 +190,21 @@ def test_triton_alignment_search_matches_cython_on_training_sized_batches():
     log_p = torch.randn(24, int(n_lens.max()), int(t_lens.max()), generator=g) * 4
     mask = (sequence_mask(n_lens)[:, :, None] & sequence_mask(t_lens)[:, None, :]).float()
     assert torch.equal(maximum_path(log_p.cuda(), mask.cuda(), "triton").cpu(), maximum_path(log_p, mask, "cython"))
+
+
+def test_bf16_autocast_keeps_the_models_activations_bf16_on_the_gpu():
+    """CUDA autocast runs layer norms in fp32: the model casts their outputs (and its masks) back, so the
+    saved activations are bf16 as on the CPU (tests/test_model.py has the same check there)."""
+    from models.matcha import MatchaConfig, MatchaTTS
+
+    model = MatchaTTS(MatchaConfig.preset_config("small", n_symbols=80, n_speakers=2)).cuda()
+    dtypes = {}
+    for name, module in model.named_modules():
+        if name and name.count(".") <= 3:
+            module.register_forward_hook(lambda m, i, o, name=name: dtypes.setdefault(
+                name, (o[0] if isinstance(o, tuple) else o).dtype) and None)
+    tokens = torch.randint(1, 80, (4, 60), device="cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        model(tokens, torch.full((4,), 60), torch.randn(4, 100, 240, device="cuda"), torch.full((4,), 240),
+              torch.zeros(4, dtype=torch.long, device="cuda"))
+    assert {n for n, d in dtypes.items() if d == torch.float32} == {"encoder.emb", "spk_emb", "decoder.estimator"}

@@ -31,7 +31,7 @@ PRESETS = {
                  dec_channels=(128, 128), dec_blocks=1, dec_mid=1, dec_heads=2, dec_head_dim=32),
     "small": dict(enc_channels=128, enc_layers=4, enc_heads=2, enc_ffn=512, dp_channels=192, spk_dim=32,
                   dec_channels=(192, 192), dec_blocks=1, dec_mid=2, dec_heads=2, dec_head_dim=48),
-    # the published Matcha-TTS sizes (~18M parameters at 100 mels)
+    # the published Matcha-TTS sizes (~18.9M parameters at 100 mels, one speaker)
     "base": dict(enc_channels=192, enc_layers=6, enc_heads=2, enc_ffn=768, dp_channels=256, spk_dim=64,
                  dec_channels=(256, 256), dec_blocks=1, dec_mid=2, dec_heads=2, dec_head_dim=64),
 }
@@ -61,6 +61,10 @@ class MatchaConfig:
     mel_mean: float = 0.0  # normalisation of the log-mel (set from the training data)
     mel_std: float = 1.0
     preset: str = "base"
+    # a blank symbol (id 0, the padding id, as in Matcha-TTS and VITS) between every two symbols and at both
+    # ends: the aligner can give transitions and pauses frames of their own. False in checkpoints made before
+    # the setting existed, so they load and speak as they were trained.
+    add_blank: bool = False
 
     @classmethod
     def preset_config(cls, name: str, **overrides) -> "MatchaConfig":
@@ -80,6 +84,28 @@ class MatchaConfig:
         if "dec_channels" in d:
             d["dec_channels"] = tuple(d["dec_channels"])
         return cls(**d)
+
+
+def activation_dtype(device_type: str, weights: torch.dtype) -> torch.dtype:
+    """The dtype layers compute in: autocast's (bf16/fp16) when it is on, else the weights'. Masks are made in
+    it, so `x * mask` keeps a bf16 activation in bf16 instead of promoting it to fp32 (twice the memory)."""
+    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else weights
+
+
+def intersperse_blanks(tokens: torch.Tensor) -> torch.Tensor:
+    """[B, N] ids -> [B, 2N + 1]: blank (0) s1 blank s2 ... sN blank. A row of length n becomes 2n + 1; what
+    follows stays 0 (padding). Tensor ops only, so the ONNX graph does the same."""
+    blank = torch.zeros_like(tokens)
+    pairs = torch.stack([blank, tokens], dim=-1).reshape(tokens.shape[0], -1)  # [B, 2N]
+    return torch.cat([pairs, blank[:, :1]], dim=1)
+
+
+def fold_blank_durations(durations: torch.Tensor) -> torch.Tensor:
+    """Frames per interspersed token [2n + 1] -> frames per symbol [n]: each symbol takes the blank after it,
+    the first symbol also the leading blank (the total is kept)."""
+    folded = durations[1::2] + durations[2::2]
+    folded[0] += durations[0]
+    return folded
 
 
 def fix_len(t: int, multiple: int = LENGTH_MULTIPLE) -> int:
@@ -121,12 +147,14 @@ class MatchaTTS(nn.Module):
         """tokens [B, N], token_lens [B] -> mu [B, F, N], log-durations [B, 1, N], token mask [B, 1, N], spk.
         The lengths may be on the CPU (the trainer keeps them there): the padding check then reads them
         without waiting for the GPU."""
+        if self.cfg.add_blank:
+            tokens, token_lens = intersperse_blanks(tokens), 2 * token_lens + 1
         padded = tokens.shape[1] != int(token_lens.min())
         token_lens = token_lens.to(tokens.device, non_blocking=True)
         x_mask = sequence_mask(token_lens, tokens.shape[1])  # [B, N] bool
         spk = self._speaker(speakers, tokens.shape[0], tokens.device)
         key_mask = x_mask if padded else None
-        mask = x_mask[:, None].to(self.encoder.emb.weight.dtype)
+        mask = x_mask[:, None].to(activation_dtype(tokens.device.type, self.encoder.emb.weight.dtype))
         mu, hidden = self.encoder(tokens, mask, spk, key_mask)
         logw = self.duration(hidden.detach(), mask)  # stop-gradient: the duration loss does not train the encoder
         return mu, logw, mask, spk
@@ -163,7 +191,7 @@ class MatchaTTS(nn.Module):
         """Text ids -> log-mel for one utterance (see `synthesise_batch`).
 
         Returns {"mel": denormalised natural-log mel [1, n_feats, T] (the Vocos/Griffin-Lim input),
-                 "mel_norm": the normalised mel, "durations": LongTensor [N] frames per token,
+                 "mel_norm": the normalised mel, "durations": LongTensor [N] frames per symbol (a blank's frames go to the symbol before it),
                  "rtf_s": seconds spent}.
         """
         start = time.perf_counter()
@@ -201,8 +229,12 @@ class MatchaTTS(nn.Module):
         y = self.decoder.sample(mu_y, y_mask, n_steps, temperature, spk_vec, generator)
         mel = y * self.cfg.mel_std + self.cfg.mel_mean
         lengths = t_y.tolist()
-        return [{"mel": mel[i, :, :n].float(), "mel_norm": y[i, :, :n].float(),
-                 "durations": durations[i, : len(seqs[i])].cpu()} for i, n in enumerate(lengths)]
+        n_tokens = x_mask[:, 0].sum(1).long().tolist()  # with blanks: 2n + 1 per utterance
+        per_token = [durations[i, :n].cpu() for i, n in enumerate(n_tokens)]
+        if self.cfg.add_blank:
+            per_token = [fold_blank_durations(d) for d in per_token]
+        return [{"mel": mel[i, :, :n].float(), "mel_norm": y[i, :, :n].float(), "durations": per_token[i]}
+                for i, n in enumerate(lengths)]
 
     # ------------------------------------------------------------------------------ fine-tuning
     def grow_tables(self, n_symbols: int, n_speakers: int) -> None:

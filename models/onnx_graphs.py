@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 
 from models.decoder import LENGTH_MULTIPLE
+from models.matcha import intersperse_blanks
 
 
 class AcousticGraph(nn.Module):
@@ -21,6 +22,8 @@ class AcousticGraph(nn.Module):
         """tokens [1, N] int64, speaker [1] int64, temperature [1], length_scale [1] float
         -> (mel [1, n_mels, T] natural-log, mel_length [1] int64: the frames to keep)."""
         m = self.model
+        if m.cfg.add_blank:
+            tokens = intersperse_blanks(tokens)                                             # [1, 2N + 1]
         mask = torch.ones_like(tokens, dtype=torch.float32)[:, None]                      # [1, 1, N]
         spk = m.spk_emb(speaker) if m.spk_emb is not None else None
         mu, hidden = m.encoder(tokens, mask, spk, None)

@@ -18,14 +18,15 @@ from models.attention import Attention
 
 
 class ChannelNorm(nn.Module):
-    """LayerNorm over the channel axis of [B, C, T]."""
+    """LayerNorm over the channel axis of [B, C, T]. Computed as autocast computes it (fp32 on a GPU), returned
+    in the input's dtype: a bf16 residual stream stays bf16 instead of doubling its memory after every norm."""
 
     def __init__(self, channels: int, eps: float = 1e-4):
         super().__init__()
         self.norm = nn.LayerNorm(channels, eps=eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm(x.transpose(1, 2)).transpose(1, 2)
+        return self.norm(x.transpose(1, 2)).transpose(1, 2).to(x.dtype)
 
 
 class ConvPrenet(nn.Module):
@@ -83,10 +84,10 @@ class TextEncoder(nn.Module):
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor, spk: torch.Tensor | None,
                 key_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """tokens: [B, N] ids; mask: [B, 1, N]; spk: [B, S] or None -> (mu [B, F, N], hidden [B, C+S, N])."""
-        x = self.emb(tokens).transpose(1, 2) * math.sqrt(self.channels)  # [B, C, N]
+        x = self.emb(tokens).transpose(1, 2).to(mask.dtype) * math.sqrt(self.channels)  # [B, C, N], bf16 under autocast
         x = self.prenet(x, mask)
         if spk is not None:
-            x = torch.cat([x, spk[:, :, None].expand(-1, -1, x.shape[-1])], dim=1) * mask  # [B, C+S, N]
+            x = torch.cat([x, spk[:, :, None].expand(-1, -1, x.shape[-1]).to(x.dtype)], dim=1) * mask  # [B, C+S, N]
         for layer in self.layers:
             if self.grad_checkpointing and self.training:
                 x = checkpoint(layer, x, mask, key_mask, use_reentrant=False)  # recompute in backward

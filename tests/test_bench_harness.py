@@ -19,15 +19,16 @@ sys.path.insert(0, str(ROOT / "bench"))
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def run_bench(script: str, out: Path, *args: str) -> dict:
-    """Run bench/<script>.py with --out; returns its JSON after checking the PNG beside it."""
+def run_bench(script: str, out: Path, *args: str, name: str = "") -> dict:
+    """Run bench/<script>.py with --out; returns its JSON (<name or script>-cpu.json) after checking the PNG
+    beside it."""
     log = out / f"{script}.log"
     with open(log, "w") as f:
         proc = subprocess.run([sys.executable, f"bench/{script}.py", "--out", str(out), *args], cwd=ROOT,
                               stdout=f, stderr=subprocess.STDOUT, timeout=240)
     assert proc.returncode == 0, log.read_text()[-3000:]
-    record = json.loads((out / f"{script}-cpu.json").read_text())
-    png = (out / f"{script}-cpu.png").read_bytes()
+    record = json.loads((out / f"{name or script}-cpu.json").read_text())
+    png = (out / f"{name or script}-cpu.png").read_bytes()
     assert png[:8] == PNG_SIGNATURE and png[12:16] == b"IHDR" and len(png) > 2000
     assert record["machine"]["cpu_cores"] >= 1 and record["machine"]["torch"] == torch.__version__
     assert record["command"].startswith(f"python bench/{script}.py --out ")
@@ -90,6 +91,16 @@ def test_time_to_quality_reports_each_threshold_through_the_given_vocoder(tmp_pa
     hit, missed = record["rows"]
     assert hit["threshold_db"] == 100 and hit["mcd"] <= 100 and hit["train_minutes"] <= hit["minutes"]
     assert missed["threshold_db"] == 1 and str(missed["step"]).startswith("not reached")
+
+
+def test_time_to_quality_ab_trains_each_value_on_the_same_clips_with_the_same_step_budget(tmp_path):
+    record = run_bench("time_to_quality", tmp_path, "--clips", "3", "--val-clips", "1", "--eval-clips", "1",
+                       "--steps", "4", "--eval-every", "2", "--mcd", "logmel", "--threads", "1",
+                       "--ab", "blanks=true,false", name="ab_blanks")
+    assert [s["setting"] for s in record["summary"]] == ["blanks=true", "blanks=false"]
+    assert all(s["steps"] == 4 and s["best"] > 0 for s in record["summary"])
+    assert [c["step"] for c in record["curves"]["blanks=true"]] == [2, 4] == [
+        c["step"] for c in record["curves"]["blanks=false"]]
 
 
 def test_inference_reports_the_real_time_factor_per_device_and_vocoder(tmp_path):

@@ -53,8 +53,10 @@ def test_each_gpu_class_gets_supported_precision_and_constant_effective_batch(mo
     assert rec["tf32"].value == (cc >= (8, 0))
     assert rec["pin_memory"].value is True
     frames, accum = rec["max_frames_per_batch"].value, rec["grad_accumulation"].value
-    # the effective batch reaches the target on every card, without overshooting by a whole micro-batch
-    assert frames * accum >= hardware.TARGET_FRAMES_PER_STEP > frames * (accum - 1)
+    # the effective batch is the target on every card (the micro-batch is its even share, rounded up)
+    assert frames * accum == rec["effective_batch"].value
+    assert hardware.TARGET_FRAMES_PER_STEP <= frames * accum < hardware.TARGET_FRAMES_PER_STEP + accum
+    assert rec["lr_batch_scale"].value == 1.0
 
 
 def test_reported_memory_below_nominal_still_counts_as_the_big_card():
@@ -100,26 +102,37 @@ def test_cpu_only_machine_gets_working_settings():
     assert report.cpu_count >= 1 and report.ram_gb > 0 and report.disk_free_gb > 0
 
 
-def test_measured_probe_replaces_the_first_guess():
+def test_measured_probe_replaces_the_first_guess_and_keeps_the_effective_batch():
     report = hardware.detect()
     measured = hardware.with_measured_batch(report, 12_000, "largest batch that fit with 15% headroom")
-    assert measured.recommended["max_frames_per_batch"].value == 12_000
-    assert measured.recommended["max_frames_per_batch"].reason.startswith("measured")
-    assert 12_000 * measured.recommended["grad_accumulation"].value >= hardware.TARGET_FRAMES_PER_STEP
+    rec = measured.recommended
+    assert rec["max_frames_per_batch"].reason.startswith("measured")
+    assert (rec["max_frames_per_batch"].value, rec["grad_accumulation"].value) == (10_000, 4)  # 12000 fit
+    assert "10000 frames x 4 micro-batches = 40000 frames per optimizer step" in rec["max_frames_per_batch"].reason
 
 
-def test_live_usage_without_gpu_reports_cpu_and_ram():
-    usage = hardware.live_usage()
-    assert usage["gpus"] == [] and usage["ram_total_gb"] > 0 and "nvml" in usage
+@pytest.mark.parametrize("measured_fit", [
+    {"NVIDIA L4": 31_000, "NVIDIA A100-SXM4-40GB": 66_000, "NVIDIA A100-SXM4-80GB": 150_000, "NVIDIA H100 80GB HBM3": 190_000},
+    {"NVIDIA L4": 9_000, "NVIDIA A100-SXM4-40GB": 17_000, "NVIDIA A100-SXM4-80GB": 39_000, "NVIDIA H100 80GB HBM3": 41_000},
+])
+def test_every_gpu_steps_on_the_same_effective_batch_whatever_the_probe_measures(monkeypatch, measured_fit):
+    """The probe used to raise the micro-batch to whatever fitted: an H100 then took a ~5x larger step than an
+    L4 at the same learning rate. Now the probe only decides how the target is split."""
+    for name, fit in measured_fit.items():
+        fake_cuda(monkeypatch, name, 79.2 if "80" in name else 39.4 if "40GB" in name else 22.5, (8, 9))
+        rec = hardware.with_measured_batch(hardware.detect(), fit, "test").recommended
+        frames, accum = rec["max_frames_per_batch"].value, rec["grad_accumulation"].value
+        assert frames <= fit, name
+        assert frames * accum == rec["effective_batch"].value, name
+        assert hardware.TARGET_FRAMES_PER_STEP <= frames * accum < hardware.TARGET_FRAMES_PER_STEP + accum, name
 
 
-def test_hardware_cli_json_has_the_documented_fields(tmp_path):
-    out = subprocess.run([sys.executable, str(ROOT / "app.py"), "hardware", "--json", "--workspace", str(tmp_path)],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120, check=True)
-    data = json.loads(out.stdout)
-    assert {"gpus", "cpu_count", "ram_gb", "disk_free_gb", "recommended"} <= set(data)
-    for key in REQUIRED:
-        assert set(data["recommended"][key]) == {"value", "reason"}
-    text = subprocess.run([sys.executable, str(ROOT / "app.py"), "hardware"], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120, check=True).stdout
-    assert "No GPU found" in text and "precision" in text
+def test_many_gpus_keep_each_card_busy_and_scale_the_learning_rate_by_the_square_root_rule():
+    two = hardware.batch_plan(100_000, 2)
+    assert (two["max_frames_per_batch"].value, two["grad_accumulation"].value) == (20_000, 1)
+    assert two["effective_batch"].value == 40_000 and two["lr_batch_scale"].value == 1.0
+    eight = hardware.batch_plan(100_000, 8)
+    assert eight["max_frames_per_batch"].value == 2 * hardware.MIN_USEFUL_FRAMES
+    assert eight["effective_batch"].value == 8 * 16_000
+    assert eight["lr_batch_scale"].value == pytest.approx((8 * 16_000 / 40_000) ** 0.5, rel=1e-3)
+    assert "square-root rule" in eight["lr_batch_scale"].reason

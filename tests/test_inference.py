@@ -32,12 +32,13 @@ CKPT = "runs/r1/checkpoints/step-10"
 VOC = "runs/voc/checkpoints/step-1"
 
 
-def voice_workspace(root) -> Workspace:
+def voice_workspace(root, add_blank: bool = False) -> Workspace:
     """A workspace with a tiny random two-speaker acoustic checkpoint and a tiny vocoder checkpoint."""
     ws = Workspace.open(root)
     tok = make_tokenizer("phoneme")
     torch.manual_seed(0)
-    cfg = MatchaConfig.preset_config("tiny", n_symbols=len(tok.symbols), n_speakers=2, mel_mean=-6.0, mel_std=2.0)
+    cfg = MatchaConfig.preset_config("tiny", n_symbols=len(tok.symbols), n_speakers=2, mel_mean=-6.0, mel_std=2.0,
+                                     add_blank=add_blank)
     save_checkpoint(ws.root / CKPT, MatchaTTS(cfg).state_dict(),
                     {"model": cfg.to_dict(), "frontend": {"kind": tok.kind, "symbols": tok.symbols,
                                                           "tokenizer": tok.to_dict()},
@@ -224,6 +225,22 @@ def test_onnx_export_speaks_like_pytorch(ws):
                                atol=1e-4)
     wave, sr = voice.synthesize("ሰላም ነው። እንዴት ነህ?", speaker="almaz", temperature=0.0)
     assert sr == 24000 and len(wave) > 24000 * 0.3 and np.isfinite(wave).all()
+
+
+def test_a_voice_trained_with_blanks_exports_to_onnx_that_intersperses_them_too(tmp_path):
+    from utils.inference.onnx_voice import OnnxVoice
+
+    ws = voice_workspace(tmp_path / "ws", add_blank=True)
+    folder = inference.export_voice(ws, CKPT, "blank-voice", vocoder=VOC, onnx=True, onnx_steps=2)
+    torch_voice = inference.Voice.load(folder)
+    assert torch_voice.model.cfg.add_blank is True
+    ids = torch_voice.tokenizer.encode("ሰላም ነው።")
+    mel, length = OnnxVoice(folder).acoustic.run(None, {"tokens": np.array([ids]), "speaker": np.array([0]),
+                                                        "temperature": np.zeros(1, np.float32),
+                                                        "length_scale": np.ones(1, np.float32)})
+    want = torch_voice.model.synthesise(ids, 0, n_steps=2, temperature=0.0)
+    assert int(length[0]) == int(want["durations"].sum()) and len(want["durations"]) == len(ids)
+    np.testing.assert_allclose(mel[0, :, : int(length[0])], want["mel"][0].numpy(), atol=1e-3)
 
 
 def test_supplied_vocos_weights_are_checked_and_copied(ws, tmp_path):

@@ -87,6 +87,25 @@ def test_a_wrong_mas_kernel_is_caught_and_the_trainer_falls_back_to_cython(monke
     assert m.mas == "cython" and "did not match" in m.reasons["mas"] and model.mas_implementation == "cython"
 
 
+def test_a_mas_kernel_that_raises_is_reported_and_the_trainer_falls_back_instead_of_crashing(monkeypatch):
+    import models.mas_triton
+    from tests.test_training_optimizations import h100_report
+    from utils.training import optimization as opt
+    from utils.training.config import TrainConfig
+
+    def too_old(log_p, mask):  # what Triton 3.1's interpreter raises for this kernel (torch 2.5 era)
+        raise ValueError("arange's arguments must be of type tl.constexpr")
+
+    monkeypatch.setattr(models.mas_triton, "maximum_path_triton", too_old)
+    from models.alignment import mas_disagreement
+
+    assert mas_disagreement("triton", "cpu") == "the kernel failed: ValueError: arange's arguments must be of type tl.constexpr"
+    m = opt.resolve(TrainConfig(preset="tiny"), h100_report())
+    m.values["device"] = "cpu"
+    opt.apply_model_settings(model := tiny(), m, compile=False)
+    assert m.mas == "cython" and "the kernel failed" in m.reasons["mas"] and model.mas_implementation == "cython"
+
+
 def test_forward_gives_finite_losses_and_gradients_everywhere_used():
     model = tiny()
     losses = model(*batch())
@@ -164,3 +183,48 @@ def test_unpadded_batches_run_attention_without_a_mask():
         assert not any(seen)
     finally:
         torch.nn.functional.scaled_dot_product_attention = orig
+
+
+def test_blanks_are_interspersed_between_symbols_and_at_both_ends():
+    from models.matcha import fold_blank_durations, intersperse_blanks
+
+    tokens = torch.tensor([[5, 6, 7], [8, 9, 0]])  # the second row is padded
+    assert intersperse_blanks(tokens).tolist() == [[0, 5, 0, 6, 0, 7, 0], [0, 8, 0, 9, 0, 0, 0]]
+    assert fold_blank_durations(torch.tensor([1, 2, 3, 4, 5, 6, 7])).tolist() == [1 + 2 + 3, 4 + 5, 6 + 7]
+
+
+def test_a_model_with_blanks_aligns_2n_plus_1_tokens_and_reports_frames_per_symbol():
+    model = tiny(add_blank=True)
+    seen = {}
+    model.duration.register_forward_hook(lambda m, i, o: seen.update(n=o.shape[-1]))
+    losses = model(*batch())
+    assert seen["n"] == 2 * 10 + 1 and all(torch.isfinite(v) for v in losses.values())
+    losses["loss"].backward()
+    out = model.eval().synthesise([3, 4, 5, 6], speaker=1, n_steps=2, length_scale=0.1)
+    assert seen["n"] == 9 and out["durations"].shape == (4,)
+    assert out["mel"].shape[-1] == int(out["durations"].sum()) and (out["durations"] >= 2).all()
+
+
+def test_a_checkpoint_config_from_before_blanks_loads_without_them():
+    saved = tiny().cfg.to_dict()
+    del saved["add_blank"]  # what checkpoints written before the setting hold
+    assert MatchaConfig.from_dict(saved).add_blank is False
+    assert MatchaConfig.from_dict({**saved, "add_blank": True}).add_blank is True
+
+
+def test_bf16_autocast_keeps_activations_bf16_through_masks_norms_and_the_speaker_vector():
+    """A float32 mask (or norm output, or speaker vector) times a bf16 activation promotes it to float32: twice
+    the memory that mixed precision is meant to save. Only the embeddings and the decoder's final sum (with
+    the float32 noisy mel) stay float32; losses are computed in float32."""
+    model = tiny()
+    dtypes = {}
+    for name, module in model.named_modules():
+        if name and name.count(".") <= 3:
+            module.register_forward_hook(lambda m, i, o, name=name: dtypes.setdefault(
+                name, (o[0] if isinstance(o, tuple) else o).dtype) and None)  # None: the output stays
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        losses = model(*batch())
+    fp32 = {name for name, dtype in dtypes.items() if dtype == torch.float32}
+    assert fp32 == {"encoder.emb", "spk_emb", "decoder.estimator"}, fp32
+    assert {"encoder.prenet", "encoder.layers.0", "encoder.layers.1.norm2", "encoder", "duration"} <= set(dtypes)
+    assert all(v.dtype == torch.float32 and torch.isfinite(v) for v in losses.values())

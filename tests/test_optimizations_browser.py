@@ -14,6 +14,9 @@ def test_settings_are_prefilled_saved_with_their_trade_and_reset(app_server, pag
     page.get_by_role("tab", name="Optimizations").click()
     expect(page.locator("#why-precision")).to_contain_text("no GPU found")
     expect(page.locator("#why-precision")).to_contain_text("trade:")
+    batch = page.locator("#effective-batch")  # a CPU: every batch is a step
+    expect(batch).to_contain_text("2000 frames per micro-batch × 1 accumulated = 2000 frames")
+    expect(batch).to_contain_text("every batch updates the weights")
     precision = page.get_by_label("precision", exact=True)
     expect(precision).to_have_value("fp32")
 
@@ -24,6 +27,12 @@ def test_settings_are_prefilled_saved_with_their_trade_and_reset(app_server, pag
     expect(changes).to_contain_text("precision: fp32 → fp16")
     expect(changes).to_contain_text("loss scaling")
     assert json.loads(runs.settings_path(ws).read_text()) == {"precision": "fp16"}
+    accumulation = page.get_by_label("grad accumulation", exact=True)
+    accumulation.fill("3")
+    accumulation.press("Tab")
+    page.locator("#save-settings").click()
+    expect(batch).to_contain_text("2000 frames per micro-batch × 3 accumulated = 6000 frames")
+    assert json.loads(runs.settings_path(ws).read_text()) == {"precision": "fp16", "grad_accumulation": 3}
     expect(page.locator("#why-precision")).to_contain_text("your choice")
 
     page.reload()  # saved in the workspace, not in the page
@@ -32,6 +41,7 @@ def test_settings_are_prefilled_saved_with_their_trade_and_reset(app_server, pag
 
     page.get_by_role("button", name="Reset to recommended").click()
     expect(page.get_by_label("precision", exact=True)).to_have_value("fp32")
+    expect(batch).to_contain_text("× 1 accumulated = 2000 frames")
     assert runs.saved_settings(ws) == {}
 
     page.get_by_role("button", name="Measure").click()

@@ -77,7 +77,7 @@ def test_checkpoint_round_trip_restores_the_same_model(corpus):
     b = again.synthesise(tokens, speaker=1, n_steps=2, generator=torch.Generator().manual_seed(0))
     assert torch.equal(a["mel"], b["mel"]) and a["mel"].shape[1] == 100
     state = load_trainer_state(folder)
-    assert state["step"] == 2 and "optimizer" in state and "rng_cpu" in state
+    assert state["step"] == 2 and "optimizer" in state and "scaler" in state
 
 
 def test_resume_after_a_stop_continues_the_same_loss_curve(corpus):
@@ -238,3 +238,77 @@ def test_single_speaker_checkpoint_adapts_to_a_new_single_speaker(tmp_path):
                                             "dataset": "other", "init": str(init)})))
     model, config = load_checkpoint(result["last_checkpoint"])
     assert result["state"] == "finished" and config["speakers"] == ["am_m3"] and model.spk_emb is None
+
+
+def test_held_out_mcd_that_stops_improving_is_called_overfitting_and_stop_ends_the_run_there(corpus):
+    """lr 0: the weights never change, so every evaluation scores the same MCD, which never improves."""
+    from utils import runs
+
+    frozen = dict(lr=0.0, warmup_steps=1, eval_every=1, checkpoint_every=100, max_steps=6, patience=2)
+    warned = run(prepare_run(tiny_config(corpus, "overfit-warn", on_overfit="warn", **frozen)))
+    status = json.loads((corpus.run_dir("overfit-warn") / "status.json").read_text())
+    assert warned["state"] == "finished" and warned["step"] == 6
+    assert status["best_checkpoint"].endswith("step-1")  # the first evaluation stays the best
+    assert "has not improved for 5 evaluations" in status["overfitting"] and "overfitting" in status["overfitting"]
+    assert "⚠ Held-out MCD has not improved" in runs.view(corpus, "overfit-warn").summary()
+
+    stopped = run(prepare_run(tiny_config(corpus, "overfit-stop", on_overfit="stop", **frozen)))
+    assert stopped["state"] == "finished" and stopped["step"] == 3  # evaluations 2 and 3 did not improve
+    assert stopped["message"].startswith("finished early at step 3") and "step-1" in stopped["message"]
+    assert stopped["best_checkpoint"].endswith("step-1")
+
+
+def test_a_halved_micro_batch_grows_back_after_a_stretch_of_good_steps(corpus, monkeypatch):
+    from utils.training import loop
+
+    monkeypatch.setattr(loop, "GROW_BACK_STEPS", 4)  # 4 good steps after the first out-of-memory, then 8
+    rows = [r for r in read_jsonl(corpus.dataset_dir("am") / "manifest.jsonl") if r["split"] == "train"]
+    longest = -(-max(int(r["duration"] * MODEL_SAMPLE_RATE) // 256 + 1 for r in rows) // 4) * 4
+    result = run(prepare_run(tiny_config(corpus, "regrow", max_steps=13, max_frames_per_batch=4 * longest,
+                                         fault_oom_above_frames=2 * longest, checkpoint_every=13)))
+    log = (corpus.run_dir("regrow") / "train.log").read_text()
+    assert result["state"] == "finished" and result["step"] == 13
+    # the injected limit stays, so the whole batch fails again; the next try waits twice as long
+    assert "out of memory at step 0: micro-batch halved" in log
+    assert "step 4: 4 steps without running out of memory: micro-batch doubled back" in log
+    assert "out of memory at step 4: micro-batch halved" in log
+    assert "step 12: 8 steps without running out of memory: micro-batch doubled back" in log
+
+
+def test_fp16_overflows_while_the_loss_scale_calibrates_are_not_failed_steps(corpus, monkeypatch):
+    """A T4 starts fp16 at loss scale 65536 and skips steps until the scale fits; those skips must not add up
+    to the five failed steps that stop a run. Here the scale starts far too high, so many steps overflow."""
+    from utils.training import optimization
+
+    made = []
+
+    def huge_scale(m):
+        made.append(torch.amp.GradScaler("cpu", init_scale=2.0 ** 40, enabled=m.precision == "fp16"))
+        return made[-1]
+
+    monkeypatch.setattr(optimization, "grad_scaler", huge_scale)
+    result = run(prepare_run(tiny_config(corpus, "fp16-calibrates", precision="fp16", max_steps=30,
+                                         checkpoint_every=30, max_bad_steps=3)))
+    log = (corpus.run_dir("fp16-calibrates") / "train.log").read_text()
+    assert result["state"] == "finished" and result["step"] == 30, log[-1500:]
+    assert log.count("gradients overflowed, step skipped, loss scale lowered") > 3
+    assert made[-1].get_scale() < 2.0 ** 30
+
+
+def test_blanks_are_on_by_default_recorded_in_the_checkpoint_and_a_checkpoint_keeps_its_own(corpus):
+    first = run(prepare_run(tiny_config(corpus, "blanks-default", max_steps=2, checkpoint_every=2)))
+    folder = Path(first["last_checkpoint"])
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model"]["add_blank"] is True and config["resolved"]["blanks"] is True
+    # a checkpoint from before the setting: no add_blank in its config, so it was trained without blanks
+    old = corpus.root / "old-checkpoint"
+    shutil.copytree(folder, old)
+    del config["model"]["add_blank"]
+    (old / "config.json").write_text(json.dumps(config))
+    tuned = run(prepare_run(tiny_config(corpus, "blanks-old", max_steps=2, checkpoint_every=2, init=str(old))))
+    tuned_config = json.loads((Path(tuned["last_checkpoint"]) / "config.json").read_text())
+    assert tuned_config["model"]["add_blank"] is False
+    run_config = json.loads((corpus.run_dir("blanks-old") / "config.json").read_text())
+    assert "kept from the checkpoint" in run_config["reasons"]["blanks"] and run_config["resolved"]["blanks"] is False
+    model, _ = load_checkpoint(tuned["last_checkpoint"])
+    assert model.cfg.add_blank is False and model.synthesise([3, 4, 5], n_steps=2)["durations"].shape == (3,)

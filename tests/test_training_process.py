@@ -100,6 +100,28 @@ def test_ddp_two_cpu_processes_with_gloo_train_in_lock_step(corpus):
     assert [r["step"] for r in rows] == [1, 2, 3, 4]  # one writer (rank 0), not two
 
 
+def test_ddp_resume_continues_every_ranks_own_random_stream(corpus):
+    """Two gloo processes, 4 steps straight vs. resumed from the straight run's step-2 checkpoint: the same
+    weights at step 4. The flow-matching noise differs per rank, so a resume that gave every rank rank 0's
+    generator (as it once did) trains another model."""
+    from utils.safeload import load_safetensors
+
+    straight = prepare_run(tiny_config(corpus, "ddp-straight", max_steps=4, checkpoint_every=2, keep_checkpoints=3,
+                                       ema_decay=0.0))
+    proc = start_trainer(straight, nproc=2)
+    assert proc.wait(timeout=300) == 0, Path(proc.output_path).read_text(errors="replace")[-3000:]
+    middle = corpus.run_dir("ddp-straight") / "checkpoints" / "step-2"
+    resumed = prepare_run(tiny_config(corpus, "ddp-resumed", max_steps=4, checkpoint_every=2, keep_checkpoints=3,
+                                      ema_decay=0.0, resume=str(middle)))
+    proc = start_trainer(resumed, nproc=2)
+    assert proc.wait(timeout=300) == 0, Path(proc.output_path).read_text(errors="replace")[-3000:]
+    a = load_safetensors(corpus.run_dir("ddp-straight") / "checkpoints" / "step-4" / "model.safetensors")
+    b = load_safetensors(corpus.run_dir("ddp-resumed") / "checkpoints" / "step-4" / "model.safetensors")
+    assert a.keys() == b.keys()
+    for name in a:
+        assert (a[name] - b[name]).abs().max() <= 1e-6, name
+
+
 def test_app_train_command_trains_and_reports(corpus, capsys):
     sys.path.insert(0, str(ROOT))
     import app

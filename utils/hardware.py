@@ -202,15 +202,13 @@ def recommend(report: HardwareReport, preset: str = "base") -> dict[str, Setting
                                        "7.0); length bucketing keeps shapes few, so recompiles stay rare."
                            if compile_ok else "torch.compile's GPU backend needs Linux and compute >= 7.0.")
     fit = _frames_that_fit(usable, preset, 2.5 if checkpointing else 1.0)
-    # Many GPUs split the effective batch, but each keeps a batch big enough to stay busy.
-    frames = min(fit, max(TARGET_FRAMES_PER_STEP // n, 2 * MIN_USEFUL_FRAMES))
+    r.update(batch_plan(fit, n))
     r["max_frames_per_batch"] = Setting(
-        frames, f"~{fit} frames fit (first guess from {g.memory_gb:.1f} GiB reported, {g.gpu_class}; "
-                f"{RESERVED_GB} GiB kept for weights, optimizer and allocator; ~{_bytes_per_frame(preset) / 1e3:.0f} kB "
-                f"per frame for the {preset} preset{' with checkpointing' if checkpointing else ''})"
-                + (f", capped at {frames} per GPU to keep the effective batch" if fit > frames else "")
-                + ". Press 'measure' (batch probe) to replace the guess with what really fits.")
-    r.update(_accumulation(frames, n))
+        r["max_frames_per_batch"].value,
+        f"~{fit} frames fit (first guess from {g.memory_gb:.1f} GiB reported, {g.gpu_class}; {RESERVED_GB} GiB "
+        f"kept for weights, optimizer and allocator; ~{_bytes_per_frame(preset) / 1e3:.0f} kB per frame for the "
+        f"{preset} preset{' with checkpointing' if checkpointing else ''}; the probe measures it at the start). "
+        + r["max_frames_per_batch"].reason)
     per_gpu = max(1, report.cpu_count // n)
     workers = max(1, min(8, per_gpu - 1))
     r["num_workers"] = Setting(workers, f"{report.cpu_count} CPU cores for {n} GPU process(es): {workers} loader "
@@ -253,9 +251,9 @@ def _recommend_mps(report: HardwareReport) -> dict[str, Setting]:
     r["precision"] = Setting("fp32", "Apple GPU (MPS): fp32, since mixed-precision autocast on MPS does not cover "
                                      "every op this model uses.")
     r["attention"] = Setting("math", "MPS has no FlashAttention; SDPA's standard kernel.")
-    frames = 8000
-    r["max_frames_per_batch"] = Setting(frames, "Apple GPU shares system memory; a moderate batch keeps the OS responsive.")
-    r.update(_accumulation(frames, 1))
+    r.update(batch_plan(8000, 1))
+    r["max_frames_per_batch"] = Setting(8000, "Apple GPU shares system memory; a moderate batch keeps the OS "
+                                              "responsive. " + r["max_frames_per_batch"].reason)
     r["separation_batch_size"] = Setting(2, "Apple GPU: small batches of music-removal chunks.")
     return r
 
@@ -269,23 +267,46 @@ def _frames_that_fit(usable_gb: float, preset: str, factor: float) -> int:
     return int(max(1000, min(400_000, frames)) // 1000 * 1000)
 
 
-def _accumulation(frames: int, n_gpus: int) -> dict[str, Setting]:
-    accum = max(1, math.ceil(TARGET_FRAMES_PER_STEP / (frames * n_gpus)))
-    total = frames * n_gpus * accum
-    if accum == 1 and total > TARGET_FRAMES_PER_STEP:
-        why = (f"{frames} frames x {n_gpus} GPUs = {total} frames per step, above the usual "
-               f"~{TARGET_FRAMES_PER_STEP}: each GPU keeps a batch big enough to stay busy.")
+def batch_plan(fit: int, n_gpus: int, target: int = TARGET_FRAMES_PER_STEP, accum: int = 0) -> dict[str, Setting]:
+    """Micro-batch x accumulation x GPUs = the effective batch the learning rates were chosen for (`target`
+    frames per optimizer step), whatever the card: a GPU where more fits does not take a bigger step.
+
+    `fit`: frames per micro-batch that fit (first guess or measured by the probe). Accumulation is the fewest
+    micro-batches that reach `target`, and the micro-batch is then the even share of `target`, so an L4, an
+    A100 40 GB, an A100 80 GB and an H100 all step on `target` frames. Only with many GPUs, where an even
+    share would leave each card idle (< 2 x MIN_USEFUL_FRAMES), the effective batch grows; then
+    `lr_batch_scale` is sqrt(effective / target), the square-root rule for Adam-type optimizers.
+    `accum` > 0: the accumulation the user set; only the micro-batch is planned.
+    """
+    n = max(1, n_gpus)
+    floor = 2 * MIN_USEFUL_FRAMES if n > 1 else 0
+    accum = accum or max(1, math.ceil(target / (n * max(1, fit))))
+    micro = min(fit, max(math.ceil(target / (n * accum)), floor))
+    effective = micro * n * accum
+    scale = math.sqrt(effective / target) if effective > 1.05 * target else 1.0
+    shape = f"{micro} frames x {accum} micro-batch{'es' if accum > 1 else ''}" + (f" x {n} GPUs" if n > 1 else "")
+    if scale > 1.0:
+        why = (f"{shape} = {effective} frames per optimizer step: an even share of ~{target} would leave each of "
+               f"the {n} GPUs under {floor} frames, so the step is larger and the learning rate x{scale:.2f} "
+               "(square-root rule)")
     else:
-        why = (f"{frames} frames x {n_gpus} process(es) x {accum} = {total} frames per optimizer step, so every "
-               f"machine reaches the same effective batch (~{TARGET_FRAMES_PER_STEP}).")
-    return {"grad_accumulation": Setting(accum, why)}
+        why = (f"{shape} = {effective} frames per optimizer step, the batch the learning rate was chosen for "
+               f"(~{target}), the same on every GPU; {fit} frames fit per micro-batch")
+    return {"max_frames_per_batch": Setting(micro, f"{why}."),
+            "grad_accumulation": Setting(accum, f"{why}."),
+            "effective_batch": Setting(effective, f"{why}."),
+            "lr_batch_scale": Setting(round(scale, 4), f"{why}.")}
 
 
-def with_measured_batch(report: HardwareReport, max_frames: int, detail: str) -> HardwareReport:
-    """Hook for the measured batch probe (utils/training): replace the first guess by what fits."""
+def with_measured_batch(report: HardwareReport, max_frames: int, detail: str, n_processes: int = 0,
+                        accum: int = 0) -> HardwareReport:
+    """Hook for the measured batch probe (utils/training): plan the batch from what really fits (`accum`: the
+    accumulation the user set, if any)."""
     rec = dict(report.recommended)
-    rec["max_frames_per_batch"] = Setting(max_frames, f"measured: {detail}")
-    rec.update(_accumulation(max_frames, max(1, len(report.gpus))))
+    plan = batch_plan(max_frames, n_processes or max(1, len(report.gpus)), accum=accum)
+    rec.update(plan)
+    rec["max_frames_per_batch"] = Setting(plan["max_frames_per_batch"].value,
+                                          f"measured: {detail}. {plan['max_frames_per_batch'].reason}")
     return replace(report, recommended=rec)
 
 

@@ -85,6 +85,8 @@ class RunView:
             text += f"\n\n{s['message']}"
         if s.get("warning"):
             text += f"\n\n⚠ {s['warning']}"
+        if s.get("overfitting"):
+            text += f"\n\n⚠ {s['overfitting']}"
         return text
 
 
@@ -209,6 +211,16 @@ def pick_devices(ws: Workspace, gpus: int, all_gpus: bool) -> tuple[str, int]:
     return "cuda:0", 1
 
 
+EVALS_PER_RUN = 6  # a run shows its quality (MCD, samples) this many times, however short
+MIN_EVAL_GAP = 50  # steps: each evaluation synthesises held-out clips, which costs a few training steps' time
+
+
+def eval_schedule(max_steps: int, longest: int) -> int:
+    """Steps between evaluations when the curator has not chosen: about EVALS_PER_RUN per run (a 300-step run is
+    checked every 50 steps, not once at its end), at least MIN_EVAL_GAP apart, at most `longest` (the default)."""
+    return max(MIN_EVAL_GAP, min(longest, -(-max_steps // EVALS_PER_RUN)))
+
+
 def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str = "", init: str = "",
                    finetune_mode: str = "full", max_steps: int | None = None, all_gpus: bool = False,
                    overrides: dict | None = None) -> dict:
@@ -226,8 +238,11 @@ def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str 
         values["max_steps"] = int(max_steps)
     if values["run"] and (ws.run_dir(values["run"]) / "config.json").exists():
         raise StudioError(f"A run called {values['run']} exists already: resume it from the run list, or pick a new name.")
-    config_path = prepare_run(TrainConfig.from_dict(values))
-    return {"run": config_path.parent.name, **queue(ws, config_path, all_gpus)}
+    cfg = TrainConfig.from_dict(values)
+    if "eval_every" not in values:
+        cfg.eval_every = eval_schedule(cfg.max_steps, cfg.eval_every)
+    config_path = prepare_run(cfg)
+    return {"run": config_path.parent.name, "eval_every": cfg.eval_every, **queue(ws, config_path, all_gpus)}
 
 
 def queue(ws: Workspace, config_path: Path, all_gpus: bool = False, **job) -> dict:
@@ -298,7 +313,8 @@ MACHINE_SETTINGS = ("device", "precision", "tf32", "attention", "grad_checkpoint
                     "persistent_workers", "prefetch_factor", "length_multiple", "probe", "probe_headroom")
 SCHEDULE_SETTINGS = ("max_steps", "lr", "min_lr_ratio", "warmup_steps", "weight_decay", "beta1", "beta2", "grad_clip",
                      "ema_decay", "seed", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
-                     "eval_clips", "sample_clips", "ode_steps", "mcd", "eval_vocoder", "max_bad_steps")
+                     "eval_clips", "sample_clips", "ode_steps", "mcd", "eval_vocoder", "patience", "on_overfit",
+                     "max_bad_steps")
 
 
 @dataclass
@@ -329,6 +345,9 @@ def settings_form(ws: Workspace, preset: str = "small") -> list[SettingRow]:
         f = meta[name]
         if name in machine.values:
             recommended, reason = machine.values[name], machine.reasons[name]
+        elif name == "eval_every":
+            recommended, reason = f.default, (f"fits each run: about {EVALS_PER_RUN} evaluations per run, at least "
+                                              f"{MIN_EVAL_GAP} and at most {f.default} steps apart")
         else:
             recommended, reason = f.default, "default"
         chosen = saved.get(name, "auto" if name in machine.values else recommended)
@@ -341,6 +360,15 @@ def settings_form(ws: Workspace, preset: str = "small") -> list[SettingRow]:
         rows.append(SettingRow(name, value, recommended, reason, f.metadata.get("help", ""), trades.get(name, ""),
                                [c for c in choices if c != "auto"] if choices else None))
     return rows
+
+
+def batch_summary(rows: list[SettingRow]) -> str:
+    """One line for the Optimizations tab: micro-batch x accumulation = frames per optimizer step (one GPU;
+    with every GPU in use the trainer splits the same batch over them)."""
+    by_name = {r.name: r for r in rows}
+    micro, accum = int(by_name["max_frames_per_batch"].value), int(by_name["grad_accumulation"].value)
+    return (f"**Batch per optimizer step:** {micro} frames per micro-batch × {accum} accumulated = "
+            f"**{micro * accum} frames**. Why: {by_name['grad_accumulation'].reason}")
 
 
 def save_form(ws: Workspace, preset: str, values: dict) -> tuple[dict, list[str]]:

@@ -57,6 +57,9 @@ def _tick_only_on_the_open_tab(tab_timers: list) -> tuple:
 
 def launch(workspace: Workspace, host: str = "127.0.0.1", port: int = 7860, share: bool = False,
            auth: tuple[str, str] | None = None, max_upload_mb: int = 4096) -> None:
+    from utils.vocoder.default import start_fetch
+
+    start_fetch(workspace)  # the public Vocos, once, in the background: a neural voice by default, not Griffin-Lim
     ctx = AppContext(workspace=workspace, max_upload_mb=max_upload_mb)
     demo = build_ui(ctx)
     demo.queue(default_concurrency_limit=4).launch(

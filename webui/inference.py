@@ -12,9 +12,10 @@ import numpy as np
 
 from utils import inference
 from utils.events import StudioError
+from utils.vocoder.default import DEFAULT_NAME, status_line
 from webui.context import AppContext
 
-AUTO_VOCODER = "auto (the voice's vocoder, else Griffin-Lim)"
+AUTO_VOCODER = "auto"  # the voice's own vocoder, else the workspace's default (public Vocos), else Griffin-Lim
 NO_VOICE = "No voice yet: train a run on the Training tab; its checkpoints and exported voices appear here."
 ROW_COLUMNS = ["#", "text", "normalized", "phonemes (what the model spoke)", "skipped symbols"]
 DEVICE_LABELS = [("Auto (GPU unless a training run holds it)", "auto"), ("CPU", "cpu"), ("GPU (share with training)", "cuda")]
@@ -45,8 +46,9 @@ def speaker_choices(ctx: AppContext, voice: str | None):
     return gr.update(choices=names, value=names[0] if names else None, visible=len(names) > 1)
 
 
-def vocoder_choices(ctx: AppContext) -> list[str]:
-    return [AUTO_VOCODER, inference.GRIFFIN_LIM] + inference.list_vocoders(ctx.workspace)
+def vocoder_choices(ctx: AppContext) -> list[tuple[str, str]]:
+    """auto (saying what it means here), vocoders trained here, supplied ones, the public default, Griffin-Lim."""
+    return [(inference.auto_vocoder_label(ctx.workspace), AUTO_VOCODER)] + inference.vocoder_menu(ctx.workspace)
 
 
 def can_stream_audio() -> bool:
@@ -148,8 +150,8 @@ def add_vocoder(ctx: AppContext, files, name):
 def build(ctx: AppContext):
     ws = ctx.workspace
     gr.Markdown("Type Amharic, pick a voice (an exported voice or any training checkpoint) and press **Speak**: "
-                "the audio starts playing after the first sentence. Without a trained vocoder the audio comes from "
-                "Griffin-Lim: intelligible but buzzy.")
+                "the audio starts playing after the first sentence. The line under the pickers says which vocoder "
+                "makes the sound.")
     voices = inference.voice_choices(ws)
     first = voices[0][1] if voices else None
     first_speakers = _speakers_or_none(ctx, first)
@@ -158,8 +160,10 @@ def build(ctx: AppContext):
                             elem_id="inference-voice", info="" if voices else NO_VOICE)
         speaker = gr.Dropdown(label="Speaker", choices=first_speakers, scale=1, visible=len(first_speakers) > 1,
                               value=first_speakers[0] if first_speakers else None, elem_id="inference-speaker")
-        vocoder = gr.Dropdown(label="Vocoder", value=AUTO_VOCODER, scale=2, choices=vocoder_choices(ctx))
+        vocoder = gr.Dropdown(label="Vocoder", value=AUTO_VOCODER, scale=2, choices=vocoder_choices(ctx),
+                              elem_id="inference-vocoder")
         reload = gr.Button("↻ Refresh", scale=0, min_width=90)
+    vocoder_status = gr.Markdown(status_line(ws), elem_id="vocoder-status")  # licence, download, or why it buzzes
     text = gr.Textbox(label="Amharic text", lines=4, value=inference.SAMPLE_SENTENCES[0], elem_id="inference-text",
                       info="Any length: split at ። ? ! and line breaks, spoken in batches, joined with pauses.")
     gr.Examples(examples=[[s] for s in inference.SAMPLE_SENTENCES], inputs=[text], label="Sample sentences")
@@ -216,8 +220,7 @@ def build(ctx: AppContext):
         with gr.Row():
             export_from = gr.Dropdown(label="Checkpoint or voice", choices=voices, value=first)
             export_name = gr.Textbox(label="Voice name", placeholder="my-voice", elem_id="inference-export-name")
-            export_vocoder = gr.Dropdown(label="Vocoder to include", value=AUTO_VOCODER,
-                                         choices=[AUTO_VOCODER] + inference.list_vocoders(ws))
+            export_vocoder = gr.Dropdown(label="Vocoder to include", value=AUTO_VOCODER, choices=vocoder_choices(ctx))
         with gr.Row():
             overwrite = gr.Checkbox(label="Overwrite a voice of that name", value=False)
             onnx = gr.Checkbox(label="Also export ONNX (acoustic model + vocoder)", value=False)
@@ -229,10 +232,11 @@ def build(ctx: AppContext):
     with gr.Accordion("Add Vocos weights (e.g. the public vocos-mel-24khz)", open=False):
         gr.Markdown("Upload `config.yaml` + `pytorch_model.bin` as published (or `model.safetensors` + "
                     "`config.json` from this app). They are checked, copied into the workspace's `vocoders/` and "
-                    "offered as a vocoder. Weights load without running code from the file.")
+                    f"offered as a vocoder; named `{DEFAULT_NAME}`, they are the default. Weights load without "
+                    "running code from the file.")
         with gr.Row():
             vocoder_files = gr.File(label="Vocos files", file_count="multiple")
-            vocoder_name = gr.Textbox(label="Name", value="vocos-mel-24khz")
+            vocoder_name = gr.Textbox(label="Name", value=DEFAULT_NAME)
         vocoder_btn = gr.Button("Add vocoder")
         vocoder_msg = gr.Markdown()
 
@@ -244,13 +248,14 @@ def build(ctx: AppContext):
         vocoders = vocoder_choices(ctx)
         return (gr.update(choices=now, value=pick, info="" if now else NO_VOICE), gr.update(choices=vocoders),
                 speaker_choices(ctx, pick), gr.update(choices=now), gr.update(choices=now), gr.update(choices=now),
-                gr.update(choices=[AUTO_VOCODER] + inference.list_vocoders(ws)))
+                gr.update(choices=vocoders), status_line(ws))
 
-    refresh_outputs = [voice, vocoder, speaker, voice_a, voice_b, export_from, export_vocoder]
-    shown = gr.State([v for _, v in voices])  # the values this browser has, so a tick only sends what changed
+    refresh_outputs = [voice, vocoder, speaker, voice_a, voice_b, export_from, export_vocoder, vocoder_status]
+    # what this browser has (voices, vocoder line), so a tick only sends what changed
+    shown = gr.State([[v for _, v in voices], status_line(ws)])
 
-    def on_tick(current, before):  # a checkpoint written by a running training shows up without a reload
-        now = [v for _, v in inference.voice_choices(ws)]
+    def on_tick(current, before):  # a new checkpoint, or the fetched vocoder, shows up without a reload
+        now = [[v for _, v in inference.voice_choices(ws)], status_line(ws)]
         if now == before:
             return (*[gr.update()] * len(refresh_outputs), before)
         return (*on_refresh(current), now)
@@ -276,5 +281,6 @@ def build(ctx: AppContext):
                                                          onnx_steps],
                      outputs=[export_msg, export_zip], api_name="export_voice")
     vocoder_btn.click(lambda f, n: add_vocoder(ctx, f, n), inputs=[vocoder_files, vocoder_name],
-                      outputs=[vocoder_msg, vocoder], api_name="add_vocoder")
+                      outputs=[vocoder_msg, vocoder], api_name="add_vocoder").then(
+        lambda: status_line(ws), None, [vocoder_status], show_progress="hidden")
     return [(on_refresh, [voice], refresh_outputs)]

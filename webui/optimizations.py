@@ -5,6 +5,7 @@ import gradio as gr
 
 from utils import runs
 from utils.events import StudioError
+from webui.components import default_model_size
 from webui.context import AppContext
 
 
@@ -30,11 +31,13 @@ def build(ctx: AppContext) -> list:
                 "Change what you like and press **Save**: new runs start from these settings; anything left at the "
                 "recommendation keeps following the hardware.")
     with gr.Row():
-        preset = gr.Radio(["tiny", "small", "base"], value="small", label="model size the recommendations are for")
+        preset = gr.Radio(["tiny", "small", "base"], value=default_model_size(),
+                          label="model size the recommendations are for")
         save = gr.Button("Save settings", variant="primary", elem_id="save-settings")
         reset = gr.Button("Reset to recommended")
     changes = gr.Markdown(elem_id="settings-changes")
-    rows = runs.settings_form(ws, "small")
+    rows = runs.settings_form(ws, preset.value)
+    batch = gr.Markdown(runs.batch_summary(rows), elem_id="effective-batch")
     names = [r.name for r in rows]
     components, explanations = [], []
     for title, group in (("Speed and memory", runs.MACHINE_SETTINGS), ("Schedule, evaluation, checkpoints",
@@ -56,7 +59,8 @@ def build(ctx: AppContext) -> list:
     # ------------------------------------------------------------------------------- events
     def fill(preset):
         form = runs.settings_form(ws, preset)
-        return [gr.update(value=r.value) for r in form] + [_explain(r) for r in form]
+        return [gr.update(value=r.value) for r in form] + [_explain(r) for r in form] + [
+            runs.batch_summary(form)]
 
     def on_save(preset, *values):
         try:
@@ -76,9 +80,10 @@ def build(ctx: AppContext) -> list:
         except StudioError as exc:
             raise gr.Error(str(exc))
 
-    preset.change(fill, preset, components + explanations, show_progress="hidden")
-    save.click(on_save, [preset] + components, [changes] + components + explanations, api_name="save_settings")
-    reset.click(on_reset, preset, [changes] + components + explanations, api_name="reset_settings")
+    outputs = components + explanations + [batch]
+    preset.change(fill, preset, outputs, show_progress="hidden")
+    save.click(on_save, [preset] + components, [changes] + outputs, api_name="save_settings")
+    reset.click(on_reset, preset, [changes] + outputs, api_name="reset_settings")
     measure.click(on_measure, [dataset, preset], measured, api_name="measure_batch")
     gr.Timer(3.0).tick(lambda: runs.probe_report(ws), None, measured, show_progress="hidden")
-    return [(fill, [preset], components + explanations)]
+    return [(fill, [preset], outputs)]

@@ -13,30 +13,41 @@ import pandas as pd
 
 from utils import jobs, runs
 from utils.events import StudioError
+from utils.vocoder.default import status_line
+from webui.components import default_model_size
 from webui.context import AppContext
 
 MAX_SAMPLES = 4
 VOCODER_SCRATCH = ["(from scratch)"]
-LOSS = lambda k: "loss" in k or k in ("dur", "prior", "cfm")  # noqa: E731
+LOSS = lambda k: ("loss" in k and k != "loss_scale") or k in ("dur", "prior", "cfm")  # noqa: E731
 QUALITY = lambda k: "mcd" in k  # noqa: E731
 LR = lambda k: k == "lr"  # noqa: E731
 SPEED = lambda k: k == "samples_per_s"  # noqa: E731
 MEMORY = lambda k: "mem" in k or k.startswith("nvml") or k.startswith("gpu_util")  # noqa: E731
 
 
-# fixed colours, named in a caption (the plot's own legend does not always render)
-LOSS_COLORS = {"loss": "#1f77b4", "cfm": "#ff7f0e", "prior": "#2ca02c", "dur": "#d62728", "val_loss": "#9467bd"}
-MEMORY_COLORS = {"gpu_mem_allocated_gb": "#1f77b4", "gpu_mem_reserved_gb": "#ff7f0e", "gpu_mem_peak_gb": "#d62728",
-                 "nvml_process_gb": "#2ca02c", "gpu_util_percent": "#7f7f7f"}
-
-
-def _legend(title: str, colors: dict) -> str:
-    keys = " &nbsp; ".join(f"<span style='color:{c}'>■</span> {name}" for name, c in colors.items())
-    return f"<b>{title}</b>: {keys}"
-
-
 def _frame(rows: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=["step", "series", "value"])
+    """Numeric step and value, whatever the rows hold: the plot takes its axis types from the column types,
+    and numbers typed as text would be drawn as categories."""
+    return pd.DataFrame(rows, columns=["step", "series", "value"]).astype({"step": float, "series": str, "value": float})
+
+
+def _plot(frame: pd.DataFrame, drawn: list | None) -> tuple:
+    """(what to send a live plot, the curves it will then be drawn with). A Gradio plot takes its axis types,
+    colours and legend from the data it holds when it is drawn, and it is drawn when data first comes to an
+    empty box: so no data is sent as nothing, and other curves than the drawn ones (another run, a first
+    evaluation) empty the box first, for the next refresh to draw it again."""
+    curves = sorted(frame["series"].unique())
+    if curves and drawn in (None, curves):
+        return frame, curves
+    return None, None
+
+
+def _curves(label: str, elem_id: str, **kw) -> gr.LinePlot:
+    """A live plot of metric curves over steps; its legend names each curve (no title: the names say it).
+    No fixed height: the plot's own height leaves room for the legend, which a fixed one cuts off. No fixed
+    colours either: a curve missing from a colour map (a vocoder run's loss_mel) would be drawn in none."""
+    return gr.LinePlot(x="step", y="value", color="series", color_title="", label=label, elem_id=elem_id, **kw)
 
 
 def run_choices(ctx: AppContext) -> list[str]:
@@ -67,23 +78,27 @@ PLOTS_EVERY_S = 5.0  # curves are redrawn at most this often per browser; the lo
 def refresh_run(ctx: AppContext, name: str | None, shown: tuple | None = None):
     """Everything the live panel shows, from the run's files, and what this browser now holds.
 
-    `shown` is what this browser got last: (run, metric rows, samples, when). The plots and players are
-    sent again only when they changed, and the curves at most every PLOTS_EVERY_S: a browser costs the
-    server a small log update a second, so many people can watch one run (bench/ui_polling.py)."""
-    empty = _frame([])
+    `shown` is what this browser got last: (run, metric rows, samples, when, curves drawn per plot). The plots
+    and players are sent again only when they changed, and the curves at most every PLOTS_EVERY_S: a browser
+    costs the server a small log update a second, so many people can watch one run (bench/ui_polling.py)."""
     hidden = [gr.update(value=None, visible=False)] * MAX_SAMPLES
     if not name:
-        return ("No run yet: choose a dataset above and press Start.", "", *[empty] * len(PLOTS), *hidden, None)
+        return ("No run yet: choose a dataset above and press Start.", "", *[None] * len(PLOTS), *hidden, None)
     try:
         v = runs.view(ctx.workspace, name)
     except StudioError as exc:
-        return (str(exc), "", *[empty] * len(PLOTS), *hidden, None)
+        return (str(exc), "", *[None] * len(PLOTS), *hidden, None)
     now = (name, len(v.metrics), [str(p) for _, p in v.samples[:MAX_SAMPLES]], time.time())
     if shown and shown[0] == name and shown[2] == now[2] and (shown[1] == now[1] or now[3] - shown[3] < PLOTS_EVERY_S):
         return (v.summary(), v.log, *[gr.update()] * (len(PLOTS) + MAX_SAMPLES), shown)
     samples = [gr.update(value=str(p), label=f"step {s}: {p.stem}", visible=True) for s, p in v.samples[:MAX_SAMPLES]]
     samples += hidden[len(samples):]
-    return (v.summary(), v.log, *[_frame(rows) for rows in v.plots(PLOTS).values()], *samples, now)
+    frames = [_frame(rows) for rows in v.plots(PLOTS).values()]
+    drawn = shown[4] if shown and shown[0] == name else [["?"]] * len(frames)  # unknown: empty the boxes first
+    plots, drawn = zip(*[_plot(f, d) for f, d in zip(frames, drawn)])
+    if any(d is None and len(f) for d, f in zip(drawn, frames)):
+        now = (name, -1, now[2], 0.0)  # a plot was emptied to be drawn again: send the curves next second
+    return (v.summary(), v.log, *plots, *samples, (*now, list(drawn)))
 
 
 def _vocoder_label(steps) -> str:
@@ -105,9 +120,8 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         dataset = gr.Dropdown(ws.list_datasets(), label="dataset", allow_custom_value=False,
                               info="a dataset prepared on the Dataset tab")
-        # defaults a curator can finish: a GPU trains the full model, a CPU only a small one
-        preset = gr.Radio(["tiny", "small", "base"], value="base" if on_gpu else "tiny", label="model size",
-                          info="tiny: trains on a CPU in minutes (rough voice); small; base: ~18M parameters, GPU")
+        preset = gr.Radio(["tiny", "small", "base"], value=default_model_size(), label="model size",
+                          info="tiny: trains on a CPU in minutes (rough voice); small (10M parameters); base: 21M parameters, GPU")
         run_name = gr.Textbox(label="run name", placeholder="automatic: dataset + time")
         max_steps = gr.Number(value=20000 if on_gpu else 2000, precision=0, label="steps", minimum=1,
                               info="the ETA shows once it runs" + ("" if on_gpu else "; no GPU here: keep it small"))
@@ -154,17 +168,16 @@ def build(ctx: AppContext) -> None:
     summary = gr.Markdown(elem_id="run-summary")
     log = gr.Textbox(label="log (newest at the bottom)", lines=16, max_lines=16, autoscroll=True, interactive=False,
                      elem_id="train-log", elem_classes=["log-box"])
-    gr.HTML(_legend("losses", LOSS_COLORS) + (" &nbsp;&nbsp;&nbsp; " + _legend("GPU memory", MEMORY_COLORS) if on_gpu
-                                              else " &nbsp;&nbsp;&nbsp; (no GPU here: no GPU memory plot)"))
+    if not on_gpu:
+        gr.Markdown("No GPU here: no GPU memory plot.")
     with gr.Row():
-        loss_plot = gr.LinePlot(x="step", y="value", color="series", label="losses", height=300, elem_id="loss-plot",
-                                color_map=LOSS_COLORS)
-        mcd_plot = gr.LinePlot(x="step", y="value", color="series", label="validation MCD (dB)", height=300)
+        loss_plot = _curves("losses", "loss-plot")
+        mcd_plot = _curves("validation MCD (dB)", "mcd-plot")
     with gr.Row():
-        lr_plot = gr.LinePlot(x="step", y="value", color="series", label="learning rate", height=260)
-        speed_plot = gr.LinePlot(x="step", y="value", color="series", label="samples per second", height=260)
-        mem_plot = gr.LinePlot(x="step", y="value", color="series", label="GPU memory (GiB) and utilization",
-                               height=260, color_map=MEMORY_COLORS, visible=on_gpu)
+        lr_plot = _curves("learning rate", "lr-plot")
+        speed_plot = _curves("samples per second", "speed-plot")
+        mem_plot = _curves("GPU memory (GiB) and utilization", "mem-plot", visible=on_gpu)
+    vocoder_status = gr.Markdown(status_line(ws, training=True), elem_id="training-vocoder-status")
     gr.Markdown("**Samples rendered at evaluations (newest first)**")
     with gr.Row():
         players = [gr.Audio(visible=False, interactive=False, type="filepath") for _ in range(MAX_SAMPLES)]
@@ -180,6 +193,8 @@ def build(ctx: AppContext) -> None:
         except StudioError as exc:
             raise gr.Error(str(exc))
         note = f"Run **{status['run']}** {status['state']}" + (f": {status['message']}" if status.get("message") else "")
+        if status.get("eval_every"):
+            note += f" · quality (MCD and samples) checked every {status['eval_every']} steps"
         return note, run_list_frame(ctx), gr.update(choices=run_choices(ctx), value=status["run"])
 
     def on_start_vocoder(dataset, init, size, steps, all_gpus):
@@ -239,6 +254,7 @@ def build(ctx: AppContext) -> None:
               show_progress="hidden")
     slow = gr.Timer(4.0)
     slow.tick(lambda: refresh_list(ctx), None, [run_list, selected], show_progress="hidden")
+    slow.tick(lambda: status_line(ws, training=True), None, [vocoder_status], show_progress="hidden")
     slow.tick(lambda: (gr.update(choices=ws.list_datasets()),
                        gr.update(choices=["(from scratch)"] + runs.init_choices(ws)),
                        gr.update(choices=VOCODER_SCRATCH + inference.list_vocoders(ws))), None,

@@ -2,7 +2,7 @@
 
     voices/<name>/model.safetensors   acoustic weights (as in the checkpoint)
     voices/<name>/config.json         sizes, symbols, tokenizer, features, speakers + a "voice" section
-    voices/<name>/vocoder/            Vocos weights in this app's format, when one was chosen
+    voices/<name>/vocoder/            Vocos weights in this app's format (+ their LICENSE.md), unless Griffin-Lim
     voices/<name>/acoustic.onnx       with --onnx: text ids -> mel, `steps` Euler steps unrolled
     voices/<name>/vocoder.onnx        with --onnx and a vocoder: mel -> magnitude + phase (ISTFT outside)
     voices/<name>/README.md           what it is and a Python snippet that uses it
@@ -16,7 +16,8 @@ import zipfile
 from pathlib import Path
 
 from utils.events import StudioError
-from utils.inference.voices import GRIFFIN_LIM, is_acoustic, resolve_voice, vocoder_source
+from utils.inference.voices import GRIFFIN_LIM, auto_vocoder, resolve_voice, vocoder_source
+from utils.vocoder.default import NOTICE, notice
 from utils.workspace import Workspace, atomic_write_json, atomic_write_text, read_json
 
 ONNX_OPSET = 17
@@ -56,7 +57,8 @@ def _readme(name: str, config: dict, onnx_files: list[str]) -> str:
     speakers = list(config.get("speakers") or [])
     return (f"# Voice: {name}\n\nAn Amharic voice exported by Amharic TTS Studio on {voice['exported']} from "
             f"`{voice['source']}` (step {config.get('step', '?')}).\n\n"
-            f"- speakers: {', '.join(speakers) or 'one'}\n- vocoder: {voice['vocoder_source'] or 'none (Griffin-Lim)'}\n"
+            f"- speakers: {', '.join(speakers) or 'one'}\n- vocoder: {voice['vocoder_source'] or 'none (Griffin-Lim)'}"
+            + (f" ({voice['vocoder_licence']}; see vocoder/{NOTICE})" if voice.get("vocoder_licence") else "") + "\n"
             f"- sample rate: {(config.get('features') or {}).get('sample_rate', 24000)} Hz\n"
             + (f"- ONNX: {', '.join(onnx_files)} ({voice.get('onnx_steps')} flow steps)\n" if onnx_files else "")
             + "\n## Use it\n\n" + usage_snippet(name, speakers, bool(onnx_files)))
@@ -64,8 +66,9 @@ def _readme(name: str, config: dict, onnx_files: list[str]) -> str:
 
 def export_voice(ws: Workspace, source: str, voice_name: str, vocoder: str | None = None,
                  overwrite: bool = False, onnx: bool = False, onnx_steps: int = 10) -> Path:
-    """Copy an acoustic checkpoint (a run name, checkpoint folder or voice) and a vocoder into voices/<name>/,
-    write its README with a usage snippet, optionally ONNX files, and zip it into exports/<name>.zip."""
+    """Copy an acoustic checkpoint (a run name, checkpoint folder or voice) and a vocoder (None/"auto": see
+    `auto_vocoder`; "griffin-lim": none) into voices/<name>/, write its README with a usage snippet, optionally
+    ONNX files, and zip it into exports/<name>.zip."""
     from utils.vocoder import load_vocoder, save_vocoder
 
     folder = resolve_voice(ws, source)
@@ -81,16 +84,21 @@ def export_voice(ws: Workspace, source: str, voice_name: str, vocoder: str | Non
         shutil.copy2(folder / "model.safetensors", tmp / "model.safetensors")
         config = read_json(folder / "config.json")
         config.pop("voice", None)
-        vocoder_label, voc = None, None
-        if vocoder in (None, "", "auto") and is_acoustic(folder) and (folder / "vocoder").is_dir():
-            vocoder = str((folder / "vocoder").relative_to(ws.root))  # re-exporting a voice keeps its vocoder
-        if vocoder and vocoder not in ("auto", GRIFFIN_LIM):
-            voc = load_vocoder(vocoder_source(ws, vocoder))
+        vocoder_label, voc, licence = None, None, None
+        if vocoder in (None, "", "auto"):  # the voice's own (re-exporting keeps it), else the workspace default
+            chosen = auto_vocoder(ws, folder)
+            vocoder = str(chosen.relative_to(ws.root)) if chosen is not None else None
+        if vocoder and vocoder != GRIFFIN_LIM:
+            source_dir = vocoder_source(ws, vocoder)
+            voc = load_vocoder(source_dir)
             save_vocoder(voc, tmp / "vocoder", source=str(vocoder))
+            if (Path(source_dir) / NOTICE).is_file():  # MIT: the licence travels with the weights
+                shutil.copy2(Path(source_dir) / NOTICE, tmp / "vocoder" / NOTICE)
+                licence = notice(tmp / "vocoder").get("Licence")
             vocoder_label = str(vocoder)
         config["voice"] = {"name": voice_name, "source": str(folder.relative_to(ws.root)),
                            "vocoder": "vocoder" if vocoder_label else None, "vocoder_source": vocoder_label,
-                           "exported": time.strftime("%Y-%m-%d %H:%M:%S")}
+                           "vocoder_licence": licence, "exported": time.strftime("%Y-%m-%d %H:%M:%S")}
         atomic_write_json(tmp / "config.json", config)
         onnx_files = export_onnx(tmp, voc, onnx_steps) if onnx else []
         if onnx_files:

@@ -266,8 +266,9 @@ def speak(ws: Workspace, voice: str, text: str, speaker: str | None = None, step
 
     voice: exported voice, run name (its best checkpoint) or checkpoint folder; speaker: a speaker name of
     it (default its first); steps / temperature / length_scale: flow steps, noise scale, duration scale
-    (>1 slower); vocoder: None = the voice's own else Griffin-Lim, "griffin-lim", or a vocoder folder / hub
-    id; seed fixes the noise (None: random); device: auto | cpu | cuda (see `pick_device`).
+    (>1 slower); vocoder: None = the voice's own, else the workspace's default (the public Vocos once fetched),
+    else Griffin-Lim; "griffin-lim"; or a vocoder folder / hub id; seed fixes the noise (None: random);
+    device: auto | cpu | cuda (see `pick_device`).
     """
     from utils.text import load_user_dict
 

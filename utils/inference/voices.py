@@ -60,6 +60,39 @@ def list_vocoders(ws: Workspace) -> list[str]:
     return found
 
 
+def vocoder_menu(ws: Workspace) -> list[tuple[str, str]]:
+    """(label, value) pairs for a vocoder picker, below its "auto" entry: vocoders trained here first (newest
+    first), then supplied ones, then the public default, then Griffin-Lim."""
+    from utils.vocoder.default import DEFAULT_NAME, default_vocoder
+
+    found = list_vocoders(ws)
+    trained = sorted((v for v in found if v.startswith("runs")), key=lambda v: -(ws.root / v).stat().st_mtime)
+    supplied = [v for v in found if not v.startswith("runs") and Path(v).name != DEFAULT_NAME]
+    menu = [(f"{v} (trained here)", v) for v in trained] + [(v, v) for v in supplied]
+    default = default_vocoder(ws)
+    if default is not None:
+        rel = str(default.relative_to(ws.root))
+        menu.append((f"{rel} (public Vocos, MIT licence)", rel))
+    return menu + [(f"{GRIFFIN_LIM} (no vocoder: buzzy)", GRIFFIN_LIM)]
+
+
+def auto_vocoder(ws: Workspace, voice_folder: Path | None = None) -> Path | None:
+    """What "auto" means: the voice's own vocoder, else the workspace default (the public Vocos once fetched),
+    else None (Griffin-Lim)."""
+    from utils.vocoder.default import default_vocoder
+
+    if voice_folder is not None and is_vocoder(voice_folder / "vocoder"):
+        return voice_folder / "vocoder"
+    return default_vocoder(ws)
+
+
+def auto_vocoder_label(ws: Workspace) -> str:
+    from utils.vocoder.default import default_vocoder
+
+    fallback = "the public Vocos" if default_vocoder(ws) is not None else "Griffin-Lim (buzzy)"
+    return f"auto: the voice's own vocoder, else {fallback}"
+
+
 def best_checkpoint(ws: Workspace, run: str) -> Path | None:
     """The run's checkpoint with the lowest validation MCD when it still exists, else its newest."""
     run_dir = ws.run_dir(run)
@@ -158,7 +191,7 @@ _MODELS_KEPT = 4
 
 
 def _cached(kind: str, folder: Path, load):
-    weights = folder / "model.safetensors" if folder.is_dir() else folder
+    weights = next((folder / n for n in ("model.safetensors", "pytorch_model.bin") if (folder / n).exists()), folder)
     key = (kind, str(folder), weights.stat().st_mtime_ns if weights.exists() else 0)
     if key not in _MODELS:
         _MODELS[key] = load()
@@ -176,14 +209,15 @@ def load_acoustic(folder: Path, device: str):
 
 
 def load_vocoder_for(ws: Workspace, voice_folder: Path, vocoder: str | None, device: str):
-    """(model or None for Griffin-Lim, label). None/"auto" = the voice's own vocoder if it has one."""
+    """(model or None for Griffin-Lim, label). None/"auto": see `auto_vocoder`."""
     from utils.vocoder import load_vocoder
 
     if vocoder in (None, "", "auto"):
-        own = voice_folder / "vocoder"
-        if is_vocoder(own):
-            return _cached(f"vocoder:{device}", own, lambda: load_vocoder(own, device)), "vocos (voice)"
-        return None, GRIFFIN_LIM
+        chosen = auto_vocoder(ws, voice_folder)
+        if chosen is None:
+            return None, GRIFFIN_LIM
+        label = "vocos (voice)" if chosen.parent == voice_folder else f"vocos ({chosen.relative_to(ws.root)}, default)"
+        return _cached(f"vocoder:{device}", chosen, lambda: load_vocoder(chosen, device)), label
     if vocoder == GRIFFIN_LIM:
         return None, GRIFFIN_LIM
     source = vocoder_source(ws, vocoder)

@@ -22,6 +22,7 @@ def prepare_run(cfg: TrainConfig) -> Path:
     runs/RUN/config.json; returns its path."""
     import time
 
+    from utils.vocoder.default import resolve
     from utils.workspace import Workspace, check_name
 
     ws = Workspace.open(cfg.workspace)
@@ -33,6 +34,7 @@ def prepare_run(cfg: TrainConfig) -> Path:
     if not cfg.run:
         cfg.run = f"{cfg.dataset}-{time.strftime('%Y%m%d-%H%M%S')}"
     cfg.workspace = str(ws.root)
+    cfg.eval_vocoder = resolve(ws, cfg.eval_vocoder)  # "auto" fixed now, not at each resume: one curve, one vocoder
     path = ws.run_dir(cfg.run) / "config.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_run_config(path, cfg)

@@ -27,11 +27,14 @@ class TrainConfig:
     workspace: str = _f("workspace", "workspace folder holding datasets/ and runs/")
     dataset: str = _f("", "dataset name under workspace/datasets")
     run: str = _f("", "run name under workspace/runs")
-    preset: str = _f("small", "model size: tiny (CPU tests), small, base (~18M parameters)",
+    preset: str = _f("small", "model size: tiny (3 M parameters, CPU runs), small (10 M), base (21 M)",
                      choices=["tiny", "small", "base"])
     init: str = _f("", "fine-tune from this checkpoint folder (model.safetensors + config.json)")
     finetune_mode: str = _f("full", "with --init: full | freeze_encoder | new_speaker (only speaker rows train)",
                             choices=["full", "freeze_encoder", "new_speaker"])
+    blanks: str = _f(AUTO, "a blank symbol between every two input symbols (Matcha-TTS's add_blank): true | false | "
+                           "auto (on: 1.7-2.1 dB lower held-out MCD in bench/RESULTS.md's A/B); a checkpoint's own "
+                           "choice wins")
     resume: str = _f(AUTO, "auto: continue this run's newest checkpoint if there is one; none: start fresh")
     frontend: str = _f(AUTO, "model input symbols: phoneme (auto) | char | bpe; a checkpoint's own table wins",
                        choices=[AUTO, "phoneme", "char", "bpe"])
@@ -74,13 +77,20 @@ class TrainConfig:
     eval_every: int = _f(1000, "steps between evaluations (val loss, MCD, audio samples); 0 = only at the end")
     checkpoint_every: int = _f(1000, "steps between checkpoints")
     keep_checkpoints: int = _f(3, "newest checkpoints kept (the best by MCD is kept too)")
-    eval_clips: int = _f(4, "held-out clips synthesised for MCD at each evaluation")
+    eval_clips: int = _f(8, "held-out clips synthesised for MCD at each evaluation (all of them when fewer); the "
+                            "best checkpoint is chosen by their mean, so a few clips' luck does not pick it")
     sample_clips: int = _f(2, "of those, how many are written to samples/step-N/ as WAV")
     ode_steps: int = _f(10, "Euler steps of the flow decoder at evaluation")
     mcd: str = _f("world", "world (WORLD/SPTK MCD after Griffin-Lim, as bench numbers) | logmel (fast proxy on mels)",
                   choices=["world", "logmel"])
-    eval_vocoder: str = _f("", "vocoder for the evaluation MCD and samples, so the curve is what you will hear "
-                               "(a workspace vocoder: vocoders/NAME or a vocoder run's checkpoint); empty: Griffin-Lim")
+    eval_vocoder: str = _f("auto", "vocoder for the evaluation MCD and samples, so the curve is what you will hear: "
+                                   "auto (the workspace's default, the public Vocos once fetched, else Griffin-Lim; "
+                                   "fixed when the run is prepared) | a workspace vocoder (vocoders/NAME or a vocoder "
+                                   "run's checkpoint) | griffin-lim")
+    patience: int = _f(5, "evaluations without a lower held-out MCD before the run is called overfitting; 0 = never")
+    on_overfit: str = _f("warn", "when held-out MCD stops improving for `patience` evaluations: warn (the Training "
+                                 "tab says so; the best checkpoint stays marked for export) | stop (end the run there)",
+                         choices=["warn", "stop"])
     max_bad_steps: int = _f(5, "consecutive NaN/Inf steps before the run stops with a clear message")
     # ------------------------------------------------------------------ fault injection (tests)
     fault_oom_above_frames: int = _f(0, "TEST HOOK: raise out-of-memory for micro-batches above this many frames")

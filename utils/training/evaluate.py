@@ -27,7 +27,10 @@ def vocode(logmel: torch.Tensor, feat_cfg: FeatureConfig, vocoder=None) -> np.nd
 def load_eval_vocoder(ws, name: str, device: str, feat_cfg: FeatureConfig):
     """The vocoder a run evaluates through (TrainConfig.eval_vocoder), or None for Griffin-Lim. Checked before
     training starts: a wrong name or a vocoder of other features fails now, not at the first evaluation."""
-    if not name:
+    from utils.vocoder.default import resolve
+
+    name = resolve(ws, name)  # "auto": the workspace's default vocoder (prepare_run has usually fixed it already)
+    if name in ("", "griffin-lim"):
         return None
     from utils.events import StudioError
     from utils.inference import vocoder_source

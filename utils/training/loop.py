@@ -37,6 +37,9 @@ from utils.training.runfiles import RunFiles, disk_full_message
 from utils.workspace import Workspace
 
 
+GROW_BACK_STEPS = 200  # good steps after an out-of-memory before a halved micro-batch is tried whole again
+
+
 class StopRequest:
     """SIGTERM / SIGINT / runs/RUN/STOP: finish the step, save, exit cleanly."""
 
@@ -153,8 +156,12 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
         model.grow_tables(len(frontend.symbols), len(speakers))  # fine-tuning: new symbols / speakers get rows
     else:
         mcfg = MatchaConfig.preset_config(cfg.preset, n_symbols=len(frontend.symbols), n_speakers=len(speakers),
-                                          n_feats=feat_cfg.n_mels, mel_mean=mean, mel_std=std)
+                                          n_feats=feat_cfg.n_mels, mel_mean=mean, mel_std=std,
+                                          add_blank=machine.blanks)
         model = MatchaTTS(mcfg)
+    if base and mcfg.add_blank != machine.blanks:
+        machine.set("blanks", mcfg.add_blank, "kept from the checkpoint: its text encoder learned with"
+                    + ("" if mcfg.add_blank else "out") + " blanks")
     if init_cfg is not None:  # fine-tuning (also when resuming a fine-tuning run): the speakers the init lacked
         added = [s for s in speakers if s not in init_cfg.get("speakers", [])]
         _apply_finetune_mode(model, cfg, speakers, added, log)
@@ -179,9 +186,9 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
         with dmodel.no_sync() if hasattr(dmodel, "no_sync") else contextlib.nullcontext():  # DDP, not the probe
             with autocast:
                 losses = dmodel(b["tokens"], b["token_lens"], b["mels"], b["mel_lens"], b["speakers"])
+            if step in cfg.fault_nan_steps:  # as a real NaN loss: the reported losses are non-finite too
+                losses = {k: v * float("nan") for k, v in losses.items()}
             loss = losses["loss"] * weight
-            if step in cfg.fault_nan_steps:
-                loss = loss * float("nan")
             scaler.scale(loss).backward()
         return {k: v.detach() for k, v in losses.items()}
 
@@ -214,13 +221,14 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
         measured = max(round_up(longest, machine.length_multiple), int(fitted * cfg.probe_headroom))
         measured = ddp.min_int(measured, dist, device)  # the smallest GPU's answer: every rank uses one batch size
         from utils import hardware
-        rep = hardware.with_measured_batch(hardware.detect(), measured,
-                                           f"{fitted} frames fitted in one real step; {cfg.probe_headroom:.0%} kept")
-        if cfg.max_frames_per_batch == "auto":
-            machine.set("max_frames_per_batch", measured, rep.recommended["max_frames_per_batch"].reason)
-            if cfg.grad_accumulation == "auto":
-                accum = rep.recommended["grad_accumulation"]
-                machine.set("grad_accumulation", max(1, -(-accum.value // dist.world_size)), accum.reason)
+        rep = hardware.with_measured_batch(
+            hardware.detect(), measured, f"{fitted} frames fitted in one real step; {cfg.probe_headroom:.0%} kept",
+            n_processes=dist.world_size, accum=0 if cfg.grad_accumulation == "auto" else machine.grad_accumulation)
+        if cfg.max_frames_per_batch == "auto":  # what fits decides how the effective batch is split, not its size
+            for name in ("max_frames_per_batch", "grad_accumulation"):
+                machine.set(name, rep.recommended[name].value, rep.recommended[name].reason
+                            if getattr(cfg, name) == "auto" else machine.reasons[name])
+            opt.set_effective_batch(machine, cfg, dist.world_size, rep.recommended)
         if machine.device == "cuda":
             torch.cuda.reset_peak_memory_stats()
 
@@ -234,6 +242,9 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
 
     # ------------------------------------------------------------------ trainer state (resume)
     step, pos, split, lr_scale, bad_steps = 0, (0, 0), 1, 1.0, 0
+    # steps since the last out-of-memory, and how many a halved micro-batch waits before it is tried whole again
+    # (doubled at every out-of-memory: GROW_BACK_STEPS after the first, longer when memory runs out again)
+    good_steps, grow_after = 0, GROW_BACK_STEPS // 2
     best = {"mcd": math.inf, "path": None}
     state = ckpt.load_trainer_state(resume_from) if resume_from else None
     if state:
@@ -254,13 +265,7 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
     sampler = FrameBatchSampler([it.frames for it in items], machine.max_frames_per_batch, cfg.seed, dist.rank,
                                 dist.world_size, machine.length_multiple, start=pos)
     loader = make_loader(MelDataset(ws, cfg.dataset, items, feat_cfg, mean, std), sampler, machine, cfg.prefetch_factor)
-    data_iter = iter(loader)  # created before the RNG restore: the loader draws its worker seed from torch's RNG
-    if state:
-        torch.set_rng_state(state["rng_cpu"])
-        if machine.device == "cuda" and state.get("rng_cuda") is not None:
-            torch.cuda.set_rng_state(state["rng_cuda"])
-    else:
-        torch.manual_seed(cfg.seed + 1000 * dist.rank)  # different noise / dropout per rank
+    data_iter = iter(loader)
     val_batches = [Collate(machine.length_multiple)([MelDataset(ws, cfg.dataset, val_items, feat_cfg, mean, std)[i]
                                                      for i in range(j, min(j + 4, len(val_items)))])
                    for j in range(0, len(val_items), 4)]
@@ -279,7 +284,8 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
     eval_vocoder = load_eval_vocoder(ws, cfg.eval_vocoder, device, feat_cfg) if dist.main else None
     log(f"  {'eval vocoder':22} {cfg.eval_vocoder or 'griffin-lim':<10} " + (
         "MCD and samples through this vocoder: what the Inference tab will play with it" if eval_vocoder else
-        "no vocoder chosen: MCD and samples through Griffin-Lim (a vocoder lowers both)"))
+        "MCD and samples through Griffin-Lim (buzzy; a vocoder lowers both): new runs use the workspace's default "
+        "vocoder (vocoders/vocos-mel-24khz, fetched when online) once it is there"))
     config_extra = {"model": mcfg.to_dict(), "frontend": frontend.to_dict(), "speakers": speakers,
                     "features": feat_cfg.to_dict()}
     if dist.main:
@@ -297,8 +303,7 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
         if with_state:
             trainer_state = {
                 "model": model.state_dict(), "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
-                "ema": ema, "rng_cpu": torch.get_rng_state(),
-                "rng_cuda": torch.cuda.get_rng_state() if machine.device == "cuda" else None,
+                "ema": ema,
                 "step": tag_step, "next_pos": list(pos), "split": split, "lr_scale": lr_scale, "best": best,
                 "max_frames_per_batch": machine.max_frames_per_batch, "grad_accumulation": machine.grad_accumulation,
             }
@@ -336,6 +341,9 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
     step_times = []
     while step < cfg.max_steps:
         t_step = time.perf_counter()
+        # each rank's noise and dropout are a function of (seed, rank, step): a resume, on any rank, continues
+        # every rank's own stream exactly, with no generator state to save or hand from rank 0 to the others
+        torch.manual_seed(cfg.seed + 1_000_003 * dist.rank + 7919 * step)
         lr = opt.lr_at(step, cfg, machine.lr) * lr_scale
         for group in optimizer.param_groups:
             group["lr"] = lr
@@ -343,8 +351,13 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
         batches = [next(data_iter) for _ in range(accum)]  # the whole step's data, kept for an OOM retry
         window["wait"] += time.perf_counter() - t_wait
         pos = (batches[-1]["pos"][0], batches[-1]["pos"][1] + 1)  # next batch to read after this step
+        if split > 1 and good_steps >= grow_after:  # memory may have been a passing peak: try the larger batch
+            split //= 2
+            good_steps = 0
+            log(f"step {step}: {grow_after} steps without running out of memory: micro-batch doubled back "
+                f"(each batch now in {split} part{'s' if split > 1 else ''})")
         while True:  # retry the step with smaller micro-batches after an out-of-memory
-            oom = None
+            oom = False
             try:
                 losses_sum: dict[str, torch.Tensor] = {}
                 for b in batches:
@@ -356,34 +369,40 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
             except Exception as exc:
                 if not opt.is_oom(exc):
                     raise
-                oom = exc
+                oom = True  # a flag, not the exception: its traceback holds the failed step's tensors
             # every rank learns whether any ran out of memory (one tiny all-reduce), so all retry together
-            stuck = oom is not None and split >= max(len(b["tokens"]) for b in batches)
-            any_oom, any_stuck = ddp.any_flags([oom is not None, stuck], dist, device)
+            stuck = oom and split >= max(len(b["tokens"]) for b in batches)
+            any_oom, any_stuck = ddp.any_flags([oom, stuck], dist, device)
             if not any_oom:
                 break
+            losses_sum = losses = piece = None  # the failed step's activations can be freed now
             optimizer.zero_grad(set_to_none=True)
             if machine.device == "cuda":
                 torch.cuda.empty_cache()
             if any_stuck:
                 raise StudioError(f"out of memory even with one utterance per micro-batch at step {step}; "
-                                  "turn on gradient checkpointing or use a smaller preset.") from oom
-            split *= 2
-            where = "" if oom is not None else " in another process"
+                                  "turn on gradient checkpointing or use a smaller preset.")
+            split, good_steps, grow_after = split * 2, 0, grow_after * 2  # each relapse waits longer to grow back
+            where = "" if oom else " in another process"
             log(f"out of memory{where} at step {step}: micro-batch halved (each batch now in {split} parts), "
                 f"accumulation doubled to {accum * split} micro-steps per optimizer step; continuing")
+        good_steps += 1
         ddp.average_gradients(params, dist)  # the step's one gradient all-reduce (see run_micro)
         scaler.unscale_(optimizer)  # true gradient values for clipping (no-op unless fp16)
         grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
-        finite = bool(torch.isfinite(grad_norm)) and bool(torch.isfinite(losses_sum["loss"]))  # a sync point
+        finite_loss, finite_grads = torch.isfinite(torch.stack([losses_sum["loss"].float(), grad_norm.float()])).tolist()
+        finite = finite_loss and finite_grads  # the step's one sync point
         if finite:
             scaler.step(optimizer)  # plain optimizer.step() unless fp16
             bad_steps = 0
         else:
-            bad_steps += 1
+            # fp16: gradients that overflow under a finite loss are the scaler finding its scale (the first steps
+            # on a T4 start at 65536), not a failing run; they are skipped without counting
+            calibrating = machine.precision == "fp16" and finite_loss and scaler.get_scale() >= 1.0
+            bad_steps += 0 if calibrating else 1
             if machine.precision == "fp16":
-                log(f"step {step}: non-finite loss/gradients, step skipped, loss scale lowered "
-                    f"from {scaler.get_scale():.0f}")
+                log(f"step {step}: {'gradients overflowed' if calibrating else 'non-finite loss/gradients'}, step "
+                    f"skipped, loss scale lowered from {scaler.get_scale():.0f}")
             else:
                 lr_scale *= 0.5
                 log(f"step {step}: non-finite loss/gradients, step skipped, learning rate halved (x{lr_scale:g})")
@@ -426,9 +445,16 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
         eta = (cfg.max_steps - step) * sum(step_times) / len(step_times)
         files.progress(step=step, eta_s=round(eta, 1), epoch=pos[0])  # written by the 2 s heartbeat
         do_eval = cfg.eval_every and step % cfg.eval_every == 0
+        overfit = False
         if do_eval and dist.main:
-            _evaluate_and_record(evaluate, step, files, log, best, save)
+            overfit = _evaluate_and_record(evaluate, step, files, log, best, save, cfg.patience)
             last_saved = step
+        if ddp.any_flag(overfit and cfg.on_overfit == "stop", dist, device):  # every rank ends after this step
+            message = (f"finished early at step {step}: held-out MCD has not improved for {cfg.patience} "
+                       f"evaluations; the best checkpoint ({Path(best['path']).name if best['path'] else '-'}) "
+                       "is the one to export")
+            log(message)
+            break
         if step % cfg.checkpoint_every == 0 and step != last_saved and dist.main:
             save(step)
             last_saved = step
@@ -457,17 +483,29 @@ def _train(cfg, ws, run_dir, machine, dist, device, files, log, stop) -> dict:
 
 
 # ---------------------------------------------------------------------------------- helpers
-def _evaluate_and_record(evaluate, step, files, log, best, save) -> None:
+def _evaluate_and_record(evaluate, step, files, log, best, save, patience: int = 0) -> bool:
+    """Evaluate, save, mark the best checkpoint. True when held-out MCD has not improved for `patience`
+    evaluations: the model is learning its training clips rather than the voice (overfitting)."""
     t0 = time.perf_counter()
     metrics = evaluate(step)
     per_clip = metrics.pop("mcd_per_clip", [])
     folder = save(step)
     if metrics["mcd"] < best["mcd"]:
-        best.update(mcd=metrics["mcd"], path=str(folder))
-        files.status(best_checkpoint=str(folder), best_mcd=metrics["mcd"])
+        best.update(mcd=metrics["mcd"], path=str(folder), since=0)
+        files.status(best_checkpoint=str(folder), best_mcd=metrics["mcd"], overfitting=None)
+    else:
+        best["since"] = best.get("since", 0) + 1
     files.metrics({"step": step, **metrics, "eval_s": time.perf_counter() - t0, "time": time.time()})
     log(f"eval step {step}: val loss {metrics.get('val_loss', float('nan')):.4f}, MCD {metrics['mcd']:.2f} dB "
         f"({', '.join(f'{x:.2f}' for x in per_clip)}), best {best['mcd']:.2f} dB")
+    if not patience or best["since"] < patience:
+        return False
+    note = (f"Held-out MCD has not improved for {best['since']} evaluations (best {best['mcd']:.2f} dB at "
+            f"{Path(best['path']).name}): the model is learning the training clips by heart (overfitting), so more "
+            "steps will not make the voice better. The best checkpoint stays marked and is what export uses.")
+    files.status(overfitting=note)
+    log(f"warning: {note}")
+    return True
 
 
 def _apply_finetune_mode(model, cfg, speakers, new_speakers, log) -> None:

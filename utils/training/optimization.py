@@ -6,7 +6,7 @@ the reason it is on or off; the trainer logs them all at start.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -22,6 +22,7 @@ class Machine:
     """The resolved settings for this machine and run (value + reason for each)."""
     values: dict = field(default_factory=dict)
     reasons: dict = field(default_factory=dict)
+    auto_lr: tuple | None = None  # (rate, reason) before any batch scaling, when lr is "auto"
 
     def set(self, name: str, value, reason: str) -> None:
         self.values[name] = value
@@ -44,8 +45,9 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1) -> Machine:
         report = hardware.detect()
     rec = dict(report.recommended)
     from utils import hardware
-    if report.gpus:  # the preset changes how many frames fit
-        rec = {**rec, **hardware.recommend(report, preset=cfg.preset)}
+    if report.gpus:  # the preset changes how many frames fit; the batch is planned for the processes that run
+        gpus = report.gpus[:world_size] if 1 < world_size < len(report.gpus) else report.gpus
+        rec = {**rec, **hardware.recommend(replace(report, gpus=gpus), preset=cfg.preset)}
     m = Machine()
 
     def pick(name: str, requested, convert=lambda v: v, fallback=None):
@@ -78,9 +80,6 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1) -> Machine:
     pick("compile", cfg.compile, lambda v: as_bool(v, "compile"))
     pick("max_frames_per_batch", cfg.max_frames_per_batch, int)
     pick("grad_accumulation", cfg.grad_accumulation, int)
-    if cfg.grad_accumulation == AUTO and world_size > 1:
-        accum = max(1, -(-m.grad_accumulation // world_size))
-        m.set("grad_accumulation", accum, f"{m.reasons['grad_accumulation']} Divided over {world_size} processes.")
     pick("num_workers", cfg.num_workers, int)
     pick("pin_memory", cfg.pin_memory, lambda v: as_bool(v, "pin_memory"))
     if m.pin_memory and not on_gpu:
@@ -94,6 +93,9 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1) -> Machine:
     _resolve_fp8(cfg, m, report, on_gpu)
     _resolve_mas(cfg, m, on_gpu)
     pick("lr", cfg.lr, float, PRESET_LR.get(cfg.preset, PRESET_LR["base"]))
+    m.auto_lr = (m.lr, m.reasons["lr"]) if cfg.lr == AUTO else None
+    set_effective_batch(m, cfg, world_size, rec)
+    pick("blanks", cfg.blanks, lambda v: as_bool(v, "blanks"), BLANKS_DEFAULT)
     workers = m.num_workers
     pick("persistent_workers", cfg.persistent_workers, lambda v: as_bool(v, "persistent_workers"),
          (workers > 0, "loader workers stay alive between iterations (no re-fork, warm feature cache)"
@@ -111,6 +113,28 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1) -> Machine:
           "GPU with an automatic batch size: one real step on the longest batch, then bisection" if probe else
           "no GPU (RAM is not the limit) or the batch size was set by hand")
     return m
+
+
+def set_effective_batch(m: Machine, cfg: TrainConfig, world_size: int, rec: dict) -> None:
+    """Record micro-batch x accumulation x processes = frames per optimizer step, with its reason, and scale an
+    automatic learning rate when many GPUs make the step larger than the one the rates were chosen for."""
+    effective = m.max_frames_per_batch * m.grad_accumulation * max(1, world_size)
+    planned = rec.get("effective_batch")
+    by_user = cfg.max_frames_per_batch != AUTO or cfg.grad_accumulation != AUTO
+    reason = (f"{m.max_frames_per_batch} frames x {m.grad_accumulation} micro-batches"
+              + (f" x {world_size} processes" if world_size > 1 else "") + f" = {effective} frames per optimizer step"
+              + ("; set by the user" if by_user else f". {planned.reason}" if planned else ""))
+    m.set("effective_batch", effective, reason)
+    scale = rec["lr_batch_scale"].value if "lr_batch_scale" in rec and not by_user else 1.0
+    if m.auto_lr:
+        rate, why = m.auto_lr
+        m.set("lr", rate * scale, why if scale == 1.0 else f"{why}; x{scale:.2f} for the larger step "
+                                                             f"({rec['lr_batch_scale'].reason})")
+
+
+# decided by an A/B of held-out MCD with and without blanks (bench/time_to_quality.py --ab blanks=true,false)
+BLANKS_DEFAULT = (True, "a blank between symbols gives transitions and pauses frames of their own (Matcha-TTS, "
+                        "VITS): held-out MCD 5.33 vs 7.06 dB after 1500 steps in bench/RESULTS.md's A/B")
 
 
 def fp8_unavailable(report, on_gpu: bool) -> str:
@@ -143,7 +167,7 @@ PRESET_LR = {  # (peak learning rate, why) per model size, for lr "auto"
     "tiny": (2e-3, "tiny model, small batches: on the CPU 2e-3 reached held-out MCD 11.1 dB in 3 minutes where 2e-4 "
                    "reached 12.1 (bench/time_to_quality.py, 2026-11-23)"),
     "small": (2e-4, "Matcha's scale of rate for a model this size at ~40000 frames per step"),
-    "base": (2e-4, "Matcha's scale of rate (1e-4 at batch 32) for the 18M model at ~40000 frames per step"),
+    "base": (2e-4, "Matcha's scale of rate (1e-4 at batch 32) for the 21M model at ~40000 frames per step"),
 }
 
 
