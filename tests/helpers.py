@@ -81,3 +81,38 @@ def serve_tab(module, ws: Workspace, label: str = "Tab"):
         yield Client(demo.local_url, verbose=False)
     finally:
         demo.close()
+
+
+# What a person sees in a Gradio plot (Vega draws SVG): the tick labels of each axis, how many marks are
+# drawn in a colour (a line with no colour, or a point with none, is not seen), and the legend's names.
+PLOT_SEEN_JS = """(sel) => {
+  const svg = document.querySelector(sel + ' svg');
+  if (!svg) return null;
+  const axis = (name) => [...svg.querySelectorAll('.role-axis')]
+    .filter(g => (g.getAttribute('aria-label') || '').startsWith(name))
+    .flatMap(g => [...g.querySelectorAll('.role-axis-label text')])
+    .filter(t => getComputedStyle(t).opacity !== '0' && t.getAttribute('opacity') !== '0').map(t => t.textContent);
+  const coloured = (v) => !!v && !['none', 'transparent'].includes(v);
+  const drawn = [...svg.querySelectorAll('.mark-line path, .mark-rect path, .mark-symbol path')]
+    .filter(p => p.getAttribute('opacity') !== '0' && (coloured(p.getAttribute('stroke')) || coloured(p.getAttribute('fill'))));
+  return {x: axis('X'), y: axis('Y'), drawn: drawn.length,
+          legend: [...svg.querySelectorAll('.role-legend-label text')].map(t => t.textContent)};
+}"""
+
+
+def plot_seen(page, selector: str, legend: tuple = (), timeout: float = 60_000) -> dict:
+    """The plot at `selector` once it draws marks in colour (and names every curve in `legend`)."""
+    page.wait_for_function(f"(a) => {{ const s = ({PLOT_SEEN_JS})(a[0]); "
+                           "return !!s && s.drawn > 0 && a[1].every(n => s.legend.includes(n)); }",
+                           arg=[selector, list(legend)], timeout=timeout)
+    return page.evaluate(PLOT_SEEN_JS, selector)
+
+
+def numeric_ticks(labels: list[str]) -> list[float]:
+    """Tick labels as a person reads them: numbers, at most a score of them, evenly spaced. An axis that took
+    the numbers for categories shows one label per value instead: as many as there are, unevenly spaced."""
+    values = sorted(float(t.replace(",", "").replace("\u2212", "-")) for t in labels)
+    gaps = [b - a for a, b in zip(values, values[1:])] or [0.0]
+    assert 1 <= len(values) <= 25, labels
+    assert max(gaps) - min(gaps) <= 1e-6 * (values[-1] - values[0]) + 1e-9, f"uneven ticks: {labels}"
+    return values

@@ -3,6 +3,7 @@ import re
 
 from playwright.sync_api import expect
 
+from tests.helpers import numeric_ticks, plot_seen
 from webui.app import TABS
 
 
@@ -21,3 +22,7 @@ def test_every_tab_is_shown_and_system_tab_reports_cpu_count(app_server, page):
     # the live panel refreshes from the server on a timer
     expect(page.locator("#live-usage")).to_contain_text(re.compile(r"CPU \d+%"), timeout=20_000)
     expect(page.locator("#recommended-settings")).to_contain_text("precision")
+    # CPU % and RAM GiB each on an axis of its own unit, named in the legend
+    busy, memory = plot_seen(page, "#usage-percent", ("CPU %",)), plot_seen(page, "#usage-memory", ("RAM GiB",))
+    assert "RAM GiB" not in busy["legend"] and "CPU %" not in memory["legend"]
+    assert numeric_ticks(busy["y"])[-1] == 100 and numeric_ticks(memory["y"])[0] == 0

@@ -1,10 +1,11 @@
-"""Dataset tab handlers, called as the UI calls them (the coordinator writes the browser tests)."""
+"""Dataset tab handlers, called as the UI calls them, and what the tab draws in a real browser."""
 from __future__ import annotations
 
 import gradio as gr
 import pytest
+from playwright.sync_api import expect
 
-from tests.helpers import espeak_amharic, sentences, tone, write_wav
+from tests.helpers import espeak_amharic, numeric_ticks, plot_seen, sentences, tone, write_wav
 from utils.datasets import load_manifest
 from utils.events import StudioError
 from utils.workspace import Workspace
@@ -91,3 +92,33 @@ def test_running_app_prepares_and_shows_a_dataset_through_gradio_client(start_ap
     assert "**2** of 2 clips" in summary and sum(row[-1] for row in hist["data"]) == 2
     assert "saved" in client.predict("api", "a1", "", api_name="/dataset_exclude")
     assert "**1** of 2 clips" in client.predict("api", False, api_name="/dataset_view")[0]
+
+
+def test_the_first_prepare_in_a_fresh_workspace_draws_both_plots_and_a_second_clears_the_picked_row(start_app, page, tmp_path):
+    server = start_app(wait=False)
+    folder = server.workspace / "uploads" / "pairs"
+    for i in range(3):
+        espeak_amharic(SENTS[i], folder / f"a{i}.wav")
+        (folder / f"a{i}.txt").write_text(SENTS[i], encoding="utf-8")
+    write_wav(folder / "short.wav", tone(0.2), 24000)  # flagged: too short
+    (folder / "short.txt").write_text(SENTS[3], encoding="utf-8")
+    page.goto(server.wait_ready().url)
+    page.get_by_label("...or a path inside the workspace").fill("uploads/pairs")
+    page.get_by_label("Dataset name", exact=True).fill("first")
+    page.locator("#dataset-prepare").click()
+    expect(page.locator("#dataset-summary")).to_contain_text("of 4 clips", timeout=180_000)
+
+    bars = plot_seen(page, "#dataset-hist")
+    assert sum(numeric_ticks(bars["y"])) > 0  # clip counts, not the counts as categories
+    points = plot_seen(page, "#dataset-rate", ("ok", "flagged"))
+    numeric_ticks(points["x"])
+    numeric_ticks(points["y"])
+    page.locator("#dataset-rate").screenshot(path=tmp_path / "first-prepare-rate.png")
+
+    # a row picked in the first dataset is not left picked when a second one is prepared
+    page.locator("#dataset-flagged").get_by_test_id("cell-0-0").click()  # the flagged row: short
+    expect(page.get_by_label("Row", exact=True)).to_have_value("short")
+    page.get_by_label("Dataset name", exact=True).fill("second")
+    page.locator("#dataset-prepare").click()
+    expect(page.locator("#dataset-summary")).to_contain_text("second", timeout=180_000)
+    expect(page.get_by_label("Row", exact=True)).to_have_value("")

@@ -45,6 +45,20 @@ def test_a_bad_dictionary_row_is_refused_and_nothing_is_saved(ws):
     assert load_user_dict(ws) == {"ሰላም": ["s", "ə", "l", "a", "m"]}
 
 
+def test_what_a_curator_types_is_saved_as_the_models_symbols_and_what_it_cannot_use_is_refused(ws):
+    table, status = g2p.add_word(ws, "ሰዎች", "s ə w o tʃ")  # the untied affricate nobody can type tied
+    assert table == [["ሰዎች", "s ə w o t͡ʃ"]] and "t͡ʃ saved" in status
+    _, _, symbols, notes = g2p.explain(ws, "ሰዎች")
+    assert symbols.startswith("s ə w o t͡ʃ") and notes == "No warnings."  # the model is told every sound
+    table, _ = g2p.save_rows(ws, [["ሰዎች", "s ə w o tʃ"], ["ጋራ", "g a r a"], ["ሰማ", "s ə m: a"], ["ቃል", "k' a l"]])
+    assert dict(table) == {"ሰዎች": "s ə w o t͡ʃ", "ጋራ": "ɡ a r a", "ሰማ": "s ə mː a", "ቃል": "kʼ a l"}
+    with pytest.raises(gr.Error, match=r"no symbol for 'x'.*can use: vowels ə u i a e ɨ o; consonants b d"):
+        g2p.add_word(ws, "ሰላም", "s ə l a x")
+    with pytest.raises(gr.Error, match=r"row 2 \(ሰላም\): the model has no symbol for 'θ'"):
+        g2p.save_rows(ws, [["ሰዎች", "s ə w o tʃ"], ["ሰላም", "s ə l a θ"]])
+    assert set(load_user_dict(ws)) == {"ሰዎች", "ጋራ", "ሰማ", "ቃል"}
+
+
 def test_suggest_fills_in_the_rules_reading():
     assert g2p.suggest("ሰላም") == "s ə l a m" and g2p.suggest("  ") == ""
 

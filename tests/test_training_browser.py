@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 
 from tests.conftest import AppServer
 from tests.test_jobs import TINY
-from tests.helpers import make_dataset
+from tests.helpers import make_dataset, numeric_ticks, plot_seen
 from utils import jobs, runs
 
 
@@ -40,7 +40,7 @@ def open_training(page, url):
     page.get_by_role("tab", name="Training").click()
 
 
-def test_start_watch_reload_stop_resume_and_queue(server, page):
+def test_start_watch_reload_stop_resume_and_queue(server, page, tmp_path):
     open_training(page, server.url)
     choose(page, "dataset", "am")
     page.get_by_label("tiny").check()
@@ -55,7 +55,14 @@ def test_start_watch_reload_stop_resume_and_queue(server, page):
     expect(log).to_have_value(re.compile(r"training from step 0"), timeout=120_000)
     page.wait_for_function("() => { const s = document.querySelector('#run-summary'); "
                            "const m = s && s.innerText.match(/step (\\d+)/); return m && +m[1] >= 3; }", timeout=120_000)
-    expect(page.locator("#loss-plot canvas, #loss-plot svg").first).to_be_visible(timeout=30_000)
+    # the fresh workspace's first run draws its curves on numeric axes, each curve named in the legend
+    for plot, curves in (("#loss-plot", ("loss", "cfm", "prior", "dur")), ("#lr-plot", ("lr",)),
+                         ("#speed-plot", ("samples_per_s",))):
+        seen = plot_seen(page, plot, curves)
+        numeric_ticks(seen["x"])
+        numeric_ticks(seen["y"])
+        assert "series" not in seen["legend"] and "loss_scale" not in seen["legend"]
+    page.locator("#loss-plot").screenshot(path=tmp_path / "first-run-loss-plot.png")
 
     # the page reloads: the run is still there and still moving
     before = step_shown(page)

@@ -16,6 +16,10 @@ from webui.context import AppContext
 
 FRONTENDS = ("phoneme", "char", "bpe")
 TABLE_COLUMNS = ["id", "flags", "excluded", "decision", "duration", "speaker", "text", "messages"]
+# column types of the two plots, kept even when empty: a plot keeps the axis types of the first frame it gets
+HIST_TYPES = {"seconds": str, "start": float, "clips": int}
+RATE_TYPES = {"duration": float, "chars_per_s": float, "id": str, "status": str}
+STATUS_COLORS = {"ok": "#2ca02c", "flagged": "#ff7f0e", "excluded": "#7f7f7f"}
 
 
 def _sources(ws, files, path: str) -> list[Path]:
@@ -76,12 +80,27 @@ def summary_markdown(ws, name: str) -> str:
 
 def load_view(ws, name: str, show_all: bool = False):
     """(summary markdown, histogram frame, rate frame, review table frame) of a dataset."""
+    hist, rates = datasets.plot_data(ws, name) if name else ([], [])
+    hist = pd.DataFrame(hist, columns=list(HIST_TYPES)).astype(HIST_TYPES)
+    rates = pd.DataFrame(rates, columns=list(RATE_TYPES)).astype(RATE_TYPES)
     if not name:
-        empty = pd.DataFrame()
-        return "Choose or prepare a dataset.", empty, empty, pd.DataFrame(columns=TABLE_COLUMNS)
-    hist, rates = datasets.plot_data(ws, name)
+        return "Choose or prepare a dataset.", hist, rates, pd.DataFrame(columns=TABLE_COLUMNS)
     table = pd.DataFrame(datasets.flagged_rows(ws, name, include_ok=show_all), columns=TABLE_COLUMNS + ["path"])
-    return summary_markdown(ws, name), pd.DataFrame(hist), pd.DataFrame(rates), table.drop(columns="path")
+    return summary_markdown(ws, name), hist, rates, table.drop(columns="path")
+
+
+def plot_updates(summary, hist: pd.DataFrame, rates: pd.DataFrame, table):
+    """load_view's frames as the plots want them. A Gradio plot takes its axis types and colours from the
+    data it holds when drawn, and is drawn when data first comes to an empty box: so no data is sent as
+    nothing, and every status gets a row (a point with no position, not drawn) to keep its colour and
+    legend entry when a later edit first excludes a clip."""
+    if hist.empty:
+        return summary, None, None, table
+    # the bars sort by label: right-aligned labels sort as their numbers ("  2-2.5" before "10-10.5")
+    hist = hist.assign(seconds=hist["seconds"].str.rjust(hist["seconds"].str.len().max()))
+    unseen = [{"status": s} for s in STATUS_COLORS if s not in set(rates["status"])]
+    rates = pd.concat([rates, pd.DataFrame(unseen, columns=list(RATE_TYPES)).astype(RATE_TYPES)], ignore_index=True)
+    return summary, hist, rates, table
 
 
 def select_row(ws, name: str, row_id: str):
@@ -135,8 +154,11 @@ def build(ctx: AppContext) -> list:
         recheck_btn = gr.Button("Re-check")
     summary = gr.Markdown(elem_id="dataset-summary")
     with gr.Row():
-        hist = gr.BarPlot(x="seconds", y="clips", sort="x", y_lim=[0, None], title="Clip durations", height=260)
-        rate = gr.ScatterPlot(x="duration", y="chars_per_s", color="status", title="Speaking rate", height=260)
+        # no fixed height: a fixed one cuts off the legend under the plot
+        hist = gr.BarPlot(x="seconds", y="clips", sort="x", y_lim=[0, None], title="Clip durations",
+                          elem_id="dataset-hist")
+        rate = gr.ScatterPlot(x="duration", y="chars_per_s", color="status", title="Speaking rate",
+                              color_map=STATUS_COLORS, color_title="", elem_id="dataset-rate")
     table = gr.Dataframe(headers=TABLE_COLUMNS, interactive=False, wrap=True, label="Flagged rows (click one)",
                          column_widths=["10%", "16%", "8%", "8%", "8%", "8%", "20%", "22%"],
                          elem_id="dataset-flagged")
@@ -167,7 +189,7 @@ def build(ctx: AppContext) -> list:
         yield from run_prepare(ws, f, p, n, fm, fe, a, t, s, progress)
 
     def on_view(n, everything):
-        return load_view(ws, n, everything)
+        return plot_updates(*load_view(ws, n, everything))
 
     def on_prepared(n):
         return gr.update(choices=ws.list_datasets(), value=n)
@@ -178,6 +200,8 @@ def build(ctx: AppContext) -> list:
     prep.then(on_prepared, name, dataset).then(on_view, [dataset, show_all], view_outputs)
     cancel_btn.click(None, None, None, cancels=[prep])
     dataset.change(on_view, [dataset, show_all], view_outputs, api_name="dataset_view")
+    # the picked row belongs to the dataset it was picked in: another dataset starts with none picked
+    dataset.change(lambda: ("", None, ""), None, [row_id, player, text], show_progress="hidden")
     show_all.change(on_view, [dataset, show_all], view_outputs)
     refresh.click(on_prepared, dataset, dataset).then(on_view, [dataset, show_all], view_outputs)
     recheck_btn.click(lambda n: f"Re-checked: {datasets.recheck(ws, n)['flagged_clips']} flagged row(s)", dataset,
@@ -189,7 +213,7 @@ def build(ctx: AppContext) -> list:
     def on_page_load(n):  # a reload or a second browser sees the workspace as it is now
         names = ws.list_datasets()
         n = n if n in names else (names[0] if names else None)
-        return (gr.update(choices=names, value=n), *load_view(ws, n))
+        return (gr.update(choices=names, value=n), *plot_updates(*load_view(ws, n)))
 
     table.select(on_select, [dataset, table], [row_id, player, text])
     for btn, action in ((exclude_btn, "exclude"), (keep_btn, "keep"), (save_btn, "text")):

@@ -9,7 +9,7 @@ import gradio as gr
 from utils.events import StudioError
 from utils.text import load_user_dict, save_user_dict, word_to_ipa
 from utils.text.convert import analyze, convert_dataset
-from utils.text.lexicon import dict_from_rows
+from utils.text.lexicon import dict_from_rows, usable_symbols_hint
 from utils.workspace import Workspace
 from webui.context import AppContext
 
@@ -38,13 +38,15 @@ def save_rows(ws: Workspace, rows) -> tuple[list[list[str]], str]:
     values = rows.values.tolist() if hasattr(rows, "values") else rows
     mapping, problems = dict_from_rows(values)
     if problems:
-        raise gr.Error("Not saved: " + "; ".join(problems[:5]))
+        raise gr.Error("Not saved: " + "; ".join(problems[:5]) + f". The model can use: {usable_symbols_hint()}.")
     path = save_user_dict(ws, mapping)
     return dict_rows(ws), f"Saved {len(mapping)} word(s) to `{path}`; training and inference use them."
 
 
 def add_word(ws: Workspace, word: str, ipa: str) -> tuple[list[list[str]], str]:
     mapping, problems = dict_from_rows([[word, ipa]])
+    if problems and "no symbol" in problems[0]:
+        raise gr.Error(f"Not saved: {problems[0].split(': ', 1)[1]}. The model can use: {usable_symbols_hint()}.")
     if problems or not mapping:
         raise gr.Error("Give one word and its IPA segments separated by spaces, e.g. ሰላም → s ə l a m")
     save_user_dict(ws, {**_user_dict(ws), **mapping})
@@ -93,7 +95,8 @@ def build(ctx: AppContext) -> list:
     notes = gr.Markdown(elem_id="g2p-warnings")
 
     gr.Markdown("### Pronunciation dictionary\nA word here is read exactly as written, in training and "
-                "inference alike. IPA segments are separated by spaces; a geminate is written `tː`.")
+                "inference alike. IPA segments are separated by spaces; a geminate is written `tː`. What you "
+                "type is saved as the model's own symbols (`tʃ` as `t͡ʃ`, `g` as `ɡ`, `t:` as `tː`).")
     with gr.Row():
         word = gr.Textbox(label="Word", elem_id="g2p-dict-word")
         word_ipa = gr.Textbox(label="IPA segments", elem_id="g2p-dict-ipa")

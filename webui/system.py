@@ -1,8 +1,6 @@
 """Tab: the machine, the settings it gets and why, and live memory/utilization."""
 from __future__ import annotations
 
-import time
-
 import gradio as gr
 import pandas as pd
 
@@ -31,11 +29,10 @@ def settings_table(report: hardware.HardwareReport) -> pd.DataFrame:
                          for k, s in report.recommended.items()])
 
 
-def sample_usage(history: list[dict]) -> tuple[str, pd.DataFrame, list[dict]]:
-    """One live reading: a summary line, the plot data, and the updated history."""
+def sample_usage(history: list[dict]) -> tuple[str, pd.DataFrame, pd.DataFrame, list[dict]]:
+    """One live reading: a summary line, the percent and GiB plot data, and the updated history."""
     now = hardware.live_usage()
-    point = {"time": time.strftime("%H:%M:%S"), "CPU %": now["cpu_percent"],
-             "RAM GiB": round(now["ram_used_gb"], 2)}
+    point = {"time": pd.Timestamp.now("UTC"), "CPU %": now["cpu_percent"], "RAM GiB": round(now["ram_used_gb"], 2)}
     parts = [f"CPU {now['cpu_percent']:.0f}% · RAM {now['ram_used_gb']:.1f}/{now['ram_total_gb']:.1f} GiB"]
     for g in now["gpus"]:
         point[f"GPU{g['index']} GiB"] = round(g["used_gb"], 2)
@@ -48,7 +45,8 @@ def sample_usage(history: list[dict]) -> tuple[str, pd.DataFrame, list[dict]]:
         parts.append("No GPU: showing CPU and RAM.")
     history = (history + [point])[-HISTORY_POINTS:]
     frame = pd.DataFrame(history).melt(id_vars="time", var_name="series", value_name="value")
-    return "\n\n".join(parts), frame, history
+    percent = frame["series"].str.endswith("%")  # percent and GiB apart: one axis for both squashes one of them
+    return "\n\n".join(parts), frame[percent], frame[~percent], history
 
 
 def build(ctx: AppContext) -> None:
@@ -60,8 +58,12 @@ def build(ctx: AppContext) -> None:
                  column_widths=["22%", "10%", "68%"])
     gr.Markdown("### Live usage")
     live = gr.Markdown(elem_id="live-usage")
-    plot = gr.LinePlot(x="time", y="value", color="series", height=260, label="memory and utilization")
+    with gr.Row():
+        clock = dict(x="time", y="value", color="series", color_title="", x_axis_format="%H:%M:%S")
+        busy = gr.LinePlot(**clock, y_title="%", y_lim=[0, 100], label="how busy (%)", elem_id="usage-percent")
+        memory = gr.LinePlot(**clock, y_title="GiB", y_lim=[0, None], label="memory in use (GiB)",
+                             elem_id="usage-memory")
     history = gr.State([])
     timer = gr.Timer(2.0)
-    timer.tick(sample_usage, inputs=history, outputs=[live, plot, history], api_name="system_usage",
+    timer.tick(sample_usage, inputs=history, outputs=[live, busy, memory, history], api_name="system_usage",
                show_progress="hidden")

@@ -76,8 +76,57 @@ def save_user_dict(ws: Workspace, mapping: dict[str, list[str] | str]) -> Path:
     return Path(ws.pronunciations)
 
 
+# What people type for the model's symbols, in the order it is rewritten: ASCII lookalikes (g, colon,
+# apostrophes), affricates written as one letter, with the lower tie or with no tie at all, and the
+# labialization mark before the length mark.
+TYPED = (("g", "ɡ"), (":", "ː"), ("ˑ", "ː"), ("'", "ʼ"), ("’", "ʼ"), ("ʾ", "ʼ"), ("ʧ", "t͡ʃ"), ("ʤ", "d͡ʒ"),
+         ("ʦ", "t͡s"), ("\u035c", "\u0361"), ("tʃ", "t͡ʃ"), ("dʒ", "d͡ʒ"), ("tsʼ", "t͡sʼ"), ("ʷː", "ːʷ"))
+
+
+def word_symbols() -> list[str]:
+    """The symbols a dictionary word can use: the phoneme tokenizer's, less word boundaries and pauses."""
+    from utils.text.tokenizers import phoneme_inventory  # the tokenizer imports the G2P, which imports this
+
+    return [s for s in phoneme_inventory() if s not in " ,.?!"]
+
+
+def model_segments(ipa: str) -> tuple[list[str], list[str]]:
+    """What a person typed -> (the model's segments, the parts it cannot use). Each space-separated part is
+    rewritten as TYPED says; a doubled consonant ("tt") becomes a long one ("tː"); a part typed without
+    spaces ("səlam") is split into the longest symbols that match."""
+    import unicodedata
+
+    known = word_symbols()
+    longest_first = sorted(known, key=len, reverse=True)
+    segments, unusable = [], []
+    for part in unicodedata.normalize("NFC", ipa).split():
+        for typed, symbol in TYPED:
+            part = part.replace(typed, symbol)
+        half = part[: len(part) // 2]
+        if half * 2 == part and half + "ː" in known:
+            part = half + "ː"
+        while part:
+            symbol = next((s for s in longest_first if part.startswith(s)), None)
+            if symbol is None:
+                unusable.append(part)
+                break
+            segments.append(symbol)
+            part = part[len(symbol):]
+    return segments, unusable
+
+
+def usable_symbols_hint() -> str:
+    """The symbols a dictionary entry can use, as a person reads them."""
+    vowels = [s for s in word_symbols() if s in "əuiaeɨo"]
+    consonants = [s for s in word_symbols() if s not in vowels and not s.endswith(("ː", "ʷ"))]
+    return (f"vowels {' '.join(vowels)}; consonants {' '.join(consonants)}; add ː for a doubled consonant "
+            "(tː) and ʷ for a rounded one (kʷ)")
+
+
 def dict_from_rows(rows) -> tuple[dict[str, list[str]], list[str]]:
-    """Table rows [word, IPA] (the UI's editor) -> ({word: segments}, problems). Blank rows are skipped."""
+    """Table rows [word, IPA] (the UI's editor) -> ({word: segments}, problems). Blank rows are skipped.
+    The IPA is turned into the model's own symbols (model_segments): a symbol the model lacks would be
+    dropped without a word at training and inference, so a row with one is refused, naming it."""
     mapping, problems = {}, []
     for number, row in enumerate(rows or [], 1):
         word, ipa = (list(row) + ["", ""])[:2]
@@ -87,5 +136,9 @@ def dict_from_rows(rows) -> tuple[dict[str, list[str]], list[str]]:
         if not word or not ipa or len(word.split()) != 1:
             problems.append(f"row {number}: give one word and its IPA segments separated by spaces (got {word!r}, {ipa!r})")
             continue
-        mapping[fold(word)] = ipa.split()
+        segments, unusable = model_segments(ipa)
+        if unusable:
+            problems.append(f"row {number} ({word}): the model has no symbol for {', '.join(map(repr, unusable))}")
+            continue
+        mapping[fold(word)] = segments
     return mapping, problems
