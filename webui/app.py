@@ -27,7 +27,7 @@ def build_ui(ctx: AppContext) -> gr.Blocks:
                 with gr.Tab(label, id=label.lower().replace(" ", "-")) as tab:
                     on_load += module.build(ctx) or []
                 tab_timers.append((tab, [b for b in _descendants(tab) if isinstance(b, gr.Timer)]))
-        on_load.append(_tick_only_on_the_open_tab(tab_timers))
+        _tick_only_on_the_open_tab(tab_timers)
         # a tab may return (fn, inputs, outputs) to refresh from the workspace at every page load
         for fn, inputs, outputs in on_load:
             demo.load(fn, inputs, outputs, show_progress="hidden")
@@ -40,10 +40,12 @@ def _descendants(block):
         yield from _descendants(child)
 
 
-def _tick_only_on_the_open_tab(tab_timers: list) -> tuple:
+def _tick_only_on_the_open_tab(tab_timers: list) -> None:
     """A tab's timers tick only while it is open, so a browser polls for what it shows, not for every tab
     (a second each for the training log, every two for the System tab...): many people can watch a run
-    (bench/ui_polling.py). Returns the page-load event that leaves only the first tab's timers on."""
+    (bench/ui_polling.py). The page opens on the first tab, so only its timers start on: set in the page's
+    config, not by a page-load event, which (queued behind the other load events) could land after the
+    curator's first tab click and switch that tab's timers off."""
     every = [t for _, timers in tab_timers for t in timers]
 
     def only(timers):
@@ -52,7 +54,9 @@ def _tick_only_on_the_open_tab(tab_timers: list) -> tuple:
 
     for tab, timers in tab_timers:
         tab.select(only(timers), None, every, show_progress="hidden")
-    return only(tab_timers[0][1]), None, every
+    first = {id(t) for t in tab_timers[0][1]}
+    for timer in every:
+        timer.active = id(timer) in first
 
 
 def launch(workspace: Workspace, host: str = "127.0.0.1", port: int = 7860, share: bool = False,
