@@ -171,24 +171,30 @@ def mel_filterbank(cfg: FeatureConfig = FeatureConfig()):
     return torch.clamp(torch.minimum(rising, falling), min=0.0).float()
 
 
-def magnitude_spectrogram(wav, cfg: FeatureConfig = FeatureConfig()):
-    """|STFT| of waveform(s) [T] or [B, T] -> [.., n_fft/2+1, frames] (Hann window, centred, reflect pad)."""
+def magnitude_spectrogram(wav, cfg: FeatureConfig = FeatureConfig(), center: bool = True):
+    """|STFT| of waveform(s) [T] or [B, T] -> [.., n_fft/2+1, frames] (Hann window; `center`: reflect-padded by
+    n_fft/2 each side first, as Vocos' features are; False when the caller padded already)."""
     import torch
 
     window = torch.hann_window(cfg.win_length, device=wav.device, dtype=wav.dtype)
     spec = torch.stft(wav, cfg.n_fft, hop_length=cfg.hop_length, win_length=cfg.win_length, window=window,
-                      center=True, pad_mode="reflect", return_complex=True)
+                      center=center, pad_mode="reflect", return_complex=True)
     return spec.abs()
+
+
+def log_mel_of_magnitude(magnitude, cfg: FeatureConfig = FeatureConfig()):
+    """|STFT| [.., n_fft/2+1, frames] -> natural-log mel [.., n_mels, frames], floored at cfg.log_floor."""
+    import torch
+
+    mel = torch.matmul(mel_filterbank(cfg).to(magnitude.device).T, magnitude)
+    return torch.log(torch.clamp(mel, min=cfg.log_floor))
 
 
 def log_mel(audio, cfg: FeatureConfig = FeatureConfig()):
     """Log-magnitude mel of waveform(s) [T] or [B, T] (torch tensor or numpy) -> torch [.., n_mels, frames]."""
     import torch
 
-    wav = torch.as_tensor(audio, dtype=torch.float32)
-    fb = mel_filterbank(cfg).to(wav.device)
-    mel = torch.matmul(fb.T, magnitude_spectrogram(wav, cfg))
-    return torch.log(torch.clamp(mel, min=cfg.log_floor))
+    return log_mel_of_magnitude(magnitude_spectrogram(torch.as_tensor(audio, dtype=torch.float32), cfg), cfg)
 
 
 def _short(exc: Exception) -> str:

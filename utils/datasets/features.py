@@ -174,7 +174,7 @@ def mel_batch(audios: list[np.ndarray], cfg: FeatureConfig, device: str) -> list
     import torch
     import torch.nn.functional as F
 
-    from utils.audio import mel_filterbank
+    from utils.audio import log_mel_of_magnitude, magnitude_spectrogram
 
     half = cfg.n_fft // 2
     longest = max(len(a) for a in audios) + 2 * half
@@ -182,13 +182,8 @@ def mel_batch(audios: list[np.ndarray], cfg: FeatureConfig, device: str) -> list
     for i, a in enumerate(audios):
         wav = torch.from_numpy(np.ascontiguousarray(a)).to(device, non_blocking=True)
         batch[i, : len(a) + 2 * half] = F.pad(wav[None, None], (half, half), mode="reflect")[0, 0]
-    with torch.no_grad():
-        # the same STFT and filterbank as log_mel, with the padding already done (center=False)
-        window = torch.hann_window(cfg.win_length, device=device)
-        stft = torch.stft(batch, cfg.n_fft, cfg.hop_length, cfg.win_length, window, center=False,
-                          return_complex=True).abs()          # [B, n_fft/2+1, frames]
-        mel = torch.matmul(mel_filterbank(cfg).to(device).T, stft)  # [B, n_mels, frames]
-        mel = torch.log(torch.clamp(mel, min=cfg.log_floor)).float().cpu().numpy()
+    with torch.no_grad():  # the same STFT and filterbank as log_mel, with the padding already done
+        mel = log_mel_of_magnitude(magnitude_spectrogram(batch, cfg, center=False), cfg).float().cpu().numpy()
     return [mel[i, :, : cfg.frames(len(a))] for i, a in enumerate(audios)]
 
 
