@@ -8,6 +8,7 @@
     python app.py train --dataset NAME
     python app.py synth "TEXT" --voice VOICE --out FILE.wav [--speed 1.0]
     python app.py export-voice RUN NAME [--vocoder V] [--onnx]
+    python app.py check-transcripts --dataset NAME [--method auto|alignment|asr] [--json]
 
 Every subcommand accepts --workspace DIR (default ./workspace, or $AMHARIC_TTS_WORKSPACE). Each
 one is a thin call into `utils/`, the same functions the UI uses. Nothing heavy runs at import.
@@ -179,7 +180,11 @@ def add_train_command(sub) -> None:
             p.add_argument(flag, dest=name, default=default, choices=choices, help=help_text,
                            type=type(default) if isinstance(default, (int, float)) and not isinstance(default, bool)
                            else None)
-    p.set_defaults(func=cmd_train, dataset=None)
+    # unset: the Training tab's run-length-aware schedule (utils.runs.eval_schedule), not a fixed 1000
+    p.set_defaults(func=cmd_train, dataset=None, eval_every=None)
+    p.add_argument("--accept-licence", action="store_true",
+                   help="with --engine f5 --init SWivid/F5-TTS: yes to the base's CC-BY-NC-4.0 licence (non-commercial "
+                        "use only); the weights are downloaded once into workspace/pretrained/")
     add_queue_args(p)
 
 
@@ -189,15 +194,26 @@ def add_queue_args(p) -> None:
     p.add_argument("--all-gpus", action="store_true", help="with --background: every GPU (torchrun, DDP)")
 
 
-def cmd_train(args) -> None:
-    from utils.training import prepare_run, run
+def train_config(args):
+    """The run's config from the flags; with no --eval-every, evaluations fit the run's length as on the
+    Training tab (a 300-step run is checked every 50 steps, not once at its end)."""
+    from utils.runs import eval_schedule
     from utils.training.config import config_from_cli
 
     if not args.dataset:
         raise StudioError("train needs --dataset NAME (a folder under workspace/datasets).")
     cfg = config_from_cli(vars(args), Workspace.open(args.workspace).root)
+    if args.eval_every is None:
+        cfg.eval_every = eval_schedule(cfg.max_steps, cfg.eval_every)
+    return cfg
+
+
+def cmd_train(args) -> None:
+    from utils.training import prepare_run, run
+
+    cfg = train_config(args)
     check_queue_args(args, "utils.training")
-    config_path = prepare_run(cfg)
+    config_path = prepare_run(cfg, accept_licence=args.accept_licence)
     print(f"run {cfg.run}: config {config_path}", flush=True)
     if args.background:
         from utils import runs
@@ -317,6 +333,40 @@ def cmd_train_vocoder(args) -> None:
     print(f"vocoder checkpoint: {folder}")
 
 
+# ------------------------------------------------------------------------- check-transcripts
+def add_check_transcripts_command(sub) -> None:
+    p = sub.add_parser("check-transcripts", help="rank a dataset's clips by how likely their transcript is wrong",
+                       description="Highest score = most suspicious. Written to datasets/NAME/transcript_check.json "
+                                   "(the Dataset tab's review list).")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--method", default="auto", choices=["auto", "alignment", "asr"],
+                   help="alignment: a short training of the tiny voice model, then its aligner (offline, CPU); "
+                        "asr: the workspace's speech recognizer; auto: alignment, plus the recognizer when present")
+    p.add_argument("--steps", type=int, default=None, help="aligner training steps (default: sized to the dataset)")
+    p.add_argument("--json", action="store_true", help="the ranking as JSON on stdout (progress on stderr)")
+    p.set_defaults(func=cmd_check_transcripts)
+
+
+def cmd_check_transcripts(args) -> None:
+    import contextlib
+
+    from utils.transcripts import check_transcripts
+
+    ws = Workspace.open(args.workspace)
+    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():  # the trainer's log too
+        result = run_to_end(check_transcripts(ws, args.dataset, method=args.method, steps=args.steps),
+                            printer=lambda line: print(line, flush=True))
+    rows = [{"id": r["id"], "score": r["score"], "reason": r["reason"]} for r in result["rows"]]
+    if args.json:
+        print(json.dumps({"dataset": args.dataset, "method": result["method"], "rows": rows}, ensure_ascii=False,
+                         indent=2))
+        return
+    width = max(len(r["id"]) for r in rows)
+    print(f"{'id':<{width}}  score  reason")
+    for r in rows:
+        print(f"{r['id']:<{width}}  {r['score']:5.2f}  {r['reason']}")
+
+
 def check_queue_args(args, module: str) -> None:
     if args.all_gpus and not args.background:
         raise StudioError(f"--all-gpus runs the training as a queued job: add --background (or launch it yourself: "
@@ -333,7 +383,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_ui_arguments(parser)
     sub = parser.add_subparsers(dest="command", parser_class=lambda **kw: argparse.ArgumentParser(parents=[common], **kw))
     for add in (add_hardware_command, add_g2p_command, add_prepare_command, add_separate_command,
-                add_train_command, add_synth_command, add_export_command, add_train_vocoder_command):
+                add_train_command, add_synth_command, add_export_command, add_train_vocoder_command,
+                add_check_transcripts_command):
         add(sub)
     return parser
 

@@ -236,11 +236,12 @@ def espeak_dataset(root: Path, n_train: int, n_val: int = 0, max_chars: int = 60
 
 def dataset_loader(workspace: Path, dataset: str, max_frames: int, num_workers: int = 0, pin_memory: bool = False,
                    persistent_workers: bool = False, length_multiple: int = 4, seed: int = 1234):
-    """The trainer's data path (utils/training/data.py): manifest -> frontend -> cached mels -> frame
+    """The trainer's data path (utils/training/data.py, batching.py): manifest -> frontend -> cached mels -> frame
     batches -> DataLoader. Returns (loader, n_symbols, n_speakers)."""
     from utils.audio import FeatureConfig
-    from utils.training.data import (FrameBatchSampler, Frontend, MelDataset, make_loader, mel_stats,
-                                     prepare_items, training_rows)
+    from utils.training.batching import FrameBatchSampler, make_loader
+    from utils.training.data import MelDataset, mel_stats, prepare_items, training_rows
+    from utils.training.frontend import Frontend
     from utils.workspace import Workspace
 
     ws = Workspace.open(workspace)
@@ -262,7 +263,7 @@ SPEED = {"grad_checkpointing": "false", "fp8": "false"}  # the speed configurati
 
 
 def train_step(preset: str, settings: dict, report, n_symbols: int = 100, n_speakers: int = 2, seed: int = 0):
-    """One optimizer step exactly as utils/training/loop.py runs it (autocast forward with MAS, scaled
+    """One optimizer step as the training engine (utils/training/engine.py) runs it (autocast forward with MAS, scaled
     backward, unscale, clip, the finite check, AdamW, EMA), built through utils.training.optimization.
 
     Returns (step(batch) -> losses, machine, model)."""
@@ -271,7 +272,7 @@ def train_step(preset: str, settings: dict, report, n_symbols: int = 100, n_spea
     from models.matcha import MatchaConfig, MatchaTTS
     from utils.training import optimization as opt
     from utils.training.config import TrainConfig
-    from utils.training.data import batch_to_device
+    from utils.training.batching import batch_to_device
 
     cfg = TrainConfig(preset=preset, **settings)
     m = opt.resolve(cfg, report)

@@ -76,13 +76,10 @@ def lenient(segs: list[str], geminate: bool = True) -> list[str]:
 
 
 def distance(a: list[str], b: list[str]) -> int:
-    prev = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        cur = [i]
-        for j, y in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
-        prev = cur
-    return prev[-1]
+    """Edit distance over phoneme lists (the same Levenshtein the transcript checks use on characters)."""
+    from utils.transcripts.cer import edit_distance
+
+    return edit_distance(a, b)
 
 
 def per(pairs, mode: str) -> float:

@@ -183,6 +183,31 @@ class MatchaTTS(nn.Module):
         cfm = self.decoder.loss(mels, y_mask, mu_y, spk, padded)
         return {"dur": dur_loss, "prior": prior, "cfm": cfm, "loss": dur_loss + prior + cfm}
 
+    # ------------------------------------------------------------------------- per-clip alignment
+    @torch.no_grad()
+    def align(self, tokens, mels, speaker: int = 0) -> dict[str, torch.Tensor]:
+        """One utterance, nothing reduced: how well its text explains its audio (the transcript checker).
+
+        tokens [N] ids; mels [F, T] normalised log-mel (any T >= tokens). Returns, with N' = 2N + 1 when the
+        model uses blanks: "durations" [N'] MAS frames per token, "predicted" [N'] the duration predictor's
+        frames, "dur_err" [N'] (log predicted - log MAS)^2, "frame_nll" [T] the prior loss of each frame
+        under its aligned token, "token_of_frame" [T] the token each frame was given, "blank" [N'] bool."""
+        tokens = torch.as_tensor(tokens, dtype=torch.long, device=mels.device)[None]
+        lens = torch.tensor([tokens.shape[1]])
+        mu, logw, x_mask, _ = self.encode(tokens, lens, torch.tensor([speaker], device=mels.device))
+        mu, y = mu[0].float(), mels.float()  # [F, N'], [F, T]
+        log_p = (-0.5 * (y ** 2).sum(0)[None, :] + mu.T @ y - 0.5 * (mu ** 2).sum(0)[:, None])  # [N', T]
+        path = maximum_path(log_p[None], torch.ones_like(log_p)[None], self.mas_implementation)[0]
+        durations = path.sum(-1)
+        mu_y = mu @ path  # [F, T]
+        frame_nll = (0.5 * ((y - mu_y) ** 2 + math.log(2 * math.pi))).mean(0)
+        logw = logw[0, 0].float()
+        blank = torch.zeros_like(durations, dtype=torch.bool)
+        if self.cfg.add_blank:
+            blank[0::2] = True
+        return {"durations": durations, "predicted": torch.exp(logw), "dur_err": (logw - torch.log(durations)) ** 2,
+                "frame_nll": frame_nll, "token_of_frame": path.argmax(0), "blank": blank}
+
     # -------------------------------------------------------------------------------- inference
     @torch.no_grad()
     def synthesise(self, tokens, speaker: int | torch.Tensor | None = 0, n_steps: int = 10,

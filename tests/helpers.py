@@ -116,3 +116,53 @@ def numeric_ticks(labels: list[str]) -> list[float]:
     assert 1 <= len(values) <= 25, labels
     assert max(gaps) - min(gaps) <= 1e-6 * (values[-1] - values[0]) + 1e-9, f"uneven ticks: {labels}"
     return values
+
+
+DAMAGES = ("swap", "cut", "add")
+
+
+def damage_transcripts(ws: Workspace, name: str, spares: list[str], every: int = 6) -> dict[str, str]:
+    """Spoil every `every`-th transcript of a dataset the way real mislabels look, in turn: swapped with another
+    sentence (of `spares`, not spoken in the dataset, the one closest in length, so the speaking rate alone does
+    not give it away), cut in half, a sentence added. Returns {row id: damage}."""
+    from utils.workspace import read_jsonl
+
+    path = ws.dataset_dir(name) / "manifest.jsonl"
+    rows = read_jsonl(path)
+    damaged = {}
+    for k, i in enumerate(range(every // 2, len(rows), every)):
+        kind, row, spare = DAMAGES[k % 3], rows[i], spares[k % len(spares)]
+        words = row["text"].split()
+        text = {"swap": min(spares, key=lambda s: abs(len(s) - len(row["text"]))), "cut": " ".join(words[: max(1, len(words) // 2)]),
+                "add": f"{row['text']} {spare}"}[kind]
+        row["text"] = row["normalized"] = text
+        damaged[row["id"]] = kind
+    write_jsonl(path, rows)
+    return damaged
+
+
+def tiny_recognizer(folder: Path) -> Path:
+    """A wav2vec 2.0 CTC recognizer of the real format (Wav2Vec2ForCTC + processor with an Ethiopic vocabulary),
+    random weights, a few thousand parameters, saved with save_pretrained: what a download gives, minus the skill."""
+    import json
+
+    import torch
+    from transformers import (Wav2Vec2Config, Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor, Wav2Vec2ForCTC,
+                              Wav2Vec2Processor)
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    letters = sorted({c for s in sentences(200) for c in s if 0x1200 <= ord(c) <= 0x137F})
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "|": 4, **{c: i + 5 for i, c in enumerate(letters)}}
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    tokenizer = Wav2Vec2CTCTokenizer(str(folder / "vocab.json"), word_delimiter_token="|")
+    extractor = Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
+                                         return_attention_mask=True)
+    Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(str(folder))
+    torch.manual_seed(0)
+    config = Wav2Vec2Config(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=64, conv_dim=(32, 32, 32), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4),
+                            num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, pad_token_id=0,
+                            feat_extract_norm="layer", do_stable_layer_norm=True)
+    Wav2Vec2ForCTC(config).save_pretrained(str(folder))
+    return folder

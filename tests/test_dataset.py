@@ -131,7 +131,7 @@ def test_ambiguous_csv_asks_for_columns_then_prepares_with_the_chosen_ones(tmp_p
     ws = Workspace.open(tmp_path / "ws")
     with pytest.raises(StudioError, match="choose the audio and text columns"):
         run(ws, "amb", src)
-    summary = run(ws, "amb", None, columns={"audio": "column 1", "text": "column 3"})
+    summary = run(ws, "amb", src, columns={"audio": "column 1", "text": "column 3"})
     assert summary["clips"] == 2
     assert {r["text"] for r in load_manifest(ws, "amb")} == {SENTS[5], SENTS[6]}
 

@@ -97,7 +97,25 @@ def test_empty_zip_says_so(tmp_path):
     ws = Workspace.open(tmp_path / "ws")
     with pytest.raises(StudioError, match="empty.zip: the zip is empty"):
         run(ws, "e", empty)
-    assert "empty.zip" in messages(ws, "e")
+    assert not ws.dataset_dir("e").exists() and ws.list_datasets() == []  # no half-made dataset left behind
+
+
+def test_a_failed_import_removes_only_the_folder_it_created(tmp_path):
+    """A new dataset whose import fails leaves nothing; a failed import into an existing dataset leaves
+    its raw uploads, manifest and clips exactly as they were."""
+    ws = Workspace.open(tmp_path / "ws")
+    (tmp_path / "void").mkdir()
+    with pytest.raises(StudioError, match="no files found"):
+        run(ws, "fresh", tmp_path / "void")
+    assert not ws.dataset_dir("fresh").exists()
+
+    assert run(ws, "kept", good_pairs(tmp_path / "good"))["clips"] == 2
+    before = {p: p.read_bytes() for p in files_under(ws.dataset_dir("kept")) if p.is_file()}
+    with pytest.raises(StudioError, match="metadata.csv"):  # the wrong format picked for a re-run
+        run(ws, "kept", None, fmt="ljspeech")
+    after = {p: p.read_bytes() for p in files_under(ws.dataset_dir("kept")) if p.is_file()}
+    assert {p: b for p, b in after.items() if p in before} == before  # every earlier file, byte for byte
+    assert ws.list_datasets() == ["kept"] and len(load_manifest(ws, "kept")) == 2
 
 
 def test_zero_byte_non_audio_and_three_hour_files_are_named_and_the_rest_prepared(tmp_path):

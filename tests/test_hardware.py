@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -136,3 +137,22 @@ def test_many_gpus_keep_each_card_busy_and_scale_the_learning_rate_by_the_square
     assert eight["effective_batch"].value == 8 * 16_000
     assert eight["lr_batch_scale"].value == pytest.approx((8 * 16_000 / 40_000) ** 0.5, rel=1e-3)
     assert "square-root rule" in eight["lr_batch_scale"].reason
+
+
+@pytest.mark.parametrize("name, gib, cc, can, words", [
+    ("Tesla T4", 15.0, (7, 5), True, "with gradient checkpointing; fp16 with loss scaling"),
+    ("NVIDIA A100-SXM4-80GB", 80.0, (8, 0), True, "; bf16"),
+    ("NVIDIA GeForce GTX 1080", 8.0, (6, 1), False, "use a 16 GiB GPU or larger"),
+])
+def test_the_f5_engine_verdict_follows_the_gpu_memory(monkeypatch, name, gib, cc, can, words):
+    fake_cuda(monkeypatch, name, gib, cc)
+    verdict = hardware.f5_engine(hardware.detect())
+    assert verdict.value is can and words in verdict.reason
+    assert "F5-TTS engine (fine-tuning the pretrained base): " + ("yes" if can else "no") in \
+        hardware.describe(hardware.detect())
+
+
+def test_a_cpu_is_told_it_cannot_fine_tune_f5_and_what_to_use_instead():
+    report = replace(hardware.detect(), gpus=[])
+    verdict = hardware.f5_engine(report)
+    assert verdict.value is False and "Train the Matcha engine here" in verdict.reason

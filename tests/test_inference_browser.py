@@ -19,7 +19,7 @@ def server(tmp_path_factory):
     s.stop()
 
 
-def test_speak_see_the_phonemes_compare_and_export(server, page):
+def test_speak_see_the_phonemes_compare_and_export(server, page, tmp_path):
     page.goto(server.url)
     page.get_by_role("tab", name="Inference").click()
     expect(page.get_by_label("Voice or checkpoint")).to_have_value(re.compile("r1 · step 10"))
@@ -31,6 +31,16 @@ def test_speak_see_the_phonemes_compare_and_export(server, page):
     rows = page.locator("#inference-rows")
     expect(rows).to_contain_text("ሰላም ነው።")
     expect(rows).to_contain_text("ሃያ")  # 25 read out in Amharic in the normalized column
+    # one line of header over the rows, and every column inside the table's width (the phonemes not cut off)
+    layout = page.evaluate("""() => { const t = document.querySelector('#inference-rows');
+        const heads = [...t.querySelectorAll('th')].map(h => h.getBoundingClientRect().height);
+        const row = Math.min(...[...t.querySelectorAll('tbody tr')].map(r => r.getBoundingClientRect().height)
+                                .filter(h => h > 0));  // a one-line row (Gradio keeps a hidden one too)
+        const right = Math.max(...[...t.querySelectorAll('th')].map(h => h.getBoundingClientRect().right));
+        return {head: Math.max(...heads), row, right, edge: t.getBoundingClientRect().right}; }""")
+    assert layout["head"] <= 1.5 * layout["row"] and layout["right"] <= layout["edge"] + 1, layout
+    rows.screenshot(path=tmp_path / "spoken-rows.png")
+    print(f"screenshot: {tmp_path / 'spoken-rows.png'}")
     expect(page.locator("#inference-spectrogram img")).to_be_visible()
     expect(page.locator("#inference-wav a").first).to_have_attribute("href", re.compile(r"speech-.*\.wav"))
     page.wait_for_function("() => Array.from(document.querySelectorAll('#inference-audio audio'))"
@@ -39,6 +49,7 @@ def test_speak_see_the_phonemes_compare_and_export(server, page):
     page.locator("#inference-text textarea").fill("hello world")
     page.locator("#inference-speak").click()
     expect(page.get_by_text(re.compile("no Amharic \\(Ethiopic\\) letters")).first).to_be_visible(timeout=30_000)
+    expect(info).to_contain_text("Not done: The text has no Amharic")  # kept under the player, not only a toast
 
     page.locator("#inference-text textarea").fill("ሰላም ነው።")
     page.get_by_text("A/B: one sentence from two checkpoints").click()

@@ -154,7 +154,7 @@ def test_a_vocoder_trains_as_a_job_from_the_training_tab_and_resumes_with_its_ow
     assert any(v.startswith(f"runs/{name}/checkpoints/step-2") for v in inference.list_vocoders(ws))
     assert "batch_size" in json.loads((ws.run_dir(name) / "config.json").read_text())["reasons"]
     runs.resume_training(ws, name)  # the vocoder trainer again, continuing its checkpoint (already at the end)
-    wait(lambda: state(ws, name).get("state") in jobs.FINAL and "resuming from" in runs.view(ws, name).log,
+    wait(lambda: state(ws, name).get("state") in jobs.FINAL and "resume: continuing from" in runs.view(ws, name).log,
          "the vocoder run to resume", 300)
     assert state(ws, name)["state"] == "finished"
     with pytest.raises(StudioError, match="no prepared dataset"):

@@ -69,6 +69,26 @@ def test_dataset_separates_only_clips_with_music_and_accept_revert_keep_original
     assert _digests(ws) == before  # raw/ and audio/ were never written
 
 
+def test_accept_uses_only_clear_music_unless_the_curator_picks_clips(ws):
+    """A clip separated on a faint score (here the clean one, with the gate's threshold put under it) stays
+    original on Accept; the curator picking it switches it, and only it."""
+    from utils.separation.gate import CLEAR
+
+    run_to_end(dataset.process_dataset(ws, "news", backend="dsp", threshold=0.0))
+    folder = ws.dataset_dir("news")
+    rows = {r["id"]: r for r in read_jsonl(folder / "manifest.jsonl")}
+    assert rows["clean"]["music"]["separated"] and rows["clean"]["music"]["score"] < CLEAR <= rows["song"]["music"]["score"]
+    assert [r["music"] for r in dataset.summary(ws, "news")] == ["faint: listen, pick to use", "yes, clearly"]
+
+    message, table = tab.accept(ws, "news", [])
+    assert message.startswith("1 clip(s) with clear music") and list(table["in use"]) == ["original", "separated"]
+    message, table = tab.accept(ws, "news", ["clean"])
+    assert message.startswith("1 clip(s) picked") and list(table["in use"]) == ["separated", "separated"]
+    assert tab.faint_ids(ws, "news")["choices"] == ["clean", "song"]
+    with pytest.raises(StudioError, match="no clip 'nope'"):
+        dataset.accept(ws, "news", ["nope"])
+
+
 def test_unreadable_clip_is_reported_and_the_rest_goes_on(ws):
     folder = ws.dataset_dir("news")
     (folder / "audio" / "clean.wav").write_bytes(b"not audio at all")
@@ -93,8 +113,9 @@ def test_tab_handlers_run_listen_accept_and_revert(ws, tmp_path):
     assert tab.dataset_choices(ws)["choices"] == ["news"]
     *_, (log, table) = list(tab.run_dataset(ws, "news", "dsp", True, progress=None))
     assert "1 of 2 clips had music" in log
-    assert list(table["music"]) == ["no", "yes"]
-    assert tab.clip_ids(ws, "news")["choices"] == ["clean", "song"]
+    assert list(table["music"]) == ["no", "yes, clearly"]
+    choices = tab.clip_ids(ws, "news")["choices"]  # each clip named with its score
+    assert [value for _, value in choices] == ["clean", "song"] and all("music score 0." in label for label, _ in choices)
     before, after = tab.show_clip(ws, "news", "song")
     assert before.endswith("audio/song.wav") and after.endswith("separated/song.wav")
     assert tab.show_clip(ws, "news", "clean")[1] is None

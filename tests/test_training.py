@@ -77,7 +77,8 @@ def test_checkpoint_round_trip_restores_the_same_model(corpus):
     b = again.synthesise(tokens, speaker=1, n_steps=2, generator=torch.Generator().manual_seed(0))
     assert torch.equal(a["mel"], b["mel"]) and a["mel"].shape[1] == 100
     state = load_trainer_state(folder)
-    assert state["step"] == 2 and "optimizer" in state and "scaler" in state
+    assert state["step"] == 2 and "model" in state["optimizers"] and "scaler" in state
+    assert state["adapter"]["next_pos"] and "model" in state["modules"]
 
 
 def test_resume_after_a_stop_continues_the_same_loss_curve(corpus):
@@ -108,6 +109,27 @@ def test_resume_after_a_stop_continues_the_same_loss_curve(corpus):
         assert b[step] == pytest.approx(a[step], rel=1e-5, abs=1e-6), step
     log = (run_dir / "train.log").read_text()
     assert "resume: continuing from" in log and "num_workers changed since the checkpoint: 'auto' -> 1" in log
+
+
+def test_a_checkpoint_written_before_the_shared_engine_resumes_exactly(corpus):
+    """trainer_state.pt of the acoustic trainer before utils/training/engine.py kept the model's and the optimizer's
+    state at the top level: such a run still resumes, onto the same curve as a run that never stopped."""
+    run(prepare_run(tiny_config(corpus, "legacy", max_steps=6, checkpoint_every=3)))
+    checkpoints = corpus.run_dir("legacy") / "checkpoints"
+    straight = losses(corpus.run_dir("legacy"))
+    new = load_trainer_state(checkpoints / "step-3")
+    legacy = {"model": new["modules"]["model"], "optimizer": new["optimizers"]["model"], "scaler": new["scaler"],
+              "ema": new["ema"], "step": new["step"], "split": new["split"], "lr_scale": new["lr_scale"],
+              "best": new["best"], **new["adapter"]}
+    torch.save(legacy, checkpoints / "step-3" / "trainer_state.pt")
+    shutil.rmtree(checkpoints / "step-6")
+    result = run(prepare_run(tiny_config(corpus, "legacy", max_steps=6, checkpoint_every=3)))
+    assert result["state"] == "finished" and result["step"] == 6
+    rows = [r for r in read_jsonl(corpus.run_dir("legacy") / "metrics.jsonl") if "loss" in r]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4, 5, 6, 4, 5, 6]  # the second run continued after step 3
+    for row in rows[6:]:
+        assert row["loss"] == pytest.approx(straight[row["step"]], rel=1e-5, abs=1e-6), row["step"]
+    assert load_trainer_state(corpus.run_dir("legacy") / "checkpoints" / "step-6")["format"] == 2
 
 
 def test_resume_reports_settings_changed_since_the_checkpoint(corpus):
@@ -259,9 +281,9 @@ def test_held_out_mcd_that_stops_improving_is_called_overfitting_and_stop_ends_t
 
 
 def test_a_halved_micro_batch_grows_back_after_a_stretch_of_good_steps(corpus, monkeypatch):
-    from utils.training import loop
+    from utils.training import engine
 
-    monkeypatch.setattr(loop, "GROW_BACK_STEPS", 4)  # 4 good steps after the first out-of-memory, then 8
+    monkeypatch.setattr(engine, "GROW_BACK_STEPS", 4)  # 4 good steps after the first out-of-memory, then 8
     rows = [r for r in read_jsonl(corpus.dataset_dir("am") / "manifest.jsonl") if r["split"] == "train"]
     longest = -(-max(int(r["duration"] * MODEL_SAMPLE_RATE) // 256 + 1 for r in rows) // 4) * 4
     result = run(prepare_run(tiny_config(corpus, "regrow", max_steps=13, max_frames_per_batch=4 * longest,

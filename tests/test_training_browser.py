@@ -51,6 +51,9 @@ def test_start_watch_reload_stop_resume_and_queue(server, page, tmp_path):
 
     summary = page.locator("#run-summary")
     expect(summary).to_contain_text("running", timeout=120_000)
+    message = page.locator("#train-message")  # follows the run's own state, not what Start said
+    expect(message).to_contain_text("Run live (100000 steps) is training", timeout=30_000)
+    expect(message).not_to_contain_text("queued")
     log = page.locator("#train-log textarea")
     expect(log).to_have_value(re.compile(r"training from step 0"), timeout=120_000)
     page.wait_for_function("() => { const s = document.querySelector('#run-summary'); "
@@ -69,6 +72,12 @@ def test_start_watch_reload_stop_resume_and_queue(server, page, tmp_path):
     page.reload()
     page.get_by_role("tab", name="Training").click()
     expect(summary).to_contain_text("live", timeout=30_000)
+    # the form shows the running run's choices again, not a blank dataset and the default steps
+    expect(page.get_by_label("dataset", exact=True)).to_have_value("am", timeout=30_000)
+    expect(page.get_by_label("steps", exact=True)).to_have_value("100000")
+    expect(page.get_by_label("tiny")).to_be_checked()
+    page.locator("#train-form").screenshot(path=tmp_path / "training-form-after-reload.png")
+    print(f"screenshot: {tmp_path / 'training-form-after-reload.png'}")
     page.wait_for_function(f"() => {{ const m = document.querySelector('#run-summary').innerText.match(/step (\\d+)/); "
                            f"return m && +m[1] > {before}; }}", timeout=120_000)
 
@@ -85,12 +94,15 @@ def test_start_watch_reload_stop_resume_and_queue(server, page, tmp_path):
     page.locator("#stop-button").click()
     expect(summary).to_contain_text("stopped", timeout=120_000)
     expect(summary).to_contain_text("last checkpoint step-", timeout=30_000)
+    expect(message).to_contain_text("Run live (100000 steps) stopped", timeout=30_000)
+    expect(summary).to_contain_text("Stopped because Stop was pressed")
     stopped_at = step_shown(page)
     assert runs.view(server.ws, "live").checkpoints[-1][0] == stopped_at
 
     # Resume: the step count continues from the checkpoint
     page.locator("#resume-button").click()
     expect(summary).to_contain_text("running", timeout=120_000)
+    expect(message).to_contain_text("Run live (100000 steps) is training", timeout=30_000)
     page.wait_for_function(f"() => {{ const m = document.querySelector('#run-summary').innerText.match(/step (\\d+)/); "
                            f"return m && +m[1] > {stopped_at}; }}", timeout=120_000)
     expect(log).to_have_value(re.compile(rf"resume: continuing from .*step-{stopped_at}"), timeout=30_000)

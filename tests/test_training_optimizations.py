@@ -15,7 +15,7 @@ from utils.events import StudioError
 from utils.training import prepare_run, run
 from utils.training import optimization as opt
 from utils.training.config import TrainConfig
-from utils.training.data import Collate, FrameBatchSampler, make_loader, split_batch
+from utils.training.batching import Collate, FrameBatchSampler, make_loader, split_batch
 from utils.training.probe import probe_max_frames
 
 torch.set_num_threads(1)

@@ -137,6 +137,23 @@ def test_app_train_command_trains_and_reports(corpus, capsys):
     assert config["train"]["max_steps"] == 2 and config["resolved"]["compile"] is False
 
 
+def test_app_train_without_an_eval_choice_checks_quality_on_the_training_tabs_schedule(tmp_path):
+    """Same schedule as a run started on the Training tab: a 300-step run is checked every 50 steps, a
+    20000-step one every 1000; a step count given on the command line is kept, 0 included."""
+    sys.path.insert(0, str(ROOT))
+    import app
+
+    def eval_every(*flags):
+        args = app.build_parser().parse_args(["train", "--workspace", str(tmp_path), "--dataset", "am", *flags])
+        return app.train_config(args).eval_every
+
+    assert eval_every("--max-steps", "300") == 50
+    assert eval_every("--max-steps", "2000") == 334
+    assert eval_every("--max-steps", "20000") == 1000
+    assert eval_every("--max-steps", "300", "--eval-every", "7") == 7
+    assert eval_every("--max-steps", "300", "--eval-every", "0") == 0
+
+
 def test_app_train_background_queues_the_run_as_a_job_on_the_device_the_ui_would_pick(corpus, capsys):
     sys.path.insert(0, str(ROOT))
     import app

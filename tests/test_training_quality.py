@@ -10,7 +10,8 @@ from tests.helpers import make_dataset
 from utils.audio import FeatureConfig
 from utils.datasets.features import features
 from utils.training import TrainConfig, load_checkpoint, prepare_run, run
-from utils.training.data import Frontend, prepare_items, training_rows
+from utils.training.data import prepare_items, training_rows
+from utils.training.frontend import Frontend
 from utils.training.evaluate import synthesis_quality
 
 torch.set_num_threads(1)

@@ -5,6 +5,7 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -208,7 +209,7 @@ def test_train_vocoder_writes_checkpoint_metrics_log_and_resumes(tmp_path):
 
     second = run_to_end(train_vocoder(ws, tiny_config(max_steps=3, resume="auto")))
     assert second == run / "checkpoints" / "step-3"
-    assert "resuming from runs/voc/checkpoints/step-2" in (run / "train.log").read_text()
+    assert "resume: continuing from runs/voc/checkpoints/step-2" in (run / "train.log").read_text()
     assert [m["step"] for m in read_jsonl(run / "metrics.jsonl") if "loss_g" in m] == [1, 2, 3]
 
 
@@ -244,14 +245,16 @@ def test_vocoder_precision_is_fp32_on_a_cpu_unless_asked_and_fp16_is_refused(tmp
         run_to_end(train_vocoder(ws, tiny_config(run="half", precision="fp16")))
 
 
-def test_job_service_entry_fine_tunes_from_the_given_weights_and_stop_saves(tmp_path):
+def test_fine_tuning_starts_from_the_given_weights_and_a_stop_before_the_first_step_saves(tmp_path):
     ws = Workspace.open(tmp_path / "ws")
     make_dataset(ws, n=2)
     init = save_vocoder(Vocoder(PRESETS["tiny"]), tmp_path / "init")
     config = prepare_vocoder_run(ws, tiny_config(run="ft", init=str(init), mcd_clips=0))
     run = ws.run_dir("ft")
-    (run / "STOP").write_text("stop")  # a stop request before the first step still leaves a checkpoint
-    assert training_main(["--config", str(config)]) == 0  # what `python -m utils.vocoder.training` runs
+    stop = threading.Event()
+    stop.set()  # a stop request before the first step (the UI's Stop, in-process) still leaves a checkpoint
+    cfg = VocoderTrainConfig.from_dict(read_json(config))
+    assert run_to_end(train_vocoder(ws, cfg, stop)) == run / "checkpoints" / "step-0"
     ckpt = run / "checkpoints" / "step-0"
     assert (ckpt / "trainer_state.pt").exists()
     assert read_json(run / "status.json")["state"] == "stopped"
@@ -288,11 +291,13 @@ def test_out_of_memory_halves_the_batch_and_training_goes_on(tmp_path):
     ckpt = run_to_end(train_vocoder(ws, tiny_config(batch_size=4, max_steps=3, fault_oom_above_batch=1)))
     run = ws.run_dir("voc")
     log = (run / "train.log").read_text()
-    assert "out of memory at step 0: batch halved to 2 crops per process" in log
-    assert "batch halved to 1 crops per process" in log
+    # the step is kept: its crops are run in smaller micro-batches and their gradients accumulated
+    assert "out of memory at step 0: micro-batch halved (each batch now in 2 parts)" in log
+    assert "micro-batch halved (each batch now in 4 parts)" in log
     assert [m["step"] for m in read_jsonl(run / "metrics.jsonl") if "loss_g" in m] == [1, 2, 3]  # no step lost
     assert read_json(run / "status.json")["state"] == "finished" and ckpt.name == "step-3"
-    with pytest.raises(StudioError, match="out of memory with one crop per step at step 0: use a shorter segment"):
+    with pytest.raises(StudioError, match="out of memory even with one crop per micro-batch at step 0; use a shorter "
+                                          "segment"):
         run_to_end(train_vocoder(ws, tiny_config(run="never", batch_size=1, fault_oom_above_batch=-1)))
 
 
@@ -301,12 +306,12 @@ def test_non_finite_gradients_skip_the_update_then_stop_with_good_weights(tmp_pa
     make_dataset(ws, n=2)
     run_to_end(train_vocoder(ws, tiny_config(max_steps=3, fault_nan_steps=[2])))
     run = ws.run_dir("voc")
-    assert "step 2: non-finite gradients in 1 of the 2 updates, skipped (weights untouched); learning rate " \
-           "halved (x0.5)" in (run / "train.log").read_text()
+    assert "step 1: non-finite loss/gradients in 1 of the 2 updates, step skipped, learning rate halved (x0.5); " \
+           "the weights were not touched" in (run / "train.log").read_text()
     assert read_json(run / "status.json")["state"] == "finished"
 
     before = load_vocoder(run / "checkpoints" / "step-3").state_dict()
-    with pytest.raises(StudioError, match="3 steps in a row had non-finite gradients"):
+    with pytest.raises(StudioError, match="3 steps in a row had non-finite loss or gradients"):
         run_to_end(train_vocoder(ws, tiny_config(max_steps=10, resume="auto", max_bad_steps=3,
                                                  fault_nan_steps=[4, 5, 6])))
     assert read_json(run / "status.json")["state"] == "failed"
@@ -328,7 +333,7 @@ def test_out_of_memory_in_one_of_two_processes_halves_both_batches(tmp_path):
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     log = (ws.run_dir("voc") / "train.log").read_text()
-    assert "out of memory in another process at step 0: batch halved to 2 crops per process" in log
+    assert "out of memory in another process at step 0: micro-batch halved" in log
     assert "weights identical on all 2 processes at step 2" in log
     assert read_json(ws.run_dir("voc") / "status.json")["state"] == "finished"
 
@@ -354,7 +359,7 @@ def test_train_vocoder_cli_end_to_end(tmp_path):
     # the same command again continues the run (resume auto is the default)
     again = subprocess.run([*proc.args, "--max-steps", "2"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr
-    assert "resuming from runs/cli/checkpoints/step-1" in again.stdout
+    assert "resume: continuing from runs/cli/checkpoints/step-1" in again.stdout
 
 
 def test_train_vocoder_cli_in_the_background_queues_a_job_like_the_training_tab(tmp_path):

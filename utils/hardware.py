@@ -24,6 +24,7 @@ MIN_USEFUL_FRAMES = 8_000
 # checkpointing (an estimate to start from; the probe measures the real number on the GPU).
 BYTES_PER_FRAME_BASE = 240_000
 RESERVED_GB = 2.5  # CUDA context, weights, optimizer state, allocator slack
+F5_FIXED_GB = 7.0  # the 337 M-parameter F5 base: fp32 weights, gradients, AdamW's two moments, the EMA copy
 NOMINAL_SIZES_GB = (4, 6, 8, 10, 11, 12, 16, 20, 24, 32, 40, 48, 64, 80, 94, 96, 141, 180, 192)
 
 # name pattern -> class label, in match order. Capability decides precision and kernels;
@@ -173,7 +174,7 @@ def recommend(report: HardwareReport, preset: str = "base") -> dict[str, Setting
     g = min(gpus, key=lambda x: (x.capability, x.memory_gb))
     g = replace(g, memory_gb=min(x.memory_gb for x in gpus))
     n = len(gpus)
-    usable = max(1.0, g.memory_gb - RESERVED_GB)
+    usable = max(1.0, g.memory_gb - RESERVED_GB - (F5_FIXED_GB if preset == "f5" else 0.0))
     r: dict[str, Setting] = {}
 
     if g.bf16:
@@ -226,8 +227,9 @@ def _recommend_cpu(report: HardwareReport) -> dict[str, Setting]:
     r = {
         "precision": Setting("fp32", "no GPU found: CPUs train in fp32 (bf16 autocast on CPU is slower for "
                                      "these conv-heavy models on most CPUs)."),
-        "tf32": Setting(False, "TF32 is a GPU (Ampere+) feature."),
-        "attention": Setting("math", "on the CPU SDPA uses its standard (math/fused CPU) kernel."),
+        "tf32": Setting(False, "off: a speed-up of NVIDIA GPUs (Ampere and newer); a CPU has nothing to gain."),
+        "attention": Setting("math", "the CPU's standard attention kernel (SDPA math): the faster ones "
+                                      "(flash, efficient) exist only on NVIDIA GPUs."),
         "grad_checkpointing": Setting(False, "memory is rarely the limit on CPU; recomputation would only slow it."),
         "compile": Setting(False, "compiling costs minutes of start-up, more than a small CPU run gains."),
         "max_frames_per_batch": Setting(frames, f"{report.ram_gb:.0f} GiB RAM holds far more; kept small so each "
@@ -259,7 +261,9 @@ def _recommend_mps(report: HardwareReport) -> dict[str, Setting]:
 
 
 def _bytes_per_frame(preset: str) -> float:
-    return BYTES_PER_FRAME_BASE * {"tiny": 0.1, "small": 0.45, "base": 1.0}.get(preset, 1.0)
+    # f5: the 337 M-parameter F5-TTS base (22 blocks of width 1024 over every frame): about 8x Matcha base's bytes a
+    # frame, so an 80 GB card holds ~31000 frames beside F5_FIXED_GB, near the 38400 a GPU of the published recipe took
+    return BYTES_PER_FRAME_BASE * {"tiny": 0.1, "small": 0.45, "base": 1.0, "f5": 8.0}.get(preset, 1.0)
 
 
 def _frames_that_fit(usable_gb: float, preset: str, factor: float) -> int:
@@ -310,6 +314,25 @@ def with_measured_batch(report: HardwareReport, max_frames: int, detail: str, n_
     return replace(report, recommended=rec)
 
 
+def f5_engine(report: HardwareReport) -> Setting:
+    """Whether this machine can fine-tune the F5-TTS base (the Training tab and `app.py hardware` say it), and why."""
+    if not report.gpus:
+        return Setting(False, "no GPU: the 337 M-parameter F5-TTS base learns from ~60 mel frames a second on a 2-core "
+                              "CPU (bench/f5_step.py), so one step of a useful 40 000-frame batch takes ~11 minutes "
+                              "and a fine-tune weeks. Train the Matcha engine here, or use a GPU (Colab's free T4 "
+                              "works).")
+    g = min(report.gpus, key=lambda x: x.memory_gb)
+    usable = g.memory_gb - RESERVED_GB - F5_FIXED_GB
+    if usable < 4:
+        return Setting(False, f"{g.name} has {g.memory_gb:.0f} GiB: the base's weights, gradients and optimizer state "
+                              f"take ~{F5_FIXED_GB:.0f} GiB, too little is left for speech; use a 16 GiB GPU or larger.")
+    checkpointing = _frames_that_fit(usable, "f5", 1.0) < MIN_USEFUL_FRAMES
+    fit = _frames_that_fit(usable, "f5", 2.5 if checkpointing else 1.0)
+    return Setting(True, f"{g.name}: about {fit} frames per micro-batch after ~{F5_FIXED_GB:.0f} GiB of weights and "
+                         f"optimizer state" + (", with gradient checkpointing" if checkpointing else "")
+                   + ("; bf16" if g.bf16 else "; fp16 with loss scaling (this card has no bf16)"))
+
+
 def describe(report: HardwareReport) -> str:
     lines = [f"Platform: {report.platform}, torch {report.torch_version}"
              + (f", CUDA {report.cuda_version}" if report.cuda_version else "")]
@@ -322,6 +345,8 @@ def describe(report: HardwareReport) -> str:
     lines.append("\nRecommended settings:")
     for name, s in report.recommended.items():
         lines.append(f"  {name:22} {str(s.value):8} {s.reason}")
+    f5 = f5_engine(report)
+    lines.append(f"\nF5-TTS engine (fine-tuning the pretrained base): {'yes' if f5.value else 'no'}. {f5.reason}")
     return "\n".join(lines)
 
 

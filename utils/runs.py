@@ -82,12 +82,19 @@ class RunView:
             parts.append(f"best checkpoint `{Path(best).name}`{mcd}")
         text = " · ".join(parts)
         if s.get("message") and state in ("queued", "failed", "stopped", "stopping"):
-            text += f"\n\n{s['message']}"
+            text += f"\n\n{plain_message(s['message'])}"
         if s.get("warning"):
             text += f"\n\n⚠ {s['warning']}"
         if s.get("overfitting"):
             text += f"\n\n⚠ {s['overfitting']}"
         return text
+
+
+def plain_message(message: str) -> str:
+    """The trainer's own words for why it stopped, led by what they mean for the curator (kept in brackets)."""
+    if message.startswith("stopped by request"):
+        return f"Stopped because Stop was pressed, after saving a checkpoint: Resume continues from it. ({message})"
+    return message
 
 
 def format_seconds(seconds: float) -> str:
@@ -172,10 +179,81 @@ def run_table(ws: Workspace) -> list[dict]:
             "dataset": config.get("dataset", ""), "preset": preset,
             "best (val MCD)": (f"{Path(r['best_checkpoint']).name} ({r['best_mcd']:.2f} dB)" if r.get("best_mcd")
                                else Path(r["best_checkpoint"]).name) if r.get("best_checkpoint") else "",
+            "val CER": last_cer(ws.run_dir(r["name"])),
             "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(when)) if (when := r.get("created")
                                                                                    or r.get("started")) else "",
         })
     return rows
+
+
+def last_cer(run_dir: Path, tail_bytes: int = 65536) -> str:
+    """The newest evaluation's character error rate (metrics.jsonl "cer", written when the workspace has a speech
+    recognizer), as a percentage; "" when there is none. Reads only the file's tail: the run list refreshes often."""
+    path = run_dir / "metrics.jsonl"
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, path.stat().st_size - tail_bytes))
+            lines = f.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        if '"cer"' in line:
+            try:
+                return f"{json.loads(line)['cer']:.0%}"
+            except (ValueError, KeyError, TypeError):
+                continue
+    return ""
+
+
+STATE_WORDS = {"queued": "is queued", "running": "is training", "stopping": "is stopping (saving first)",
+               "finished": "finished", "stopped": "stopped", "failed": "failed"}
+
+
+def state_line(ws: Workspace, name: str) -> str:
+    """One line on a run as it is now (status.json, not what a button press said): the Training tab's
+    message line follows a run the curator started, resumed or stopped."""
+    run_dir = ws.run_dir(name)
+    if not run_dir.exists():
+        return f"Run **{name}** is gone."
+    s, doc = reconcile(run_dir), read_json(run_dir / "config.json", {}) or {}
+    config = doc.get("train") or doc  # an acoustic run's config nests its settings, a vocoder run's does not
+    state = s.get("state", "unknown")
+    line = f"{'Vocoder run' if doc.get('kind') == 'vocoder' else 'Run'} **{name}** ({config.get('max_steps')} steps) "
+    line += STATE_WORDS.get(state, state)
+    if state in ("running", "stopping", "finished", "stopped") and s.get("step") is not None:
+        line += f" · at step {s['step']}"
+    if state == "queued" and s.get("message") not in (None, "", "starting"):
+        line += f": {s['message']}"
+    elif state == "stopped":
+        line += ": its last checkpoint is saved; Resume continues from it"
+    elif state == "failed":
+        line += ": why is shown under the run below"
+    if config.get("eval_every") and state in ("queued", "running"):
+        line += f" · quality (MCD and samples) checked every {config['eval_every']} steps"
+    return line
+
+
+def last_choices(ws: Workspace) -> dict:
+    """The Training form as the curator last filled it: the active run's choices, else the newest run's (a
+    reload shows them again instead of a blank dataset and the default steps). {"train": ..., "vocoder": ...},
+    each the config of the newest run of that kind (batch probes left out), or absent."""
+    found = {}
+    for r in sorted(run_table(ws), key=lambda r: r["status"] not in ACTIVE):  # stable: newest first within
+        if r["run"].startswith(PROBE_PREFIX):
+            continue
+        doc = read_json(ws.run_dir(r["run"]) / "config.json", {}) or {}
+        kind = "vocoder" if doc.get("kind") == "vocoder" else "train"
+        config = doc if kind == "vocoder" else doc.get("train")
+        if config and kind not in found:
+            status = read_json(ws.run_dir(r["run"]) / "status.json", {}) or {}
+            found[kind] = {**config, "all_gpus": (status.get("nproc") or 1) > 1,
+                           "init": _relative(ws, config.get("init") or "")}
+    return found
+
+
+def _relative(ws: Workspace, path: str) -> str:
+    """A run's init (stored absolute) as the form's pickers name it: relative to the workspace."""
+    return str(Path(path).relative_to(ws.root)) if path and Path(path).is_relative_to(ws.root) else path
 
 
 # ------------------------------------------------------------------------------ starting runs
@@ -223,8 +301,9 @@ def eval_schedule(max_steps: int, longest: int) -> int:
 
 def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str = "", init: str = "",
                    finetune_mode: str = "full", max_steps: int | None = None, all_gpus: bool = False,
-                   overrides: dict | None = None) -> dict:
-    """Write the run's config (saved optimization settings + this form) and hand it to the job service."""
+                   overrides: dict | None = None, engine: str = "matcha", accept_licence: bool = False) -> dict:
+    """Write the run's config (saved optimization settings + this form) and hand it to the job service. The F5
+    engine starts from the public pretrained base unless a checkpoint or the tiny test size is chosen."""
     from utils.training import TrainConfig, prepare_run
 
     if not dataset:
@@ -232,8 +311,12 @@ def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str 
     if dataset not in ws.list_datasets():
         raise StudioError(f"There is no prepared dataset called {dataset!r}; prepare it on the Dataset tab.")
     values = {**saved_settings(ws), **(overrides or {})}
-    values.update(workspace=str(ws.root), dataset=dataset, preset=preset, run=run.strip(),
-                  init=str(ws.inside(init)) if init else "", finetune_mode=finetune_mode)
+    if engine == "f5" and not init and preset != "tiny":
+        from utils.f5.base import HUB_ID
+
+        init = HUB_ID
+    values.update(workspace=str(ws.root), dataset=dataset, preset=preset, run=run.strip(), engine=engine,
+                  init=init if engine == "f5" else str(ws.inside(init)) if init else "", finetune_mode=finetune_mode)
     if max_steps:
         values["max_steps"] = int(max_steps)
     if values["run"] and (ws.run_dir(values["run"]) / "config.json").exists():
@@ -241,7 +324,7 @@ def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str 
     cfg = TrainConfig.from_dict(values)
     if "eval_every" not in values:
         cfg.eval_every = eval_schedule(cfg.max_steps, cfg.eval_every)
-    config_path = prepare_run(cfg)
+    config_path = prepare_run(cfg, accept_licence=accept_licence)
     return {"run": config_path.parent.name, "eval_every": cfg.eval_every, **queue(ws, config_path, all_gpus)}
 
 
@@ -339,6 +422,7 @@ def settings_form(ws: Workspace, preset: str = "small") -> list[SettingRow]:
     saved = saved_settings(ws)
     machine = resolve(TrainConfig(preset=preset))  # what "auto" means on this machine
     trades = json.loads((ASSETS / "optimization_trades.json").read_text(encoding="utf-8"))
+    plain = plain_words()
     meta = {f.name: f for f in fields(TrainConfig)}
     rows = []
     for name in MACHINE_SETTINGS + SCHEDULE_SETTINGS:
@@ -349,7 +433,7 @@ def settings_form(ws: Workspace, preset: str = "small") -> list[SettingRow]:
             recommended, reason = f.default, (f"fits each run: about {EVALS_PER_RUN} evaluations per run, at least "
                                               f"{MIN_EVAL_GAP} and at most {f.default} steps apart")
         else:
-            recommended, reason = f.default, "default"
+            recommended, reason = f.default, plain.get(name, {}).get("why", "the trainer's default")
         chosen = saved.get(name, "auto" if name in machine.values else recommended)
         value = recommended if chosen == "auto" else chosen
         if name in saved and chosen != "auto":
@@ -360,6 +444,11 @@ def settings_form(ws: Workspace, preset: str = "small") -> list[SettingRow]:
         rows.append(SettingRow(name, value, recommended, reason, f.metadata.get("help", ""), trades.get(name, ""),
                                [c for c in choices if c != "auto"] if choices else None))
     return rows
+
+
+def plain_words() -> dict:
+    """{setting: {"label": what it does in plain words, "why": the reason for a value the hardware does not decide}}."""
+    return json.loads((ASSETS / "settings_plain.json").read_text(encoding="utf-8"))
 
 
 def batch_summary(rows: list[SettingRow]) -> str:

@@ -25,7 +25,10 @@ def build_ui(ctx: AppContext) -> gr.Blocks:
         with gr.Tabs():
             for label, module in TABS:
                 with gr.Tab(label, id=label.lower().replace(" ", "-")) as tab:
-                    on_load += module.build(ctx) or []
+                    entries = module.build(ctx) or []
+                on_load += [e for e in entries if len(e) == 3]
+                for fn, inputs, outputs, _ in [e for e in entries if len(e) == 4]:  # "open": each time it is opened
+                    tab.select(fn, inputs, outputs, show_progress="hidden")
                 tab_timers.append((tab, [b for b in _descendants(tab) if isinstance(b, gr.Timer)]))
         _tick_only_on_the_open_tab(tab_timers)
         # a tab may return (fn, inputs, outputs) to refresh from the workspace at every page load

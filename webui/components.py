@@ -19,3 +19,49 @@ def default_model_size() -> str:
     from utils import hardware
 
     return "base" if hardware.query_gpus() else "tiny"
+
+
+
+def says_errors(fn, outputs: list, box, log: bool = False, also: dict | None = None):
+    """`fn` with its refusals written into `box` (one of its `outputs`), where the curator can read them for as
+    long as they like: a raised error would leave only a red 'Error' badge on every output once its toast
+    fades. A `log` box keeps the lines it showed and gets the message as its last line; `also` gives other
+    outputs a value on a refusal ({output: value}), the rest are left as they were. Works for generators."""
+    import functools
+    import inspect
+
+    from utils.events import StudioError
+
+    at = outputs.index(box)
+
+    def shown(exc, before="") -> tuple | str:
+        text = str(exc.message if isinstance(exc, gr.Error) else exc)
+        gr.Warning(text)  # a toast as well, for a box out of sight; the box keeps the text
+        said = f"{before}\nNot done: {text}".lstrip() if log else f"**Not done:** {text}"
+        updates = [(also or {}).get(o, gr.update()) for o in outputs]
+        updates[at] = said
+        return tuple(updates) if len(outputs) > 1 else said
+
+    def box_text(value) -> str:
+        value = value[at] if len(outputs) > 1 else value
+        return value if isinstance(value, str) else ""
+
+    if inspect.isgeneratorfunction(getattr(fn, "func", fn)):
+        @functools.wraps(fn)
+        def generator(*args, **kwargs):
+            before = ""
+            try:
+                for value in fn(*args, **kwargs):
+                    before = box_text(value) or before
+                    yield value
+            except (gr.Error, StudioError) as exc:
+                yield shown(exc, before)
+        return generator
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (gr.Error, StudioError) as exc:
+            return shown(exc)
+    return wrapper

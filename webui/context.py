@@ -8,6 +8,7 @@ from utils.workspace import Workspace
 
 @dataclass(frozen=True)
 class AppContext:
-    """Tabs' `build(ctx)` may return [(fn, inputs, outputs)]: run at every page load (fresh workspace state)."""
+    """Tabs' `build(ctx)` may return [(fn, inputs, outputs)]: run at every page load (fresh workspace state),
+    and [(fn, inputs, outputs, "open")]: run each time the tab is opened (what another tab made meanwhile)."""
     workspace: Workspace
     max_upload_mb: int = 4096

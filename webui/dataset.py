@@ -12,6 +12,8 @@ import pandas as pd
 
 from utils import datasets
 from utils.events import StudioError
+from webui import transcripts
+from webui.components import says_errors
 from webui.context import AppContext
 
 FRONTENDS = ("phoneme", "char", "bpe")
@@ -191,11 +193,14 @@ def build(ctx: AppContext) -> list:
     def on_view(n, everything):
         return plot_updates(*load_view(ws, n, everything))
 
-    def on_prepared(n):
-        return gr.update(choices=ws.list_datasets(), value=n)
+    def on_prepared(n):  # a failed import left no dataset of that name: the one shown stays
+        names = ws.list_datasets()
+        return gr.update(choices=names, value=n) if n in names else gr.update(choices=names)
 
     view_outputs = [summary, hist, rate, table]
-    prep = prepare_btn.click(on_prepare, [files, path, name, fmt, frontend, audio_col, text_col, speaker_col], log,
+    on_view = says_errors(on_view, view_outputs, summary)  # a broken manifest is said in the summary
+    prep = prepare_btn.click(says_errors(on_prepare, [log], log, log=True),
+                             [files, path, name, fmt, frontend, audio_col, text_col, speaker_col], log,
                              api_name="dataset_prepare")
     prep.then(on_prepared, name, dataset).then(on_view, [dataset, show_all], view_outputs)
     cancel_btn.click(None, None, None, cancels=[prep])
@@ -204,8 +209,9 @@ def build(ctx: AppContext) -> list:
     dataset.change(lambda: ("", None, ""), None, [row_id, player, text], show_progress="hidden")
     show_all.change(on_view, [dataset, show_all], view_outputs)
     refresh.click(on_prepared, dataset, dataset).then(on_view, [dataset, show_all], view_outputs)
-    recheck_btn.click(lambda n: f"Re-checked: {datasets.recheck(ws, n)['flagged_clips']} flagged row(s)", dataset,
-                      status, api_name="dataset_recheck").then(on_view, [dataset, show_all], view_outputs)
+    recheck_btn.click(says_errors(lambda n: f"Re-checked: {datasets.recheck(ws, n)['flagged_clips']} flagged row(s)",
+                                  [status], status), dataset, status, api_name="dataset_recheck").then(
+        on_view, [dataset, show_all], view_outputs)
 
     def on_select(n, frame, evt: gr.SelectData):
         return select_row(ws, n, str(frame.iloc[evt.index[0]]["id"]))
@@ -217,6 +223,8 @@ def build(ctx: AppContext) -> list:
 
     table.select(on_select, [dataset, table], [row_id, player, text])
     for btn, action in ((exclude_btn, "exclude"), (keep_btn, "keep"), (save_btn, "text")):
-        btn.click(lambda n, r, t, a=action: edit_row(ws, n, r, a, t), [dataset, row_id, text], status,
+        btn.click(says_errors(lambda n, r, t, a=action: edit_row(ws, n, r, a, t), [status], status),
+                  [dataset, row_id, text], status,
                   api_name=f"dataset_{action}").then(on_view, [dataset, show_all], view_outputs)
+    transcripts.build(ctx, dataset)  # transcripts to check and machine drafts, on this tab's dataset
     return [(on_page_load, [dataset], [dataset, *view_outputs])]

@@ -11,6 +11,7 @@ from utils.text import load_user_dict, save_user_dict, word_to_ipa
 from utils.text.convert import analyze, convert_dataset
 from utils.text.lexicon import dict_from_rows, usable_symbols_hint
 from utils.workspace import Workspace
+from webui.components import says_errors
 from webui.context import AppContext
 
 EXAMPLE = "በ፲፰፻፹፯ ዓ.ም ዶ/ር አበበ ወደ ት/ቤት ሄዱ። 2ኛው ቀን 25 ብር ከፈሉ፤ ልጆቻቸው ደስ አላቸው!"
@@ -121,13 +122,19 @@ def build(ctx: AppContext) -> list:
         go = gr.Button("Convert transcripts", variant="primary", elem_id="g2p-convert")
     convert_status = gr.Markdown(elem_id="g2p-convert-status")
 
-    run.click(partial(explain, ws), text, [normalized, ipa, symbols, notes], api_name="g2p_explain")
+    # a refusal is written where the curator looks (warnings, dictionary status, conversion result)
+    explained = says_errors(partial(explain, ws), [normalized, ipa, symbols, notes], notes)
+    run.click(explained, text, [normalized, ipa, symbols, notes], api_name="g2p_explain")
     fill.click(suggest, word, word_ipa, api_name="g2p_suggest")
-    add.click(partial(add_word, ws), [word, word_ipa], [table, dict_status], api_name="g2p_dict_add")
-    save.click(partial(save_rows, ws), table, [table, dict_status], api_name="g2p_dict_save")
-    reload.click(partial(dict_rows, ws), None, table, api_name="g2p_dict_load")
+    add.click(says_errors(partial(add_word, ws), [table, dict_status], dict_status), [word, word_ipa],
+              [table, dict_status], api_name="g2p_dict_add")
+    save.click(says_errors(partial(save_rows, ws), [table, dict_status], dict_status), table, [table, dict_status],
+               api_name="g2p_dict_save")
+    reload.click(says_errors(lambda: (dict_rows(ws), ""), [table, dict_status], dict_status), None,
+                 [table, dict_status], api_name="g2p_dict_load")
     refresh.click(partial(dataset_choices, ws), None, dataset, api_name="g2p_datasets")
     dataset.focus(partial(dataset_choices, ws), None, dataset, show_progress="hidden")  # a dataset prepared meanwhile
-    go.click(partial(convert, ws), dataset, convert_status, api_name="g2p_convert")
+    go.click(says_errors(partial(convert, ws), [convert_status], convert_status), dataset, convert_status,
+             api_name="g2p_convert")
     # the example text is already in the box: show its reading at page load, not three empty boxes
-    return [(partial(explain, ws), [text], [normalized, ipa, symbols, notes])]
+    return [(explained, [text], [normalized, ipa, symbols, notes])]

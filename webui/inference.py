@@ -13,6 +13,7 @@ import numpy as np
 from utils import inference
 from utils.events import StudioError
 from utils.vocoder.default import DEFAULT_NAME, status_line
+from webui.components import says_errors
 from webui.context import AppContext
 
 AUTO_VOCODER = "auto"  # the voice's own vocoder, else the workspace's default (public Vocos), else Griffin-Lim
@@ -169,9 +170,10 @@ def build(ctx: AppContext):
     gr.Examples(examples=[[s] for s in inference.SAMPLE_SENTENCES], inputs=[text], label="Sample sentences")
     with gr.Row():
         steps = gr.Slider(1, 50, value=inference.DEFAULT_STEPS, step=1, label="Steps (quality vs. speed)",
-                          info="ODE steps of the flow decoder; 4-10 is usual")
+                          info="more: cleaner speech, made more slowly; 4-10 is usual (ODE steps of the flow decoder)")
         temperature = gr.Slider(0.0, 1.5, value=inference.DEFAULT_TEMPERATURE, step=0.01,
-                                label="Temperature (variation)")
+                                label="Temperature (variation)",
+                                info="higher: livelier, less even speech; lower: flatter, more the same every time")
         speed = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Speed")
     with gr.Accordion("More settings", open=False):
         with gr.Row():
@@ -192,7 +194,10 @@ def build(ctx: AppContext):
                                elem_id="inference-spectrogram")
     info = gr.Markdown(elem_id="inference-info")
     spoken = gr.Dataframe(headers=ROW_COLUMNS, label="What was spoken: fix a wrong pronunciation in the Amharic "
-                          "G2P tab's dictionary", wrap=True, interactive=False, elem_id="inference-rows")
+                          "G2P tab's dictionary", wrap=True, interactive=False, elem_id="inference-rows",
+                          # fixed shares of the width: left to itself, the table gave the phonemes more than the
+                          # page (cut off) and 'skipped symbols' a sliver (its header a tall letter column)
+                          column_widths=["4%", "22%", "26%", "36%", "12%"])
 
     with gr.Accordion("A/B: one sentence from two checkpoints", open=False):
         with gr.Row():
@@ -267,20 +272,24 @@ def build(ctx: AppContext):
     def on_speak(*args):
         yield from speak(ctx, *args, stream=streaming)
 
-    speaking = go.click(on_speak,
+    # a refusal (no voice, empty text, a vocoder that does not fit) stays written under the player
+    spoken_outputs = [audio, wav, spectrogram, info, spoken]
+    speaking = go.click(says_errors(on_speak, spoken_outputs, info),
                         inputs=[voice, speaker, text, *settings, device, seed],
-                        outputs=[audio, wav, spectrogram, info, spoken], api_name="speak")
+                        outputs=spoken_outputs, api_name="speak")
     stop.click(None, cancels=[speaking])
-    ab_go.click(lambda *a: compare(ctx, *a), inputs=[voice_a, voice_b, text, speaker, *settings, seed],
-                outputs=[audio_a, info_a, audio_b, info_b], api_name="compare")
-    batch_go.click(lambda v, s, f, st, te, sp, vo, d, se, progress=gr.Progress(): speak_file(
-        ctx, v, s, f, st, te, sp, vo, d, se, progress),
+    ab_outputs = [audio_a, info_a, audio_b, info_b]
+    ab_go.click(says_errors(lambda *a: compare(ctx, *a), ab_outputs, info_a),
+                inputs=[voice_a, voice_b, text, speaker, *settings, seed], outputs=ab_outputs, api_name="compare")
+    batch_go.click(says_errors(lambda v, s, f, st, te, sp, vo, d, se, progress=gr.Progress(): speak_file(
+        ctx, v, s, f, st, te, sp, vo, d, se, progress), [batch_zip, batch_report], batch_report),
         inputs=[voice, speaker, batch_file, *settings, device, seed], outputs=[batch_zip, batch_report],
         api_name="speak_file")
-    export_btn.click(lambda *a: export(ctx, *a), inputs=[export_from, export_name, export_vocoder, overwrite, onnx,
-                                                         onnx_steps],
+    export_btn.click(says_errors(lambda *a: export(ctx, *a), [export_msg, export_zip], export_msg),
+                     inputs=[export_from, export_name, export_vocoder, overwrite, onnx, onnx_steps],
                      outputs=[export_msg, export_zip], api_name="export_voice")
-    vocoder_btn.click(lambda f, n: add_vocoder(ctx, f, n), inputs=[vocoder_files, vocoder_name],
-                      outputs=[vocoder_msg, vocoder], api_name="add_vocoder").then(
+    vocoder_btn.click(says_errors(lambda f, n: add_vocoder(ctx, f, n), [vocoder_msg, vocoder], vocoder_msg),
+                      inputs=[vocoder_files, vocoder_name], outputs=[vocoder_msg, vocoder], api_name="add_vocoder").then(
         lambda: status_line(ws), None, [vocoder_status], show_progress="hidden")
-    return [(on_refresh, [voice], refresh_outputs)]
+    # a voice exported on the Training tab is offered as soon as this tab is opened, not after Refresh
+    return [(on_refresh, [voice], refresh_outputs), (on_tick, [voice, shown], [*refresh_outputs, shown], "open")]

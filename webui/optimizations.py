@@ -5,12 +5,20 @@ import gradio as gr
 
 from utils import runs
 from utils.events import StudioError
-from webui.components import default_model_size
+from webui.components import default_model_size, says_errors
 from webui.context import AppContext
 
 
-def _component(row: runs.SettingRow):
-    label = row.name.replace("_", " ")
+SWITCHES = ("tf32", "compile", "grad_checkpointing", "fused_adamw", "cudnn_benchmark", "pin_memory", "fp8")
+
+
+def _label(row: runs.SettingRow, plain: dict) -> str:
+    """What the setting does, then its technical name in brackets for those who know it."""
+    return f"{plain.get(row.name, {}).get('label', row.name.replace('_', ' '))} ({row.name})"
+
+
+def _component(row: runs.SettingRow, plain: dict):
+    label = _label(row, plain)
     if row.name == "device":
         return gr.Dropdown(["cpu", "cuda", "mps"], value=row.value, label=label, info=row.help)
     if row.choices:
@@ -24,43 +32,55 @@ def _explain(row: runs.SettingRow) -> str:
     return f"**why:** {row.reason}\n\n**trade:** {row.trade}"
 
 
+def chosen_here(rows: list[runs.SettingRow], plain: dict) -> str:
+    """The first screen: where it trains, in what precision, which speed-ups are on, each with its reason."""
+    by = {r.name: r for r in rows}
+    on = [_label(by[n], plain) for n in SWITCHES if by[n].value is True]
+    lines = [f"- **{_label(by[n], plain)}: {by[n].value}.** {by[n].reason}" for n in ("device", "precision")]
+    lines.append("- **Speed-ups switched on:** " + ("; ".join(on) if on else
+                                                   "none: each needs a GPU, where they make steps faster"))
+    return "### Chosen for this machine\n" + "\n".join(lines)
+
+
 def build(ctx: AppContext) -> list:
     ws = ctx.workspace
-    gr.Markdown("**You do not need to change anything here**: every setting is already chosen for this machine. "
-                "Every setting the trainer has, pre-filled for **this machine** (see the System tab). "
-                "Change what you like and press **Save**: new runs start from these settings; anything left at the "
-                "recommendation keeps following the hardware.")
+    plain = runs.plain_words()
+    gr.Markdown("**Nothing here needs changing**: every setting is chosen for **this machine** (see the System tab). "
+                "New runs start from what is saved here; a setting left at its recommendation keeps following "
+                "the hardware.")
     with gr.Row():
         preset = gr.Radio(["tiny", "small", "base"], value=default_model_size(),
                           label="model size the recommendations are for")
         save = gr.Button("Save settings", variant="primary", elem_id="save-settings")
         reset = gr.Button("Reset to recommended")
-    changes = gr.Markdown(elem_id="settings-changes")
     rows = runs.settings_form(ws, preset.value)
+    chosen = gr.Markdown(chosen_here(rows, plain), elem_id="chosen-here")
     batch = gr.Markdown(runs.batch_summary(rows), elem_id="effective-batch")
+    changes = gr.Markdown(elem_id="settings-changes")
     names = [r.name for r in rows]
     components, explanations = [], []
-    for title, group in (("Speed and memory", runs.MACHINE_SETTINGS), ("Schedule, evaluation, checkpoints",
-                                                                       runs.SCHEDULE_SETTINGS)):
-        with gr.Accordion(title, open=title.startswith("Speed")):
+    for title, group in (("Every setting: speed and memory", runs.MACHINE_SETTINGS),
+                         ("Every setting: training length, quality checks, saved copies", runs.SCHEDULE_SETTINGS)):
+        with gr.Accordion(title, open=False):
             for row in rows:
                 if row.name in group:
                     with gr.Row(equal_height=True):
-                        components.append(_component(row))
+                        components.append(_component(row, plain))
                         explanations.append(gr.Markdown(_explain(row), elem_id=f"why-{row.name}"))
 
-    gr.Markdown("### Measure what fits\nRuns the batch probe on a dataset: one real training step on the longest "
-                "batch, then bisection to the largest batch that fits this GPU, with headroom.")
-    with gr.Row():
-        dataset = gr.Dropdown(ws.list_datasets(), label="dataset")
-        measure = gr.Button("Measure")
-    measured = gr.Markdown(elem_id="probe-result")
+    with gr.Accordion("Measure the largest batch this GPU can take", open=False):
+        gr.Markdown("One real training step on the dataset's longest batch, then bisection to the largest batch "
+                    "that fits this GPU, with headroom.")
+        with gr.Row():
+            dataset = gr.Dropdown(ws.list_datasets(), label="dataset")
+            measure = gr.Button("Measure")
+        measured = gr.Markdown(elem_id="probe-result")
 
     # ------------------------------------------------------------------------------- events
     def fill(preset):
         form = runs.settings_form(ws, preset)
         return [gr.update(value=r.value) for r in form] + [_explain(r) for r in form] + [
-            runs.batch_summary(form)]
+            runs.batch_summary(form), chosen_here(form, plain)]
 
     def on_save(preset, *values):
         try:
@@ -80,10 +100,12 @@ def build(ctx: AppContext) -> list:
         except StudioError as exc:
             raise gr.Error(str(exc))
 
-    outputs = components + explanations + [batch]
+    outputs = components + explanations + [batch, chosen]
     preset.change(fill, preset, outputs, show_progress="hidden")
-    save.click(on_save, [preset] + components, [changes] + outputs, api_name="save_settings")
+    save.click(says_errors(on_save, [changes] + outputs, changes), [preset] + components, [changes] + outputs,
+               api_name="save_settings")
     reset.click(on_reset, preset, [changes] + outputs, api_name="reset_settings")
-    measure.click(on_measure, [dataset, preset], measured, api_name="measure_batch")
-    gr.Timer(3.0).tick(lambda: runs.probe_report(ws), None, measured, show_progress="hidden")
+    measure.click(says_errors(on_measure, [measured], measured), [dataset, preset], measured, api_name="measure_batch")
+    # no probe yet: the box keeps what it says (a refusal of Measure, written there by says_errors)
+    gr.Timer(3.0).tick(lambda: runs.probe_report(ws) or gr.update(), None, measured, show_progress="hidden")
     return [(fill, [preset], outputs)]

@@ -14,6 +14,8 @@ import pandas as pd
 from utils import separation
 from utils.events import StudioError
 from utils.separation import dataset as sep_dataset
+from utils.separation.gate import CLEAR as THRESHOLD_CLEAR
+from webui.components import says_errors
 from webui.context import AppContext
 
 BACKEND_LABELS = [("auto (best available)", "auto"), ("Spleeter 2-stem (offline)", "spleeter"),
@@ -37,8 +39,17 @@ def clip_table(ws, name: str) -> pd.DataFrame:
 
 
 def clip_ids(ws, name: str) -> dict:
-    ids = [] if not name else [r["id"] for r in sep_dataset.summary(ws, name)]
-    return gr.update(choices=ids, value=ids[0] if ids else None)
+    """The clip picker, each clip named with its music score, so the curator sees which to listen to."""
+    rows = [] if not name else sep_dataset.summary(ws, name)
+    choices = [(r["id"] if r["music score"] is None else f"{r['id']} (music score {r['music score']:.3f})", r["id"])
+               for r in rows]
+    return gr.update(choices=choices, value=choices[0][1] if choices else None)
+
+
+def faint_ids(ws, name: str) -> dict:
+    """Clips the curator may pick for Accept: every clip that has separated audio, faint scores included."""
+    rows = [] if not name else sep_dataset.summary(ws, name)
+    return gr.update(choices=[r["id"] for r in rows if r["music"] not in ("no", "not checked")], value=[])
 
 
 def _drive(events, progress):
@@ -92,11 +103,14 @@ def show_clip(ws, name: str, clip_id: str):
     return str(before), (str(after) if after else None)
 
 
-def accept(ws, name: str):
+def accept(ws, name: str, picks: list[str] | None = None):
+    """The picked clips, or with none picked only the clips where music was clearly found."""
     if not name:
         raise gr.Error("Pick a dataset first.")
-    n = sep_dataset.accept(ws, name)
-    return f"{n} clip(s) now use their music-removed audio (originals kept under audio/ and raw/).", clip_table(ws, name)
+    n = sep_dataset.accept(ws, name, picks or None)
+    which = "picked" if picks else f"with clear music (score {THRESHOLD_CLEAR} or more; pick others to use them)"
+    return (f"{n} clip(s) {which} switched to their music-removed audio (originals kept under audio/ and raw/).",
+            clip_table(ws, name))
 
 
 def revert(ws, name: str):
@@ -127,6 +141,8 @@ def build(ctx: AppContext) -> list:
             with gr.Row():
                 before = gr.Audio(type="filepath", label="Before", interactive=False)
                 after = gr.Audio(type="filepath", label="After (empty: no music found)", interactive=False)
+            picks = gr.Dropdown([], multiselect=True, label="Clips to accept (none picked: only those where music "
+                                "was clearly found)", elem_id="sep-picks")
             with gr.Row():
                 accept_btn = gr.Button("Accept: use separated audio for training", elem_id="sep-accept")
                 revert_btn = gr.Button("Revert to originals", elem_id="sep-revert")
@@ -146,21 +162,24 @@ def build(ctx: AppContext) -> list:
     refresh.click(partial(dataset_choices, ws), None, name, api_name="separation_datasets")
     name.focus(partial(dataset_choices, ws), None, name, show_progress="hidden")  # a dataset prepared meanwhile
     name.change(partial(clip_table, ws), name, table, api_name="separation_table").then(
-        partial(clip_ids, ws), name, clip)
-    ds_event = run_ds.click(partial(run_dataset, ws), [name, backend, gate], [log, table],
-                            api_name="separation_run_dataset")
-    ds_event.then(partial(clip_ids, ws), name, clip)
+        partial(clip_ids, ws), name, clip).then(partial(faint_ids, ws), name, picks)
+    ds_event = run_ds.click(says_errors(partial(run_dataset, ws), [log, table], log, log=True),
+                            [name, backend, gate], [log, table], api_name="separation_run_dataset")
+    ds_event.then(partial(clip_ids, ws), name, clip).then(partial(faint_ids, ws), name, picks)
     stop_ds.click(None, None, None, cancels=[ds_event])
     clip.change(partial(show_clip, ws), [name, clip], [before, after], api_name="separation_clip")
-    accept_btn.click(partial(accept, ws), name, [status, table], api_name="separation_accept")
-    revert_btn.click(partial(revert, ws), name, [status, table], api_name="separation_revert")
-    file_event = run_one.click(partial(run_file, ws), [upload, backend, gate],
-                               [log, file_before, file_speech, file_residual], api_name="separation_run_file")
+    accept_btn.click(says_errors(partial(accept, ws), [status, table], status), [name, picks], [status, table],
+                     api_name="separation_accept")
+    revert_btn.click(says_errors(partial(revert, ws), [status, table], status), name, [status, table],
+                     api_name="separation_revert")
+    file_outputs = [log, file_before, file_speech, file_residual]
+    file_event = run_one.click(says_errors(partial(run_file, ws), file_outputs, log, log=True),
+                               [upload, backend, gate], file_outputs, api_name="separation_run_file")
     stop_one.click(None, None, None, cancels=[file_event])
 
     def on_page_load(current):  # the picker shows a dataset at load: show its clips too, not an empty table
         names = ws.list_datasets()
         pick = current if current in names else (names[0] if names else None)
-        return gr.update(choices=names, value=pick), clip_table(ws, pick), clip_ids(ws, pick)
+        return gr.update(choices=names, value=pick), clip_table(ws, pick), clip_ids(ws, pick), faint_ids(ws, pick)
 
-    return [(on_page_load, [name], [name, table, clip])]
+    return [(on_page_load, [name], [name, table, clip, picks])]

@@ -13,14 +13,17 @@ import pandas as pd
 
 from utils import jobs, runs
 from utils.events import StudioError
+from utils.f5 import ENGINES, SHORT_LICENCE as F5_LICENCE, SIZE_MB as F5_MB
+from utils.transcripts import asr
 from utils.vocoder.default import status_line
-from webui.components import default_model_size
+from webui.components import default_model_size, says_errors
 from webui.context import AppContext
 
 MAX_SAMPLES = 4
 VOCODER_SCRATCH = ["(from scratch)"]
 LOSS = lambda k: ("loss" in k and k != "loss_scale") or k in ("dur", "prior", "cfm")  # noqa: E731
 QUALITY = lambda k: "mcd" in k  # noqa: E731
+CER = lambda k: k == "cer"  # noqa: E731  (written only when the workspace has a speech recognizer)
 LR = lambda k: k == "lr"  # noqa: E731
 SPEED = lambda k: k == "samples_per_s"  # noqa: E731
 MEMORY = lambda k: "mem" in k or k.startswith("nvml") or k.startswith("gpu_util")  # noqa: E731
@@ -63,7 +66,7 @@ def default_run(ctx: AppContext) -> str | None:
 
 def run_list_frame(ctx: AppContext) -> pd.DataFrame:
     return pd.DataFrame(runs.run_table(ctx.workspace),
-                        columns=["run", "status", "step", "dataset", "preset", "best (val MCD)", "started"])
+                        columns=["run", "status", "step", "dataset", "preset", "best (val MCD)", "val CER", "started"])
 
 
 def refresh_list(ctx: AppContext):
@@ -71,7 +74,7 @@ def refresh_list(ctx: AppContext):
     return run_list_frame(ctx), gr.update(choices=run_choices(ctx))
 
 
-PLOTS = {"loss": LOSS, "quality": QUALITY, "lr": LR, "speed": SPEED, "memory": MEMORY}
+PLOTS = {"loss": LOSS, "quality": QUALITY, "lr": LR, "speed": SPEED, "memory": MEMORY, "cer": CER}
 PLOTS_EVERY_S = 5.0  # curves are redrawn at most this often per browser; the log and summary every second
 
 
@@ -101,6 +104,27 @@ def refresh_run(ctx: AppContext, name: str | None, shown: tuple | None = None):
     return (v.summary(), v.log, *plots, *samples, (*now, list(drawn)))
 
 
+def restore_form(ctx: AppContext) -> tuple:
+    """The form as the curator last filled it (the active run's choices, else the newest run's), so a reload
+    does not blank the dataset or put the steps back to the default. With no run yet the form stays as built.
+    Order: dataset, preset, steps, start from, mode, every GPU, vocoder start from, size, steps."""
+    from utils import inference
+
+    ws, keep = ctx.workspace, gr.update()
+    last = runs.last_choices(ws)
+    t, v = last.get("train", {}), last.get("vocoder", {})
+    names = ws.list_datasets()
+    newest = next(iter(last.values()), {}).get("dataset")
+    inits, vocoders = runs.init_choices(ws), inference.list_vocoders(ws)
+    form = (gr.update(choices=names, value=newest) if newest in names else gr.update(choices=names),)
+    form += (gr.update(value=t["preset"]), gr.update(value=t["max_steps"]),
+             gr.update(value=t["init"] if t["init"] in inits else "(from scratch)"),
+             gr.update(value=t.get("finetune_mode", "full")), gr.update(value=t["all_gpus"])) if t else (keep,) * 5
+    form += (gr.update(value=v["init"] if v["init"] in vocoders else VOCODER_SCRATCH[0]),
+             gr.update(value=v["preset"]), gr.update(value=v["max_steps"])) if v else (keep,) * 3
+    return form
+
+
 def _vocoder_label(steps) -> str:
     try:
         return f"Train vocoder ({int(steps)} steps)"
@@ -118,6 +142,13 @@ def build(ctx: AppContext) -> None:
     gr.Markdown("Training runs in its own process: close the tab, reload, or restart the app — the run goes on "
                 "and this page finds it again. Settings come from the **Optimizations** tab.")
     with gr.Row():
+        f5_here = hardware.f5_engine(hardware.detect(ws.root))
+        engine = gr.Radio([(ENGINES["matcha"], "matcha"), (ENGINES["f5"], "f5")], value="matcha", label="engine",
+                          elem_id="engine", info=f"F5-TTS on this machine: {'yes' if f5_here.value else 'no'}. "
+                                                 f"{f5_here.reason}")
+        licence = gr.Checkbox(False, label=f"yes to the F5-TTS base's licence: {F5_LICENCE} (about {F5_MB} MB, "
+                                           "downloaded once)", elem_id="f5-licence")
+    with gr.Row(elem_id="train-form"):
         dataset = gr.Dropdown(ws.list_datasets(), label="dataset", allow_custom_value=False,
                               info="a dataset prepared on the Dataset tab")
         preset = gr.Radio(["tiny", "small", "base"], value=default_model_size(), label="model size",
@@ -128,9 +159,12 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         init = gr.Dropdown(["(from scratch)"] + runs.init_choices(ws), value="(from scratch)",
                            label="start from", info="a checkpoint to fine-tune, or scratch")
-        mode = gr.Radio(["full", "freeze_encoder", "new_speaker"], value="full", label="fine-tune mode",
-                        info="freeze_encoder keeps the text encoder; new_speaker trains only the new speaker's rows")
-        all_gpus = gr.Checkbox(False, label="use every GPU (torchrun, DDP)")
+        mode = gr.Radio([("learn everything", "full"), ("keep how it reads text, learn the voice (freeze_encoder)",
+                                                         "freeze_encoder"),
+                         ("add one new speaker, leave the others (new_speaker)", "new_speaker")], value="full",
+                        label="when starting from a checkpoint", info="what the new run may change in the model")
+        all_gpus = gr.Checkbox(False, label="train on every GPU at once: faster on a machine with several "
+                                            "(torchrun, DDP)")
         start = gr.Button("Start training", variant="primary")
     with gr.Accordion("Vocoder: a natural voice instead of Griffin-Lim's buzz", open=False, elem_id="vocoder-panel"):
         gr.Markdown("A vocoder turns the model's spectrograms into sound. Train one on the **dataset chosen above** "
@@ -148,6 +182,7 @@ def build(ctx: AppContext) -> None:
                                       elem_id="vocoder-steps")
             vocoder_start = gr.Button(_vocoder_label(vocoder_steps.value), elem_id="vocoder-start")
     message = gr.Markdown(elem_id="train-message")
+    about = gr.State(None)  # the run the message line speaks of: the timer keeps the line to the run's real state
 
     gr.Markdown("### Runs")
     with gr.Row():
@@ -177,85 +212,88 @@ def build(ctx: AppContext) -> None:
         lr_plot = _curves("learning rate", "lr-plot")
         speed_plot = _curves("samples per second", "speed-plot")
         mem_plot = _curves("GPU memory (GiB) and utilization", "mem-plot", visible=on_gpu)
+    with gr.Row():
+        cer_plot = _curves("character error rate of the synthesised held-out clips", "cer-plot")
+        cer_status = gr.Markdown(asr.status_line(ws), elem_id="training-cer-status")
     vocoder_status = gr.Markdown(status_line(ws, training=True), elem_id="training-vocoder-status")
     gr.Markdown("**Samples rendered at evaluations (newest first)**")
     with gr.Row():
         players = [gr.Audio(visible=False, interactive=False, type="filepath") for _ in range(MAX_SAMPLES)]
 
     shown = gr.State(None)  # what this browser's live panel holds (see refresh_run)
-    live_outputs = [summary, log, loss_plot, mcd_plot, lr_plot, speed_plot, mem_plot, *players, shown]
+    live_outputs = [summary, log, loss_plot, mcd_plot, lr_plot, speed_plot, mem_plot, cer_plot, *players, shown]
 
     # ------------------------------------------------------------------------------- events
-    def on_start(dataset, preset, run_name, max_steps, init, mode, all_gpus):
-        try:
-            status = runs.start_training(ws, dataset, preset, run_name or "", "" if init == "(from scratch)" else init,
-                                         mode, int(max_steps or 0) or None, all_gpus)
-        except StudioError as exc:
-            raise gr.Error(str(exc))
-        note = f"Run **{status['run']}** {status['state']}" + (f": {status['message']}" if status.get("message") else "")
-        if status.get("eval_every"):
-            note += f" · quality (MCD and samples) checked every {status['eval_every']} steps"
-        return note, run_list_frame(ctx), gr.update(choices=run_choices(ctx), value=status["run"])
+    # Each action says what it did in the message line, and names the run that line then follows (`about`):
+    # the timer rewrites it from status.json, so "queued: starting" becomes "is training", then "finished".
+    # A refusal is written there too (says_errors), and the line stops following any run.
+    def on_start(dataset, preset, run_name, max_steps, init, mode, all_gpus, engine, licence):
+        status = runs.start_training(ws, dataset, preset, run_name or "", "" if init == "(from scratch)" else init,
+                                     mode, int(max_steps or 0) or None, all_gpus, engine=engine or "matcha",
+                                     accept_licence=bool(licence))
+        return (runs.state_line(ws, status["run"]), run_list_frame(ctx),
+                gr.update(choices=run_choices(ctx), value=status["run"]), status["run"])
 
     def on_start_vocoder(dataset, init, size, steps, all_gpus):
-        try:
-            status = runs.start_vocoder_training(ws, dataset, "" if init in VOCODER_SCRATCH else init, size,
-                                                 max_steps=int(steps or 0) or None, all_gpus=all_gpus)
-        except StudioError as exc:
-            raise gr.Error(str(exc))
-        note = f"Vocoder run **{status['run']}** ({status['max_steps']} steps) {status['state']}" + (
-            f": {status['message']}" if status.get("message") else "")
-        return note, run_list_frame(ctx), gr.update(choices=run_choices(ctx), value=status["run"])
+        status = runs.start_vocoder_training(ws, dataset, "" if init in VOCODER_SCRATCH else init, size,
+                                             max_steps=int(steps or 0) or None, all_gpus=all_gpus)
+        return (runs.state_line(ws, status["run"]), run_list_frame(ctx),
+                gr.update(choices=run_choices(ctx), value=status["run"]), status["run"])
 
     def on_stop(name):
         if not name:
-            raise gr.Error("Choose a run first.")
-        return runs_action(lambda: jobs.stop(ws, name))
+            raise StudioError("Choose a run first.")
+        return jobs.stop(ws, name), name
 
     def on_resume(name):
         if not name:
-            raise gr.Error("Choose a run first.")
-        return runs_action(lambda: f"Resuming {name}: {runs.resume_training(ws, name)['state']}")
+            raise StudioError("Choose a run first.")
+        runs.resume_training(ws, name)
+        return runs.state_line(ws, name), name
 
     def on_delete(name, confirmed):
         if not confirmed:
-            raise gr.Error("Tick 'yes, delete it' first: a deleted run cannot be brought back.")
-        return runs_action(lambda: runs.delete(ws, name))
+            raise StudioError("Tick 'yes, delete the run shown' first: a deleted run cannot be brought back.")
+        return runs.delete(ws, name), None
 
     def on_export(name, voice):
         v = runs.view(ws, name)
         best = v.status.get("best_checkpoint") or (str(v.checkpoints[-1][1]) if v.checkpoints else None)
         if not best:
-            raise gr.Error(f"{name} has no checkpoint yet.")
-        folder = runs_action(lambda: inference.export_voice(ws, best, voice or name))
-        return f"Saved voice **{folder.name}** (from `{Path(best).name}`). Open the **Inference** tab to hear it."
+            raise StudioError(f"{name} has no checkpoint yet: export it once it has saved one.")
+        folder = inference.export_voice(ws, best, voice or name)
+        return (f"Saved voice **{folder.name}** (from `{Path(best).name}`). Open the **Inference** tab to hear it.",
+                None)
 
-    def runs_action(action):
-        try:
-            return action()
-        except StudioError as exc:
-            raise gr.Error(str(exc))
+    def action(fn, outputs):
+        return says_errors(fn, outputs, message, also={about: None})
 
-    start.click(on_start, [dataset, preset, run_name, max_steps, init, mode, all_gpus],
-                [message, run_list, selected], api_name="start_training")
-    vocoder_start.click(on_start_vocoder, [dataset, vocoder_init, vocoder_size, vocoder_steps, all_gpus],
-                        [message, run_list, selected], api_name="start_vocoder_training")
-    stop.click(on_stop, selected, message, api_name="stop_training")
-    resume.click(on_resume, selected, message, api_name="resume_training")
-    delete.click(on_delete, [selected, confirm], message, api_name="delete_run")
-    export.click(on_export, [selected, voice_name], message, api_name="training_export_voice")
+    started = [message, run_list, selected, about]
+    start.click(action(on_start, started), [dataset, preset, run_name, max_steps, init, mode, all_gpus, engine, licence],
+                started, api_name="start_training")
+    vocoder_start.click(action(on_start_vocoder, started),
+                        [dataset, vocoder_init, vocoder_size, vocoder_steps, all_gpus], started,
+                        api_name="start_vocoder_training")
+    said = [message, about]
+    stop.click(action(on_stop, said), selected, said, api_name="stop_training")
+    resume.click(action(on_resume, said), selected, said, api_name="resume_training")
+    delete.click(action(on_delete, said), [selected, confirm], said, api_name="delete_run")
+    export.click(action(on_export, said), [selected, voice_name], said, api_name="training_export_voice")
     selected.change(lambda n: refresh_run(ctx, n), selected, live_outputs, show_progress="hidden")
     # the button says what it will start, once the server has the typed step count
     vocoder_steps.change(lambda n: gr.update(value=_vocoder_label(n)), vocoder_steps, vocoder_start,
                          show_progress="hidden")
 
     fast = gr.Timer(1.0)
-    fast.tick(lambda n, s: refresh_run(ctx, n, s), [selected, shown], live_outputs, api_name="refresh_run",
-              show_progress="hidden")
+    fast.tick(lambda n, s, a: (*refresh_run(ctx, n, s), runs.state_line(ws, a) if a else gr.update()),
+              [selected, shown, about], live_outputs + [message], api_name="refresh_run", show_progress="hidden")
     slow = gr.Timer(4.0)
     slow.tick(lambda: refresh_list(ctx), None, [run_list, selected], show_progress="hidden")
     slow.tick(lambda: status_line(ws, training=True), None, [vocoder_status], show_progress="hidden")
+    slow.tick(lambda: asr.status_line(ws), None, [cer_status], show_progress="hidden")
     slow.tick(lambda: (gr.update(choices=ws.list_datasets()),
                        gr.update(choices=["(from scratch)"] + runs.init_choices(ws)),
                        gr.update(choices=VOCODER_SCRATCH + inference.list_vocoders(ws))), None,
               [dataset, init, vocoder_init], show_progress="hidden")
+    return [(lambda: restore_form(ctx), None,
+             [dataset, preset, max_steps, init, mode, all_gpus, vocoder_init, vocoder_size, vocoder_steps])]

@@ -15,6 +15,7 @@ import hashlib
 import json
 import multiprocessing as mp
 import os
+import shutil
 import threading
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -89,12 +90,29 @@ def run_tasks(fn: Callable[[dict], dict], tasks: list[dict], workers: int, cance
 
 
 def prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Path | None = None,
-            fmt: str = "auto", columns: dict | None = None, frontend: str = "phoneme",
-            cfg: PrepareConfig = PrepareConfig(), feature_cfg: FeatureConfig | None = FeatureConfig(),
-            workers: int | None = None, cancel: threading.Event | None = None,
-            device: str | None = None) -> Iterator[Event]:
+            **options) -> Iterator[Event]:
     """Prepare dataset `name` from `sources` (files, folders or zips; None re-runs on what `raw/` holds).
-    The last event's result is the report summary. `feature_cfg=None` skips the mel cache."""
+    The last event's result is the report summary; options as for `_prepare`.
+
+    An import that fails (an empty zip, no audio found, ambiguous columns) takes away the dataset folder it
+    created, so no half-made dataset is left behind under that name; a folder that was there before (an
+    earlier import, its raw uploads) is never touched."""
+    ds_dir = ws.dataset_dir(name)
+    created = not ds_dir.exists()
+    try:
+        yield from _prepare(ws, name, sources, **options)
+    except Exception:
+        if created and ds_dir.exists():
+            shutil.rmtree(ds_dir)
+        raise
+
+
+def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Path | None = None,
+             fmt: str = "auto", columns: dict | None = None, frontend: str = "phoneme",
+             cfg: PrepareConfig = PrepareConfig(), feature_cfg: FeatureConfig | None = FeatureConfig(),
+             workers: int | None = None, cancel: threading.Event | None = None,
+             device: str | None = None) -> Iterator[Event]:
+    """The pipeline itself. `feature_cfg=None` skips the mel cache."""
     ds_dir = ws.dataset_dir(name)
     raw, state = ds_dir / "raw", ds_dir / STATE_DIR
     state.mkdir(parents=True, exist_ok=True)

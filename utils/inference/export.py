@@ -137,7 +137,9 @@ def export_onnx(folder: Path, vocoder, steps: int) -> list[str]:
     from models.onnx_graphs import AcousticGraph, VocoderGraph
     from utils.training import load_checkpoint
 
-    model, _ = load_checkpoint(folder, device="cpu")
+    model, config = load_checkpoint(folder, device="cpu")
+    if config.get("engine") == "f5":
+        raise StudioError("ONNX export is for Matcha voices; an F5 voice is exported as PyTorch weights (untick ONNX).")
     written = []
     with torch.no_grad():
         tokens = torch.arange(3, 13).reshape(1, -1) % model.cfg.n_symbols

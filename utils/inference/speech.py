@@ -142,8 +142,14 @@ class Voice:
         self.folder, self.model, self.config, self.vocoder = Path(folder), model, config, vocoder
         self.vocoder_label, self.device, self.device_note = vocoder_label, device, device_note or device
         self.features = FeatureConfig.from_dict(config.get("features") or {})
-        frontend = config.get("frontend") or {}
-        self.tokenizer = Tokenizer.from_dict(frontend.get("tokenizer", frontend))
+        if config.get("engine") == "f5":
+            from utils.f5.speech import F5Tokenizer
+            from utils.f5.text import F5Text
+
+            self.tokenizer = F5Tokenizer(F5Text.from_dict(config["text"]))
+        else:
+            frontend = config.get("frontend") or {}
+            self.tokenizer = Tokenizer.from_dict(frontend.get("tokenizer", frontend))
         self.speakers = list(config.get("speakers") or [])
         if vocoder is not None:
             check_features_match(self.features, vocoder, self.folder.name, vocoder_label)

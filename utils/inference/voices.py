@@ -21,7 +21,8 @@ _STEP_RE = re.compile(r"^step-(\d+)$")
 # ----------------------------------------------------------------------------- what a folder is
 def is_acoustic(folder: Path) -> bool:
     config = read_json(folder / "config.json", {}) or {}
-    return (folder / "model.safetensors").exists() and "model" in config and "frontend" in config
+    return (folder / "model.safetensors").exists() and "model" in config and (
+        "frontend" in config or config.get("engine") == "f5")
 
 
 def is_vocoder(folder: Path) -> bool:

@@ -15,7 +15,7 @@ from utils.audio import load_audio, save_audio
 from utils.datasets.features import content_sha1
 from utils.events import Event, StudioError
 from utils.separation.api import choose_backend, separate_verbose
-from utils.separation.gate import THRESHOLD
+from utils.separation.gate import CLEAR, THRESHOLD
 from utils.workspace import Workspace, read_jsonl, write_jsonl
 
 SEPARATED = "separated"
@@ -97,11 +97,26 @@ def _process_rows(ws: Workspace, rows: list[dict], folder: Path, backend: str, g
         yield Event("separate", i + 1, len(rows), f"{row['id']} {verdict} (score {score})")
 
 
-def accept(ws: Workspace, name: str) -> int:
-    """Point every separated row's `audio` at its separated file. Returns how many rows now use one."""
+def clearly_music(row: dict) -> bool:
+    """The gate found music well above its threshold: separated audio is a safe default for this clip."""
+    score = (row.get("music") or {}).get("score")
+    return isinstance(score, (int, float)) and score >= CLEAR
+
+
+def accept(ws: Workspace, name: str, ids: list[str] | None = None) -> int:
+    """Point separated rows' `audio` at their separated file: the clips in `ids` (the curator's picks), else
+    only those where music was clearly found; a faint score (between THRESHOLD and CLEAR) may be a steady
+    voice, and its clip stays original until the curator listens and picks it. Returns how many rows changed."""
+    picked = set(ids or [])
+    missing = picked - {r["id"] for r in read_jsonl(manifest_path(ws, name))}
+    if missing:
+        raise StudioError(f"Dataset {name!r} has no clip {sorted(missing)[0]!r}: pick clips from its table.")
+
     def target(row: dict, folder: Path) -> str | None:
         music = row.get("music") or {}
-        if music.get("separated") and (folder / separated_audio(row)).exists():
+        chosen = row["id"] in picked if picked else clearly_music(row)
+        if chosen and music.get("separated") and (folder / separated_audio(row)).exists() \
+                and row["audio"] != separated_audio(row):
             music.setdefault("original", original_audio(row))
             return separated_audio(row)
         return None
@@ -142,8 +157,9 @@ def summary(ws: Workspace, name: str) -> list[dict]:
     out = []
     for row in rows:
         music = row.get("music") or {}
-        out.append({"id": row["id"], "music score": music.get("score"),
-                    "music": "yes" if music.get("separated") else ("no" if music else "not checked"),
+        found = ("yes, clearly" if clearly_music(row) else "faint: listen, pick to use") if music.get("separated") \
+            else ("no" if music else "not checked")
+        out.append({"id": row["id"], "music score": music.get("score"), "music": found,
                     "in use": "separated" if row.get("audio", "").startswith(SEPARATED + "/") else "original"})
     return out
 

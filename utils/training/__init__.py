@@ -6,7 +6,7 @@
     model, config = load_checkpoint(result["last_checkpoint"])
 
 The run folder (workspace/runs/RUN/) holds config.json, status.json, train.log, metrics.jsonl,
-events/, checkpoints/step-N/ and samples/step-N/ (see utils/training/loop.py).
+events/, checkpoints/step-N/ and samples/step-N/ (see utils/training/engine.py; the model: acoustic.py).
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from utils.training.config import TrainConfig, read_run_config, write_run_config
 __all__ = ["TrainConfig", "prepare_run", "run", "load_checkpoint"]
 
 
-def prepare_run(cfg: TrainConfig) -> Path:
+def prepare_run(cfg: TrainConfig, accept_licence: bool = False) -> Path:
     """Check the names and paths (inside the workspace), pick a run name if none, write
-    runs/RUN/config.json; returns its path."""
+    runs/RUN/config.json; returns its path. `accept_licence`: the curator said yes to the F5 base's licence."""
     import time
 
     from utils.vocoder.default import resolve
@@ -27,7 +27,11 @@ def prepare_run(cfg: TrainConfig) -> Path:
 
     ws = Workspace.open(cfg.workspace)
     check_name(cfg.dataset, "dataset name")
-    if cfg.init:
+    if cfg.engine == "f5" and cfg.init:
+        from utils.f5.base import local_base
+
+        cfg.init, cfg.licence_accepted = local_base(ws, cfg.init, accept_licence or bool(cfg.licence_accepted))
+    elif cfg.init:
         cfg.init = str(ws.inside(cfg.init))
     if cfg.resume not in ("auto", "none", ""):
         cfg.resume = str(ws.inside(cfg.resume))
@@ -50,7 +54,9 @@ def load_checkpoint(path, device: str = "cpu"):
 
 def run(config_path: str | Path, report=None) -> dict:
     """Train from a run config file (what `python -m utils.training --config` does)."""
-    from utils.training.loop import train
-
     cfg, _ = read_run_config(Path(config_path))
+    if cfg.engine == "f5":
+        from utils.f5.adapter import train
+    else:
+        from utils.training.acoustic import train
     return train(cfg, report)

@@ -148,6 +148,10 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> tup
     weights = path / "model.safetensors"
     if not weights.exists():
         raise StudioError(f"{path} has no model.safetensors.")
+    if config.get("engine") == "f5":  # the same calls, spoken through the voice's reference clip
+        from utils.f5.speech import load_f5
+
+        return load_f5(path, device)
     model = MatchaTTS(MatchaConfig.from_dict(config["model"]))
     state = load_safetensors(weights)
     missing, unexpected = model.load_state_dict(state, strict=False)

@@ -29,7 +29,15 @@ class TrainConfig:
     run: str = _f("", "run name under workspace/runs")
     preset: str = _f("small", "model size: tiny (3 M parameters, CPU runs), small (10 M), base (21 M)",
                      choices=["tiny", "small", "base"])
-    init: str = _f("", "fine-tune from this checkpoint folder (model.safetensors + config.json)")
+    engine: str = _f("matcha", "matcha: the small model trained from zero, fast, runs anywhere | f5: fine-tunes the "
+                               "pretrained F5-TTS base (337 M parameters; needs a GPU; --init SWivid/F5-TTS), or a "
+                               "tiny random F5 with --preset tiny", choices=["matcha", "f5"])
+    init: str = _f("", "fine-tune from this checkpoint folder (model.safetensors + config.json); with --engine f5 "
+                       "the pretrained base: a Hugging Face id (SWivid/F5-TTS) or a folder with its files")
+    prompt: str = _f("", "--engine f5: the dataset row (id) whose clip and transcript the voice speaks from; empty: the "
+                         "training clip closest to 6 s (F5 prompts work best at 5-10 s)")
+    licence_accepted: str = _f("", "the licence of the pretrained base the user said yes to (set by --accept-licence or "
+                                   "the Training tab's licence box; the trainer downloads the base only then)")
     finetune_mode: str = _f("full", "with --init: full | freeze_encoder | new_speaker (only speaker rows train)",
                             choices=["full", "freeze_encoder", "new_speaker"])
     blanks: str = _f(AUTO, "a blank symbol between every two input symbols (Matcha-TTS's add_blank): true | false | "
@@ -116,7 +124,7 @@ class TrainConfig:
         return {f.name: f.metadata.get("help", "") for f in fields(cls)}
 
 
-CLI_HIDDEN = ("workspace", "fault_oom_above_frames", "fault_oom_ranks", "fault_nan_steps", "fault_pause_checkpoint_step")
+CLI_HIDDEN = ("workspace", "licence_accepted", "fault_oom_above_frames", "fault_oom_ranks", "fault_nan_steps", "fault_pause_checkpoint_step")
 
 
 def cli_fields():

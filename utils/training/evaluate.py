@@ -1,5 +1,6 @@
 """Evaluation during training: validation loss, mel-cepstral distortion of synthesised held-out
-clips against their recordings, and rendered audio samples.
+clips against their recordings, rendered audio samples, and (when the workspace has a speech
+recognizer, utils.transcripts.asr) the character error rate of what it hears in the synthesised clips.
 
 Vocoding and MCD come from the vocoder/evaluation engineer's modules (utils.vocoder.griffin_lim,
 utils.evaluation.mcd / logmel_mcd), reached only through `vocode` and `distortion` below.
@@ -81,23 +82,50 @@ def validation_loss(model, batches: list[dict], device: str, autocast_ctx, seed:
 def synthesis_quality(model, items, ws, dataset: str, feat_cfg: FeatureConfig, mcd_kind: str, ode_steps: int,
                       sample_dir: Path | None, n_samples: int, seed: int, features_fn, vocoder=None) -> dict:
     """Synthesise each item's text (predicted durations), measure MCD against its recording, and
-    write the first `n_samples` as WAV under sample_dir. Returns {"mcd": mean, "mcd_per_clip": [...]}."""
+    write the first `n_samples` as WAV under sample_dir. Returns {"mcd": mean, "mcd_per_clip": [...]}, and
+    "cer" (the recognizer's character error rate on the synthesised clips) when the workspace has a recognizer."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    scores = []
+    scores, heard = [], recognizer_available(ws)
+    waves, texts = [], []
     for i, it in enumerate(items):
         gen = torch.Generator(device=device).manual_seed(seed + i)
         out = model.synthesise(it.tokens, speaker=it.speaker, n_steps=ode_steps, temperature=0.667,
                                generator=gen)
         logmel = out["mel"][0]  # [n_mels, T]
         ref_logmel = features_fn(ws, dataset, it.row, feat_cfg)
-        need_audio = mcd_kind == "world" or (sample_dir is not None and i < n_samples)
+        need_audio = mcd_kind == "world" or (sample_dir is not None and i < n_samples) or heard
         wave = vocode(logmel, feat_cfg, vocoder) if need_audio else None
+        if heard:
+            waves.append(wave)
+            texts.append(it.row.get("normalized") or it.row.get("text") or "")
         ref_wave, ref_sr = (load_audio(ws.dataset_dir(dataset) / it.row["audio"]) if mcd_kind == "world"
                             else (None, None))
         scores.append(distortion(mcd_kind, ref_wave, ref_sr, ref_logmel, wave, feat_cfg.sample_rate, logmel.cpu()))
         if sample_dir is not None and i < n_samples:
             save_audio(Path(sample_dir) / f"{it.row['id']}.wav", wave, feat_cfg.sample_rate)
     model.train(was_training)
-    return {"mcd": float(np.mean(scores)) if scores else float("nan"), "mcd_per_clip": scores}
+    out = {"mcd": float(np.mean(scores)) if scores else float("nan"), "mcd_per_clip": scores}
+    if heard:
+        out.update(intelligibility(ws, waves, feat_cfg.sample_rate, texts, str(device)))
+    return out
+
+
+def recognizer_available(ws) -> bool:
+    """Whether the workspace holds a speech recognizer (fetched once; see utils.transcripts.asr)."""
+    from utils.transcripts.asr import available
+
+    return ws is not None and available(ws) is not None
+
+
+def intelligibility(ws, waves, sample_rate: int, texts: list[str], device: str) -> dict:
+    """{"cer": ...} from the workspace's recognizer; {} when it cannot run (then the run goes on without it)."""
+    from utils.events import StudioError
+    from utils.transcripts.asr import intelligibility as cer_of
+
+    try:
+        return cer_of(ws, waves, sample_rate, texts, device)
+    except (StudioError, ImportError, OSError) as exc:
+        print(f"evaluation: no character error rate this time ({exc})", flush=True)
+        return {}

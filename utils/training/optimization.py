@@ -47,7 +47,8 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1) -> Machine:
     from utils import hardware
     if report.gpus:  # the preset changes how many frames fit; the batch is planned for the processes that run
         gpus = report.gpus[:world_size] if 1 < world_size < len(report.gpus) else report.gpus
-        rec = {**rec, **hardware.recommend(replace(report, gpus=gpus), preset=cfg.preset)}
+        preset = "f5" if cfg.engine == "f5" and cfg.init else cfg.preset  # the 337 M base needs its own memory plan
+        rec = {**rec, **hardware.recommend(replace(report, gpus=gpus), preset=preset)}
     m = Machine()
 
     def pick(name: str, requested, convert=lambda v: v, fallback=None):
@@ -61,7 +62,8 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1) -> Machine:
     device = cfg.device if cfg.device != AUTO else report.device
     if cfg.device == "cuda" and not torch.cuda.is_available():
         raise StudioError("device cuda was asked for but no CUDA GPU is visible; use --device cpu or auto.")
-    m.set("device", device, "set by the user" if cfg.device != AUTO else f"detected: {report.device}")
+    m.set("device", device, "set by the user" if cfg.device != AUTO else "no GPU found: the CPU trains (small models)"
+          if report.device == "cpu" else f"detected: a {report.device} GPU, 10-100x faster than a CPU for this model")
     on_gpu = device == "cuda"
 
     pick("precision", cfg.precision)
@@ -89,7 +91,7 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1) -> Machine:
           "on the CPU the for-each AdamW is used (the fused CPU kernel gains little at these sizes)"))
     pick("cudnn_benchmark", cfg.cudnn_benchmark, lambda v: as_bool(v, "cudnn_benchmark"),
          (on_gpu, "length bucketing keeps conv shapes few, so timing cuDNN algorithms once per shape pays off"
-          if on_gpu else "cuDNN is a GPU library"))
+          if on_gpu else "off: cuDNN is NVIDIA's GPU library, a CPU has nothing to time"))
     _resolve_fp8(cfg, m, report, on_gpu)
     _resolve_mas(cfg, m, on_gpu)
     pick("lr", cfg.lr, float, PRESET_LR.get(cfg.preset, PRESET_LR["base"]))
@@ -112,6 +114,46 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1) -> Machine:
           "set by the user" if cfg.probe != AUTO else
           "GPU with an automatic batch size: one real step on the longest batch, then bisection" if probe else
           "no GPU (RAM is not the limit) or the batch size was set by hand")
+    return m
+
+
+def resolve_gan(device: str = AUTO, precision: str = AUTO) -> Machine:
+    """The vocoder GAN's machine. bf16 autocast where the GPU has it: bf16 keeps fp32's exponent range, so the GAN
+    needs no loss scaling; fp16 is refused (the generator's log-magnitudes and the discriminators' feature maps
+    overflow it). TF32 and cuDNN autotuning on a GPU: every batch is the same crop shape."""
+    if precision not in (AUTO, "bf16", "fp32"):
+        raise StudioError(f"Vocoder precision {precision!r} is not one of auto, bf16, fp32.")
+    asked = device
+    if device == AUTO:
+        try:
+            from utils.hardware import device as detected_device
+
+            device = detected_device()
+        except Exception:  # the hardware probe must never stop a training run
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+    m = Machine()
+    m.set("device", device, "set by the user" if asked != AUTO else "the GPU" if device == "cuda" else "no GPU found")
+    on_gpu = device == "cuda"
+    gpu_bf16 = on_gpu and torch.cuda.is_bf16_supported()
+    if precision == "bf16" and on_gpu and not gpu_bf16:
+        raise StudioError("bf16 was asked for but this GPU has no bf16 support; use fp32 or auto.")
+    if precision == "fp32":
+        m.set("precision", "fp32", "fp32: set by the user")
+    elif precision == "bf16" or gpu_bf16:
+        m.set("precision", "bf16", "bf16 autocast for the backbone's and discriminators' matmuls and convolutions; "
+              "the ISTFT head, STFTs, mel loss and loss sums stay fp32" + ("" if gpu_bf16 else " (set by the user)"))
+    else:
+        m.set("precision", "fp32", "fp32: no GPU here; bf16 autocast would be slower on this CPU" if not on_gpu
+              else "fp32: this GPU has no bf16")
+    ampere = on_gpu and torch.cuda.get_device_capability() >= (8, 0)
+    m.set("tf32", ampere, "on: fp32 matmuls and convolutions on tensor cores (Ampere+)" if ampere else
+          "off: TF32 needs an Ampere or newer GPU")
+    m.set("cudnn_benchmark", on_gpu, "on: every batch is the same crop shape, so timing cuDNN's algorithms once pays "
+          "off" if on_gpu else "cuDNN is a GPU library")
+    for name, value, reason in (("grad_accumulation", 1, "one batch of crops per step (the Vocos recipe)"),
+                                ("probe", False, "fixed-size crops: the batch is set in crops, not measured"),
+                                ("compile", False, "the GAN runs eager"), ("pin_memory", False, "crops are made per step")):
+        m.set(name, value, reason)
     return m
 
 
@@ -184,7 +226,8 @@ def _resolve_mas(cfg: TrainConfig, m: Machine, on_gpu: bool) -> None:
         m.set("mas", "triton", "alignment search on the GPU as one Triton kernel: each step no longer copies the "
                                "log-likelihoods to the CPU and leaves the GPU idle while the Cython kernel searches")
     elif _mas_cython is not None:
-        m.set("mas", "cython", "the Cython kernel (parallel over the batch)" if not on_gpu else
+        m.set("mas", "cython", "the compiled Cython search, the fastest on a CPU (the whole batch in parallel)"
+              if not on_gpu else
               "Triton is not installed: the Cython kernel on the CPU (the GPU waits for it each step)")
     else:
         m.set("mas", "torch", "the monotonic-alignment-search package is missing: the torch version (slower)")

@@ -17,7 +17,8 @@ HEARTBEAT_S = 2.0
 
 
 class RunFiles:
-    def __init__(self, run_dir: Path, enabled: bool = True, tensorboard: bool = True):
+    def __init__(self, run_dir: Path, enabled: bool = True, tensorboard: bool = True, echo: bool = True):
+        """`echo`: log lines go to stdout too (a caller that prints the engine's events says False)."""
         self.dir = Path(run_dir)
         self.enabled = enabled
         self.log = logging.getLogger(f"train.{self.dir.name}.{id(self)}")
@@ -37,7 +38,7 @@ class RunFiles:
         fh.setFormatter(fmt)
         self.log.addHandler(fh)
         # stdout too, unless stdout *is* train.log (the job service redirects it there)
-        if not _same_file(sys.stdout, self.dir / "train.log"):
+        if echo and not _same_file(sys.stdout, self.dir / "train.log"):
             sh = logging.StreamHandler(sys.stdout)
             sh.setFormatter(fmt)
             self.log.addHandler(sh)

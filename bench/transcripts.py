@@ -1,0 +1,76 @@
+"""Transcript-error finder: do damaged transcripts land at the top of the ranking, and how long does it take?
+
+    python bench/transcripts.py                         # 36 espeak-ng clips, 6 damaged, alignment method
+    python bench/transcripts.py --clips 60 --every 5    # more clips, more damage
+    python bench/transcripts.py --threads 2
+
+Builds an espeak-ng Amharic dataset (voices am and am+f2, sentences of <= 60 characters) and spoils every
+`--every`-th transcript in turn: swapped with a sentence the dataset does not speak, cut in half, or a sentence
+added (`tests.helpers.damage_transcripts`). Then runs the check exactly as `python app.py check-transcripts`
+does (`utils.transcripts.check_transcripts`, method alignment: a short tiny-model training + MAS per clip) and
+prints how many damaged rows are in the top k (k = the number damaged, and 2k), the rank of each damaged row,
+and the wall time (the estimate said before starting, next to the real one).
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import common  # bench/common.py (the script's folder is on sys.path); puts the repository root there too
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--clips", type=int, default=36, help="clips in the dataset")
+    p.add_argument("--every", type=int, default=6, help="damage every N-th transcript")
+    p.add_argument("--steps", type=int, default=None, help="aligner training steps (default: sized to the data)")
+    p.add_argument("--method", default="alignment", choices=["alignment", "auto", "asr"])
+    p.add_argument("--keep", type=Path, default=None, help="build the workspace here and keep it")
+    common.add_machine_args(p)
+    args = p.parse_args()
+    common.start(args)
+
+    from tests.helpers import damage_transcripts, make_dataset, sentences
+    from utils.events import run_to_end
+    from utils.transcripts import check_transcripts
+
+    root = args.keep or Path(tempfile.mkdtemp(prefix="bench-transcripts-"))
+    t0 = time.perf_counter()
+    ws = make_dataset(root, name="damaged", n_train=args.clips - 2, n_val=2, voices=("am", "am+f2"), max_chars=60)
+    spares = [s for s in sentences() if len(s) <= 60][200:300]  # never spoken in the dataset
+    damaged = damage_transcripts(ws, "damaged", spares, every=args.every)
+    print(f"dataset: {args.clips} clips, {len(damaged)} damaged ({time.perf_counter() - t0:.0f} s to build)")
+
+    said = {}
+
+    def printer(line: str) -> None:
+        if "this will take about" in line:
+            said["estimate"] = line
+        print(line, flush=True)
+
+    t0 = time.perf_counter()
+    result = run_to_end(check_transcripts(ws, "damaged", method=args.method, steps=args.steps), printer=printer)
+    wall = time.perf_counter() - t0
+    order = [r["id"] for r in result["rows"]]
+    k = len(damaged)
+    rows = [{"id": rid, "damage": kind, "rank": order.index(rid) + 1,
+             "score": result["rows"][order.index(rid)]["score"], "reason": result["rows"][order.index(rid)]["reason"]}
+            for rid, kind in damaged.items()]
+    rows.sort(key=lambda r: r["rank"])
+    print(common.markdown_table([("id", "row"), ("damage", "damage"), ("rank", "rank"), ("score", "score", "{:.2f}"),
+                                 ("reason", "reason")], rows))
+    hits_k = sum(r["rank"] <= k for r in rows)
+    hits_2k = sum(r["rank"] <= 2 * k for r in rows)
+    clean = [r for r in result["rows"] if r["id"] not in damaged]
+    print(f"\n{hits_k} of {k} damaged rows in the top {k}, {hits_2k} in the top {2 * k}; highest clean row: "
+          f"{clean[0]['id']} score {clean[0]['score']:.2f} ({clean[0]['reason']})")
+    print(f"wall {wall:.0f} s for {len(order)} clips; {said.get('estimate', '')}")
+    common.save("transcripts", {"clips": args.clips, "damaged": k, "hits_top_k": hits_k, "hits_top_2k": hits_2k,
+                                "wall_s": round(wall, 1), "estimate": said.get("estimate"), "rows": rows,
+                                "ranking": result["rows"]}, out=args.out)
+
+
+if __name__ == "__main__":
+    main()

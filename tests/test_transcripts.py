@@ -1,0 +1,110 @@
+"""The transcript-error finder on real espeak-ng Amharic speech with damaged transcripts (CPU, about 2 min):
+`python app.py check-transcripts`, the ranking file, the review decisions, and bad input."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import app
+from tests.helpers import damage_transcripts, make_dataset, sentences
+from utils.workspace import Workspace, read_jsonl
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    """24 clips, 4 transcripts damaged (swap, cut in half, sentence added, swap), checked once by the CLI."""
+    root = tmp_path_factory.mktemp("ws")
+    ws = make_dataset(root, name="am", n_train=22, n_val=2, voices=("am", "am+f2"), max_chars=60)
+    damaged = damage_transcripts(ws, "am", [s for s in sentences() if len(s) <= 60][200:300], every=6)
+    return ws, damaged
+
+
+@pytest.fixture(scope="module")
+def cli_run(checked):
+    ws, _ = checked
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = app.main(["check-transcripts", "--workspace", str(ws.root), "--dataset", "am", "--method",
+                         "alignment", "--json"])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_damaged_transcripts_rank_at_the_top(checked, cli_run):
+    ws, damaged = checked
+    code, out, err = cli_run
+    assert code == 0, err
+    ranking = json.loads(out)  # stdout is the JSON alone; the trainer's log went to stderr
+    rows = ranking["rows"]
+    assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
+    assert {r["id"] for r in rows} == {r["id"] for r in read_jsonl(ws.dataset_dir("am") / "manifest.jsonl")}
+    k = len(damaged)
+    top = [r["id"] for r in rows]
+    assert sum(i in top[:k] for i in damaged) >= k - 1, rows[: 2 * k]
+    assert all(i in top[: 2 * k] for i in damaged), rows[: 2 * k]
+    for r in rows:
+        if r["id"] in damaged:
+            assert r["reason"] != "nothing stands out", r
+
+
+def test_the_check_says_how_long_before_it_starts_and_writes_into_the_dataset(checked, cli_run):
+    ws, _ = checked
+    _, out, err = cli_run
+    said = err.index("this will take about")
+    assert said < err.index("training the aligner") < err.index("aligning each transcript")
+    saved = json.loads((ws.dataset_dir("am") / "transcript_check.json").read_text(encoding="utf-8"))
+    assert saved["method"] == "alignment"
+    assert [r["id"] for r in saved["rows"]] == [r["id"] for r in json.loads(out)["rows"]]
+
+
+def test_reasons_name_the_kind_of_damage(checked, cli_run):
+    _, damaged = checked
+    rows = {r["id"]: r["reason"] for r in json.loads(cli_run[1])["rows"]}
+    cut = [i for i, kind in damaged.items() if kind == "cut"]
+    added = [i for i, kind in damaged.items() if kind == "add"]
+    assert any("speech is much longer than the text" in rows[i] for i in cut), {i: rows[i] for i in cut}
+    assert any("text is much longer than the speech" in rows[i] or "far longer" in rows[i] for i in added), \
+        {i: rows[i] for i in added}
+
+
+def test_review_decisions_are_saved_like_row_edits(checked, cli_run):
+    from utils.transcripts import decide, review_rows
+
+    ws, damaged = checked
+    listed = review_rows(ws, "am")
+    assert [r["rank"] for r in listed] == list(range(1, len(listed) + 1))
+    worst, second = listed[0], listed[1]
+    assert worst["path"].endswith(".wav") and worst["text"]
+    decide(ws, "am", worst["id"], "exclude")
+    fixed = "ሰላም ነው ።"
+    decide(ws, "am", second["id"], "text", fixed)
+    manifest = {r["id"]: r for r in read_jsonl(ws.dataset_dir("am") / "manifest.jsonl")}
+    assert manifest[worst["id"]]["excluded"] and manifest[worst["id"]]["review"] == "exclude"
+    assert manifest[second["id"]]["text"] == fixed and manifest[second["id"]]["text_fixed"]
+    again = {r["id"]: r for r in review_rows(ws, "am")}
+    assert again[worst["id"]]["decision"] == "exclude" and again[second["id"]]["decision"] == "text fixed"
+    assert again[second["id"]]["text"] == fixed
+
+
+def test_bad_input_is_named(tmp_path, capsys):
+    ws = make_dataset(tmp_path, name="few", n_train=3, n_val=0)
+    assert app.main(["check-transcripts", "--workspace", str(ws.root), "--dataset", "few"]) == 2
+    assert "at least 5" in capsys.readouterr().err
+    assert app.main(["check-transcripts", "--workspace", str(ws.root), "--dataset", "nothing"]) == 2
+    assert "'nothing'" in capsys.readouterr().err
+    assert app.main(["check-transcripts", "--workspace", str(ws.root), "--dataset", "few", "--method", "asr"]) == 2
+    assert "speech recognizer" in capsys.readouterr().err
+
+
+def test_step_plan_grows_with_the_data_and_is_capped():
+    from utils.transcripts.scoring import MAX_STEPS, MIN_STEPS, plan_steps
+
+    assert plan_steps([200] * 10) == MIN_STEPS
+    assert MIN_STEPS < plan_steps([200] * 60) <= MAX_STEPS
+    assert plan_steps([200] * 10_000) == MAX_STEPS

@@ -1,0 +1,213 @@
+"""The F5-TTS engine on the shared trainer: fine-tune the public pretrained base (or train a tiny random F5 for
+tests and smoke runs) on a prepared Amharic dataset.
+
+    python app.py train --engine f5 --dataset NAME --init SWivid/F5-TTS --accept-licence   # the public v1 Base
+    python app.py train --engine f5 --dataset NAME --preset tiny --max-steps 20            # CPU smoke run
+
+Everything a run needs beyond the model is the engine's and the text-mel adapter's (utils/training/acoustic.py):
+frame batches, out-of-memory recovery, the non-finite guard, EMA, exact resume, torchrun, run files. What is
+F5's: log-mels with its 1e-5 floor (not normalised), the text table (the base's characters plus the Amharic
+symbols, utils/f5/text.py), the flow-matching loss with span infilling, and an evaluation that speaks each
+held-out sentence in the voice of a training clip of the same speaker, as inference will.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from utils.audio import FeatureConfig, save_audio
+from utils.events import StudioError
+from utils.f5.text import F5Text
+from utils.training import checkpoint as ckpt
+from utils.training import optimization as opt
+from utils.training.acoustic import TextMelAdapter
+from utils.training.config import TrainConfig
+from utils.training.engine import Engine, Phase, drain
+from utils.training.faults import with_faults
+
+F5_FEATURES = FeatureConfig(log_floor=1e-5)  # the base was trained on log(clamp(mel, 1e-5)) of the same mels
+FINE_TUNE_LR = 1e-5  # community fine-tunes of v1 Base (F5-TTS issue 87): about 1e-5
+TINY_LR = 1e-3
+
+
+def train(cfg: TrainConfig, report=None) -> dict:
+    """Run (or resume) an F5 run; the same result dict as the acoustic trainer."""
+    adapter = with_faults(F5Adapter(cfg, report), cfg.fault_oom_above_frames, cfg.fault_oom_ranks,
+                          cfg.fault_nan_steps, cfg.fault_pause_checkpoint_step,
+                          measure=lambda b: b["mels"].shape[0] * b["mels"].shape[-1])
+    return drain(Engine(adapter).run())
+
+
+class F5Adapter(TextMelAdapter):
+    kind = "f5"
+    oom_advice = "turn on gradient checkpointing or lower max_frames_per_batch."
+
+    def __init__(self, cfg: TrainConfig, report=None):
+        super().__init__(cfg, report, F5_FEATURES)
+        m = self.machine
+        if cfg.lr == "auto":
+            rate, why = ((FINE_TUNE_LR, "fine-tuning the pretrained base: about 1e-5 (F5-TTS issue 87)") if cfg.init
+                         else (TINY_LR, "a random F5 trained from zero (tests and smoke runs)"))
+            m.set("lr", rate, why)
+        if cfg.init and m.device == "cpu":
+            m.set("device", "cpu", "no GPU: the 337 M-parameter base learns from ~60 mel frames a second on a 2-core "
+                                   "CPU (bench/f5_step.py), a useful fine-tune would take weeks; it runs, to check the "
+                                   "set-up, but use a GPU (Colab's T4 or better)")
+
+    # ------------------------------------------------------------------------------ build
+    def make_frontend(self, base: dict | None, rows: list[dict]) -> F5Text:
+        kind = "phoneme" if self.cfg.frontend in ("auto", "phoneme") else self.cfg.frontend
+        if kind not in ("phoneme", "char"):
+            raise StudioError(f"The F5 engine reads phonemes or characters, not {kind!r}: use --frontend phoneme "
+                              "(the default) or char.")
+        if base and base.get("text"):
+            text = F5Text.from_dict(base["text"])
+        elif base and base.get("vocab_file"):
+            text = F5Text.from_vocab_file(base["vocab_file"], kind)
+        else:
+            text = F5Text(kind=kind)
+        self.added = text.grow(rows)
+        return text
+
+    def mel_normalisation(self, base: dict | None) -> tuple[float, float]:
+        return 0.0, 1.0  # F5 models raw log-mels
+
+    def build(self, ctx) -> None:
+        from utils.f5 import base as bases
+
+        cfg, self.ctx = self.cfg, ctx
+        if ctx.resume_from:
+            ctx.log(f"resume: continuing from {ctx.resume_from}")
+            base = ckpt.read_config(ctx.resume_from)
+        elif cfg.init:
+            if bases.looks_like_hub_id(cfg.init):
+                ctx.log(f"downloading the F5-TTS base from {cfg.init} (about {bases.SIZE_MB} MB, once; "
+                        f"licence accepted: {cfg.licence_accepted})")
+                cfg.init = str(bases.fetch(self.ws, cfg.init, bool(cfg.licence_accepted)))
+            base = bases.describe_base(cfg.init)
+            ctx.log(f"fine-tune: starting from the pretrained F5-TTS base {cfg.init} ({base['licence']})")
+        else:
+            base = None
+        self._build_data(base, ctx.log)
+        self.model = bases.build_model(base, cfg.preset, ctx.resume_from, self.frontend, self.added, ctx.log)
+        self.model.to(ctx.device)
+        self.mcfg = self.model.cfg
+        self.model.transformer.checkpoint_activations = bool(self.machine.grad_checkpointing)  # recompute blocks
+        self.modules = {"model": self.model}
+        optimizer = opt.make_optimizer(self.model, cfg, self.machine)
+        self.optimizers = {"model": optimizer}
+        self.phases = [Phase("model", optimizer, [p for p in self.model.parameters() if p.requires_grad], 1.0)]
+        self.eval_vocoder = None
+        if ctx.dist.main:
+            from utils.training.evaluate import load_eval_vocoder
+
+            self.eval_vocoder = load_eval_vocoder(self.ws, cfg.eval_vocoder, ctx.device, self.feat_cfg)
+        self.prompt = self.chosen_prompt()
+        n = sum(p.numel() for p in self.model.parameters())
+        ctx.log(f"model: F5-TTS {n / 1e6:.2f}M parameters, {len(self.frontend.symbols)} text symbols "
+                f"({len(self.added)} added for this dataset, {self.frontend.kind})")
+
+    def compile_targets(self) -> list:
+        return [self.model.transformer]
+
+    # ------------------------------------------------------------------------------ the step
+    def lr_at(self, step: int) -> float:
+        return opt.lr_at(step, self.cfg, self.machine.lr)
+
+    def losses(self, batch: dict, phase: str, step: int) -> dict:
+        """The flow-matching loss on the masked span of each clip (the model draws span, time and noise)."""
+        text, mels, lens = self._model_inputs(batch)
+        with self.ctx.autocast():
+            return {"loss": self.model(mels, text, lens)["loss"]}
+
+    def _model_inputs(self, batch: dict):
+        device = self.ctx.device
+        tokens = batch["tokens"].clone()
+        positions = torch.arange(tokens.shape[1])[None, :]
+        tokens[positions >= batch["token_lens"][:, None]] = -1  # F5's text padding
+        mels = batch["mels"].transpose(1, 2)  # [B, T, n_mels]
+        return tokens.to(device), mels.to(device), batch["mel_lens"].to(device)
+
+    # ------------------------------------------------------------------------------ evaluation
+    def evaluate(self, step: int, samples: Path) -> dict:
+        """Validation loss, and each held-out sentence spoken in the voice of a training clip of its speaker (the
+        prompt), its MCD against the recording, samples."""
+        from utils.datasets.features import features
+        from utils.training.evaluate import distortion, vocode
+
+        cfg, model = self.cfg, self.model
+        was_training = model.training
+        model.eval()
+        torch.manual_seed(cfg.seed)  # the same masks and noise at every evaluation: comparable losses
+        with torch.no_grad():
+            losses = [float(self.losses(b, "model", -1)["loss"]) for b in self.val_batches]
+        scores = []
+        for i, item in enumerate(self.val_items[: cfg.eval_clips]):
+            prompt = self.prompt_for(item)
+            mel = self.speak(prompt, item, seed=cfg.seed + i)
+            target = features(self.ws, cfg.dataset, item.row, self.feat_cfg)
+            wave = vocode(mel, self.feat_cfg, self.eval_vocoder)
+            scores.append(distortion("logmel", None, None, target, wave, self.feat_cfg.sample_rate, mel.cpu()))
+            if i < cfg.sample_clips:
+                save_audio(samples / f"{item.row['id']}.wav", wave, self.feat_cfg.sample_rate)
+        model.train(was_training)
+        return {"val_loss": float(np.mean(losses)), "mcd": float(np.mean(scores)), "mcd_per_clip": scores}
+
+    def chosen_prompt(self):
+        """The voice's reference clip: the row the curator named (--prompt ID), else the clip closest to 6 s."""
+        if not self.cfg.prompt:
+            return self.prompt_for(None)
+        for it in self.items + self.val_items:
+            if it.row.get("id") == self.cfg.prompt:
+                return it
+        raise StudioError(f"--prompt {self.cfg.prompt}: no usable row with that id in dataset {self.cfg.dataset} "
+                          "(excluded rows and rows without audio cannot be the voice's reference clip).")
+
+    def prompt_for(self, item):
+        """A training clip of the item's speaker (any, for the voice's own prompt), closest to 6 s: F5 prompts work
+        best at 5-10 s."""
+        same = [it for it in self.items if item is None or (it.speaker == item.speaker and it is not item)] or self.items
+        return min(same, key=lambda it: abs(it.frames - 6 * self.feat_cfg.sample_rate / self.feat_cfg.hop_length))
+
+    def speak(self, prompt, item, seed: int) -> torch.Tensor:
+        """The item's text in the prompt's voice, as long as the recording (so MCD compares like with like)."""
+        from utils.datasets.features import features
+
+        cond = torch.from_numpy(features(self.ws, self.cfg.dataset, prompt.row, self.feat_cfg)).T[None]
+        text = torch.tensor([prompt.tokens + item.tokens])
+        out = self.model.sample(cond.to(self.ctx.device), text.to(self.ctx.device), prompt.frames + item.frames,
+                                steps=self.cfg.ode_steps, seed=seed)
+        return out[0, prompt.frames:].T.float()  # [n_mels, frames] of the new part
+
+    def score(self, metrics: dict) -> float:
+        return metrics["mcd"]
+
+    # ------------------------------------------------------------------------------ files
+    def describe(self) -> list[str]:
+        cfg, m = self.cfg, self.machine
+        return [*(line for line in m.describe() if line.split()[0] not in ("mas", "blanks")),
+                f"{'text':22} {self.frontend.kind:<10} see utils/f5/text.py: phonemes keep gemination",
+                f"{'ema':22} {cfg.ema_decay:<10} averaged weights for evaluation and export",
+                f"{'lr schedule':22} {m.lr:<10} warm-up then cosine to {m.lr * cfg.min_lr_ratio:.2e}",
+                f"{'mcd':22} {'logmel':<10} log-mel MCD of each held-out sentence spoken from a training prompt"]
+
+    def _config_extra(self) -> dict:
+        p = self.prompt.row
+        return {"engine": "f5", "model": self.mcfg.to_dict(), "text": self.frontend.to_dict(),
+                "speakers": self.speakers, "features": self.feat_cfg.to_dict(),
+                "licence": getattr(self.model, "licence", "") or self.cfg.licence_accepted,
+                "prompt": {"id": p.get("id"), "text": p.get("text", ""), "tokens": self.prompt.tokens,
+                           "frames": self.prompt.frames}}
+
+    def extra_weights(self) -> dict:
+        """The voice's reference clip (log-mel [frames, n_mels]) travels in model.safetensors as "prompt.mel", so an
+        exported voice speaks without the dataset."""
+        from utils.datasets.features import features
+
+        mel = features(self.ws, self.cfg.dataset, self.prompt.row, self.feat_cfg)
+        return {"prompt.mel": torch.from_numpy(mel).T.contiguous()}
+
+    def upgrade_state(self, state: dict, folder: Path) -> dict:
+        return state

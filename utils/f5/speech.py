@@ -1,0 +1,85 @@
+"""Speaking with an F5 voice: the voice's reference clip (its prompt) and transcript come first, the text to say
+after; the model fills in the rest in the prompt's voice. The wrapper gives the studio's Voice (utils/inference)
+the same calls a Matcha model gives it, so the Inference tab, A/B, batch synthesis, export and `synth --voice`
+take F5 voices as they take Matcha ones.
+
+    model, config = load_f5("workspace/runs/RUN/checkpoints/step-N")
+    outs = model.synthesise_batch([ids], [0], n_steps=32, temperature=1.0, length_scale=1.0)
+    outs[0]["mel"]  # [100, T] natural-log mel (floor 1e-5) -> Vocos
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from utils.events import StudioError
+from utils.f5.text import F5Text
+
+
+class F5Tokenizer:
+    """The Voice's tokenizer calls, on an F5 text table."""
+
+    def __init__(self, text: F5Text):
+        self.text = text
+        self.kind, self.symbols = text.kind, text.symbols
+
+    def units(self, sentence: str, user_dict: dict | None = None) -> list[str]:
+        return self.text.units(sentence)
+
+    def encode(self, sentence: str, user_dict: dict | None = None) -> list[int]:
+        known = set(self.symbols)
+        return [self.symbols.index(u) for u in self.units(sentence) if u in known]
+
+
+class F5Speaker:
+    """An F5 model with its prompt (log-mel [frames, n_mels] + the prompt transcript's ids)."""
+
+    def __init__(self, model, prompt_mel: torch.Tensor, prompt_tokens: list[int]):
+        self.model, self.prompt_mel, self.prompt_tokens = model, prompt_mel, list(prompt_tokens)
+
+    def to(self, device):
+        self.model.to(device)
+        self.prompt_mel = self.prompt_mel.to(device)
+        return self
+
+    def eval(self):
+        self.model.eval()
+        return self
+
+    def parameters(self):
+        return self.model.parameters()
+
+    @torch.no_grad()
+    def synthesise_batch(self, token_lists: list[list[int]], speakers, n_steps: int, temperature: float,
+                         length_scale: float, generator=None) -> list[dict]:
+        """Each sentence after the prompt; its length from the prompt's speaking rate (frames per symbol) times
+        `length_scale`. `temperature` has no F5 meaning (its noise is always unit), `speakers` neither: the
+        prompt is the voice."""
+        frames = self.prompt_mel.shape[0]
+        rate = frames / max(1, len(self.prompt_tokens))
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator).item()) if generator is not None else None
+        outs = []
+        for tokens in token_lists:
+            text = torch.tensor([self.prompt_tokens + list(tokens)], device=self.prompt_mel.device)
+            duration = frames + max(4, int(round(len(tokens) * rate * length_scale)))
+            mel = self.model.sample(self.prompt_mel[None], text, duration, steps=max(2, int(n_steps)), seed=seed)
+            outs.append({"mel": mel[0, frames:].T.float()})  # [n_mels, T], as a Matcha model gives
+        return outs
+
+
+def load_f5(path: str | Path, device: str = "cpu") -> tuple[F5Speaker, dict]:
+    """An F5 checkpoint or voice folder -> (F5Speaker in eval mode on `device`, config)."""
+    from models.f5 import F5Config, F5TTS
+    from utils.f5.base import model_weights
+    from utils.training.checkpoint import load_weights, read_config
+
+    config = read_config(path)
+    weights = load_weights(path)
+    if "prompt.mel" not in weights or "prompt" not in config:
+        raise StudioError(f"{path}: an F5 voice needs its reference clip (prompt.mel) and its transcript; this "
+                          "folder has none. Export the voice again from its run.")
+    model = F5TTS(F5Config.from_dict(config["model"]))
+    model.load_state_dict(model_weights(weights))
+    speaker = F5Speaker(model, weights["prompt.mel"].float(), config["prompt"]["tokens"])
+    return speaker.to(device).eval(), config

@@ -1,0 +1,573 @@
+"""The one training engine: every model (the Matcha acoustic model, the Vocos GAN vocoder) trains here.
+
+Reads top to bottom like nanoGPT's train.py: run files and stop requests, the machine (device, precision,
+compile, from utils.hardware via the adapter's Machine), the model the adapter builds, the measured batch
+probe, resume, then the loop:
+
+    for each step:   seed(seed, rank, step) -> lr -> the step's batches ->
+                     for each phase (one optimizer: the acoustic model has one, the GAN two):
+                         forward/backward of every micro-batch -> ranks agree nobody ran out of memory ->
+                         average gradients -> unscale, clip -> finite? step : skip
+                     -> EMA -> log -> evaluate (best checkpoint) -> checkpoint -> stop?
+
+What is the same for every model lives here once: micro-batching and accumulation, out-of-memory recovery
+agreed across ranks (the micro-batch halves, and grows back after a stretch of good steps), the non-finite
+guard (fp16 loss-scale calibration is not a failure), atomic checkpoints with exact resume (weights,
+optimizers, scaler, EMA, data position; each rank's noise is a function of (seed, rank, step)), data
+parallelism under torchrun (one flat gradient all-reduce per phase, after the out-of-memory agreement),
+stop requests, heartbeat, metrics.jsonl / TensorBoard, evaluation and best-checkpoint tracking.
+
+What differs lives in an adapter (utils/training/acoustic.py, utils/vocoder/training.py): how to build the
+model and its data, its optimizers and phases, one micro-batch's losses, how to evaluate, what a checkpoint's
+config.json says. Test faults (out of memory, NaN, a slow save) wrap the adapter (utils/training/faults.py);
+nothing of them is in this loop.
+"""
+from __future__ import annotations
+
+import math
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from utils.events import Event, StudioError
+from utils.training import checkpoint as ckpt
+from utils.training import ddp
+from utils.training import optimization as opt
+from utils.training.probe import probe_max_frames
+from utils.training.runfiles import RunFiles, disk_full_message
+
+GROW_BACK_STEPS = 200  # good steps after an out-of-memory before a halved micro-batch is tried whole again
+STATE_FORMAT = 2       # trainer_state.pt layout (1: the two trainers' own layouts, upgraded by the adapters)
+
+
+@dataclass
+class LoopSettings:
+    """The schedule of a run, in the engine's terms (each adapter maps its own config onto it)."""
+    max_steps: int
+    seed: int = 0
+    resume: str = "auto"           # auto | none | a checkpoint folder
+    log_every: int = 10
+    eval_every: int = 0            # 0: only at the end
+    checkpoint_every: int = 1000   # 0: only at evaluations and the end
+    keep_checkpoints: int = 3
+    max_bad_steps: int = 5
+    ema_decay: float = 0.0         # 0: no averaged weights
+    patience: int = 0              # evaluations without a better score before "overfitting"
+    on_overfit: str = "warn"       # warn | stop
+    eval_at_start: bool = False    # score the starting weights once (fine-tuning a vocoder: the "before")
+    save_untrained: bool = False   # a run stopped before its first step still leaves a checkpoint
+
+
+@dataclass
+class Phase:
+    """One optimizer update inside a step: the GAN's discriminator, then its generator; the acoustic model's one."""
+    name: str
+    optimizer: torch.optim.Optimizer
+    params: list
+    clip: float = 0.0              # global norm clip; 0: measured only
+
+
+@dataclass
+class Context:
+    """What the engine tells the adapter when it builds."""
+    device: str
+    dist: ddp.Dist
+    log: Any
+    resume_from: Path | None
+    autocast: Any                  # () -> the mixed-precision context the machine chose
+
+
+class StopRequest:
+    """SIGTERM / SIGINT / runs/RUN/STOP / a caller's threading.Event: finish the step, save, exit cleanly."""
+
+    def __init__(self, run_dir: Path, event: threading.Event | None = None):
+        self.file = run_dir / "STOP"
+        self.file.unlink(missing_ok=True)  # a request left from an earlier run does not stop this one
+        self.event = event
+        self.reason = ""
+        self._previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._previous[sig] = signal.signal(sig, self._on_signal)
+
+    def restore(self) -> None:
+        """Give the signals back (in-process runs: the CLI, tests)."""
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _on_signal(self, signum, frame):
+        self.reason = signal.Signals(signum).name
+
+    def __call__(self) -> bool:
+        if not self.reason and self.file.exists():
+            self.reason = "STOP file"
+        if not self.reason and self.event is not None and self.event.is_set():
+            self.reason = "request"
+        return bool(self.reason)
+
+
+def drain(events: Iterator[Event]) -> dict:
+    """Run an engine generator to its end; its return value (the result dict)."""
+    while True:
+        try:
+            next(events)
+        except StopIteration as end:
+            return end.value
+
+
+class Engine:
+    def __init__(self, adapter, echo: bool = True):
+        self.a = adapter
+        self.s: LoopSettings = adapter.settings
+        self.m: opt.Machine = adapter.machine
+        self.echo = echo
+        self.pending: list[Event] = []
+
+    # ------------------------------------------------------------------------------ the run
+    def run(self) -> Iterator[Event]:
+        """Train (or resume); yields progress events, returns {"state", "step", "message", "best_checkpoint",
+        "best_mcd", "last_checkpoint"}."""
+        run_dir = self.a.run_dir
+        self.dist = ddp.setup(self.m.device)
+        self.device = f"cuda:{self.dist.local_rank}" if self.m.device == "cuda" else self.m.device
+        self.files = RunFiles(run_dir, enabled=self.dist.main, echo=self.echo)
+        self.stop = StopRequest(run_dir, getattr(self.a, "stop_event", None))
+        self.files.status(state="running", kind=self.a.kind, pid=os.getpid(), step=0, max_steps=self.s.max_steps,
+                          eta_s=None, last_checkpoint=None, best_checkpoint=None, message="preparing data",
+                          started=time.time())
+        self.files.start_heartbeat()
+        try:
+            result = yield from self._run()
+        except GeneratorExit:  # the caller stopped listening (a UI request ended): not a failure
+            self.files.status(state="stopped", ended=time.time(), message="stopped by its caller")
+            raise
+        except BaseException as exc:
+            self._record_failure(exc, run_dir)
+        finally:
+            self.stop.restore()
+            self.files.close()
+            ddp.cleanup(self.dist)
+        return result
+
+    def _record_failure(self, exc: BaseException, run_dir: Path) -> None:
+        full = disk_full_message(exc, run_dir, ckpt.step_folders(run_dir / "checkpoints"))
+        message = full or f"{type(exc).__name__}: {exc}"
+        try:
+            self.files.status(state="failed", message=message[:2000], ended=time.time())
+        except OSError:
+            pass  # a full disk can refuse even this; the launcher then records the end from the exit code
+        self.log(f"failed: {message}")
+        if not self.dist.main:  # only rank 0 writes train.log; the rank that failed says why there too
+            with open(run_dir / "train.log", "a", encoding="utf-8") as f:
+                f.write(f"{time.strftime('%H:%M:%S')} failed (rank {self.dist.rank}): {message}\n")
+        if full:
+            raise StudioError(full) from exc
+        raise exc
+
+    def log(self, message: str, level: str = "info") -> None:
+        self.files.info(message)
+        self.pending.append(Event(self.a.kind, getattr(self, "step", 0), self.s.max_steps, message, level))
+
+    def _events(self) -> Iterator[Event]:
+        events, self.pending = self.pending, []
+        yield from events
+
+    # ------------------------------------------------------------------------------ set-up
+    def _run(self) -> Iterator[Event]:
+        a, s, m = self.a, self.s, self.m
+        torch.manual_seed(s.seed)  # the same initial weights on every rank (rank 0's are broadcast anyway)
+        opt.apply_backend_flags(m)  # TF32, cuDNN benchmark: process-wide switches, decided in the Machine
+        checkpoints = a.run_dir / "checkpoints"
+        if self.dist.main:
+            for note in ckpt.recover(checkpoints):  # leftovers of a save cut short by a kill
+                self.log(f"checkpoints: {note}")
+        resume_from = ckpt.latest_resumable(checkpoints) if s.resume == "auto" else None
+        if s.resume not in ("auto", "none", "", None):
+            resume_from = Path(s.resume)
+        self.step = 0
+        a.build(Context(self.device, self.dist, self.log, resume_from, lambda: opt.autocast(m)))
+        yield from self._events()
+        self.scaler = opt.grad_scaler(m)  # loss scaling for fp16 only
+        self.split, self.lr_scale, self.bad_steps = 1, 1.0, 0
+        # steps since the last out-of-memory, and how many a halved micro-batch waits before it grows back
+        self.good_steps, self.grow_after = 0, GROW_BACK_STEPS // 2
+        self.best = {"mcd": math.inf, "path": None, "since": 0}
+        if m.probe and not resume_from and hasattr(a, "probe_batch"):
+            self._probe()  # a resumed run keeps its batch size (the data order depends on it)
+        if m.values.get("compile"):  # after the probe: every probed size would be a new shape to compile
+            for module in a.compile_targets():
+                module.compile()
+        for module in a.modules.values():  # every rank starts from rank 0's weights
+            ddp.broadcast_parameters(module, self.dist)
+        self.ema = ([p.detach().clone() for p in a.modules[a.inference].parameters()]
+                    if s.ema_decay > 0 else None)
+        if resume_from:
+            self._load_state(resume_from)
+        a.start_data(self.step)
+        yield from self._describe()
+        return (yield from self._loop(resume_from))
+
+    def _probe(self) -> None:
+        """The largest micro-batch that fits: real steps on batches of the longest items, then bisection."""
+        a, m = self.a, self.m
+        phase = a.phases[0]
+
+        def try_frames(frames: int) -> None:
+            losses = a.losses(a.probe_batch(frames), phase.name, -1)
+            self.scaler.scale(losses["loss"]).backward()
+            phase.optimizer.zero_grad(set_to_none=True)
+
+        def cleanup():
+            phase.optimizer.zero_grad(set_to_none=True)
+            if m.device == "cuda":
+                torch.cuda.empty_cache()
+
+        longest = a.probe_unit()
+        fitted, _ = probe_max_frames(try_frames, m.max_frames_per_batch, longest, cleanup=cleanup, log=self.log)
+        a.apply_probe(fitted, longest)
+        if m.device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+
+    def _load_state(self, folder: Path) -> None:
+        state = self.a.upgrade_state(ckpt.load_trainer_state(folder), folder)
+        for name, module_state in state["modules"].items():
+            self.a.modules[name].load_state_dict(module_state)
+        for name, opt_state in state["optimizers"].items():
+            self.a.optimizers[name].load_state_dict(opt_state)
+        if state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+        if self.ema is not None and state.get("ema"):
+            for e, saved in zip(self.ema, state["ema"]):
+                e.copy_(saved)
+        self.step, self.split = int(state["step"]), state.get("split", 1)
+        self.lr_scale = state.get("lr_scale", 1.0)
+        self.best = {"since": 0, **state.get("best", self.best)}
+        self.a.load_state_dict(state.get("adapter", {}))
+
+    def _describe(self) -> Iterator[Event]:
+        self.log(f"machine: {self.device}, {self.dist.world_size} process(es)")
+        for line in self.a.describe():
+            self.log(f"  {line}")
+        if self.dist.main:
+            self.a.write_run_config()
+        yield from self._events()
+
+    # ------------------------------------------------------------------------------ the loop
+    def _loop(self, resume_from: Path | None) -> Iterator[Event]:
+        s, dist = self.s, self.dist
+        self.files.status(message="training", step=self.step)
+        self.log(f"training from step {self.step} to {s.max_steps}")
+        start_step, self.last_saved, self.last_eval = self.step, (self.step if resume_from else -1), -1
+        state, message, step_times = "finished", "", []
+        if s.eval_at_start and self.step == 0 and dist.main:
+            metrics = self._evaluate(0)
+            self.files.metrics({"step": 0, **metrics, "time": time.time()})
+            self.log(f"before training: {_fmt(metrics)}")
+        self.window = self._new_window()
+        while self.step < s.max_steps:
+            if ddp.any_flag(self.stop(), dist, self.device):  # every rank stops before the same step
+                state, message = "stopped", f"stopped by request ({self.stop.reason or 'another rank'}) at step {self.step}"
+                break
+            t0 = time.perf_counter()
+            losses, grad_norms, skipped, overflow = self._step()
+            self.step += 1
+            step_times = (step_times + [time.perf_counter() - t0])[-50:]
+            if skipped and (message := self._on_skipped(skipped, overflow)):
+                state = "failed"
+                break
+            self._record(losses, grad_norms, skipped, step_times)
+            if self._evaluate_on_schedule() and s.on_overfit == "stop":
+                message = (f"finished early at step {self.step}: held-out MCD has not improved for {s.patience} "
+                           f"evaluations; the best checkpoint ({Path(self.best['path']).name if self.best['path'] else '-'}) "
+                           "is the one to export")
+                self.log(message)
+                break
+            if s.checkpoint_every and self.step % s.checkpoint_every == 0 and self.step != self.last_saved:
+                self._save()
+            yield from self._events()
+        if state == "stopped":
+            self.files.status(state="stopping", message=f"{message}: saving a checkpoint")
+        return (yield from self._finish(state, message, start_step))
+
+    def _step(self) -> tuple[dict, dict, int, bool]:
+        """One optimizer step of every phase; (losses, grad norms, phases skipped as non-finite, whether every
+        skip had a finite loss: overflowing gradients only)."""
+        a, m = self.a, self.m
+        # each rank's noise and dropout are a function of (seed, rank, step): a resume, on any rank, continues
+        # every rank's own stream exactly, with no generator state to save or hand between ranks
+        torch.manual_seed(self.s.seed + 1_000_003 * self.dist.rank + 7919 * self.step)
+        lr = a.lr_at(self.step) * self.lr_scale
+        for optimizer in a.optimizers.values():
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+        self.window["lr"] = lr
+        t_wait = time.perf_counter()
+        batches = [a.next_batch() for _ in range(m.grad_accumulation)]  # the step's data, kept for a retry
+        self.window["wait"] += time.perf_counter() - t_wait
+        if self.split > 1 and self.good_steps >= self.grow_after:  # memory may have been a passing peak
+            self.split //= 2
+            self.good_steps = 0
+            self.log(f"step {self.step}: {self.grow_after} steps without running out of memory: micro-batch doubled "
+                     f"back (each batch now in {self.split} part{'s' if self.split > 1 else ''})")
+        losses, grad_norms, skipped, overflow = {}, {}, 0, True
+        for phase in a.phases:
+            phase_losses = self._accumulate(phase, batches)
+            grad_norms[phase.name], finite_loss, finite_grads = self._update(phase, phase_losses["loss"])
+            skipped += not (finite_loss and finite_grads)
+            overflow = overflow and finite_loss
+            losses.update(phase_losses if len(a.phases) == 1 else
+                          {k: v for k, v in phase_losses.items() if k != "loss"})
+        self.scaler.update()  # fp16: halves the scale after an overflow, grows it slowly otherwise
+        self.good_steps += 1
+        if skipped == 0 and self.ema is not None:
+            decay = min(self.s.ema_decay, (1 + self.step) / (10 + self.step))  # see opt.ema_decay_at
+            module = a.modules[a.inference]
+            torch._foreach_lerp_(self.ema, [p.detach() for p in module.parameters()], 1.0 - decay)
+        for b in batches:
+            for k, v in a.counts(b).items():
+                self.window["counts"][k] = self.window["counts"].get(k, 0) + v * self.dist.world_size
+        if skipped == 0:  # summed on the device: float() here would make the CPU wait for the GPU every step
+            for k, v in losses.items():
+                self.window["losses"][k] = self.window["losses"].get(k, 0.0) + v
+        return losses, grad_norms, skipped, overflow
+
+    def _accumulate(self, phase: Phase, batches: list) -> dict:
+        """Forward and backward of every micro-batch of one phase; retried in smaller micro-batches when any
+        rank runs out of memory. No micro-batch all-reduces by itself: a rank that ran out of memory would
+        leave the others waiting in the all-reduce for ever, so the ranks first agree (one tiny all-reduce)."""
+        a, accum = self.a, len(batches)
+        while True:
+            oom, total = False, {}
+            try:
+                for b in batches:
+                    size = a.size(b)
+                    for piece in a.split(b, self.split):
+                        weight = a.size(piece) / size / accum  # the micro-batch's share of the step
+                        losses = a.losses(piece, phase.name, self.step)
+                        self.scaler.scale(losses["loss"] * weight).backward()
+                        for k, v in losses.items():
+                            total[k] = total.get(k, 0.0) + v.detach() * weight
+            except Exception as exc:
+                if not opt.is_oom(exc):
+                    raise
+                oom = True  # a flag, not the exception: its traceback holds the failed step's tensors
+            stuck = oom and self.split >= max(a.size(b) for b in batches)
+            any_oom, any_stuck = ddp.any_flags([oom, stuck], self.dist, self.device)
+            if not any_oom:
+                return total
+            total = losses = piece = None  # the failed step's activations can be freed now
+            phase.optimizer.zero_grad(set_to_none=True)
+            if self.m.device == "cuda":
+                torch.cuda.empty_cache()
+            if any_stuck:
+                raise StudioError(f"out of memory even with one {a.unit} per micro-batch at step {self.step}; "
+                                  f"{a.oom_advice}")
+            self.split, self.good_steps, self.grow_after = self.split * 2, 0, self.grow_after * 2
+            where = "" if oom else " in another process"
+            self.log(f"out of memory{where} at step {self.step}: micro-batch halved (each batch now in {self.split} "
+                     f"parts), accumulation doubled to {accum * self.split} micro-steps per optimizer step; continuing")
+
+    def _update(self, phase: Phase, loss: torch.Tensor) -> tuple[torch.Tensor, bool, bool]:
+        """Average, unscale, clip, and step unless the loss or the gradients are not finite (then the weights and
+        the optimizer state stay as they were). The finite check is the phase's one wait for the GPU."""
+        ddp.average_gradients(phase.params, self.dist)
+        self.scaler.unscale_(phase.optimizer)  # true gradient values for clipping (no-op unless fp16)
+        grad_norm = torch.nn.utils.clip_grad_norm_(phase.params, phase.clip if phase.clip > 0 else math.inf)
+        finite_loss, finite_grads = torch.isfinite(torch.stack([loss.float(), grad_norm.float()])).tolist()
+        if finite_loss and finite_grads:
+            self.scaler.step(phase.optimizer)  # plain optimizer.step() unless fp16
+        phase.optimizer.zero_grad(set_to_none=True)
+        return grad_norm.detach(), finite_loss, finite_grads
+
+    def _on_skipped(self, skipped: int, overflow: bool) -> str:
+        """After a step with non-finite updates: lower the loss scale (fp16) or halve the learning rate; a
+        failure message when too many steps in a row failed."""
+        at = self.step - 1
+        where = f" in {skipped} of the {len(self.a.phases)} updates" if len(self.a.phases) > 1 else ""
+        # fp16: gradients that overflow under a finite loss are the scaler finding its scale (a T4 starts at
+        # 65536), not a failing run; they are skipped without counting
+        calibrating = self.m.precision == "fp16" and overflow and self.scaler.get_scale() >= 1.0
+        self.bad_steps += 0 if calibrating else 1
+        if self.m.precision == "fp16":
+            self.log(f"step {at}: {'gradients overflowed' if calibrating else 'non-finite loss/gradients'}{where}, "
+                     f"step skipped, loss scale lowered to {self.scaler.get_scale():.0f}")
+        else:
+            self.lr_scale *= 0.5
+            self.log(f"step {at}: non-finite loss/gradients{where}, step skipped, learning rate halved "
+                     f"(x{self.lr_scale:g}); the weights were not touched")
+        if self.bad_steps < self.s.max_bad_steps:
+            return ""
+        message = (f"stopped: {self.bad_steps} steps in a row had non-finite loss or gradients (step {self.step}). "
+                   "The skipped updates never touched the weights, so the checkpoint holds the last good ones. "
+                   "Lower the learning rate, use bf16/fp32, or check the data.")
+        self.log(message)
+        return message
+
+    # ------------------------------------------------------------------------------ bookkeeping
+    def _new_window(self) -> dict:
+        return {"t0": time.perf_counter(), "wait": 0.0, "counts": {}, "steps": 0, "losses": {}, "lr": 0.0}
+
+    def _record(self, losses: dict, grad_norms: dict, skipped: int, step_times: list) -> None:
+        """metrics.jsonl every log_every steps (the only host syncs), progress for the heartbeat every step."""
+        w, s = self.window, self.s
+        self.bad_steps = self.bad_steps if skipped else 0
+        w["steps"] += 0 if skipped else 1
+        if self.step % s.log_every == 0 or self.step == s.max_steps:
+            elapsed, good = time.perf_counter() - w["t0"], max(1, w["steps"])
+            norms = ({"grad_norm": float(v) for v in grad_norms.values()} if len(grad_norms) == 1 else
+                     {f"grad_norm_{k}": float(v) for k, v in grad_norms.items()})
+            row = {"step": self.step, **self.a.progress(), **{k: float(v) / good for k, v in w["losses"].items()},
+                   "lr": w["lr"], **norms, **{f"{k}_per_s": v / elapsed for k, v in w["counts"].items()},
+                   "data_wait": w["wait"] / elapsed,
+                   "loss_scale": self.scaler.get_scale() if self.scaler.is_enabled() else 1.0, "time": time.time(),
+                   **_memory(self.m.device)}
+            self.files.metrics(row)
+            shown = " ".join(f"{k} {row[k]:.4f}" for k in sorted(w["losses"], key=lambda k: k != "loss"))
+            self.log(f"step {self.step}/{s.max_steps} {shown} lr {w['lr']:.2e} gnorm "
+                     f"{' '.join(f'{v:.2f}' for v in norms.values())} {row.get('samples_per_s', 0):.1f} samples/s "
+                     f"wait {row['data_wait']:.0%}")
+            self.window = self._new_window()
+        eta = (s.max_steps - self.step) * sum(step_times) / len(step_times)
+        self.files.progress(step=self.step, eta_s=round(eta, 1), **self.a.progress())  # the heartbeat writes it
+
+    def _evaluate_on_schedule(self) -> bool:
+        """Evaluate and save at eval_every (rank 0; the others wait). True on every rank when held-out quality
+        has stopped improving for `patience` evaluations."""
+        if not (self.s.eval_every and self.step % self.s.eval_every == 0):
+            return False
+        self._check_ranks_agree()
+        overfit = self._evaluate_and_save() if self.dist.main else False
+        self.last_eval = self.last_saved = self.step
+        ddp.barrier(self.dist)
+        return ddp.any_flag(overfit, self.dist, self.device)
+
+    def _evaluate(self, step: int) -> dict:
+        """The adapter's evaluation, on the averaged (EMA) weights when there are any."""
+        module = self.a.modules[self.a.inference]
+        raw = None
+        if self.ema is not None:
+            raw = [p.detach().clone() for p in module.parameters()]
+            for p, e in zip(module.parameters(), self.ema):
+                p.data.copy_(e)
+        try:
+            return self.a.evaluate(step, self.a.run_dir / "samples" / f"step-{step}")
+        finally:
+            if raw is not None:
+                for p, r in zip(module.parameters(), raw):
+                    p.data.copy_(r)
+
+    def _evaluate_and_save(self) -> bool:
+        """Evaluate, save, mark the best checkpoint. True when the score has not improved for `patience`
+        evaluations: the model is learning its training clips rather than the voice (overfitting)."""
+        step, best, t0 = self.step, self.best, time.perf_counter()
+        metrics = self._evaluate(step)
+        per_clip = metrics.pop("mcd_per_clip", [])
+        score = self.a.score(metrics)
+        improved = score < best["mcd"]
+        if improved:
+            best.update(mcd=score, path=str(self.a.run_dir / "checkpoints" / f"step-{step}"), since=0)
+        else:
+            best["since"] = best.get("since", 0) + 1
+        folder = self._write_checkpoint(step)
+        if improved:
+            self.files.status(best_checkpoint=str(folder), best_mcd=score, overfitting=None)
+        self.files.metrics({"step": step, **metrics, "eval_s": time.perf_counter() - t0, "time": time.time()})
+        clips = f" ({', '.join(f'{x:.2f}' for x in per_clip)})" if per_clip else ""
+        self.log(f"eval step {step}: {_fmt(metrics)}{clips}, best {best['mcd']:.2f} dB")
+        if not self.s.patience or best["since"] < self.s.patience:
+            return False
+        note = (f"Held-out MCD has not improved for {best['since']} evaluations (best {best['mcd']:.2f} dB at "
+                f"{Path(best['path']).name}): the model is learning the training clips by heart (overfitting), so more "
+                "steps will not make the voice better. The best checkpoint stays marked and is what export uses.")
+        self.files.status(overfitting=note)
+        self.log(f"warning: {note}")
+        return True
+
+    # ------------------------------------------------------------------------------ checkpoints
+    def _save(self) -> None:
+        """Checkpoint (rank 0 writes, the others wait)."""
+        self._check_ranks_agree()
+        if self.dist.main:
+            self._write_checkpoint(self.step)
+        ddp.barrier(self.dist)
+        self.last_saved = self.step
+
+    def _check_ranks_agree(self) -> None:
+        """Averaged gradients and one seed keep the ranks' weights identical; a drift would be a bug: say so
+        rather than save a mix (one all-reduce per save, on every rank)."""
+        dist = self.dist
+        if not dist.enabled:
+            return
+        checksum = float(sum(p.detach().double().sum() for mod in self.a.modules.values() for p in mod.parameters()))
+        if not ddp.same_on_all_ranks(checksum, dist, self.device):
+            raise StudioError(f"The {dist.world_size} processes' weights differ at step {self.step}: stopping rather "
+                              "than saving a mix. Please report this with the run's train.log.")
+        self.log(f"weights identical on all {dist.world_size} processes at step {self.step}")
+
+    def _write_checkpoint(self, step: int) -> Path:
+        a = self.a
+        weights = dict(a.modules[a.inference].state_dict())
+        if self.ema is not None:
+            for (name, _), e in zip(a.modules[a.inference].named_parameters(), self.ema):
+                weights[name] = e
+        weights.update(getattr(a, "extra_weights", dict)())  # tensors inference needs beside the model (F5's prompt)
+        trainer_state = {
+            "format": STATE_FORMAT, "step": step, "split": self.split, "lr_scale": self.lr_scale,
+            "best": {k: v for k, v in self.best.items() if k != "since"},
+            "modules": {name: mod.state_dict() for name, mod in a.modules.items()},
+            "optimizers": {name: o.state_dict() for name, o in a.optimizers.items()},
+            "scaler": self.scaler.state_dict(), "ema": self.ema, "adapter": a.state_dict(),
+        }
+        folder = ckpt.save_checkpoint(a.run_dir / "checkpoints" / f"step-{step}", weights,
+                                      a.checkpoint_config(step), trainer_state, fault_pause_s=a.save_pause_s(step))
+        ckpt.prune(a.run_dir / "checkpoints", self.s.keep_checkpoints,
+                   {Path(self.best["path"])} if self.best["path"] else set())
+        self.files.status(last_checkpoint=str(folder))
+        return folder
+
+    def _finish(self, state: str, message: str, start_step: int) -> Iterator[Event]:
+        """The end: evaluate a finished run (unless it just did), save where we are, write the final status."""
+        s, step = self.s, self.step
+        evaluate = state == "finished" and step > start_step and self.last_eval != step
+        save = evaluate or (step != self.last_saved and (step > 0 or s.save_untrained))  # a probe saves nothing
+        if save:  # the same decision on every rank: each takes part in the check
+            self._check_ranks_agree()
+            if self.dist.main:
+                self._evaluate_and_save() if evaluate else self._write_checkpoint(step)
+            ddp.barrier(self.dist)
+        message = message or f"finished {step} steps"
+        last = ckpt.step_folders(self.a.run_dir / "checkpoints")
+        if self.dist.main:
+            self.files.status(state=state, step=step, eta_s=0, message=message, ended=time.time(),
+                              best_checkpoint=self.best["path"], last_checkpoint=str(last[-1][1]) if last else None)
+        self.log(message)
+        yield from self._events()
+        return {"state": state, "step": step, "message": message, "best_checkpoint": self.best["path"],
+                "best_mcd": self.best["mcd"], "last_checkpoint": str(last[-1][1]) if last else None}
+
+
+def _fmt(metrics: dict) -> str:
+    return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()
+                     if k not in ("step", "time"))
+
+
+def _memory(device: str) -> dict:
+    """torch's allocator view of this process, plus NVML's (what nvidia-smi shows) and GPU utilization."""
+    if device != "cuda":
+        return {}
+    from utils.hardware import process_gpu_usage
+
+    g = 2 ** 30
+    index = torch.cuda.current_device()
+    physical = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[index:index + 1]
+    nvml_index = int(physical[0]) if physical and physical[0].strip().isdigit() else index
+    return {"gpu_mem_allocated_gb": torch.cuda.memory_allocated() / g,
+            "gpu_mem_reserved_gb": torch.cuda.memory_reserved() / g,
+            "gpu_mem_peak_gb": torch.cuda.max_memory_allocated() / g,
+            **process_gpu_usage(os.getpid(), nvml_index)}

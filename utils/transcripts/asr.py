@@ -1,0 +1,313 @@
+"""The speech recognizer: fetched once into the workspace, then drafts, transcript checks and CER.
+
+Default: Meta's MMS (facebook/mms-1b-all, a 1-billion-parameter wav2vec 2.0 CTC model with a small
+adapter per language; Amharic is "amh"). It is trained on Amharic and writes Ethiopic script, which
+Whisper barely does; its licence is CC-BY-NC-4.0 (non-commercial use only), shown wherever it is used.
+Any other Hugging Face CTC model id (Wav2Vec2ForCTC + its processor) can be named instead.
+
+Like the public Vocos (utils/vocoder/default.py): `fetch` copies the files into
+workspace/recognizers/NAME/ with a LICENSE.md notice, from $AMHARIC_TTS_ASR_SOURCE (a local folder) or
+the hub (never when HF_HUB_OFFLINE is set). Tests save a tiny random-weight model of the same format and
+go through the same loading and decoding code.
+
+    run_to_end(fetch(ws), printer=print)                    # once, online
+    run_to_end(transcribe_missing(ws, "my-voice"), print)   # drafts for clips without text
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from utils.events import Event, StudioError
+from utils.workspace import Workspace, atomic_write_json, atomic_write_text, read_json
+
+DEFAULT_MODEL = "facebook/mms-1b-all"
+DEFAULT_LANG = "amh"
+SOURCE_ENV = "AMHARIC_TTS_ASR_SOURCE"
+DEFAULT_LICENCE = "CC-BY-NC-4.0 (non-commercial use only)"
+STAGE = "asr"
+SAMPLE_RATE = 16_000  # what wav2vec 2.0 models hear
+FILES = ("config.json", "preprocessor_config.json", "tokenizer_config.json", "vocab.json",
+         "special_tokens_map.json", "model.safetensors")
+CHOSEN = "chosen.json"  # recognizers/chosen.json: the folder name used by default
+
+
+def recognizers_dir(ws: Workspace) -> Path:
+    return ws.root / "recognizers"
+
+
+def _complete(folder: Path) -> bool:
+    return (folder / "config.json").is_file() and ((folder / "model.safetensors").is_file()
+                                                   or (folder / "pytorch_model.bin").is_file())
+
+
+def available(ws: Workspace) -> Path | None:
+    """The recognizer folder the studio uses: the one last fetched, else any complete one; None when none."""
+    root = recognizers_dir(ws)
+    chosen = (read_json(root / CHOSEN, default={}) or {}).get("name")
+    if chosen and _complete(root / chosen):
+        return root / chosen
+    found = sorted(p for p in root.glob("*") if p.is_dir() and not p.name.startswith(".") and _complete(p))
+    return found[0] if found else None
+
+
+def notice(folder: Path) -> dict[str, str]:
+    """Source, licence, language and fetch date of an installed recognizer (its studio.json)."""
+    return read_json(Path(folder) / "studio.json", default={}) or {}
+
+
+def how_to_get() -> str:
+    return (f"connect to the internet and fetch one (Dataset tab, *Speech recognizer*, or "
+            f"`python -c \"from utils.transcripts import asr; ...fetch\"`): the default is {DEFAULT_MODEL} "
+            f"(Amharic adapter '{DEFAULT_LANG}', licence {DEFAULT_LICENCE}, about 3.9 GB); or set "
+            f"${SOURCE_ENV} to a folder holding a downloaded copy.")
+
+
+def status_line(ws: Workspace) -> str:
+    """One plain line for the tabs: which recognizer and its licence, or what would enable one."""
+    folder = available(ws)
+    if folder is None:
+        return ("No speech recognizer in this workspace, so there are no machine drafts and no character error "
+                "rate. To enable them, " + how_to_get())
+    about = notice(folder)
+    return (f"Speech recognizer: {about.get('source', folder.name)}"
+            + (f" (language {about['lang']})" if about.get("lang") else "")
+            + f", licence {about.get('licence', 'as supplied by you')}"
+            + (f", fetched {about['fetched']}" if about.get("fetched") else "") + ".")
+
+
+# ------------------------------------------------------------------------------------ fetching
+def _safe_name(source: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in source.strip("/").split("/")[-1]) or "recognizer"
+
+
+def fetch(ws: Workspace, source: str | None = None, lang: str | None = None,
+          licence: str | None = None) -> Iterator[Event]:
+    """Copy a recognizer into recognizers/NAME/ (once) and make it the one used; the last event carries the folder.
+
+    source: a local folder (a saved Wav2Vec2ForCTC + processor) or a hub id; default $AMHARIC_TTS_ASR_SOURCE,
+    else facebook/mms-1b-all with lang "amh". lang: the MMS adapter to use (None for single-language models)."""
+    source = str(source or os.environ.get(SOURCE_ENV) or DEFAULT_MODEL)
+    if lang is None and source == DEFAULT_MODEL:
+        lang = DEFAULT_LANG
+    target = recognizers_dir(ws) / _safe_name(source)
+    if not _complete(target):
+        local = Path(source).expanduser()
+        if local.is_dir():
+            folder = local
+        else:
+            yield Event(STAGE, 0, 0, f"downloading {source} from the Hugging Face hub (once)")
+            folder = _download(source, lang)
+        yield Event(STAGE, 0, 0, "checking that the recognizer loads")
+        _install(folder, target, {"source": source, "lang": lang or "",
+                                  "licence": licence or _licence(folder, source),
+                                  "fetched": time.strftime("%Y-%m-%d %H:%M")})
+    atomic_write_json(recognizers_dir(ws) / CHOSEN, {"name": target.name})
+    yield Event(STAGE, 1, 1, status_line(ws), result=target)
+
+
+def _download(repo_id: str, lang: str | None) -> Path:
+    from huggingface_hub import snapshot_download
+
+    patterns = list(FILES) + ["pytorch_model.bin", "README.md"] + ([f"adapter.{lang}.safetensors"] if lang else [])
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=patterns, local_files_only=offline))
+    except Exception as exc:
+        raise StudioError(f"Could not get the recognizer {repo_id} ({type(exc).__name__}: {exc}). "
+                          + ("HF_HUB_OFFLINE is set: " if offline else "") + "To use one offline, "
+                          f"set ${SOURCE_ENV} to a folder holding a downloaded copy.") from exc
+
+
+def _licence(folder: Path, source: str) -> str:
+    """The licence a model card declares (its README's front matter), the default's known one, else unknown."""
+    if source == DEFAULT_MODEL:
+        return DEFAULT_LICENCE
+    try:
+        head = (Path(folder) / "README.md").read_text(encoding="utf-8").split("---")[1]
+        for line in head.splitlines():
+            if line.strip().lower().startswith("license:"):
+                return line.split(":", 1)[1].strip()
+    except (OSError, IndexError):
+        pass
+    return "unknown: check the model card before using its output"
+
+
+def _install(folder: Path, target: Path, about: dict) -> None:
+    """Copy beside the target, check it loads and decodes, then rename into place (atomic, like the vocoder)."""
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    tmp.mkdir(parents=True)
+    try:
+        for f in Path(folder).iterdir():
+            if f.is_file() and not f.name.startswith("."):
+                shutil.copyfile(f, tmp / f.name)  # copyfile: the hub cache holds symlinks
+        atomic_write_json(tmp / "studio.json", about)
+        atomic_write_text(tmp / "LICENSE.md", f"Source: {about['source']}\nLicence: {about['licence']}\n"
+                                              f"Fetched: {about['fetched']}\n")
+        Recognizer(tmp, "cpu").transcribe([np.zeros(SAMPLE_RATE // 2, np.float32)])
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+# ------------------------------------------------------------------------------------ decoding
+class Recognizer:
+    """A CTC recognizer (Wav2Vec2ForCTC + processor) from a workspace folder; greedy decoding with a confidence."""
+
+    def __init__(self, folder: Path, device: str = "cpu"):
+        try:
+            from transformers import Wav2Vec2ForCTC, Wav2Vec2Processor
+        except ImportError as exc:
+            raise StudioError("The speech recognizer needs the transformers package: pip install transformers") from exc
+        lang = notice(folder).get("lang") or None
+        self.processor = Wav2Vec2Processor.from_pretrained(str(folder))
+        kw = {"target_lang": lang, "ignore_mismatched_sizes": True} if lang else {}
+        self.model = Wav2Vec2ForCTC.from_pretrained(str(folder), **kw).to(device).eval()
+        if lang:
+            self.processor.tokenizer.set_target_lang(lang)
+        self.device = device
+
+    def transcribe(self, waves: list[np.ndarray]) -> list[tuple[str, float]]:
+        """16 kHz mono waves (one padded batch) -> [(text, confidence)]. Confidence: the mean probability of the
+        symbols the greedy path emits (blanks aside), 0 when it emits none."""
+        import torch
+
+        inputs = self.processor([np.asarray(w, np.float32) for w in waves], sampling_rate=SAMPLE_RATE,
+                                padding=True, return_tensors="pt")
+        mask = inputs.get("attention_mask")
+        with torch.no_grad():
+            logits = self.model(inputs.input_values.to(self.device),
+                                attention_mask=None if mask is None else mask.to(self.device)).logits.float()
+        frames = self.model._get_feat_extract_output_lengths(torch.tensor([len(w) for w in waves])).tolist()
+        probs, ids = logits.softmax(-1).max(-1)  # [B, T]
+        pad = self.processor.tokenizer.pad_token_id
+        out = []
+        for b, n in enumerate(frames):
+            emitted = ids[b, :n] != pad
+            text = self.processor.decode(ids[b, :n].cpu())
+            out.append((text, float(probs[b, :n][emitted].mean()) if bool(emitted.any()) else 0.0))
+        return out
+
+
+_LOADED: dict = {}
+_LOCK = threading.Lock()
+
+
+def load(folder: Path, device: str = "auto") -> Recognizer:
+    """One loaded recognizer per (folder, device) for the life of the process (a 1 B model loads in seconds)."""
+    import torch
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    key = (str(Path(folder).resolve()), device)
+    with _LOCK:
+        if key not in _LOADED:
+            _LOADED[key] = Recognizer(Path(folder), device)
+        return _LOADED[key]
+
+
+def _wave(ws: Workspace, dataset: str, row: dict) -> np.ndarray:
+    from utils.audio import load_audio
+
+    return load_audio(ws.dataset_dir(dataset) / row["audio"], sample_rate=SAMPLE_RATE)[0]
+
+
+def transcribe_rows(ws: Workspace, dataset: str, rows: list[dict], batch_size: int | None = None,
+                    device: str = "auto"):
+    """Generator of progress events; returns {row id: (text, confidence)}. Batches of similar length on a GPU;
+    one clip at a time on a CPU, which works but is slow (it says so, with the time measured so far)."""
+    folder = available(ws)
+    if folder is None:
+        raise StudioError("No speech recognizer is in this workspace: " + how_to_get())
+    rec = load(folder, device)
+    gpu = rec.device.startswith("cuda")
+    batch_size = batch_size or (16 if gpu else 1)
+    if not gpu:
+        yield Event(STAGE, 0, len(rows), "no GPU: recognising on the CPU works but is slow (a GPU is many times "
+                                         "faster)", level="warning")
+    ordered = sorted(rows, key=lambda r: r.get("duration") or 0)  # similar lengths share a batch: little padding
+    out, t0, audio_s = {}, time.perf_counter(), 0.0
+    for start in range(0, len(ordered), batch_size):
+        batch = ordered[start:start + batch_size]
+        waves = [_wave(ws, dataset, r) for r in batch]
+        for r, result in zip(batch, rec.transcribe(waves)):
+            out[r["id"]] = result
+        audio_s += sum(len(w) for w in waves) / SAMPLE_RATE
+        speed = audio_s / max(time.perf_counter() - t0, 1e-6)
+        yield Event(STAGE, len(out), len(rows), f"recognising speech ({speed:.1f} s of audio per second)")
+    return out
+
+
+# ------------------------------------------------------------------------------------ drafts
+def drafts_path(ws: Workspace, dataset: str) -> Path:
+    return ws.dataset_dir(dataset) / "transcript_drafts.json"
+
+
+def untranscribed(ws: Workspace, dataset: str) -> list[dict]:
+    """Rows with no transcript at all: the only rows a machine draft is ever made for."""
+    from utils.datasets import load_manifest
+
+    return [r for r in load_manifest(ws, dataset) if not (r.get("text") or "").strip()]
+
+
+def transcribe_missing(ws: Workspace, dataset: str, batch_size: int | None = None,
+                       device: str = "auto") -> Iterator[Event]:
+    """Machine drafts for clips without text, into transcript_drafts.json (the manifest is not touched: a draft
+    becomes the row's text only when the curator accepts or edits it). The last event carries the drafts."""
+    rows = untranscribed(ws, dataset)
+    if not rows:
+        yield Event(STAGE, 1, 1, "every clip has a transcript: nothing to draft", result={"rows": {}})
+        return
+    heard = yield from transcribe_rows(ws, dataset, rows, batch_size, device)
+    about = notice(available(ws))
+    saved = read_json(drafts_path(ws, dataset), default={}) or {}
+    drafts = saved.get("rows", {})
+    for rid, (text, confidence) in heard.items():
+        drafts[rid] = {"text": text, "confidence": round(confidence, 3), "machine_draft": True,
+                       "model": about.get("source", ""), "created": time.strftime("%Y-%m-%d %H:%M")}
+    result = {"licence": about.get("licence", ""), "rows": drafts}
+    atomic_write_json(drafts_path(ws, dataset), result)
+    yield Event(STAGE, len(heard), len(heard), f"{len(heard)} machine draft(s) saved; review them least confident "
+                                               "first", result=result)
+
+
+def draft_rows(ws: Workspace, dataset: str) -> list[dict]:
+    """Drafts of rows that still have no text, least confident first: {"id", "draft", "confidence", "path"}.
+    A row the curator has since given text drops out (its draft is never shown over the curator's words)."""
+    drafts = (read_json(drafts_path(ws, dataset), default={}) or {}).get("rows", {})
+    ds_dir = ws.dataset_dir(dataset)
+    out = [{"id": r["id"], "draft": drafts[r["id"]]["text"], "confidence": drafts[r["id"]]["confidence"],
+            "path": str(ds_dir / r["audio"])} for r in untranscribed(ws, dataset) if r["id"] in drafts]
+    return sorted(out, key=lambda d: d["confidence"])
+
+
+# ------------------------------------------------------------------------------------ checking
+def compare_with_transcripts(ws: Workspace, dataset: str, rows: list[dict]):
+    """Generator of events; returns {row id: character error rate of the recognizer against the transcript}."""
+    from utils.transcripts.cer import cer
+
+    heard = yield from transcribe_rows(ws, dataset, rows)
+    texts = {r["id"]: r.get("normalized") or r.get("text") or "" for r in rows}
+    return {rid: cer(texts[rid], text) for rid, (text, _) in heard.items()}
+
+
+def intelligibility(ws: Workspace, waves: list[np.ndarray], sample_rate: int, texts: list[str],
+                    device: str = "auto") -> dict:
+    """{"cer": mean character error rate of the recognizer on synthesised speech} ({} without a recognizer)."""
+    from utils.audio import resample
+    from utils.transcripts.cer import cer
+
+    folder = available(ws)
+    if folder is None or not waves:
+        return {}
+    rec = load(folder, device)
+    heard = [rec.transcribe([resample(np.asarray(w, np.float32), sample_rate, SAMPLE_RATE)])[0][0] for w in waves]
+    return {"cer": float(np.mean([cer(t, h) for t, h in zip(texts, heard)]))}

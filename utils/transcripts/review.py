@@ -1,0 +1,61 @@
+"""The review list: the saved ranking joined with the manifest, and the curator's decisions on it.
+
+A decision is saved exactly like a row edit on the Dataset tab (`utils.datasets.apply_edits`: keep,
+exclude, or a fixed text, which re-runs the text checks), and is also noted in the ranking file so the
+list shows what was decided; a later check carries those notes over.
+"""
+from __future__ import annotations
+
+from utils.events import StudioError
+from utils.workspace import Workspace, atomic_write_json, read_json
+
+DECISIONS = {"keep": "keep", "exclude": "exclude", "text": "text fixed"}
+
+
+def load_ranking(ws: Workspace, dataset: str) -> dict | None:
+    """The last check's file (see scoring.check_transcripts), or None when the dataset was never checked."""
+    from utils.transcripts.scoring import check_path
+
+    return read_json(check_path(ws, dataset), default=None)
+
+
+def review_rows(ws: Workspace, dataset: str, limit: int | None = None) -> list[dict]:
+    """Worst first: {"rank", "id", "score", "reason", "text", "decision", "path"} (rows since deleted from
+    the manifest are left out; a row whose text changed since the check says so)."""
+    from utils.datasets import load_manifest
+
+    ranking = load_ranking(ws, dataset)
+    if not ranking:
+        return []
+    rows = {r["id"]: r for r in load_manifest(ws, dataset)}
+    ds_dir = ws.dataset_dir(dataset)
+    out = []
+    for rank, r in enumerate(ranking["rows"], 1):
+        row = rows.get(r["id"])
+        if row is None:
+            continue
+        decision = DECISIONS.get(r.get("decision") or "", "")
+        if not decision and row.get("excluded"):
+            decision = "excluded"
+        out.append({"rank": rank, "id": r["id"], "score": r["score"], "reason": r["reason"], "text": row["text"],
+                    "decision": decision, "path": str(ds_dir / row["audio"])})
+    return out[:limit] if limit else out
+
+
+def decide(ws: Workspace, dataset: str, row_id: str, action: str, text: str = "") -> str:
+    """keep | exclude | text (with the corrected transcript). Returns a one-line confirmation."""
+    from utils import datasets
+    from utils.transcripts.scoring import check_path
+
+    if action not in DECISIONS:
+        raise StudioError(f"Unknown decision {action!r}; use keep, exclude or text.")
+    if action == "text" and not (text or "").strip():
+        raise StudioError(f"Type the corrected transcript of {row_id} first (or choose Exclude).")
+    summary = datasets.apply_edits(ws, dataset, [{"id": row_id, "action": action, "text": text}])
+    ranking = load_ranking(ws, dataset)
+    if ranking:
+        for r in ranking["rows"]:
+            if r["id"] == row_id:
+                r["decision"] = action
+        atomic_write_json(check_path(ws, dataset), ranking)
+    return f"{row_id}: {DECISIONS[action]} saved · {summary['usable_clips']} usable clips"

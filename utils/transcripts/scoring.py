@@ -1,0 +1,300 @@
+"""The transcript-error finder: rank a dataset's (audio, transcript) pairs from most to least suspicious.
+
+    from utils.events import run_to_end
+    result = run_to_end(check_transcripts(ws, "my-voice"), printer=print)
+    result["rows"][0]   # {"id", "score", "reason", ...}: the row to listen to first
+
+Method "alignment" (works offline, on a CPU): train the tiny acoustic model briefly on the dataset
+through the public training API (run `<dataset>-transcript-check`), then let its aligner lay each
+transcript over its audio (`signals.py`). Method "asr" transcribes the clips with the workspace's
+speech recognizer and compares. "auto" uses the alignment, and the recognizer too when one is here.
+The ranking is written to datasets/<name>/transcript_check.json (the Dataset tab's review list).
+"""
+from __future__ import annotations
+
+import math
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from utils.events import Event, StudioError
+from utils.workspace import Workspace, atomic_write_json, read_json
+
+STAGE = "check"
+METHODS = ("auto", "alignment", "asr")
+CHECK_FILE = "transcript_check.json"
+FRAMES_PER_BATCH = 2000  # mel frames per training batch on a CPU (about 20 s of audio)
+MIN_STEPS, MAX_STEPS = 300, 500  # a short training: enough for the aligner to know the sounds, not the clips
+
+
+def check_run(dataset: str) -> str:
+    return f"{dataset}-transcript-check"
+
+
+def check_path(ws: Workspace, dataset: str) -> Path:
+    return ws.dataset_dir(dataset) / CHECK_FILE
+
+
+def plan_steps(frames: list[int]) -> int:
+    """About 60 passes over a small dataset, at least 300 steps (fewer leave the sounds too blurred to tell one
+    sentence from another, bench/RESULTS.md), capped: a large dataset teaches them in under one pass."""
+    batches = max(1, math.ceil(sum(frames) / (0.8 * FRAMES_PER_BATCH)))
+    return int(min(MAX_STEPS, max(MIN_STEPS, 60 * batches)))
+
+
+def candidate_rows(ws: Workspace, dataset: str) -> tuple[list[dict], list[dict]]:
+    """(rows to score, rows left out with why): excluded rows and rows without text are not ranked."""
+    from utils.datasets import load_manifest
+
+    rows, skipped = [], []
+    for r in load_manifest(ws, dataset):
+        if r.get("excluded"):
+            skipped.append({"id": r["id"], "why": "excluded"})
+        elif not (r.get("normalized") or r.get("text") or "").strip():
+            skipped.append({"id": r["id"], "why": "no transcript (see the drafts)"})
+        else:
+            rows.append(r)
+    return rows, skipped
+
+
+# ------------------------------------------------------------------------------ the whole check
+def check_transcripts(ws: Workspace, dataset: str, method: str = "auto", steps: int | None = None,
+                      device: str = "auto") -> Iterator[Event]:
+    """Generator of progress events; the last carries {"method", "rows": [{"id", "score", "reason"}], ...}
+    (highest score = most suspicious), also written to datasets/<dataset>/transcript_check.json."""
+    from utils.transcripts import asr
+    from utils.transcripts.ranking import score
+
+    if method not in METHODS:
+        raise StudioError(f"Unknown method {method!r}: use one of {', '.join(METHODS)}.")
+    recognizer = asr.available(ws)
+    if method == "asr" and recognizer is None:
+        raise StudioError("No speech recognizer is in this workspace: " + asr.how_to_get())
+    rows, skipped = candidate_rows(ws, dataset)
+    if len(rows) < 5:
+        raise StudioError(f"Dataset {dataset!r} has {len(rows)} row(s) with a transcript; the check compares "
+                          "clips with each other and needs at least 5.")
+    started = time.time()
+    signals = {r["id"]: {"id": r["id"], "cps": _cps(r)} for r in rows}
+    problems: dict[str, str] = {}
+    used = []
+    if method in ("auto", "alignment"):
+        found = yield from _alignment(ws, dataset, rows, steps, device)
+        for rid, s in found["signals"].items():
+            signals[rid].update(s)
+        problems.update(found["problems"])
+        used.append("alignment")
+    if method == "asr" or (method == "auto" and recognizer is not None):
+        heard = yield from asr.compare_with_transcripts(ws, dataset, [r for r in rows if r["id"] not in problems])
+        for rid, cer in heard.items():
+            signals[rid]["cer"] = cer
+        used.append("asr")
+    scored = [s for rid, s in signals.items() if rid not in problems]
+    med = float(np.median([s["cps"] for s in scored if s.get("cps")] or [0]))
+    for s in scored:
+        s["cps_median"] = med
+    ranked = score(scored)
+    top = (ranked[0]["score"] if ranked else 0.0) + 1.0
+    ranked = [{"id": rid, "score": round(top, 2), "reason": why, "z": {}} for rid, why in problems.items()] + ranked
+    result = _write(ws, dataset, "+".join(used), ranked, skipped, time.time() - started)
+    yield Event(STAGE, 1, 1, f"{len(ranked)} clips ranked in {result['seconds']:.0f} s; most suspicious first in "
+                             f"{check_path(ws, dataset)}", result=result)
+
+
+def _cps(row: dict) -> float | None:
+    from utils.datasets.checks import speaking_rate
+
+    return speaking_rate(row)
+
+
+def _write(ws: Workspace, dataset: str, method: str, ranked: list[dict], skipped: list[dict], seconds: float) -> dict:
+    """The ranking file; decisions the curator already made on these rows are carried over."""
+    old = {r["id"]: r.get("decision") for r in (read_json(check_path(ws, dataset), default={}) or {}).get("rows", [])}
+    for r in ranked:
+        if old.get(r["id"]):
+            r["decision"] = old[r["id"]]
+    result = {"dataset": dataset, "method": method, "created": time.strftime("%Y-%m-%d %H:%M"),
+              "seconds": round(seconds, 1), "rows": ranked, "skipped": skipped}
+    atomic_write_json(check_path(ws, dataset), result)
+    return result
+
+
+# ------------------------------------------------------------------------------ alignment route
+def _alignment(ws: Workspace, dataset: str, rows: list[dict], steps: int | None, device: str):
+    """Train the aligner (say how long first), then align every clip. Returns {"signals", "problems"}."""
+    from utils.datasets.features import feature_frames
+
+    frames = [feature_frames(ws, dataset, r) for r in rows]
+    steps = steps or plan_steps(frames)
+    yield Event(STAGE, 0, 0, "measuring how fast this machine trains the aligner")
+    seconds = estimate_seconds(len(rows), max(frames), steps, device)
+    yield Event(STAGE, 0, 0, f"this will take about {_minutes(seconds)}: a {steps}-step training of the tiny "
+                             f"voice model on {len(rows)} clips, then aligning each clip")
+    checkpoint = yield from train_aligner(ws, dataset, steps, device)
+    return (yield from align_all(ws, dataset, rows, checkpoint, device))
+
+
+def align_all(ws: Workspace, dataset: str, rows: list[dict], checkpoint: Path, device: str = "auto"):
+    """Every row's alignment signals under a trained checkpoint. Returns {"signals", "problems"}; a problem is
+    a row the aligner cannot lay out at all (no readable sounds, more sounds than frames), said in words."""
+    from utils.datasets import features
+    from utils.transcripts.signals import codebook
+
+    model, config = _load(checkpoint, device)
+    frontend = _frontend(config, rows)
+    speakers = config.get("speakers") or ["default"]
+    mean, std = model.cfg.mel_mean, model.cfg.mel_std
+    encoded = [(r, frontend.encode_row(r)) for r in rows]
+    sounds = codebook(model, [(t, _speaker(speakers, r)) for r, t in encoded if t])
+    by_length = sorted((len(t), i) for i, (_, t) in enumerate(encoded) if t)
+    out, problems = {}, {}
+    for i, (r, tokens) in enumerate(encoded):
+        mel = (features(ws, dataset, r) - mean) / std
+        if not tokens:
+            problems[r["id"]] = "the text has no readable Amharic sounds"
+        elif mel.shape[-1] < (2 * len(tokens) + 1 if model.cfg.add_blank else len(tokens)):
+            problems[r["id"]] = "the text is far longer than the speech (more sounds than the clip has frames)"
+        else:
+            others = [encoded[j][1] for j in _neighbours(by_length, i, len(tokens))]
+            out[r["id"]] = _align_one(model, tokens, mel, _speaker(speakers, r), sounds, others)
+        if i % 20 == 0 or i == len(rows) - 1:
+            yield Event(STAGE, i + 1, len(rows), "aligning each transcript to its audio")
+    return {"signals": out, "problems": problems}
+
+
+CONTRAST_TEXTS = 3  # other transcripts each clip is also aligned with: its own must fit clearly better
+
+
+def _neighbours(by_length: list[tuple[int, int]], i: int, n: int) -> list[int]:
+    """The other rows whose transcripts are closest in length to row i's (n symbols)."""
+    near = sorted(by_length, key=lambda li: abs(li[0] - n))
+    return [j for _, j in near if j != i][:CONTRAST_TEXTS]
+
+
+def _speaker(speakers: list[str], row: dict) -> int:
+    speaker = row.get("speaker", "default")
+    return speakers.index(speaker) if speaker in speakers else 0
+
+
+def _align_one(model, tokens, mel: np.ndarray, speaker: int, sounds, others: list[list[int]]) -> dict:
+    """The clip's signals, and how much better its own transcript fits it than other transcripts of its length
+    ("contrast": near 0 when the own text fits no better than someone else's, i.e. it is not what was said)."""
+    import torch
+
+    from utils.transcripts.signals import clip_signals
+
+    y = torch.from_numpy(np.asarray(mel, np.float32)).to(next(model.parameters()).device)
+    out = clip_signals(model.align(tokens, y, speaker), y, sounds)
+    limit = y.shape[-1] // 2 - 1 if model.cfg.add_blank else y.shape[-1]
+    fits = [float(model.align(t, y, speaker)["frame_nll"].mean()) for t in others if len(t) <= limit]
+    # relative to what is left to explain (the loss above that of a perfect fit), on a log scale
+    residual = max(out["nll"] - 0.5 * math.log(2 * math.pi), 1e-6)
+    out["contrast"] = math.log(max((np.mean(fits) - out["nll"]) / residual, 0.01)) if fits else 0.0
+    return out
+
+
+def _load(checkpoint: Path, device: str):
+    from utils.training import load_checkpoint
+
+    import torch
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return load_checkpoint(checkpoint, device=device)
+
+
+def _frontend(config: dict, rows: list[dict]):
+    """The checkpoint's own symbol table (the trainer's Frontend, read-only use; it moved from data.py)."""
+    try:
+        from utils.training.frontend import Frontend
+    except ImportError:
+        from utils.training.data import Frontend
+
+    return Frontend.create(config["frontend"]["kind"], rows, saved=config["frontend"])
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def estimate_seconds(n_clips: int, longest: int, steps: int, device: str = "auto") -> float:
+    """Measured, not guessed: time a few training steps and one alignment of the tiny model at this dataset's
+    batch shape on this machine, then scale by the steps and clips (plus the trainer's start-up)."""
+    import torch
+
+    from models.matcha import MatchaConfig, MatchaTTS
+
+    dev = "cuda" if device == "auto" and torch.cuda.is_available() else ("cpu" if device == "auto" else device)
+    torch.manual_seed(0)
+    model = MatchaTTS(MatchaConfig.preset_config("tiny", n_symbols=80, add_blank=True)).to(dev)
+    per = int(math.ceil(longest / 4) * 4)
+    batch = max(1, FRAMES_PER_BATCH // per)
+    n_tok = max(2, per // 8)
+    tokens = torch.randint(1, 80, (batch, n_tok), device=dev)
+    mels = torch.randn(batch, 100, per, device=dev)
+    lens = torch.full((batch,), n_tok), torch.full((batch,), per)
+    opt = torch.optim.AdamW(model.parameters(), 1e-4)
+    times, started = [], time.perf_counter()
+    while len(times) < 7 and (len(times) < 3 or time.perf_counter() - started < 10.0):
+        t0 = time.perf_counter()
+        model(tokens, lens[0], mels, lens[1])["loss"].backward()
+        opt.step()
+        opt.zero_grad()
+        times.append(time.perf_counter() - t0)
+    # the fastest step after the first: what a step costs when the machine is free (the first ones, and others'
+    # work on a shared machine, only ever add time; the real training then takes somewhat longer, not less)
+    model.eval()
+    t0 = time.perf_counter()
+    model.align(tokens[0], mels[0])
+    align_s = time.perf_counter() - t0
+    return 15.0 + steps * min(times[1:]) + n_clips * (1 + CONTRAST_TEXTS) * align_s
+
+
+def train_aligner(ws: Workspace, dataset: str, steps: int, device: str = "auto"):
+    """The short training, through the public training API, in a thread; its status.json becomes progress
+    events. Returns the checkpoint folder. The run folder is this check's own and is started afresh."""
+    from utils.training import TrainConfig, prepare_run, run
+
+    name = check_run(dataset)
+    shutil.rmtree(ws.run_dir(name), ignore_errors=True)  # a check never resumes an older check's weights
+    cpu = device == "cpu" or (device == "auto" and not _has_cuda())
+    cfg = TrainConfig(workspace=str(ws.root), dataset=dataset, run=name, preset="tiny", max_steps=steps, lr=2e-3,
+                      warmup_steps=min(50, steps // 10), eval_every=0, checkpoint_every=steps, keep_checkpoints=1,
+                      mcd="logmel", eval_clips=1, sample_clips=0, ode_steps=2, eval_vocoder="griffin-lim",
+                      resume="none", ema_decay=0.0, patience=0, log_every=max(10, steps // 10), device=device,
+                      max_frames_per_batch=FRAMES_PER_BATCH if cpu else "auto", grad_accumulation=1)
+    path = prepare_run(cfg)
+    outcome: dict = {}
+
+    def work():
+        try:
+            outcome["result"] = run(path)
+        except BaseException as exc:  # raised again in the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=work, daemon=True, name="transcript-check-train")
+    thread.start()
+    status, shown = path.parent / "status.json", -1
+    while thread.is_alive():
+        thread.join(1.0)
+        step = int((read_json(status, default={}) or {}).get("step") or 0)
+        if step != shown:
+            shown = step
+            yield Event(STAGE, step, steps, "training the aligner on this dataset")
+    if "error" in outcome:
+        raise outcome["error"]
+    result = outcome["result"]
+    if result["state"] != "finished" or not result.get("last_checkpoint"):
+        raise StudioError(f"The aligner's training did not finish ({result['state']}: {result['message']}); "
+                          f"see {path.parent / 'train.log'}.")
+    return Path(result["last_checkpoint"])
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()

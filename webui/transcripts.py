@@ -1,0 +1,148 @@
+"""Dataset tab panel: transcripts to review (worst first), machine drafts for clips without text, the recognizer.
+
+Mounted by webui/dataset.py under its Review section with the tab's dataset picker. Handlers are module
+functions taking the workspace first; all work happens in `utils.transcripts`.
+"""
+from __future__ import annotations
+
+import gradio as gr
+import pandas as pd
+
+from utils.events import StudioError
+from utils.transcripts import asr, check_transcripts, decide, review_rows
+from webui.components import says_errors
+from webui.context import AppContext
+
+REVIEW_COLUMNS = ["rank", "id", "score", "reason", "text", "decision"]
+DRAFT_COLUMNS = ["id", "confidence", "draft"]
+METHOD_HELP = ("alignment: a short training of the tiny voice model on this dataset, then its aligner lays each "
+               "transcript over its audio (offline, works on a CPU; the time is said before it starts); asr: the "
+               "speech recognizer below; auto: the alignment, plus the recognizer when there is one")
+
+
+def review_frame(ws, name: str) -> pd.DataFrame:
+    rows = review_rows(ws, name) if name else []
+    return pd.DataFrame(rows, columns=REVIEW_COLUMNS + ["path"]).drop(columns="path")
+
+
+def drafts_frame(ws, name: str) -> pd.DataFrame:
+    rows = asr.draft_rows(ws, name) if name else []
+    return pd.DataFrame(rows, columns=DRAFT_COLUMNS + ["path"]).drop(columns="path")
+
+
+def run_check(ws, name: str, method: str, progress=None):
+    """Generator of log text (the first lines say how long it will take)."""
+    if not name:
+        raise StudioError("Choose a dataset above first.")
+    lines, last = [], None
+    for event in check_transcripts(ws, name, method=method or "auto"):
+        if progress is not None and event.total:
+            progress(event.fraction, desc=event.message)
+        if lines and event.message == last:  # the same stage moving on: its line is updated, not repeated
+            lines[-1] = event.format()
+        else:
+            lines.append(event.format())
+        last = event.message
+        yield "\n".join(lines[-30:])
+
+
+def run_drafts(ws, name: str, progress=None):
+    if not name:
+        raise StudioError("Choose a dataset above first.")
+    lines: list[str] = []
+    for event in asr.transcribe_missing(ws, name):
+        if progress is not None and event.total:
+            progress(event.fraction, desc=event.message)
+        lines.append(event.format())
+        yield "\n".join(lines[-30:])
+
+
+def fetch_recognizer(ws, model_id: str, progress=None):
+    lines: list[str] = []
+    for event in asr.fetch(ws, (model_id or "").strip() or None):
+        lines.append(event.format())
+        yield "\n".join(lines[-10:])
+
+
+def pick(ws, name: str, row_id: str, drafts: bool = False):
+    """(row id, audio path, text to edit) of a row picked in the review list or the drafts list."""
+    rows = asr.draft_rows(ws, name) if drafts else review_rows(ws, name)
+    for r in rows:
+        if r["id"] == row_id:
+            return r["id"], r["path"], r["draft"] if drafts else r["text"]
+    raise StudioError(f"Dataset {name!r} has no row {row_id!r} in this list any more; press Refresh.")
+
+
+def build(ctx: AppContext, dataset: gr.Dropdown) -> None:
+    ws = ctx.workspace
+    gr.Markdown("### Transcripts to check\nEvery clip is scored by how likely its transcript is not what was "
+                "said; the most suspicious come first, with the reason. Listen, then Keep, fix the text, or "
+                "Exclude (saved like the row edits above).")
+    with gr.Row():
+        method = gr.Dropdown(["auto", "alignment", "asr"], value="auto", label="Method", info=METHOD_HELP)
+        check_btn = gr.Button("Check transcripts", variant="primary", elem_id="transcripts-check")
+        refresh = gr.Button("Refresh lists")
+    check_log = gr.Textbox(label="Check log", lines=4, max_lines=12, elem_id="transcripts-log")
+    review = gr.Dataframe(headers=REVIEW_COLUMNS, interactive=False, wrap=True, elem_id="transcripts-review",
+                          label="Most suspicious first (click one)")
+    gr.Markdown("### Drafts for clips without text\nA speech recognizer writes a machine draft (with its "
+                "confidence) for every clip that has no transcript; the least confident come first. A draft "
+                "becomes the clip's text only when you save it.")
+    recognizer = gr.Markdown(asr.status_line(ws), elem_id="transcripts-recognizer")
+    with gr.Row():
+        model_id = gr.Textbox(label="Recognizer (Hugging Face id or folder)", value=asr.DEFAULT_MODEL,
+                              info=f"default: {asr.DEFAULT_MODEL}, Amharic adapter, licence {asr.DEFAULT_LICENCE}")
+        fetch_btn = gr.Button("Get recognizer")
+        draft_btn = gr.Button("Draft missing transcripts", elem_id="transcripts-draft")
+    drafts = gr.Dataframe(headers=DRAFT_COLUMNS, interactive=False, wrap=True, elem_id="transcripts-drafts",
+                          label="Machine drafts, least confident first (click one)")
+    with gr.Row():
+        row_id = gr.Textbox(label="Clip to review", interactive=False, elem_id="transcripts-row")
+        player = gr.Audio(label="Listen", type="filepath", interactive=False)
+    text = gr.Textbox(label="Transcript (fix it, or accept the draft, then Save text)", elem_id="transcripts-text")
+    with gr.Row():
+        keep_btn = gr.Button("Keep", elem_id="transcripts-keep")
+        save_btn = gr.Button("Save text", elem_id="transcripts-save")
+        exclude_btn = gr.Button("Exclude", elem_id="transcripts-exclude")
+    status = gr.Markdown(elem_id="transcripts-status")
+
+    # ---- wiring
+    lists = [review, drafts]
+
+    def on_lists(n):
+        return review_frame(ws, n), drafts_frame(ws, n)
+
+    def on_check(n, m, progress=gr.Progress()):
+        yield from run_check(ws, n, m, progress)
+
+    def on_drafts(n, progress=gr.Progress()):
+        yield from run_drafts(ws, n, progress)
+
+    def on_fetch(m):
+        yield from fetch_recognizer(ws, m)
+
+    def on_pick_review(n, frame, evt: gr.SelectData):
+        return pick(ws, n, str(frame.iloc[evt.index[0]]["id"]))
+
+    def on_pick_draft(n, frame, evt: gr.SelectData):
+        return pick(ws, n, str(frame.iloc[evt.index[0]]["id"]), drafts=True)
+
+    def on_decide(n, r, t, action):
+        if not n or not r:
+            raise StudioError("Pick a clip in one of the lists first.")
+        return decide(ws, n, r, action, t)
+
+    logged = lambda fn: says_errors(fn, [check_log], check_log, log=True)  # noqa: E731
+    check_btn.click(logged(on_check), [dataset, method], check_log, api_name="transcripts_check").then(
+        on_lists, dataset, lists)
+    draft_btn.click(logged(on_drafts), dataset, check_log, api_name="transcripts_draft").then(on_lists, dataset, lists)
+    fetch_btn.click(logged(on_fetch), model_id, check_log, api_name="transcripts_fetch").then(
+        lambda: asr.status_line(ws), None, recognizer)
+    dataset.change(on_lists, dataset, lists, api_name="transcripts_lists")
+    dataset.change(lambda: ("", None, ""), None, [row_id, player, text], show_progress="hidden")
+    refresh.click(on_lists, dataset, lists)
+    review.select(on_pick_review, [dataset, review], [row_id, player, text])
+    drafts.select(on_pick_draft, [dataset, drafts], [row_id, player, text])
+    for btn, action in ((keep_btn, "keep"), (save_btn, "text"), (exclude_btn, "exclude")):
+        btn.click(says_errors(lambda n, r, t, a=action: on_decide(n, r, t, a), [status], status),
+                  [dataset, row_id, text], status, api_name=f"transcripts_{action}").then(on_lists, dataset, lists)
