@@ -169,11 +169,14 @@ def test_the_training_tab_asks_for_the_licence_then_runs_an_f5_job(corpus):
     from webui import training as tab
 
     with serve_tab(tab, corpus, "Training") as client:
-        refused = client.predict("am", "small", "", 2, "(from scratch)", "full", False, "f5", False,
+        refused = client.predict("am", "small", "", 2, "(from scratch)", "full", False, "f5", False, "",
                                  api_name="/start_training")
         assert "CC-BY-NC-4.0" in str(refused[0]) and "licence" in str(refused[0])
         assert not (corpus.root / "pretrained" / "f5tts-v1-base").exists()
-        started = client.predict("am", "tiny", "f5-tab", 2, "(from scratch)", "full", False, "f5", False,
+        wrong = client.predict("am", "tiny", "f5-typo", 2, "(from scratch)", "full", False, "f5", False, "nope",
+                               api_name="/start_training")
+        prompt = next(r["id"] for r in read_jsonl(corpus.dataset_dir("am") / "manifest.jsonl") if r["split"] == "train")
+        started = client.predict("am", "tiny", "f5-tab", 2, "(from scratch)", "full", False, "f5", False, prompt,
                                  api_name="/start_training")
         assert "f5-tab" in str(started[0])
     end = time.time() + 240
@@ -181,4 +184,7 @@ def test_the_training_tab_asks_for_the_licence_then_runs_an_f5_job(corpus):
         time.sleep(0.5)
     status = jobs.read_status(corpus.run_dir("f5-tab"))
     assert status["state"] == "finished", (corpus.run_dir("f5-tab") / "train.log").read_text()[-2000:]
-    assert status["kind"] == "f5" and read_config(corpus.run_dir("f5-tab") / "checkpoints" / "step-2")["engine"] == "f5"
+    saved = read_config(corpus.run_dir("f5-tab") / "checkpoints" / "step-2")
+    assert status["kind"] == "f5" and saved["engine"] == "f5" and saved["prompt"]["id"] == prompt  # the curator's clip
+    assert "F5 reference clip 'nope': dataset am has no usable row with that id" in str(wrong[0])
+    assert not (corpus.run_dir("f5-typo") / "config.json").exists()  # refused before anything was queued

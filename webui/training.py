@@ -148,6 +148,9 @@ def build(ctx: AppContext) -> None:
                                                  f"{f5_here.reason}")
         licence = gr.Checkbox(False, label=f"yes to the F5-TTS base's licence: {F5_LICENCE} (about {F5_MB} MB, "
                                            "downloaded once)", elem_id="f5-licence")
+        prompt = gr.Textbox(label="F5 reference clip (a row id of the dataset)", elem_id="f5-prompt",
+                            placeholder="automatic: the clip closest to 6 s",
+                            info="an F5 voice speaks in the voice of this clip: pick a clean 5-10 s one")
     with gr.Row(elem_id="train-form"):
         dataset = gr.Dropdown(ws.list_datasets(), label="dataset", allow_custom_value=False,
                               info="a dataset prepared on the Dataset tab")
@@ -227,10 +230,11 @@ def build(ctx: AppContext) -> None:
     # Each action says what it did in the message line, and names the run that line then follows (`about`):
     # the timer rewrites it from status.json, so "queued: starting" becomes "is training", then "finished".
     # A refusal is written there too (says_errors), and the line stops following any run.
-    def on_start(dataset, preset, run_name, max_steps, init, mode, all_gpus, engine, licence):
+    def on_start(dataset, preset, run_name, max_steps, init, mode, all_gpus, engine, licence, prompt):
         status = runs.start_training(ws, dataset, preset, run_name or "", "" if init == "(from scratch)" else init,
                                      mode, int(max_steps or 0) or None, all_gpus, engine=engine or "matcha",
-                                     accept_licence=bool(licence))
+                                     accept_licence=bool(licence),
+                                     overrides={"prompt": prompt.strip()} if (prompt or "").strip() else None)
         return (runs.state_line(ws, status["run"]), run_list_frame(ctx),
                 gr.update(choices=run_choices(ctx), value=status["run"]), status["run"])
 
@@ -269,8 +273,9 @@ def build(ctx: AppContext) -> None:
         return says_errors(fn, outputs, message, also={about: None})
 
     started = [message, run_list, selected, about]
-    start.click(action(on_start, started), [dataset, preset, run_name, max_steps, init, mode, all_gpus, engine, licence],
-                started, api_name="start_training")
+    start.click(action(on_start, started),
+                [dataset, preset, run_name, max_steps, init, mode, all_gpus, engine, licence, prompt], started,
+                api_name="start_training")
     vocoder_start.click(action(on_start_vocoder, started),
                         [dataset, vocoder_init, vocoder_size, vocoder_steps, all_gpus], started,
                         api_name="start_vocoder_training")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from utils.events import StudioError
 from utils.training.config import TrainConfig, read_run_config, write_run_config
 
 __all__ = ["TrainConfig", "prepare_run", "run", "load_checkpoint"]
@@ -33,6 +34,12 @@ def prepare_run(cfg: TrainConfig, accept_licence: bool = False) -> Path:
         cfg.init, cfg.licence_accepted = local_base(ws, cfg.init, accept_licence or bool(cfg.licence_accepted))
     elif cfg.init:
         cfg.init = str(ws.inside(cfg.init))
+    if cfg.engine == "f5" and cfg.prompt:
+        from utils.datasets.manifest import load_manifest
+
+        if cfg.prompt not in {r.get("id") for r in load_manifest(ws, cfg.dataset) if not r.get("excluded")}:
+            raise StudioError(f"F5 reference clip {cfg.prompt!r}: dataset {cfg.dataset} has no usable row with that "
+                              "id (see the Dataset tab's table; excluded rows cannot be used).")
     if cfg.resume not in ("auto", "none", ""):
         cfg.resume = str(ws.inside(cfg.resume))
     if not cfg.run:
