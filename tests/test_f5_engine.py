@@ -161,7 +161,10 @@ def test_an_f5_run_speaks_through_its_prompt_exports_and_speaks_from_the_cli(cor
     assert out.stat().st_size > 1000
 
 
-def test_the_training_tab_asks_for_the_licence_then_runs_an_f5_job(corpus):
+def test_the_training_tab_asks_for_the_licence_and_a_usable_clip_then_queues_the_fine_tune(corpus):
+    """The tab's F5 start fine-tunes the pretrained base (whatever size is ticked for Matcha): no download without the
+    licence's yes, a reference clip the dataset lacks refused before anything is queued, then a queued job, which
+    here, offline, ends saying it could not download the base."""
     import time
 
     from tests.helpers import serve_tab
@@ -169,22 +172,41 @@ def test_the_training_tab_asks_for_the_licence_then_runs_an_f5_job(corpus):
     from webui import training as tab
 
     with serve_tab(tab, corpus, "Training") as client:
-        refused = client.predict("am", "small", "", 2, "(from scratch)", "full", False, "f5", False, "",
+        refused = client.predict("am", "tiny", "", 2, "(from scratch)", "full", False, "f5", False, "",
                                  api_name="/start_training")
         assert "CC-BY-NC-4.0" in str(refused[0]) and "licence" in str(refused[0])
         assert not (corpus.root / "pretrained" / "f5tts-v1-base").exists()
-        wrong = client.predict("am", "tiny", "f5-typo", 2, "(from scratch)", "full", False, "f5", False, "nope",
+        wrong = client.predict("am", "tiny", "f5-typo", 2, "(from scratch)", "full", False, "f5", True, "nope",
                                api_name="/start_training")
+        assert "F5 reference clip 'nope': dataset am has no usable row with that id" in str(wrong[0])
+        assert not (corpus.run_dir("f5-typo") / "config.json").exists()  # refused before anything was queued
         prompt = next(r["id"] for r in read_jsonl(corpus.dataset_dir("am") / "manifest.jsonl") if r["split"] == "train")
-        started = client.predict("am", "tiny", "f5-tab", 2, "(from scratch)", "full", False, "f5", False, prompt,
+        started = client.predict("am", "tiny", "f5-tab", 2, "(from scratch)", "full", False, "f5", True, prompt,
                                  api_name="/start_training")
         assert "f5-tab" in str(started[0])
+    config = read_config(corpus.run_dir("f5-tab"))
+    assert config["train"]["init"] == "SWivid/F5-TTS" and config["train"]["prompt"] == prompt
+    assert "CC-BY-NC-4.0" in config["train"]["licence_accepted"]
     end = time.time() + 240
     while jobs.reconcile(corpus.run_dir("f5-tab")).get("state") not in jobs.FINAL and time.time() < end:
         time.sleep(0.5)
     status = jobs.read_status(corpus.run_dir("f5-tab"))
-    assert status["state"] == "finished", (corpus.run_dir("f5-tab") / "train.log").read_text()[-2000:]
-    saved = read_config(corpus.run_dir("f5-tab") / "checkpoints" / "step-2")
-    assert status["kind"] == "f5" and saved["engine"] == "f5" and saved["prompt"]["id"] == prompt  # the curator's clip
-    assert "F5 reference clip 'nope': dataset am has no usable row with that id" in str(wrong[0])
-    assert not (corpus.run_dir("f5-typo") / "config.json").exists()  # refused before anything was queued
+    assert status["state"] == "failed" and "Could not download the F5-TTS base from SWivid/F5-TTS" in status["message"]
+
+
+def test_a_tiny_f5_job_runs_to_the_end_through_the_job_service_with_the_chosen_clip(corpus):
+    import time
+
+    from utils import jobs, runs
+
+    prompt = next(r["id"] for r in read_jsonl(corpus.dataset_dir("am") / "manifest.jsonl") if r["split"] == "train")
+    runs.start_training(corpus, "am", "tiny", "f5-job", engine="f5", max_steps=2,
+                        overrides={"prompt": prompt, "max_frames_per_batch": 600, "grad_accumulation": 1,
+                                   "eval_vocoder": "griffin-lim", "ode_steps": 2, "eval_clips": 1})
+    end = time.time() + 240
+    while jobs.reconcile(corpus.run_dir("f5-job")).get("state") not in jobs.FINAL and time.time() < end:
+        time.sleep(0.5)
+    status = jobs.read_status(corpus.run_dir("f5-job"))
+    assert status["state"] == "finished", (corpus.run_dir("f5-job") / "train.log").read_text()[-2000:]
+    saved = read_config(corpus.run_dir("f5-job") / "checkpoints" / "step-2")
+    assert status["kind"] == "f5" and saved["engine"] == "f5" and saved["prompt"]["id"] == prompt

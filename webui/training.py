@@ -147,8 +147,8 @@ def build(ctx: AppContext) -> None:
                           elem_id="engine", info=f"F5-TTS on this machine: {'yes' if f5_here.value else 'no'}. "
                                                  f"{f5_here.reason}")
         licence = gr.Checkbox(False, label=f"yes to the F5-TTS base's licence: {F5_LICENCE} (about {F5_MB} MB, "
-                                           "downloaded once)", elem_id="f5-licence")
-        prompt = gr.Textbox(label="F5 reference clip (a row id of the dataset)", elem_id="f5-prompt",
+                                           "downloaded once)", elem_id="f5-licence", visible=False)
+        prompt = gr.Textbox(label="F5 reference clip (a row id of the dataset)", elem_id="f5-prompt", visible=False,
                             placeholder="automatic: the clip closest to 6 s",
                             info="an F5 voice speaks in the voice of this clip: pick a clean 5-10 s one")
     with gr.Row(elem_id="train-form"):
@@ -231,6 +231,8 @@ def build(ctx: AppContext) -> None:
     # the timer rewrites it from status.json, so "queued: starting" becomes "is training", then "finished".
     # A refusal is written there too (says_errors), and the line stops following any run.
     def on_start(dataset, preset, run_name, max_steps, init, mode, all_gpus, engine, licence, prompt):
+        if engine == "f5":  # the size is the pretrained base's (the tiny random F5 is a CLI smoke test)
+            preset = "base"
         status = runs.start_training(ws, dataset, preset, run_name or "", "" if init == "(from scratch)" else init,
                                      mode, int(max_steps or 0) or None, all_gpus, engine=engine or "matcha",
                                      accept_licence=bool(licence),
@@ -273,6 +275,9 @@ def build(ctx: AppContext) -> None:
         return says_errors(fn, outputs, message, also={about: None})
 
     started = [message, run_list, selected, about]
+    # F5 shows its licence and reference clip; its size is the pretrained base's, so the size choice is Matcha's
+    engine.change(lambda e: (gr.update(visible=e == "f5"), gr.update(visible=e == "f5"), gr.update(visible=e != "f5")),
+                  engine, [licence, prompt, preset], show_progress="hidden")
     start.click(action(on_start, started),
                 [dataset, preset, run_name, max_steps, init, mode, all_gpus, engine, licence, prompt], started,
                 api_name="start_training")
