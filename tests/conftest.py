@@ -87,6 +87,13 @@ def start_app(tmp_path):
         s.stop()
 
 
+def serve(ws) -> AppServer:
+    """The app on a workspace a test built, ready; `server.ws` is that workspace (the caller stops it)."""
+    server = AppServer(ws.root).wait_ready()
+    server.ws = ws
+    return server
+
+
 @pytest.fixture(scope="module")
 def app_server(tmp_path_factory):
     """One app shared by the browser tests of a module."""

@@ -8,7 +8,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import AppServer
+from tests.conftest import AppServer, serve
 from tests.test_inference import CKPT, voice_workspace
 from tests.test_separation_dataset import ws  # noqa: F401  (fixture: dataset "news", a clean and a musical clip)
 from utils import inference
@@ -22,8 +22,7 @@ def shot(page, locator, tmp_path, name: str) -> None:
 
 @pytest.fixture
 def server(ws):  # noqa: F811
-    s = AppServer(ws.root).wait_ready()
-    s.ws = ws
+    s = serve(ws)
     yield s
     s.stop()
 

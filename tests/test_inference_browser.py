@@ -6,15 +6,14 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import AppServer
+from tests.conftest import serve
 from tests.test_inference import CKPT, voice_workspace
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     ws = voice_workspace(tmp_path_factory.mktemp("inference") / "workspace")
-    s = AppServer(ws.root).wait_ready()
-    s.ws = ws
+    s = serve(ws)
     yield s
     s.stop()
 

@@ -6,7 +6,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.conftest import AppServer
+from tests.conftest import serve
 from tests.test_jobs import TINY
 from tests.helpers import make_dataset, numeric_ticks, plot_seen
 from utils import jobs, runs
@@ -16,8 +16,7 @@ from utils import jobs, runs
 def server(tmp_path_factory):
     ws = make_dataset(tmp_path_factory.mktemp("browser") / "workspace", n_train=3, n_val=1, max_chars=25)
     runs.save_settings(ws, TINY)  # what the Optimizations tab saves: tiny CPU batches
-    s = AppServer(ws.root).wait_ready()
-    s.ws = ws
+    s = serve(ws)
     yield s
     for r in runs.run_table(ws):
         if r["status"] in jobs.ACTIVE:

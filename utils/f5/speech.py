@@ -23,13 +23,13 @@ class F5Tokenizer:
     def __init__(self, text: F5Text):
         self.text = text
         self.kind, self.symbols = text.kind, text.symbols
+        self.index = {s: i for i, s in enumerate(text.symbols)}
 
     def units(self, sentence: str, user_dict: dict | None = None) -> list[str]:
         return self.text.units(sentence)
 
     def encode(self, sentence: str, user_dict: dict | None = None) -> list[int]:
-        known = set(self.symbols)
-        return [self.symbols.index(u) for u in self.units(sentence) if u in known]
+        return [self.index[u] for u in self.units(sentence) if u in self.index]  # unknown: reported as skipped
 
 
 class F5Speaker:
