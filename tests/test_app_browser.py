@@ -26,3 +26,26 @@ def test_every_tab_is_shown_and_system_tab_reports_cpu_count(app_server, page):
     busy, memory = plot_seen(page, "#usage-percent", ("CPU %",)), plot_seen(page, "#usage-memory", ("RAM GiB",))
     assert "RAM GiB" not in busy["legend"] and "CPU %" not in memory["legend"]
     assert numeric_ticks(busy["y"])[-1] == 100 and numeric_ticks(memory["y"])[0] == 0
+
+
+def test_a_tab_selection_answered_after_a_newer_one_changes_no_timer():
+    """Gradio selects the first tab as the page mounts; answered late on a busy server it must not switch
+    off the timers of the tab the curator clicked since (what left the System tab blank in a CI run)."""
+    import types
+
+    import gradio as gr
+
+    from webui.app import _NewestSelection, timers_for
+
+    with gr.Blocks():
+        dataset_timer, system_timer = gr.Timer(1.0), gr.Timer(2.0)
+    every, newest = [dataset_timer, system_timer], _NewestSelection()
+    open_dataset, open_system = timers_for([dataset_timer], every, newest), timers_for([system_timer], every, newest)
+    browser, other = types.SimpleNamespace(session_hash="a"), types.SimpleNamespace(session_hash="b")
+
+    clicked = open_system(2000.0, browser)
+    assert [u.active for u in clicked] == [False, True]
+    late = open_dataset(1000.0, browser)  # the mount-time select, answered after the click
+    assert late == [gr.skip(), gr.skip()]
+    assert [u.active for u in open_dataset(1000.0, other)] == [True, False]  # another browser's clock is its own
+    assert [u.active for u in open_dataset(3000.0, browser)] == [True, False]  # a newer click still switches

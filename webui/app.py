@@ -1,6 +1,8 @@
 """Assembles the tabs into one Blocks app and launches it with the security defaults."""
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import gradio as gr
@@ -43,23 +45,53 @@ def _descendants(block):
         yield from _descendants(child)
 
 
+class _NewestSelection:
+    """Orders each browser's tab selections by when the browser made them. Gradio sends a select for the
+    first tab as the page mounts; on a busy server it can be answered after the curator's own first click,
+    and would then switch the clicked tab's timers off (a clean-clone CI run saw the System tab stay blank)."""
+
+    def __init__(self, keep: int = 10_000):
+        self.seen: OrderedDict[str, float] = OrderedDict()
+        self.keep, self.lock = keep, threading.Lock()
+
+    def is_newest(self, session: str, stamp: float) -> bool:
+        with self.lock:
+            if stamp < self.seen.get(session, float("-inf")):
+                return False
+            self.seen[session] = stamp
+            self.seen.move_to_end(session)
+            while len(self.seen) > self.keep:
+                self.seen.popitem(last=False)
+            return True
+
+
 def _tick_only_on_the_open_tab(tab_timers: list) -> None:
     """A tab's timers tick only while it is open, so a browser polls for what it shows, not for every tab
     (a second each for the training log, every two for the System tab...): many people can watch a run
     (bench/ui_polling.py). The page opens on the first tab, so only its timers start on: set in the page's
-    config, not by a page-load event, which (queued behind the other load events) could land after the
-    curator's first tab click and switch that tab's timers off."""
+    config, not by a page-load event. Each select carries the browser's clock, and one answered after a
+    newer one changes nothing."""
     every = [t for _, timers in tab_timers for t in timers]
-
-    def only(timers):
-        on = {id(t) for t in timers}
-        return lambda: [gr.Timer(active=id(t) in on) for t in every]
+    newest = _NewestSelection()
+    stamp = gr.Number(visible=False)
 
     for tab, timers in tab_timers:
-        tab.select(only(timers), None, every, show_progress="hidden")
+        tab.select(timers_for(timers, every, newest), stamp, every, js="() => Date.now()", show_progress="hidden")
     first = {id(t) for t in tab_timers[0][1]}
     for timer in every:
         timer.active = id(timer) in first
+
+
+def timers_for(timers: list, every: list, newest: _NewestSelection):
+    """The select handler of one tab: its timers on, the others off, unless a newer selection was answered."""
+    on = {id(t) for t in timers}
+
+    def select(stamp: float | None, request: gr.Request):
+        if stamp is not None and not newest.is_newest(request.session_hash or "", stamp):
+            return [gr.skip() for _ in every]
+        return [gr.Timer(active=id(t) in on) for t in every]
+
+    return select
 
 
 def launch(workspace: Workspace, host: str = "127.0.0.1", port: int = 7860, share: bool = False,
