@@ -9,6 +9,7 @@
     python app.py synth "TEXT" --voice VOICE --out FILE.wav [--speed 1.0]
     python app.py export-voice RUN NAME [--vocoder V] [--onnx]
     python app.py check-transcripts --dataset NAME [--method auto|alignment|asr] [--json]
+    python app.py transcribe --dataset NAME [--model ID] [--lang amh] [--json]
 
 Every subcommand accepts --workspace DIR (default ./workspace, or $AMHARIC_TTS_WORKSPACE). Each
 one is a thin call into `utils/`, the same functions the UI uses. Nothing heavy runs at import.
@@ -347,13 +348,18 @@ def add_check_transcripts_command(sub) -> None:
     p.set_defaults(func=cmd_check_transcripts)
 
 
-def cmd_check_transcripts(args) -> None:
+def progress_to_stderr(json_out: bool):
+    """With --json, stdout carries only the JSON: progress lines (the trainer's log too) go to stderr."""
     import contextlib
 
+    return contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext()
+
+
+def cmd_check_transcripts(args) -> None:
     from utils.transcripts import check_transcripts
 
     ws = Workspace.open(args.workspace)
-    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():  # the trainer's log too
+    with progress_to_stderr(args.json):
         result = run_to_end(check_transcripts(ws, args.dataset, method=args.method, steps=args.steps),
                             printer=lambda line: print(line, flush=True))
     rows = [{"id": r["id"], "score": r["score"], "reason": r["reason"]} for r in result["rows"]]
@@ -365,6 +371,35 @@ def cmd_check_transcripts(args) -> None:
     print(f"{'id':<{width}}  score  reason")
     for r in rows:
         print(f"{r['id']:<{width}}  {r['score']:5.2f}  {r['reason']}")
+
+
+# -------------------------------------------------------------------------------- transcribe
+def add_transcribe_command(sub) -> None:
+    p = sub.add_parser("transcribe", help="machine drafts, with their confidence, for clips without a transcript",
+                       description="Drafts go to datasets/NAME/transcript_drafts.json, never over a curator's text; "
+                                   "the Dataset tab lists them for review, least confident first.")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--model", help="recognizer to fetch once and use: a Hugging Face id or a folder (default: the "
+                                   "installed one, else $AMHARIC_TTS_ASR_SOURCE, else facebook/mms-1b-all)")
+    p.add_argument("--lang", help="language adapter of a multi-language (MMS-style) model, e.g. amh")
+    p.add_argument("--json", action="store_true", help="the drafts as JSON on stdout (progress on stderr)")
+    p.set_defaults(func=cmd_transcribe)
+
+
+def cmd_transcribe(args) -> None:
+    from utils.transcripts import asr
+
+    ws = Workspace.open(args.workspace)
+    with progress_to_stderr(args.json):
+        run_to_end(asr.ensure(ws, args.model, args.lang), printer=lambda line: print(line, flush=True))
+        run_to_end(asr.transcribe_missing(ws, args.dataset), printer=lambda line: print(line, flush=True))
+    drafts = asr.draft_rows(ws, args.dataset)
+    if args.json:
+        print(json.dumps([{k: d[k] for k in ("id", "confidence", "draft")} for d in drafts], ensure_ascii=False,
+                         indent=2))
+        return
+    for d in drafts:
+        print(f"{d['id']}  {d['confidence']:.2f}  {d['draft']}")
 
 
 def check_queue_args(args, module: str) -> None:
@@ -384,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", parser_class=lambda **kw: argparse.ArgumentParser(parents=[common], **kw))
     for add in (add_hardware_command, add_g2p_command, add_prepare_command, add_separate_command,
                 add_train_command, add_synth_command, add_export_command, add_train_vocoder_command,
-                add_check_transcripts_command):
+                add_check_transcripts_command, add_transcribe_command):
         add(sub)
     return parser
 

@@ -70,7 +70,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--before", default="0f62882", help="git revision of the code before the engine")
     parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3, help="odd, so the median is one of the runs")
     parser.add_argument("--threads", type=int, default=2)
     common.add_output_args(parser)
     args = parser.parse_args()

@@ -4,7 +4,9 @@ GAN training step.
     python bench/vocoder_throughput.py                      # CPU (and the GPU too when there is one)
     python bench/vocoder_throughput.py --seconds 2 10 --train-batch 16    # on a GPU: the Vocos batch
 
-On a GPU the training step is timed twice, fp32 (TF32) and bf16 autocast, as the trainer runs them.
+The training step is the trainer's own: its adapter (utils.vocoder.training.VocoderAdapter) built on a dataset
+of noise clips in a temporary folder, its two phases' losses, backward passes and optimizer steps. On a GPU it is
+timed twice, fp32 (TF32) and bf16 autocast, the machines the trainer resolves for them.
 
 Random weights (speed does not depend on them). Each measurement: 2 warm-up calls, then the mean of
 `--repeat` calls, with `synchronize` around GPU timings. "x real time" = seconds of audio made per
@@ -13,14 +15,18 @@ second of compute. Results go to bench/out/vocoder_throughput-<cpu|cuda>.json an
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
+from pathlib import Path
 
 import common  # bench/common.py (the script's folder is on sys.path); puts the repository root there too
+import numpy as np
 import torch
 
 from models.vocoder import PRESETS, Vocoder  # noqa: E402
-from utils.audio import FeatureConfig, log_mel  # noqa: E402
+from utils.audio import FeatureConfig, log_mel, save_audio  # noqa: E402
 from utils.vocoder import griffin_lim  # noqa: E402
+from utils.workspace import Workspace, write_jsonl  # noqa: E402
 
 CFG = FeatureConfig()
 
@@ -38,18 +44,55 @@ def timed(fn, device: str, repeat: int) -> float:
     return (time.perf_counter() - start) / repeat
 
 
-def train_step_time(device: str, batch: int, repeat: int, precision: str) -> float:
-    """The trainer's own step (utils.vocoder.training.gan_step) at the Vocos sizes."""
-    from models.discriminators import MultiPeriodDiscriminator, MultiResolutionDiscriminator
-    from utils.vocoder.training import autocast_for, gan_step
+def noise_dataset(root: Path, clips: int = 2, seconds: float = 1.0) -> Workspace:
+    """A prepared dataset of noise clips: the trainer's adapter needs one to build, and speed does not depend on
+    what the clips say."""
+    ws = Workspace.open(root)
+    folder = ws.dataset_dir("noise")
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(clips):
+        save_audio(folder / "audio" / f"n{i}.wav", (0.1 * rng.standard_normal(int(seconds * CFG.sample_rate))
+                                                    ).astype(np.float32), CFG.sample_rate)
+        rows.append({"id": f"n{i}", "audio": f"audio/n{i}.wav", "split": "train"})
+    write_jsonl(folder / "manifest.jsonl", rows)
+    return ws
 
-    gen = Vocoder(PRESETS["mel-24khz"]).to(device)
-    mpd, mrd = MultiPeriodDiscriminator().to(device), MultiResolutionDiscriminator().to(device)
-    opt_g = torch.optim.AdamW(gen.parameters(), 5e-4, betas=(0.8, 0.9))
-    opt_d = torch.optim.AdamW(list(mpd.parameters()) + list(mrd.parameters()), 5e-4, betas=(0.8, 0.9))
-    y = torch.randn(batch, 16384, device=device) * 0.1
-    amp = autocast_for(device, precision)
-    return timed(lambda: gan_step(gen, mpd, mrd, opt_g, opt_d, y, CFG, 45.0, 0.1, amp), device, repeat)
+
+def gan_adapter(ws: Workspace, device: str, batch: int, precision: str):
+    """The trainer's own adapter (utils.vocoder.training.VocoderAdapter) at the Vocos sizes, built as the engine
+    builds it on one process, with its machine's backend flags and autocast."""
+    from utils.training import ddp
+    from utils.training import optimization as opt
+    from utils.training.engine import Context
+    from utils.vocoder.training import VocoderAdapter, VocoderTrainConfig
+
+    cfg = VocoderTrainConfig(dataset="noise", run=f"bench-{device}-{precision}", preset="mel-24khz",
+                             batch_size=batch, device=device, precision=precision, val_clips=0)
+    adapter = VocoderAdapter(ws, cfg)
+    m = adapter.machine
+    opt.apply_backend_flags(m)
+    torch.manual_seed(0)
+    adapter.build(Context(device, ddp.Dist(), lambda *args, **kw: None, None, lambda: opt.autocast(m)))
+    adapter.start_data(0)
+    return adapter
+
+
+def gan_step(adapter, y: torch.Tensor) -> None:
+    """One step of the adapter's phases (the discriminators', then the generator's) on one micro-batch, as the
+    engine runs them, less the all-reduce, the finite check and the out-of-memory retries."""
+    for phase in adapter.phases:
+        adapter.losses(y, phase.name, 0)["loss"].backward()
+        phase.optimizer.step()
+        phase.optimizer.zero_grad(set_to_none=True)
+
+
+def train_step_time(device: str, batch: int, repeat: int, precision: str) -> float:
+    """The trainer's GAN step (its adapter's losses and phases) at the Vocos sizes, on one batch of its crops."""
+    with tempfile.TemporaryDirectory(prefix="vocoder-bench-") as root:
+        adapter = gan_adapter(noise_dataset(Path(root)), device, batch, precision)
+        y = adapter.next_batch()  # [B, 16384] on the CPU, as the engine hands it to the adapter
+        return timed(lambda: gan_step(adapter, y), device, repeat)
 
 
 def main() -> None:
@@ -88,10 +131,7 @@ def main() -> None:
             rows.append({"device": device, "model": "griffin-lim 64 it", "audio_s": seconds, "s_per_call": t})
         if args.no_train:
             continue
-        # fp32 (TF32 on a GPU, as the trainer sets) and bf16 autocast, side by side
-        if device == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-            torch.backends.cudnn.benchmark = True
+        # fp32 (TF32 on an Ampere or newer GPU, as the trainer's machine sets) and bf16 autocast, side by side
         for precision in (["fp32", "bf16"] if device == "cuda" else ["fp32"]):
             t = train_step_time(device, args.train_batch, args.train_repeat, precision)
             rows.append({"device": device, "model": f"GAN train step {precision}, batch {args.train_batch} x 16384",

@@ -166,3 +166,37 @@ def tiny_recognizer(folder: Path) -> Path:
                             feat_extract_norm="layer", do_stable_layer_norm=True)
     Wav2Vec2ForCTC(config).save_pretrained(str(folder))
     return folder
+
+
+def tiny_multilingual_recognizer(folder: Path, lang: str = "amh") -> Path:
+    """The MMS layout (facebook/mms-1b-all) in miniature: a nested vocab.json ({"eng": {...}, lang: {...}}), a
+    model with attention adapters (adapter_attn_dim) whose own head is English, and adapter.<lang>.safetensors
+    holding the language's adapters and a head of its own size. Random weights, like `tiny_recognizer`."""
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+    from transformers import (Wav2Vec2Config, Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor, Wav2Vec2ForCTC,
+                              Wav2Vec2Processor)
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    specials = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "|": 4}
+    letters = sorted({c for s in sentences(200) for c in s if 0x1200 <= ord(c) <= 0x137F})
+    vocab = {"eng": {**specials, **{c: i + 5 for i, c in enumerate("abcdefghijklmnopqrstuvwxyz")}},
+             lang: {**specials, **{c: i + 5 for i, c in enumerate(letters)}}}
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    tokenizer = Wav2Vec2CTCTokenizer(str(folder / "vocab.json"), word_delimiter_token="|", target_lang="eng")
+    extractor = Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
+                                         return_attention_mask=True)
+    Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(str(folder))
+    torch.manual_seed(0)
+    config = Wav2Vec2Config(vocab_size=len(vocab["eng"]), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=64, conv_dim=(32, 32, 32), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4),
+                            num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, pad_token_id=0,
+                            feat_extract_norm="layer", do_stable_layer_norm=True, adapter_attn_dim=8)
+    Wav2Vec2ForCTC(config).save_pretrained(str(folder))
+    other = Wav2Vec2ForCTC(Wav2Vec2Config(**{**config.to_dict(), "vocab_size": len(vocab[lang])}))
+    save_file({k: v.detach().contiguous() for k, v in other._get_adapters().items()},
+              str(folder / f"adapter.{lang}.safetensors"))
+    return folder

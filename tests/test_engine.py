@@ -2,6 +2,9 @@
 for any model (the acoustic and vocoder suites test the same on the real models, in subprocesses too)."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -14,6 +17,7 @@ from utils.training.faults import with_faults
 from utils.training.optimization import Machine
 from utils.workspace import read_json, read_jsonl
 
+ROOT = Path(__file__).resolve().parent.parent
 TRUE_W = torch.tensor([[2.0, -1.0, 0.5]])
 
 
@@ -82,9 +86,6 @@ class LineAdapter:
     def checkpoint_config(self, step):
         return {"kind": "line", "step": step}
 
-    def save_pause_s(self, step):
-        return 0.0
-
     def state_dict(self):
         return {"drawn": self.drawn}
 
@@ -95,8 +96,32 @@ class LineAdapter:
         return state
 
 
+class NanLossOnRankOne(LineAdapter):
+    """Rank 1's loss at step 1 is NaN in a term that carries no gradient: its gradients stay finite, so only the
+    loss says that this rank's step went wrong."""
+
+    def losses(self, batch, phase, step):
+        losses = super().losses(batch, phase, step)
+        if step == 1 and self.ctx.dist.rank == 1:
+            losses["loss"] = losses["loss"] + float("nan") * losses["loss"].detach()
+        return losses
+
+
 def train(adapter) -> dict:
     return drain(Engine(adapter, echo=False).run())
+
+
+def stop_during(adapter, step: int, stop: threading.Event):
+    """`adapter`, whose run is asked to stop while step `step` runs (honoured before the next one)."""
+    original = adapter.losses
+
+    def stopping(batch, phase, at):
+        if at == step:
+            stop.set()
+        return original(batch, phase, at)
+
+    adapter.losses = stopping
+    return adapter
 
 
 def losses(run_dir: Path) -> dict[int, float]:
@@ -120,16 +145,7 @@ def test_a_new_model_trains_evaluates_and_checkpoints_through_an_adapter(tmp_pat
 def test_a_stopped_run_resumes_onto_the_same_curve(tmp_path):
     straight = losses_of(tmp_path / "straight")
     stop = threading.Event()
-    adapter = LineAdapter(tmp_path / "stopped", stop, checkpoint_every=100)
-    original = adapter.losses
-
-    def stop_after_three(batch, phase, step):
-        if step == 2:
-            stop.set()  # honoured before the next step: three steps run
-        return original(batch, phase, step)
-
-    adapter.losses = stop_after_three
-    first = train(adapter)
+    first = train(stop_during(LineAdapter(tmp_path / "stopped", stop, checkpoint_every=100), 2, stop))
     assert first["state"] == "stopped" and first["step"] == 3
     second = train(LineAdapter(tmp_path / "stopped", checkpoint_every=100))
     assert second["state"] == "finished" and second["step"] == 8
@@ -171,3 +187,42 @@ def test_a_non_finite_step_leaves_the_weights_and_halves_the_learning_rate(tmp_p
         tmp_path / "nan" / "train.log").read_text()
     failing = train(with_faults(LineAdapter(tmp_path / "fails", max_bad_steps=2), nan_steps=[2, 3, 4]))
     assert failing["state"] == "failed" and failing["step"] == 4 and "2 steps in a row" in failing["message"]
+
+
+def test_a_resumed_run_keeps_its_out_of_memory_and_non_finite_counters(tmp_path):
+    """Stopped after a NaN step, then resumed into another: two non-finite steps in a row, as in the run that never
+    stopped; and the halved micro-batch waits as long before it grows back."""
+    def faulty(adapter: LineAdapter):
+        return with_faults(adapter, oom_above=3, nan_steps=[2, 3], measure=lambda batch: len(batch[0]))
+
+    def line(run_dir: Path, stop: threading.Event | None = None) -> LineAdapter:
+        return LineAdapter(run_dir, stop, max_bad_steps=2, checkpoint_every=100)
+
+    straight = Engine(faulty(line(tmp_path / "straight")), echo=False)
+    assert drain(straight.run())["state"] == "failed"  # at step 4: steps 2 and 3 were both non-finite
+    stop = threading.Event()
+    first = drain(Engine(faulty(stop_during(line(tmp_path / "stopped", stop), 2, stop)), echo=False).run())
+    assert first["state"] == "stopped" and first["step"] == 3
+    resumed = Engine(faulty(line(tmp_path / "stopped")), echo=False)
+    result = drain(resumed.run())
+    assert result["state"] == "failed" and result["step"] == 4 and "2 steps in a row" in result["message"]
+    counters = ("step", "split", "good_steps", "grow_after", "bad_steps", "lr_scale")
+    assert [getattr(resumed, c) for c in counters] == [getattr(straight, c) for c in counters]
+    assert straight.split == 4 and straight.good_steps == 4  # the out-of-memory of step 0 was in the first half
+
+
+def test_a_non_finite_loss_on_one_of_two_processes_skips_the_step_on_both(tmp_path):
+    """Rank 1's loss is NaN with finite gradients: the ranks agree on the loss as on the gradients, so both skip
+    the update and their weights stay identical (a rank that stepped alone would fail the check at the save)."""
+    script = tmp_path / "train_two.py"
+    script.write_text("import sys\nfrom pathlib import Path\nfrom tests.test_engine import NanLossOnRankOne, train\n"
+                      "result = train(NanLossOnRankOne(Path(sys.argv[1]), max_steps=4, checkpoint_every=2))\n"
+                      "sys.exit(0 if result['state'] == 'finished' else 1)\n")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
+           str(tmp_path / "run")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    log = (tmp_path / "run" / "train.log").read_text()  # rank 0's, whose own loss was finite
+    assert "step 1: non-finite loss/gradients, step skipped, learning rate halved (x0.5)" in log
+    assert "weights identical on all 2 processes at step 2" in log and "at step 4" in log

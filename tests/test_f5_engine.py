@@ -1,9 +1,20 @@
 """The F5-TTS engine on the shared trainer, on the CPU with tiny F5 configurations: a few real training steps on
-espeak-ng Amharic, exact resume, fine-tuning from a base folder in the public layout (the same loading code a
-download takes), the new text rows' starting point, and the licence's yes before any download."""
+espeak-ng Amharic, exact resume (also after the dataset gained a symbol), fine-tuning from a base folder in the
+public layout (the same loading code a download takes), the new text rows' starting point, the licence's yes
+before any download, the download by one process of a run (a hub cache of the public layout stands in for the
+network), the reference clip's choice, the requests it refuses, and an F5 voice through the Inference tab's
+services: speaking with the pronunciation dictionary, A/B, a text file to a zip, export and its licence."""
 from __future__ import annotations
 
+import multiprocessing
 import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +29,7 @@ from utils.training.checkpoint import load_trainer_state, read_config
 from utils.workspace import Workspace, read_jsonl
 
 BASE_SYMBOLS = [" ", ",", ".", "?", "!", *"abcdefghijklmnopqrstuvwxyz", "ni", "hao"]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +62,25 @@ def losses(run_dir: Path) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in read_jsonl(run_dir / "metrics.jsonl") if "loss" in r}
 
 
+@pytest.fixture(scope="module")
+def f5_voice(corpus) -> Path:
+    """A tiny F5 run of two steps with a checkpoint at each (two checkpoints to compare); its run folder."""
+    run(prepare_run(f5_config(corpus, "f5-voice", max_steps=2, checkpoint_every=1)))
+    return corpus.run_dir("f5-voice")
+
+
+@pytest.fixture(scope="module")
+def finetuned(corpus) -> Path:
+    """Two steps fine-tuned from a base folder in the public layout (no LICENSE.txt: the public licence holds)."""
+    base = public_base(corpus.root / "pretrained" / "mini-base")
+    assert run(prepare_run(f5_config(corpus, "f5-finetune", init=str(base), max_steps=2)))["state"] == "finished"
+    return corpus.run_dir("f5-finetune")
+
+
+def app(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "app.py", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
 def test_a_tiny_f5_trains_evaluates_and_resumes_onto_the_same_curve(corpus):
     straight = run(prepare_run(f5_config(corpus, "f5-straight", eval_every=4)))
     assert straight["state"] == "finished" and straight["step"] == 4
@@ -71,10 +102,7 @@ def test_a_tiny_f5_trains_evaluates_and_resumes_onto_the_same_curve(corpus):
         assert resumed[step] == pytest.approx(curve[step], rel=1e-5, abs=1e-6), step
 
 
-def test_fine_tuning_from_a_base_in_the_public_layout_grows_the_text_table(corpus, tmp_path):
-    base = public_base(corpus.root / "pretrained" / "mini-base")
-    result = run(prepare_run(f5_config(corpus, "f5-finetune", init=str(base), max_steps=2)))
-    assert result["state"] == "finished"
+def test_fine_tuning_from_a_base_in_the_public_layout_grows_the_text_table(corpus, finetuned):
     saved = read_config(corpus.run_dir("f5-finetune") / "checkpoints" / "step-2")
     symbols = saved["text"]["symbols"]
     assert symbols[: len(BASE_SYMBOLS)] == BASE_SYMBOLS and saved["text"]["base_size"] == len(BASE_SYMBOLS)
@@ -135,15 +163,11 @@ def test_a_folder_that_is_not_a_base_and_a_mismatched_file_are_refused(corpus, t
     assert os.path.exists(weights)  # nothing the user gave is removed
 
 
-def test_an_f5_run_speaks_through_its_prompt_exports_and_speaks_from_the_cli(corpus):
-    import subprocess
-    import sys
-
+def test_an_f5_run_speaks_through_its_prompt_exports_and_speaks_from_the_cli(corpus, f5_voice):
     from utils.inference import Voice
     from utils.inference.export import export_voice
 
-    run(prepare_run(f5_config(corpus, "f5-voice", max_steps=2)))
-    folder = corpus.run_dir("f5-voice") / "checkpoints" / "step-2"
+    folder = f5_voice / "checkpoints" / "step-2"
     voice = Voice.load(folder)
     wave, sr, info = voice.synthesize("ሰላም ነው። ዛሬ ጥሩ ቀን ነው።", steps=2)
     assert sr == 24000 and info["spoken"] == 2 and len(wave) > sr * 0.1 and float(abs(wave).max()) > 0
@@ -154,9 +178,8 @@ def test_an_f5_run_speaks_through_its_prompt_exports_and_speaks_from_the_cli(cor
     with pytest.raises(StudioError, match="ONNX export is for Matcha voices"):
         export_voice(corpus, "f5-voice", "f5-onnx", vocoder="griffin-lim", onnx=True)
     out = corpus.root / "f5.wav"
-    proc = subprocess.run([sys.executable, "app.py", "synth", "ሰላም ነው።", "--voice", "f5-abebe", "--out", str(out),
-                           "--workspace", str(corpus.root), "--steps", "2", "--vocoder", "griffin-lim"],
-                          cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=300)
+    proc = app("synth", "ሰላም ነው።", "--voice", "f5-abebe", "--out", str(out), "--workspace", str(corpus.root),
+               "--steps", "2", "--vocoder", "griffin-lim")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert out.stat().st_size > 1000
 
@@ -210,3 +233,255 @@ def test_a_tiny_f5_job_runs_to_the_end_through_the_job_service_with_the_chosen_c
     assert status["state"] == "finished", (corpus.run_dir("f5-job") / "train.log").read_text()[-2000:]
     saved = read_config(corpus.run_dir("f5-job") / "checkpoints" / "step-2")
     assert status["kind"] == "f5" and saved["engine"] == "f5" and saved["prompt"]["id"] == prompt
+
+
+# ------------------------------------------------------------------------------------ the download
+@pytest.fixture
+def hub_cache(tmp_path, monkeypatch) -> Path:
+    """The hub's cache as huggingface_hub lays it out (refs/main -> snapshots/COMMIT/F5TTS_v1_Base/...), holding a
+    tiny base in the public layout; offline, hf_hub_download answers from it as it does after a first download."""
+    repo = tmp_path / "hub" / "models--SWivid--F5-TTS"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    public_base(repo / "snapshots" / commit / "F5TTS_v1_Base")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return repo
+
+
+def _fetch_in_a_process(root: str, rank: int, world: int, port: int, record: str, meet) -> None:
+    """One process asking for the base, as the adapter's build does: rank `rank` of a run of `world` processes
+    (gloo), or a run of its own (world 1). Each file it downloads adds a line to `record`; with `meet`, it waits
+    inside its first download for the other process to be inside one too (a sure overlap, not a likely one).
+    What it ends with goes to `record` too."""
+    import huggingface_hub
+
+    from utils.f5 import base as bases
+    from utils.training import ddp
+
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    real = huggingface_hub.hf_hub_download
+
+    def download(*args, **kwargs):
+        with open(record, "a") as f:
+            f.write(f"download {rank}\n")
+        if meet is not None:
+            try:
+                meet.wait(60)
+            except threading.BrokenBarrierError:
+                pass  # the other process failed before it got here: the test fails on its exit code
+        return real(*args, **kwargs)
+
+    huggingface_hub.hf_hub_download = download
+    dist = ddp.setup("cpu")
+    try:
+        path = bases.fetch_for_run(Workspace.open(root), "SWivid/F5-TTS", True, dist)
+        outcome = f"ok {rank} {path}"
+    except StudioError as exc:
+        outcome = f"refused {rank} {exc}"
+    ddp.cleanup(dist)
+    with open(record, "a") as f:
+        f.write(outcome.replace("\n", " ") + "\n")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _processes(root: Path, record: Path, world: int, meet=None) -> list[str]:
+    """Two real processes through `_fetch_in_a_process` (ranks 0 and 1 of one run when world is 2); the record."""
+    spawn = multiprocessing.get_context("spawn")
+    port = _free_port()
+    procs = [spawn.Process(target=_fetch_in_a_process, args=(str(root), rank if world > 1 else 0, world, port,
+                                                             str(record), meet)) for rank in range(2)]
+    [p.start() for p in procs]
+    [p.join(180) for p in procs]
+    assert [p.exitcode for p in procs] == [0, 0]
+    return record.read_text().splitlines()
+
+
+def test_two_processes_fetching_the_base_at_once_leave_one_good_copy(hub_cache, tmp_path):
+    from utils.f5.base import describe_base, pretrained_dir
+
+    ws = Workspace.open(tmp_path / "ws")
+    lines = _processes(ws.root, tmp_path / "record.txt", world=1, meet=multiprocessing.get_context("spawn").Barrier(2))
+    assert sorted(line.split()[0] for line in lines) == ["download"] * 4 + ["ok"] * 2  # both downloaded, both ok
+    assert {line.split()[-1] for line in lines if line.startswith("ok")} == {str(pretrained_dir(ws))}
+    assert [p.name for p in pretrained_dir(ws).parent.iterdir()] == ["f5tts-v1-base"]  # no temporary folder left
+    assert describe_base(pretrained_dir(ws))["licence"].startswith("F5-TTS v1 Base weights")
+    assert (pretrained_dir(ws) / "model_1250000.safetensors").read_bytes() == \
+        next(hub_cache.rglob("model_1250000.safetensors")).read_bytes()
+
+
+def test_only_the_first_process_of_a_run_downloads_and_the_others_read_its_copy(hub_cache, tmp_path, monkeypatch):
+    from utils.f5.base import pretrained_dir
+
+    ws = Workspace.open(tmp_path / "ws")
+    lines = _processes(ws.root, tmp_path / "record.txt", world=2)
+    assert sorted(lines) == ["download 0", "download 0", f"ok 0 {pretrained_dir(ws)}", f"ok 1 {pretrained_dir(ws)}"]
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))  # offline with nothing cached: it fails
+    lines = _processes(tmp_path / "ws2", tmp_path / "record2.txt", world=2)
+    assert any(line.startswith("refused 0 Could not download the F5-TTS base") for line in lines)
+    assert any(line.startswith("refused 1 The first process on this machine could not download") for line in lines)
+    assert not any(line.startswith("download 1") for line in lines)  # the second waited, and did not try itself
+
+
+# ------------------------------------------------------------------------------------ what F5 refuses
+def test_f5_refuses_matcha_fine_tuning_modes_and_a_missing_base_before_reading_the_dataset(corpus):
+    for mode in ("freeze_encoder", "new_speaker"):
+        with pytest.raises(StudioError, match=f"finetune_mode {mode} is for Matcha.*leave it at full"):
+            run(prepare_run(f5_config(corpus, "f5-mode", finetune_mode=mode)))
+    with pytest.raises(StudioError, match="pass --init SWivid/F5-TTS --accept-licence.*--preset tiny"):
+        run(prepare_run(f5_config(corpus, "f5-nobase", preset="small")))
+    assert not (corpus.run_dir("f5-nobase") / "train.log").exists()  # refused before the trainer started
+    proc = app("train", "--engine", "f5", "--dataset", "am", "--run", "f5-cli-nobase", "--max-steps", "2",
+               "--workspace", str(corpus.root))
+    assert proc.returncode == 2 and "--init SWivid/F5-TTS --accept-licence" in proc.stdout + proc.stderr
+    assert "--preset tiny" in proc.stdout + proc.stderr
+    assert not corpus.run_dir("f5-cli-nobase").exists()  # no run folder, no data read, nothing queued
+
+
+# ------------------------------------------------------------------------------------ the reference clip
+def test_the_reference_clip_is_a_clean_5_to_10_s_clip_else_the_closest_with_a_warning(corpus, f5_voice):
+    from utils.f5.adapter import pick_prompt
+    from utils.training.data import Item
+
+    def clip(rid: str, seconds: float, flags=(), music=None) -> Item:
+        return Item({"id": rid, "flags": list(flags), "music": music}, [1, 2], int(seconds * 100), 0)
+
+    items = [clip("exact-but-clipped", 6.0, ["clipping"]), clip("noisy", 6.2, ["low_snr"]),
+             clip("separated", 5.9, music={"score": 0.9, "separated": True}), clip("short", 4.5),
+             clip("clean", 8.5), clip("long", 11)]
+    chosen, why = pick_prompt(items, frames_per_s=100)
+    assert chosen.row["id"] == "clean" and why == []
+    chosen, why = pick_prompt(items[:4], frames_per_s=100)  # none fits: the closest to 6 s, and why
+    assert chosen.row["id"] == "exact-but-clipped" and why == ["flagged clipping: samples at full scale (distorted)"]
+    assert "music was removed" in " ".join(pick_prompt(items[2:3], 100)[1])
+
+    # the test corpus's clips are all shorter than 5 s: the run says which clip it took and why, in its log and
+    # in the voice's config
+    prompt = read_config(f5_voice / "checkpoints" / "step-2")["prompt"]
+    assert all(part in prompt["warning"] for part in (prompt["id"], "works best", "--prompt ID"))
+    assert f"warning: the voice's reference clip {prompt['id']}: " in (f5_voice / "train.log").read_text()
+
+
+# ------------------------------------------------------------------------------------ resuming with new symbols
+def test_resuming_after_the_dataset_gained_a_symbol_grows_the_model_and_goes_on(corpus, tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    shutil.copytree(corpus.dataset_dir("am"), ws.dataset_dir("am"), dirs_exist_ok=True)  # its features too
+    assert run(prepare_run(f5_config(ws, "f5-grow", max_steps=2)))["step"] == 2
+    manifest = ws.dataset_dir("am") / "manifest.jsonl"
+    rows = read_jsonl(manifest)
+    row = next(r for r in rows if r["split"] == "train")
+    row["phonemes"] = "ʕ a | " + (row["phonemes"] or "s ə l a m")  # a reviewed phoneme the table has never seen
+    from utils.workspace import write_jsonl
+
+    write_jsonl(manifest, rows)
+    result = run(prepare_run(f5_config(ws, "f5-grow", max_steps=4)))
+    assert result["state"] == "finished" and result["step"] == 4
+    saved = read_config(ws.run_dir("f5-grow") / "checkpoints" / "step-4")
+    assert saved["text"]["symbols"][-1] == "ʕ" and saved["model"]["text_num_embeds"] == len(saved["text"]["symbols"])
+    state = load_trainer_state(ws.run_dir("f5-grow") / "checkpoints" / "step-4")
+    assert state["modules"]["model"]["transformer.text_embed.text_embed.weight"].shape[0] == \
+        len(saved["text"]["symbols"]) + 1
+    log = (ws.run_dir("f5-grow") / "train.log").read_text()
+    assert "resume: continuing from" in log and "1 symbols added to the table (ʕ)" in log
+
+
+# ------------------------------------------------------------------------------------ an F5 voice, as the tab uses it
+def test_the_pronunciation_dictionary_is_what_an_f5_voice_speaks_and_shows(f5_voice, tmp_path, monkeypatch):
+    from utils import inference
+    from utils.f5.speech import F5Speaker
+    from utils.text import save_user_dict
+
+    ws = Workspace.open(tmp_path / "ws")
+    shutil.copytree(f5_voice / "checkpoints" / "step-2", ws.voice_dir("f5"))
+    symbols = read_config(ws.voice_dir("f5"))["text"]["symbols"]
+    said = ["m", "a", "m", "a"]  # ሰላም read as "mama": not what the rules say (s ə l a m)
+    assert set(said) <= set(symbols)
+    save_user_dict(ws, {"ሰላም": said})
+    spoken = []
+    real = F5Speaker.synthesise_batch
+    monkeypatch.setattr(F5Speaker, "synthesise_batch",
+                        lambda self, tokens, *a, **k: spoken.extend(tokens) or real(self, tokens, *a, **k))
+    _, _, info = inference.synthesize(ws, "f5", "ሰላም ነው።", steps=2, vocoder="griffin-lim")
+    shown = info["rows"][0]["phonemes"]
+    assert shown.startswith("m a m a |")
+    assert " ".join("|" if symbols[i] == " " else symbols[i] for i in spoken[0]) == shown
+
+
+def test_an_f5_run_compares_two_checkpoints_from_the_same_noise(corpus, f5_voice):
+    from utils import inference
+
+    first, second = (str((f5_voice / "checkpoints" / f"step-{n}").relative_to(corpus.root)) for n in (1, 2))
+    options = dict(steps=2, temperature=0.667, length_scale=1.0, vocoder="griffin-lim", seed=3)  # as the A/B tab
+    a, sr, info_a = inference.synthesize(corpus, first, "ሰላም ነው።", **options)
+    b, _, info_b = inference.synthesize(corpus, second, "ሰላም ነው።", **options)
+    again, _, _ = inference.synthesize(corpus, first, "ሰላም ነው።", **options)
+    assert sr == 24000 and info_a["checkpoint"] == first and info_b["checkpoint"] == second
+    assert torch.equal(torch.from_numpy(a), torch.from_numpy(again))  # the same seed: the same starting noise
+    assert a.shape != b.shape or not torch.equal(torch.from_numpy(a), torch.from_numpy(b))
+    assert "vocoder: griffin-lim" in inference.describe(info_b)
+
+
+def test_an_f5_voice_speaks_a_text_file_into_a_zip(corpus, f5_voice, tmp_path):
+    from utils import inference
+    from utils.events import run_to_end
+
+    lines = tmp_path / "lines.txt"
+    lines.write_text("greeting|ሰላም ነው።\n# a comment\nlatin|hello world\nዛሬ ጥሩ ቀን ነው።\n", encoding="utf-8")
+    result = run_to_end(inference.speak_file(corpus, "f5-voice", lines, vocoder="griffin-lim", steps=2, seed=0))
+    assert result["written"] == 2 and [ident for ident, _ in result["failed"]] == ["latin"]
+    with zipfile.ZipFile(result["zip"]) as zf:
+        assert sorted(zf.namelist()) == ["00004.wav", "greeting.wav", "manifest.csv"]
+        assert len(zf.read("greeting.wav")) > 1000
+
+
+def test_export_voice_command_exports_an_f5_run_that_speaks(corpus, f5_voice):
+    from utils.inference import Voice
+
+    proc = app("export-voice", "f5-voice", "f5-cli", "--vocoder", "griffin-lim", "--workspace", str(corpus.root))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    folder = corpus.voice_dir("f5-cli")
+    config = read_config(folder)
+    assert config["engine"] == "f5" and config["voice"]["source"] == "runs/f5-voice/checkpoints/step-2"
+    with zipfile.ZipFile(corpus.root / "exports" / "f5-cli.zip") as zf:
+        assert {"f5-cli/model.safetensors", "f5-cli/config.json", "f5-cli/README.md"} <= set(zf.namelist())
+    assert not (folder / "LICENSE.txt").exists()  # a tiny F5 trained from zero inherits no base's licence
+    wave, _, _ = Voice.load(folder).synthesize("ሰላም ነው።", steps=2)
+    assert len(wave) > 0
+
+
+def test_an_exported_fine_tuned_f5_voice_carries_the_non_commercial_licence(corpus, finetuned):
+    from utils.inference.export import export_voice
+
+    folder = export_voice(corpus, "f5-finetune", "f5-nc", vocoder="griffin-lim")
+    licence = (folder / "LICENSE.txt").read_text(encoding="utf-8")
+    assert "CC-BY-NC-4.0" in licence and "no commercial use" in licence and "SWivid" in licence
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    assert "**Licence: F5-TTS v1 Base weights by SWivid et al." in readme and "see LICENSE.txt" in readme
+    with zipfile.ZipFile(corpus.root / "exports" / "f5-nc.zip") as zf:
+        assert zf.read("f5-nc/LICENSE.txt").decode() == licence
+
+
+def test_the_base_download_reports_its_progress_in_plain_lines(tmp_path):
+    """The Training tab shows train.log: a 1.35 GB download must say how far it is, in MB and percent."""
+    import re
+
+    from utils.f5.base import progress_lines
+
+    lines, blob = [], tmp_path / "blobs" / "model.incomplete"
+    blob.parent.mkdir()
+    with progress_lines(blob.parent, total_mb=4, log=lines.append, every_s=0.02):
+        with open(blob, "wb") as f:
+            for _ in range(4):  # 1 MB at a time, as a download grows its .incomplete file
+                f.write(b"\0" * 2**20)
+                f.flush()
+                time.sleep(0.2)
+    shown = [tuple(map(int, re.search(r"(\d+) of about 4 MB \((\d+) %\)", line).groups())) for line in lines]
+    assert len(shown) >= 3 and shown == sorted(shown) and shown[-1] == (4, 100), lines

@@ -57,6 +57,7 @@ def test_the_check_says_how_long_before_it_starts_and_writes_into_the_dataset(ch
     ws, _ = checked
     _, out, err = cli_run
     said = err.index("this will take about")
+    assert "an estimate" in err[said:err.index("\n", said)]
     assert said < err.index("training the aligner") < err.index("aligning each transcript")
     saved = json.loads((ws.dataset_dir("am") / "transcript_check.json").read_text(encoding="utf-8"))
     assert saved["method"] == "alignment"
@@ -108,3 +109,13 @@ def test_step_plan_grows_with_the_data_and_is_capped():
     assert plan_steps([200] * 10) == MIN_STEPS
     assert MIN_STEPS < plan_steps([200] * 60) <= MAX_STEPS
     assert plan_steps([200] * 10_000) == MAX_STEPS
+
+
+def test_timing_the_machine_leaves_the_callers_random_stream_alone():
+    from utils.transcripts.scoring import estimate_seconds
+
+    torch.manual_seed(1)
+    expected = torch.rand(3)
+    torch.manual_seed(1)
+    assert estimate_seconds(10, 200, 300, "cpu") > 0
+    assert torch.equal(torch.rand(3), expected)

@@ -1,7 +1,8 @@
 """The speech recognizer path with a tiny random-weight wav2vec 2.0 CTC model of the real format (saved by the
 test, loaded and decoded by the same code a download goes through) on espeak-ng Amharic clips: install with its
-licence, machine drafts (never over the curator's text, least confident first), the asr check, and the
-character error rate at a training evaluation."""
+licence, machine drafts (never over the curator's text, least confident first; also `app.py transcribe`), the asr
+check, a recognizer that cannot load or fails, an MMS-style model with a language adapter, and the character error
+rate at a training evaluation (Matcha and F5)."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import torch
 
 import app
 from tests.helpers import make_dataset, tiny_recognizer
-from utils.events import run_to_end
+from utils.events import StudioError, run_to_end
 from utils.transcripts import asr, decide
 from utils.transcripts.cer import cer
 from utils.workspace import read_jsonl, write_jsonl
@@ -77,13 +78,19 @@ def test_a_row_the_curator_typed_is_never_drafted_again(ws):
     assert result["rows"]["am-002"]["machine_draft"]
 
 
-def test_check_transcripts_by_the_recognizer_prints_the_ranking(ws, capsys):
+def check_by_the_recognizer(ws) -> list[dict]:
+    """Give the two untranscribed rows a text (the check needs 5), then check by the recognizer; the rows."""
     path = ws.dataset_dir("am") / "manifest.jsonl"
     rows = read_jsonl(path)
-    for r in rows[1:3]:  # the check needs 5 transcribed rows
+    for r in rows[1:3]:
         r.update(text=rows[0]["text"], normalized=rows[0]["text"], flags=[])
     write_jsonl(path, rows)
     assert app.main(["check-transcripts", "--workspace", str(ws.root), "--dataset", "am", "--method", "asr"]) == 0
+    return rows
+
+
+def test_check_transcripts_by_the_recognizer_prints_the_ranking(ws, capsys):
+    rows = check_by_the_recognizer(ws)
     out = capsys.readouterr().out.splitlines()
     header = out.index(next(line for line in out if line.startswith("id ")))
     listed = [line.split()[0] for line in out[header + 1:]]
@@ -113,3 +120,149 @@ def test_a_training_evaluation_reports_the_character_error_rate(ws):
 
     row = next(r for r in runs.run_table(ws) if r["run"] == "cer")
     assert row["val CER"] == f"{evals[-1]['cer']:.0%}"
+
+
+def tiny_run(ws, name: str, **kw):
+    from utils.training import TrainConfig
+
+    base = dict(workspace=str(ws.root), dataset="am", run=name, preset="tiny", max_steps=2, lr=2e-3, warmup_steps=1,
+                log_every=1, eval_every=0, checkpoint_every=2, mcd="logmel", eval_clips=1, sample_clips=0, ode_steps=2,
+                ema_decay=0.0, max_frames_per_batch=400, grad_accumulation=1, eval_vocoder="griffin-lim")
+    return TrainConfig(**{**base, **kw})
+
+
+def test_a_recognizer_that_fails_costs_the_evaluation_its_cer_not_the_run(ws, monkeypatch, capsys):
+    from utils.training import prepare_run, run
+
+    def broken(self, waves):
+        raise RuntimeError("CUDA out of memory (injected)\nsecond line")
+
+    monkeypatch.setattr(asr.Recognizer, "transcribe", broken)
+    assert run(prepare_run(tiny_run(ws, "cer-fails")))["state"] == "finished"
+    evals = [m for m in read_jsonl(ws.run_dir("cer-fails") / "metrics.jsonl") if "mcd" in m]
+    assert evals and all(m["mcd"] > 0 and "cer" not in m for m in evals)
+    said = [line for line in capsys.readouterr().out.splitlines() if "no character error rate" in line]
+    assert len(said) == len(evals) and all("RuntimeError: CUDA out of memory" in line for line in said), said
+
+
+def test_the_aligner_training_of_a_check_evaluates_nothing(ws):
+    from utils.transcripts import scoring
+
+    events = scoring.train_aligner(ws, "am", 2, "cpu")
+    with pytest.raises(StopIteration) as finished:
+        while True:
+            next(events)
+    assert (finished.value.value / "model.safetensors").is_file()
+    run_dir = ws.run_dir(scoring.check_run("am"))
+    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    assert metrics and not any({"mcd", "cer", "val_loss"} & set(m) for m in metrics), metrics
+    assert not (run_dir / "samples").exists()
+    assert "eval step" not in (run_dir / "train.log").read_text(encoding="utf-8")
+
+
+def broken_recognizer(ws, source):
+    """A recognizer folder that looks complete but whose weights are damaged (an interrupted copy)."""
+    import shutil
+
+    folder = asr.recognizers_dir(ws) / "broken"
+    shutil.copytree(source, folder)
+    (folder / "model.safetensors").write_bytes(b"not a safetensors file")
+    (asr.recognizers_dir(ws) / asr.CHOSEN).write_text(json.dumps({"name": "broken"}), encoding="utf-8")
+    return folder
+
+
+def test_a_recognizer_that_cannot_load_stops_asr_at_once_and_auto_checks_by_alignment(tmp_path, source, capsys):
+    from utils.transcripts import scoring
+
+    ws = make_dataset(tmp_path, name="am", n_train=5, n_val=1)
+    broken_recognizer(ws, source)
+    assert app.main(["check-transcripts", "--workspace", str(ws.root), "--dataset", "am", "--method", "asr"]) == 2
+    assert "does not load" in capsys.readouterr().err
+    assert not ws.run_dir(scoring.check_run("am")).exists()
+    assert app.main(["check-transcripts", "--workspace", str(ws.root), "--dataset", "am", "--steps", "2",
+                     "--json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.index("does not load") < captured.err.index("this will take about")
+    assert json.loads(captured.out)["method"] == "alignment"
+
+
+def test_f5_evaluations_report_the_character_error_rate_too(ws):
+    from utils.training import prepare_run, run
+
+    cfg = tiny_run(ws, "f5-cer", engine="f5", max_frames_per_batch=600)
+    assert run(prepare_run(cfg))["state"] == "finished"
+    evals = [m for m in read_jsonl(ws.run_dir("f5-cer") / "metrics.jsonl") if "mcd" in m]
+    assert evals and all(isinstance(m["cer"], float) and m["cer"] >= 0 for m in evals)
+
+
+def cli(*args, env_source=None):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, asr.SOURCE_ENV: str(env_source)} if env_source else dict(os.environ)
+    return subprocess.run([sys.executable, "app.py", *args], cwd=Path(__file__).resolve().parents[1], env=env,
+                          capture_output=True, text=True, encoding="utf-8")
+
+
+def test_transcribe_on_the_command_line_drafts_only_clips_without_text(tmp_path, source):
+    ws = make_dataset(tmp_path, name="am", n_train=3, n_val=0)
+    path = ws.dataset_dir("am") / "manifest.jsonl"
+    rows = read_jsonl(path)
+    rows[1].update(text="", normalized="")
+    write_jsonl(path, rows)
+    before = path.read_bytes()
+    done = cli("transcribe", "--workspace", str(ws.root), "--dataset", "am", "--json", env_source=source)
+    assert done.returncode == 0, done.stderr
+    drafts = json.loads(done.stdout)
+    assert [d["id"] for d in drafts] == ["am-001"] and 0.0 <= drafts[0]["confidence"] <= 1.0
+    assert path.read_bytes() == before and asr.available(ws) is not None  # fetched once; text untouched
+    # the command the tabs print when no recognizer is installed, as written there
+    command = asr.how_to_get().split("`")[1].replace("NAME", "am").split()
+    assert command[:3] == ["python", "app.py", "transcribe"]
+    again = cli(*command[2:], "--workspace", str(ws.root))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[-1].split(maxsplit=2)[:2] == ["am-001", f"{drafts[0]['confidence']:.2f}"]
+
+
+def test_a_language_is_refused_for_a_model_of_one_language(ws, source, capsys):
+    assert app.main(["transcribe", "--workspace", str(ws.root), "--dataset", "am", "--model", str(source),
+                     "--lang", "amh"]) == 2
+    assert "leave out --lang" in capsys.readouterr().err
+
+
+def test_a_multilingual_recognizer_decodes_with_its_amharic_adapter(tmp_path):
+    from safetensors.torch import load_file
+
+    from tests.helpers import tiny_multilingual_recognizer
+
+    mms = tiny_multilingual_recognizer(tmp_path / "mms-tiny")
+    ws = make_dataset(tmp_path / "ws", name="am", n_train=2, n_val=0)
+    with pytest.raises(StudioError, match="--lang"):
+        run_to_end(asr.fetch(ws, str(mms), lang="xyz"))
+    folder = run_to_end(asr.fetch(ws, str(mms)))  # Amharic is picked from the model's own languages
+    assert asr.notice(folder)["lang"] == "amh" and (folder / "adapter.amh.safetensors").is_file()
+    rec = asr.load(folder, "cpu")
+    head = load_file(str(mms / "adapter.amh.safetensors"))["lm_head.weight"]
+    assert rec.model.target_lang == "amh" and torch.equal(rec.model.lm_head.weight.detach(), head)
+    amharic = set(json.loads((mms / "vocab.json").read_text(encoding="utf-8"))["amh"])
+    waves = [asr._wave(ws, "am", r) for r in read_jsonl(ws.dataset_dir("am") / "manifest.jsonl")]
+    for text, _ in rec.transcribe(waves):  # random weights: any of the Amharic head's symbols, never a Latin one
+        for special in ("<pad>", "<s>", "</s>", "<unk>"):
+            text = text.replace(special, "")
+        assert set(text.replace(" ", "")) <= amharic, text
+
+
+def test_the_review_list_marks_a_row_whose_text_changed_since_the_check(ws):
+    from utils import datasets
+    from utils.transcripts import review_rows
+    from utils.transcripts.review import CHANGED
+
+    check_by_the_recognizer(ws)
+    datasets.apply_edits(ws, "am", [{"id": "am-003", "action": "text", "text": "ሰላም ነው ።"}])  # the Dataset tab
+    decide(ws, "am", "am-004", "text", "ደህና ነው ።")  # fixed from the review list itself
+    listed = {r["id"]: r for r in review_rows(ws, "am")}
+    assert listed["am-003"]["reason"].startswith(CHANGED) and listed["am-003"]["text"] == "ሰላም ነው ።"
+    assert listed["am-004"]["decision"] == "text fixed" and CHANGED not in listed["am-004"]["reason"]
+    assert not any(CHANGED in r["reason"] for rid, r in listed.items() if rid not in ("am-003", "am-004"))

@@ -18,8 +18,11 @@ from models.vocoder import PRESETS, Vocoder
 from tests.helpers import espeak_amharic, sentences
 from utils.audio import load_audio, log_mel, save_audio
 from utils.events import StudioError, run_to_end
+from utils.training.checkpoint import load_trainer_state
+from utils.training.engine import Engine, drain
+from utils.training.faults import with_faults
 from utils.vocoder import griffin_lim, load_vocoder, save_vocoder, vocode
-from utils.vocoder.training import VocoderTrainConfig, prepare_vocoder_run, train_vocoder
+from utils.vocoder.training import VocoderAdapter, VocoderTrainConfig, prepare_vocoder_run, train_vocoder
 from utils.vocoder.training import main as training_main
 from utils.workspace import Workspace, read_json, read_jsonl, write_jsonl
 
@@ -301,6 +304,18 @@ def test_out_of_memory_halves_the_batch_and_training_goes_on(tmp_path):
         run_to_end(train_vocoder(ws, tiny_config(run="never", batch_size=1, fault_oom_above_batch=-1)))
 
 
+def test_a_step_that_runs_out_of_memory_drops_the_generator_output_the_adapter_kept(tmp_path):
+    """The discriminators' phase keeps the generator's output and its graph for the generator's phase. When that
+    phase runs out of memory, the engine has the adapter let go of them before it empties the CUDA cache (which
+    cannot return blocks a live tensor holds); here every retry fails too, down to one crop, and the run ends."""
+    ws = Workspace.open(tmp_path / "ws")
+    make_dataset(ws, n=2)
+    adapter = with_faults(VocoderAdapter(ws, tiny_config(batch_size=1)), oom_above=-1, oom_phase="generator")
+    with pytest.raises(StudioError, match="out of memory even with one crop per micro-batch at step 0"):
+        drain(Engine(adapter, echo=False).run())
+    assert adapter.cached is None
+
+
 def test_non_finite_gradients_skip_the_update_then_stop_with_good_weights(tmp_path):
     ws = Workspace.open(tmp_path / "ws")
     make_dataset(ws, n=2)
@@ -319,6 +334,33 @@ def test_non_finite_gradients_skip_the_update_then_stop_with_good_weights(tmp_pa
     for key, value in load_vocoder(saved).state_dict().items():
         assert torch.equal(value, before[key]), key
         assert torch.isfinite(value).all()
+
+
+def test_a_checkpoint_written_before_the_shared_engine_resumes_onto_the_same_weights(tmp_path):
+    """The vocoder trainer before utils/training/engine.py (commit 0f62882) wrote the generator as the folder's
+    vocoder and kept the discriminators, both optimizers and the best score at the top level of trainer_state.pt.
+    Such a run resumes through `upgrade_state` and ends on the weights of a run that never stopped."""
+    ws = Workspace.open(tmp_path / "ws")
+    make_dataset(ws, n=2)
+    settings = dict(max_steps=3, save_every=2, lr=5e-4, mcd_clips=0)  # lr: a resumed run would pick 1e-4
+    run_to_end(train_vocoder(ws, tiny_config(run="straight", **settings)))
+    straight = ws.run_dir("straight") / "checkpoints"
+    new = load_trainer_state(straight / "step-2")
+    old = ws.run_dir("old") / "checkpoints" / "step-2"
+    save_vocoder(load_vocoder(straight / "step-2"), old, step=2, run="old", dataset="speech")
+    torch.save({"step": 2, "mpd": new["modules"]["mpd"], "mrd": new["modules"]["mrd"],
+                "opt_g": new["optimizers"]["generator"], "opt_d": new["optimizers"]["discriminator"],
+                "best_mcd": None, "best_step": None}, old / "trainer_state.pt")
+
+    resumed = run_to_end(train_vocoder(ws, tiny_config(run="old", resume="auto", **settings)))
+    assert resumed == ws.run_dir("old") / "checkpoints" / "step-3"
+    assert "resume: continuing from runs/old/checkpoints/step-2" in (ws.run_dir("old") / "train.log").read_text()
+    assert [m["step"] for m in read_jsonl(ws.run_dir("old") / "metrics.jsonl") if "loss_g" in m] == [3]
+    a, b = load_trainer_state(straight / "step-3"), load_trainer_state(resumed)
+    assert b["format"] == 2 and b["step"] == 3
+    for name, module in a["modules"].items():
+        for key, value in module.items():
+            assert torch.equal(b["modules"][name][key], value), (name, key)
 
 
 def test_out_of_memory_in_one_of_two_processes_halves_both_batches(tmp_path):

@@ -19,6 +19,7 @@ import torch
 
 from utils.audio import FeatureConfig, save_audio
 from utils.events import StudioError
+from utils.f5 import check_request
 from utils.f5.text import F5Text
 from utils.training import checkpoint as ckpt
 from utils.training import optimization as opt
@@ -45,6 +46,7 @@ class F5Adapter(TextMelAdapter):
     oom_advice = "turn on gradient checkpointing or lower max_frames_per_batch."
 
     def __init__(self, cfg: TrainConfig, report=None):
+        check_request(cfg)  # before the machine, the data or the model: a wrong request fails in a second
         super().__init__(cfg, report, F5_FEATURES)
         m = self.machine
         if cfg.lr == "auto":
@@ -85,11 +87,12 @@ class F5Adapter(TextMelAdapter):
             if bases.looks_like_hub_id(cfg.init):
                 ctx.log(f"downloading the F5-TTS base from {cfg.init} (about {bases.SIZE_MB} MB, once; "
                         f"licence accepted: {cfg.licence_accepted})")
-                cfg.init = str(bases.fetch(self.ws, cfg.init, bool(cfg.licence_accepted)))
+                cfg.init = str(bases.fetch_for_run(self.ws, cfg.init, bool(cfg.licence_accepted), ctx.dist, ctx.log))
             base = bases.describe_base(cfg.init)
             ctx.log(f"fine-tune: starting from the pretrained F5-TTS base {cfg.init} ({base['licence']})")
         else:
             base = None
+        self.licence = (base or {}).get("licence") or cfg.licence_accepted  # the base's, kept by every checkpoint
         self._build_data(base, ctx.log)
         self.model = bases.build_model(base, cfg.preset, ctx.resume_from, self.frontend, self.added, ctx.log)
         self.model.to(ctx.device)
@@ -133,9 +136,9 @@ class F5Adapter(TextMelAdapter):
     # ------------------------------------------------------------------------------ evaluation
     def evaluate(self, step: int, samples: Path) -> dict:
         """Validation loss, and each held-out sentence spoken in the voice of a training clip of its speaker (the
-        prompt), its MCD against the recording, samples."""
+        prompt), its MCD against the recording, samples, and the recognizer's CER on them (as for Matcha)."""
         from utils.datasets.features import features
-        from utils.training.evaluate import distortion, vocode
+        from utils.training.evaluate import distortion, intelligibility, spoken_text, vocode
 
         cfg, model = self.cfg, self.model
         was_training = model.training
@@ -143,22 +146,40 @@ class F5Adapter(TextMelAdapter):
         torch.manual_seed(cfg.seed)  # the same masks and noise at every evaluation: comparable losses
         with torch.no_grad():
             losses = [float(self.losses(b, "model", -1)["loss"]) for b in self.val_batches]
-        scores = []
+        scores, waves = [], []
         for i, item in enumerate(self.val_items[: cfg.eval_clips]):
             prompt = self.prompt_for(item)
             mel = self.speak(prompt, item, seed=cfg.seed + i)
             target = features(self.ws, cfg.dataset, item.row, self.feat_cfg)
             wave = vocode(mel, self.feat_cfg, self.eval_vocoder)
             scores.append(distortion("logmel", None, None, target, wave, self.feat_cfg.sample_rate, mel.cpu()))
+            waves.append(wave)
             if i < cfg.sample_clips:
                 save_audio(samples / f"{item.row['id']}.wav", wave, self.feat_cfg.sample_rate)
         model.train(was_training)
-        return {"val_loss": float(np.mean(losses)), "mcd": float(np.mean(scores)), "mcd_per_clip": scores}
+        texts = [spoken_text(it.row) for it in self.val_items[: cfg.eval_clips]]
+        return {"val_loss": float(np.mean(losses)), "mcd": float(np.mean(scores)), "mcd_per_clip": scores,
+                **intelligibility(self.ws, waves, self.feat_cfg.sample_rate, texts, str(self.ctx.device))}
 
     def chosen_prompt(self):
-        """The voice's reference clip: the row the curator named (--prompt ID), else the clip closest to 6 s."""
-        if not self.cfg.prompt:
-            return self.prompt_for(None)
+        """The voice's reference clip: the row the curator named (--prompt ID), else `pick_prompt`'s. A clip that
+        falls short of a good reference is used all the same, with a warning in the run log and in the voice's
+        config (the prompt's "warning") that names it and why."""
+        fps = self.feat_cfg.sample_rate / self.feat_cfg.hop_length
+        if self.cfg.prompt:
+            chosen = self._named_prompt()
+            why, note = prompt_problems(chosen.row, chosen.frames / fps), "It is the clip named with --prompt"
+        else:
+            chosen, why = pick_prompt(self.items, fps)
+            note = "No training clip is 5-10 s long without flags; this is the one closest to 6 s"
+        self.prompt_warning = (f"the voice's reference clip {chosen.row.get('id')}: {'; '.join(why)}. {note}. F5 "
+                               "copies its reference's sound: name a clean 5-10 s clip with --prompt ID (the Training "
+                               "tab's reference clip box).") if why else ""
+        if why:
+            self.ctx.log(f"warning: {self.prompt_warning}", "warning")
+        return chosen
+
+    def _named_prompt(self):
         for it in self.items + self.val_items:
             if it.row.get("id") == self.cfg.prompt:
                 return it
@@ -166,10 +187,9 @@ class F5Adapter(TextMelAdapter):
                           "(excluded rows and rows without audio cannot be the voice's reference clip).")
 
     def prompt_for(self, item):
-        """A training clip of the item's speaker (any, for the voice's own prompt), closest to 6 s: F5 prompts work
-        best at 5-10 s."""
-        same = [it for it in self.items if item is None or (it.speaker == item.speaker and it is not item)] or self.items
-        return min(same, key=lambda it: abs(it.frames - 6 * self.feat_cfg.sample_rate / self.feat_cfg.hop_length))
+        """A training clip of the item's speaker for evaluation (`pick_prompt`'s choice among them)."""
+        same = [it for it in self.items if it.speaker == item.speaker and it is not item] or self.items
+        return pick_prompt(same, self.feat_cfg.sample_rate / self.feat_cfg.hop_length)[0]
 
     def speak(self, prompt, item, seed: int) -> torch.Tensor:
         """The item's text in the prompt's voice, as long as the recording (so MCD compares like with like)."""
@@ -197,9 +217,9 @@ class F5Adapter(TextMelAdapter):
         p = self.prompt.row
         return {"engine": "f5", "model": self.mcfg.to_dict(), "text": self.frontend.to_dict(),
                 "speakers": self.speakers, "features": self.feat_cfg.to_dict(),
-                "licence": getattr(self.model, "licence", "") or self.cfg.licence_accepted,
+                "licence": self.licence,
                 "prompt": {"id": p.get("id"), "text": p.get("text", ""), "tokens": self.prompt.tokens,
-                           "frames": self.prompt.frames}}
+                           "frames": self.prompt.frames, "warning": self.prompt_warning}}
 
     def extra_weights(self) -> dict:
         """The voice's reference clip (log-mel [frames, n_mels]) travels in model.safetensors as "prompt.mel", so an
@@ -210,4 +230,35 @@ class F5Adapter(TextMelAdapter):
         return {"prompt.mel": torch.from_numpy(mel).T.contiguous()}
 
     def upgrade_state(self, state: dict, folder: Path) -> dict:
-        return state
+        from utils.f5.base import grow_trainer_state
+
+        return grow_trainer_state(state, self.model, self.optimizers["model"])
+
+
+# ---------------------------------------------------------------------------------- the reference clip
+PROMPT_SECONDS = (5.0, 10.0)  # F5 prompts work best at 5-10 s: shorter gives the model too little of the voice,
+PROMPT_TARGET_S = 6.0         # longer leaves less of its context to the text
+
+
+def pick_prompt(items: list, frames_per_s: float):
+    """(item, why it falls short: [] when it does not): the clip closest to 6 s among those of 5-10 s that no
+    check flagged and no music was removed from, else the closest of all. F5 copies its reference's sound,
+    clipping, noise and separation artefacts included."""
+    def seconds(it) -> float:
+        return it.frames / frames_per_s
+
+    clean = [it for it in items if not prompt_problems(it.row, seconds(it))]
+    best = min(clean or items, key=lambda it: abs(seconds(it) - PROMPT_TARGET_S))
+    return best, prompt_problems(best.row, seconds(best))
+
+
+def prompt_problems(row: dict, seconds: float) -> list[str]:
+    """Why a clip makes a poor reference, in the Dataset tab's words for its flags."""
+    from utils.datasets.config import FLAG_HELP
+
+    low, high = PROMPT_SECONDS
+    why = [] if low <= seconds <= high else [f"{seconds:.1f} s long ({low:.0f}-{high:.0f} s works best)"]
+    why += [f"flagged {flag}: {FLAG_HELP.get(flag, flag)}" for flag in row.get("flags") or []]
+    if (row.get("music") or {}).get("separated"):
+        why.append("music was removed from it (separation leaves artefacts)")
+    return why

@@ -9,7 +9,11 @@ works the same way, offline: air-gapped machines and the tests.
 """
 from __future__ import annotations
 
+import contextlib
+import datetime
+import os
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -18,10 +22,12 @@ import torch
 from utils.events import StudioError
 from utils.workspace import Workspace, atomic_write_text
 
-from utils.f5 import HUB_ID, LICENCE, SIZE_MB
+from utils.f5 import HUB_ID, LICENCE, NEEDS_BASE, SIZE_MB
 
 HUB_FILES = {"model": "F5TTS_v1_Base/model_1250000.safetensors", "vocab": "F5TTS_v1_Base/vocab.txt"}
 FOLDER = "f5tts-v1-base"
+TABLE = "transformer.text_embed.text_embed.weight"  # the text table's key in a state dict
+FETCH_WAIT_HOURS = 6  # how long a run's other processes wait for the first one's download (1.35 GB)
 
 
 def pretrained_dir(ws: Workspace) -> Path:
@@ -36,7 +42,7 @@ def local_base(ws: Workspace, init: str, accept_licence: bool = False) -> tuple[
     """(what the run starts from, the licence accepted). A hub id stays an id (the trainer downloads it, in its own
     process, with progress in its log) and needs the licence's yes now; a folder is checked where it is."""
     if looks_like_hub_id(init):
-        if (pretrained_dir(ws) / "vocab.txt").is_file():
+        if _complete(pretrained_dir(ws)):
             return str(pretrained_dir(ws)), LICENCE
         if not accept_licence:
             raise StudioError(refusal())
@@ -50,32 +56,127 @@ def refusal() -> str:
             "licence (--accept-licence on the command line, the licence box on the Training tab) to go on.")
 
 
-def fetch(ws: Workspace, repo_id: str = HUB_ID, accept_licence: bool = False) -> Path:
-    """Download the base's model and vocabulary into the workspace, once; refuses without the licence's yes."""
+def fetch_for_run(ws: Workspace, repo_id: str, accept_licence: bool, dist, log=print) -> Path:
+    """The base for a run of `dist.world_size` processes. Every torchrun process builds the adapter, but only the
+    first process of each machine (local rank 0) downloads; the others wait at a barrier and then read its copy.
+    The barrier is on a gloo group with a long timeout: NCCL's own 10 minutes is shorter than a slow download."""
+    if not dist.enabled:
+        return fetch(ws, repo_id, accept_licence, log)
+    import torch.distributed as td
+
+    group = td.new_group(backend="gloo", timeout=datetime.timedelta(hours=FETCH_WAIT_HOURS))
+    error = None
+    if dist.local_rank == 0:
+        try:
+            fetch(ws, repo_id, accept_licence, log)
+        except Exception as exc:  # held until every process is past the barrier, so none waits for nothing
+            error = exc
+    td.barrier(group=group)
+    td.destroy_process_group(group)
+    if error is not None:
+        raise error
+    if not _complete(pretrained_dir(ws)):
+        raise StudioError(f"The first process on this machine could not download the F5-TTS base from {repo_id} "
+                          "(its reason is in train.log).")
+    return pretrained_dir(ws)
+
+
+def fetch(ws: Workspace, repo_id: str = HUB_ID, accept_licence: bool = False, log=print) -> Path:
+    """Download the base's model and vocabulary into the workspace, once; refuses without the licence's yes.
+    Safe with several processes at once (the ranks of runs on several machines sharing a disk, two runs started
+    together): each downloads into its own temporary folder and renames it into place, and one that finds a
+    complete copy there already (another finished first) uses that one."""
     target = pretrained_dir(ws)
-    if (target / "vocab.txt").is_file() and any(target.glob("model*.safetensors")):
+    if _complete(target):
         return target
     if not accept_licence:
         raise StudioError(refusal())
-    from huggingface_hub import hf_hub_download
-
-    tmp = target.with_name(f".{target.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
+    _clear_stale(target)
+    tmp = target.with_name(f"{_tmp_prefix(target)}{os.getpid()}-{threading.get_ident()}")  # one per fetcher
     tmp.mkdir(parents=True)
     try:
-        for key, name in HUB_FILES.items():
-            path = hf_hub_download(repo_id, name)
-            shutil.copyfile(path, tmp / Path(name).name)
-    except Exception as exc:
+        _download(repo_id, tmp, log)
+        _install(tmp, target)
+    except Exception:
+        if not _complete(target):
+            raise
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _complete(folder: Path) -> bool:
+    return (folder / "vocab.txt").is_file() and any(folder.glob("model*.safetensors"))
+
+
+def _download(repo_id: str, tmp: Path, log=print) -> None:
+    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub.utils import disable_progress_bars
+
+    disable_progress_bars()  # tqdm's bars would fill train.log with carriage returns: progress_lines says it plainly
+    cache = Path(constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}" / "blobs"
+    try:
+        with progress_lines(cache, SIZE_MB, log):
+            for name in HUB_FILES.values():
+                shutil.copyfile(hf_hub_download(repo_id, name), tmp / Path(name).name)  # copyfile: cache holds links
+    except Exception as exc:
         raise StudioError(f"Could not download the F5-TTS base from {repo_id} ({type(exc).__name__}: {exc}). "
                           "Check the connection, or put a copy (model file + vocab.txt) in a workspace folder "
                           "and give that folder as the starting point.") from exc
     atomic_write_text(tmp / "LICENSE.txt", f"Source: https://huggingface.co/{repo_id}\nLicence: {LICENCE}\n"
                                            f"Fetched: {time.strftime('%Y-%m-%d %H:%M')} after the user accepted it.\n")
-    shutil.rmtree(target, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def progress_lines(folder: Path, total_mb: float, log, every_s: float = 10.0):
+    """While the body downloads into `folder`, a line in the run's log whenever another tenth of `total_mb` has
+    arrived ("downloading the F5-TTS base: 540 of about 1350 MB (40 %)"): the Training tab shows the log, so a
+    curator sees a 1.35 GB download move instead of a run that looks stuck."""
+    done, told = threading.Event(), [0]
+
+    def watch():
+        finished = False
+        while not finished:  # one last look once the body is done: the line that says it all arrived
+            finished = done.wait(every_s)
+            mb = sum(f.stat().st_size for f in folder.glob("*") if f.is_file()) / 2**20 if folder.is_dir() else 0
+            if mb >= told[0] + total_mb / 10:
+                told[0] = mb
+                log(f"downloading the F5-TTS base: {mb:.0f} of about {total_mb:.0f} MB "
+                    f"({min(100, 100 * mb / total_mb):.0f} %)")
+
+    watcher = threading.Thread(target=watch, daemon=True, name="f5-download-progress")
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+
+
+def _install(tmp: Path, target: Path) -> None:
+    """Rename the finished copy into place. A complete copy there already stays (another process may be reading
+    it: the rename then fails and the caller keeps it); an incomplete folder (not one of ours) is replaced."""
+    if target.exists() and not _complete(target):
+        shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
-    return target
+
+
+def _tmp_prefix(target: Path) -> str:
+    from utils.jobs import machine_id
+
+    return f".{target.name}.tmp-{machine_id()}-"
+
+
+def _clear_stale(target: Path) -> None:
+    """Remove the temporary folders of downloads on this machine whose process is gone (killed mid-download:
+    up to 1.35 GB each). Folders of other machines sharing the disk, and of live processes, are left alone."""
+    from utils.jobs import pid_alive
+
+    prefix = _tmp_prefix(target)
+    for folder in target.parent.glob(prefix + "*"):
+        pid = folder.name[len(prefix):].split("-")[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def describe_base(folder) -> dict:
@@ -108,11 +209,9 @@ def build_model(base: dict | None, preset: str, resume_from: Path | None, text, 
         except ValueError as exc:
             raise StudioError(f"{base['weights']} does not match the F5-TTS v1 Base layout: {exc}") from exc
         model.load_state_dict(weights)
-        model.licence = base["licence"]
     else:
         if preset != "tiny":
-            raise StudioError("The F5 engine fine-tunes the pretrained base (--init SWivid/F5-TTS, or a folder with "
-                              "its files); from zero it trains only the tiny test configuration (--preset tiny).")
+            raise StudioError(NEEDS_BASE)
         model = F5TTS(F5Config.from_dict({**PRESETS["tiny"].to_dict(), "text_num_embeds": len(text.symbols)}))
         return model
     _grow(model, text, added, log)
@@ -129,8 +228,7 @@ def _config_of(weights: dict, presets: dict, config_class):
     trying the 337 M model costs nothing. None fits: the closest, whose check then names what differs."""
     from models.f5 import F5TTS
 
-    rows = weights["transformer.text_embed.text_embed.weight"].shape[0] if \
-        "transformer.text_embed.text_embed.weight" in weights else 1
+    rows = weights[TABLE].shape[0] if TABLE in weights else 1
     found = {k: tuple(v.shape) for k, v in weights.items()}
 
     def differences(cfg) -> int:
@@ -161,4 +259,37 @@ def _grow(model, text, added: dict, log) -> None:
         sources = [i + 1 for i in added.get(index, [])]
         rows.append(table[sources].mean(0) if sources else mean)
     model.grow_text_embedding(len(text.symbols), torch.stack(rows))
-    log(f"text: {n_new} symbols added to the base's table, each starting from its nearest Latin spelling's rows")
+    log(f"text: {n_new} symbols added to the table ({' '.join(text.symbols[-n_new:])}), each starting from its "
+        "nearest Latin spelling's rows")
+
+
+def grow_trainer_state(state: dict, model, optimizer) -> dict:
+    """A resumed run whose dataset gained symbols: `build_model` grew the model's text table, so the saved table,
+    its EMA and its AdamW moments get the new rows too. Without this the resume stops on a size mismatch; with it
+    the run goes on, the new rows learning from where `_grow` put them."""
+    table = model.transformer.text_embed.text_embed.weight
+    saved = state["modules"]["model"][TABLE]
+    n_new = table.shape[0] - saved.shape[0]
+    if n_new <= 0:
+        return state
+    new_rows = table.detach()[-n_new:].to(saved)
+    state["modules"]["model"][TABLE] = torch.cat((saved, new_rows))
+    if state.get("ema"):  # one tensor per model parameter, in order
+        i = _position(model.parameters(), table)
+        state["ema"][i] = torch.cat((state["ema"][i], new_rows.to(state["ema"][i])))
+    _pad_moments(state["optimizers"]["model"], optimizer, table, n_new)
+    return state
+
+
+def _pad_moments(saved: dict, optimizer, table, n_new: int) -> None:
+    """AdamW's moments of the table, zero for the new rows (they have seen no gradient). A saved optimizer names
+    its parameters by number, in the order of its groups."""
+    ids = [i for group in saved["param_groups"] for i in group["params"]]
+    moments = saved["state"].get(ids[_position((p for g in optimizer.param_groups for p in g["params"]), table)], {})
+    for key in ("exp_avg", "exp_avg_sq"):
+        if key in moments:
+            moments[key] = torch.cat((moments[key], torch.zeros_like(moments[key][:n_new])))
+
+
+def _position(params, wanted) -> int:
+    return next(i for i, p in enumerate(params) if p is wanted)  # by identity: == on tensors compares values

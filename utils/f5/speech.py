@@ -26,10 +26,12 @@ class F5Tokenizer:
         self.index = {s: i for i, s in enumerate(text.symbols)}
 
     def units(self, sentence: str, user_dict: dict | None = None) -> list[str]:
-        return self.text.units(sentence)
+        """The pronunciation dictionary counts: the phonemes shown are what is spoken."""
+        return self.text.units(sentence, user_dict)
 
     def encode(self, sentence: str, user_dict: dict | None = None) -> list[int]:
-        return [self.index[u] for u in self.units(sentence) if u in self.index]  # unknown: reported as skipped
+        units = self.units(sentence, user_dict)
+        return [self.index[u] for u in units if u in self.index]  # unknown: reported as skipped
 
 
 class F5Speaker:

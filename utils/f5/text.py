@@ -59,8 +59,9 @@ class F5Text:
     def from_dict(cls, d: dict) -> "F5Text":
         return cls(kind=d["kind"], symbols=list(d["symbols"]), base_size=int(d.get("base_size", len(d["symbols"]))))
 
-    def units(self, row: dict | str) -> list[str]:
-        """A manifest row (its reviewed phonemes when present) or a text -> the model's symbols."""
+    def units(self, row: dict | str, user_dict: dict | None = None) -> list[str]:
+        """A manifest row (its reviewed phonemes when present) or a text -> the model's symbols; `user_dict` (the
+        workspace's pronunciations, word -> segments) overrides the rules for the words it holds, as for Matcha."""
         from utils.text import normalize
         from utils.text.g2p import phonemize
 
@@ -68,7 +69,7 @@ class F5Text:
             return [" " if s == "|" else s for s in row["phonemes"].split()]
         text = row if isinstance(row, str) else (row.get("normalized") or row.get("text") or "")
         if self.kind == "phoneme":
-            return phonemize(text)
+            return phonemize(text, user_dict)
         return list(normalize(text).text)
 
     def grow(self, rows: list) -> dict[int, list[int]]:

@@ -5,7 +5,8 @@
     voices/<name>/vocoder/            Vocos weights in this app's format (+ their LICENSE.md), unless Griffin-Lim
     voices/<name>/acoustic.onnx       with --onnx: text ids -> mel, `steps` Euler steps unrolled
     voices/<name>/vocoder.onnx        with --onnx and a vocoder: mel -> magnitude + phase (ISTFT outside)
-    voices/<name>/README.md           what it is and a Python snippet that uses it
+    voices/<name>/README.md           what it is (its weights' licence first) and a Python snippet that uses it
+    voices/<name>/LICENSE.txt         a voice fine-tuned from a licensed base (F5): that licence (CC-BY-NC-4.0)
     exports/<name>.zip                all of the above in one file to download
 """
 from __future__ import annotations
@@ -21,6 +22,8 @@ from utils.vocoder.default import NOTICE, notice
 from utils.workspace import Workspace, atomic_write_json, atomic_write_text, read_json
 
 ONNX_OPSET = 17
+WEIGHTS_LICENCE = "LICENSE.txt"  # beside model.safetensors: the licence of a voice fine-tuned from a licensed base
+CC_BY_NC = "https://creativecommons.org/licenses/by-nc/4.0/legalcode"
 
 
 def usage_snippet(folder_name: str, speakers: list[str], onnx: bool) -> str:
@@ -55,13 +58,28 @@ save_audio("hello-onnx.wav", wave, sample_rate)
 def _readme(name: str, config: dict, onnx_files: list[str]) -> str:
     voice = config["voice"]
     speakers = list(config.get("speakers") or [])
+    licence = config.get("licence")
     return (f"# Voice: {name}\n\nAn Amharic voice exported by Amharic TTS Studio on {voice['exported']} from "
             f"`{voice['source']}` (step {config.get('step', '?')}).\n\n"
-            f"- speakers: {', '.join(speakers) or 'one'}\n- vocoder: {voice['vocoder_source'] or 'none (Griffin-Lim)'}"
+            + (f"**Licence: {licence}.** These weights were fine-tuned from a pretrained model under that licence "
+               f"and keep it: see {WEIGHTS_LICENCE}.\n\n" if licence else "")
+            + f"- speakers: {', '.join(speakers) or 'one'}\n"
+            f"- vocoder: {voice['vocoder_source'] or 'none (Griffin-Lim)'}"
             + (f" ({voice['vocoder_licence']}; see vocoder/{NOTICE})" if voice.get("vocoder_licence") else "") + "\n"
             f"- sample rate: {(config.get('features') or {}).get('sample_rate', 24000)} Hz\n"
             + (f"- ONNX: {', '.join(onnx_files)} ({voice.get('onnx_steps')} flow steps)\n" if onnx_files else "")
             + "\n## Use it\n\n" + usage_snippet(name, speakers, bool(onnx_files)))
+
+
+def _licence_notice(licence: str) -> str:
+    """A fine-tuned voice inherits its base's licence (F5-TTS v1 Base: CC-BY-NC-4.0, non-commercial use only); the
+    notice travels with the weights, in the folder and the zip, not only inside config.json."""
+    text = (f"Licence of this voice's weights (model.safetensors): {licence}\n\n"
+            "They were fine-tuned by Amharic TTS Studio from a pretrained model published under that licence, and "
+            "derived weights keep it. Whoever uses or shares this voice must follow it.\n")
+    if "CC-BY-NC" in licence:
+        text += f"\nCC-BY-NC-4.0 in short: credit the authors, and no commercial use. Full text: {CC_BY_NC}\n"
+    return text
 
 
 def export_voice(ws: Workspace, source: str, voice_name: str, vocoder: str | None = None,
@@ -100,6 +118,8 @@ def export_voice(ws: Workspace, source: str, voice_name: str, vocoder: str | Non
                            "vocoder": "vocoder" if vocoder_label else None, "vocoder_source": vocoder_label,
                            "vocoder_licence": licence, "exported": time.strftime("%Y-%m-%d %H:%M:%S")}
         atomic_write_json(tmp / "config.json", config)
+        if config.get("licence"):
+            atomic_write_text(tmp / WEIGHTS_LICENCE, _licence_notice(config["licence"]))
         onnx_files = export_onnx(tmp, voc, onnx_steps) if onnx else []
         if onnx_files:
             config["voice"].update(onnx_steps=int(onnx_steps), onnx=onnx_files)

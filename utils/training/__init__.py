@@ -28,6 +28,10 @@ def prepare_run(cfg: TrainConfig, accept_licence: bool = False) -> Path:
 
     ws = Workspace.open(cfg.workspace)
     check_name(cfg.dataset, "dataset name")
+    if cfg.engine == "f5":
+        from utils.f5 import check_request
+
+        check_request(cfg)  # before any run folder or queued job: what the F5 engine cannot do, and what to pass
     if cfg.engine == "f5" and cfg.init:
         from utils.f5.base import local_base
 

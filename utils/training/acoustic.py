@@ -146,9 +146,6 @@ class TextMelAdapter:
     def progress(self) -> dict:
         return {"epoch": self.pos[0]}
 
-    def save_pause_s(self, step: int) -> float:
-        return 0.0
-
     def write_run_config(self) -> None:
         write_run_config(self.run_dir / "config.json", self.cfg, resolved=self.machine.values,
                          reasons=self.machine.reasons, **self._config_extra())

@@ -3,7 +3,10 @@
     checkpoints/step-N/model.safetensors   inference weights (the EMA weights when EMA is on)
     checkpoints/step-N/config.json         {"model": sizes, "frontend": symbols, "speakers": [...],
                                             "features": FeatureConfig, "step": N, "train": TrainConfig, ...}
-    checkpoints/step-N/trainer_state.pt    raw weights, optimizer, scaler, RNG, data position, counters
+    checkpoints/step-N/trainer_state.pt    raw weights, optimizers, scaler, EMA, data position, counters
+
+No random generator state is saved: the engine reseeds every rank's stream from (seed, rank, step) at each step,
+so a resume on any rank continues the same noise without one.
 
 A folder is written under a temporary name and renamed, so a crash or kill -9 never leaves a half
 checkpoint behind (the temporary leftovers of a killed writer are cleared by `recover` at the next
@@ -17,8 +20,8 @@ import json
 import os
 import re
 import shutil
-import time
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import torch
 from safetensors.torch import save
@@ -32,26 +35,38 @@ LEFTOVER_RE = re.compile(r"^\.(step-\d+)\.(tmp|old)-(\d+)$")  # what a writer ki
 
 
 def save_checkpoint(folder: Path, weights: dict[str, torch.Tensor], config: dict,
-                    trainer_state: dict | None = None, fault_pause_s: float = 0.0) -> Path:
-    """Write a checkpoint folder atomically (temporary folder, then rename).
+                    trainer_state: dict | None = None) -> Path:
+    """Write a checkpoint folder atomically: its files (weights first), then the rename."""
+    return write_atomically(folder, checkpoint_files(weights, config, trainer_state))
 
-    A failed write (a full disk) removes its temporary folder, so the space it took is free again and
-    the previous checkpoint stays the newest. `fault_pause_s` is a test hook: sleep with the temporary
-    folder half written, so a test can kill the process mid-save."""
+
+def checkpoint_files(weights: dict[str, torch.Tensor], config: dict,
+                     trainer_state: dict | None = None) -> Iterator[tuple[str, bytes | memoryview]]:
+    """(file name, bytes) of a checkpoint in the order they are written, each made when the writer asks for it: a
+    wrapper can act between two files (utils/training/faults.py pauses a save there, half written). Serialized in
+    memory and written by plain file calls: a full disk is then an OSError(ENOSPC) the trainer can name, not a
+    library's own error text."""
+    yield "model.safetensors", save({k: v.detach().float().contiguous().cpu() for k, v in weights.items()})
+    yield "config.json", (json.dumps(config, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+    if trainer_state is not None:
+        buffer = io.BytesIO()
+        torch.save(trainer_state, buffer)
+        yield "trainer_state.pt", buffer.getbuffer()
+
+
+def write_atomically(folder: Path, files: Iterable[tuple[str, bytes | memoryview]]) -> Path:
+    """Write `files` into a temporary folder beside `folder`, then rename it into place.
+
+    A failed write (a full disk) removes its temporary folder, so the space it took is free again and the previous
+    checkpoint stays the newest. Re-saving an existing step moves the old folder aside first (`recover` puts it
+    back if a kill lands between the two renames)."""
     folder = Path(folder)
     tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         tmp.mkdir(parents=True)
-        # serialized in memory, written by plain file calls: a full disk is then an OSError(ENOSPC) the
-        # trainer can name, not a library's own error text
-        _write(tmp / "model.safetensors", save({k: v.detach().float().contiguous().cpu() for k, v in weights.items()}))
-        time.sleep(fault_pause_s)
-        _write(tmp / "config.json", (json.dumps(config, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
-        if trainer_state is not None:
-            buffer = io.BytesIO()
-            torch.save(trainer_state, buffer)
-            _write(tmp / "trainer_state.pt", buffer.getbuffer())
+        for name, data in files:
+            _write(tmp / name, data)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -168,5 +183,6 @@ def load_weights(path: str | Path) -> dict[str, torch.Tensor]:
 
 
 def load_trainer_state(path: Path) -> dict:
-    """Optimizer, RNG and counters to resume. Only tensors and plain containers are unpickled."""
+    """Raw weights, optimizers, scaler, EMA, data position and counters to resume (no RNG state: see the module
+    docstring). Only tensors and plain containers are unpickled."""
     return load_torch_plain(Path(path) / "trainer_state.pt")

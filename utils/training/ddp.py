@@ -1,5 +1,6 @@
-"""DistributedDataParallel setup: torchrun sets RANK / WORLD_SIZE / LOCAL_RANK; one process per GPU
-(nccl), or gloo on CPUs (how the tests run two processes). Only rank 0 writes files."""
+"""Data parallelism under torchrun, without the DDP wrapper (the engine averages gradients itself, see
+`average_gradients`): torchrun sets RANK / WORLD_SIZE / LOCAL_RANK; one process per GPU (nccl), or gloo on
+CPUs (how the tests run two processes). Only rank 0 writes files."""
 from __future__ import annotations
 
 import os
@@ -37,25 +38,6 @@ def setup(device: str) -> Dist:
     return d
 
 
-def wrap(model: torch.nn.Module, d: Dist) -> torch.nn.Module:
-    if not d.enabled:
-        return model
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    # device_ids=None: the module already sits on this rank's GPU and the trainer moves the batch itself,
-    # so DDP leaves the inputs alone (the lengths stay on the CPU, where the model reads them without a sync).
-    # Frozen parts (fine-tuning modes) have no gradient: tell DDP not to wait for them.
-    return DDP(model, device_ids=None, find_unused_parameters=any(not p.requires_grad for p in model.parameters()))
-
-
-def all_reduce_mean(value: float, d: Dist, device: str) -> float:
-    if not d.enabled:
-        return value
-    t = torch.tensor([value], dtype=torch.float64, device=device)
-    dist.all_reduce(t)
-    return float(t) / d.world_size
-
-
 def min_int(value: int, d: Dist, device: str) -> int:
     """The smallest of every rank's value."""
     if not d.enabled:
@@ -88,21 +70,24 @@ def any_flags(flags: list[bool], d: Dist, device: str) -> list[bool]:
     return [bool(v > 0) for v in t.tolist()]
 
 
-def average_gradients(params: list[torch.nn.Parameter], d: Dist) -> None:
-    """Mean of every gradient over the ranks, as one flat all-reduce. The trainer runs DDP's micro-batches
-    under no_sync and calls this once per optimizer step, after the ranks agreed that none ran out of
-    memory: giving up DDP's overlap of communication with the last backward costs one all-reduce of the
-    gradients (~75 MB for `base`, about a millisecond on NVLink), against a hang on an OOM."""
+def average_gradients(params: list[torch.nn.Parameter], d: Dist, loss: torch.Tensor) -> torch.Tensor:
+    """Mean of every gradient over the ranks, as one flat all-reduce, after the ranks agreed that none ran out of
+    memory (an all-reduce that one rank never reaches hangs the others; that is why no DDP wrapper does this
+    inside backward). Costs one all-reduce of the gradients per optimizer update (~75 MB for `base`, about a
+    millisecond on NVLink). The phase's `loss` rides in the same all-reduce: the mean returned is non-finite on
+    every rank when it is on any, so every rank takes the same skip-or-step decision."""
     if not d.enabled:
-        return
+        return loss
     from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
     grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]  # same layout on every rank
-    flat = _flatten_dense_tensors(grads)
+    # in the gradients' dtype: one flat buffer needs one dtype (a NaN or an inf stays one in any of them)
+    flat = _flatten_dense_tensors(grads + [loss.detach().reshape(1).to(grads[0].dtype)])
     dist.all_reduce(flat)
     flat /= d.world_size
-    for p, g in zip(params, _unflatten_dense_tensors(flat, grads)):
+    for p, g in zip(params, _unflatten_dense_tensors(flat[:-1], grads)):
         p.grad = g
+    return flat[-1]
 
 
 def broadcast_parameters(module: torch.nn.Module, d: Dist) -> None:

@@ -7,23 +7,28 @@ probe, resume, then the loop:
     for each step:   seed(seed, rank, step) -> lr -> the step's batches ->
                      for each phase (one optimizer: the acoustic model has one, the GAN two):
                          forward/backward of every micro-batch -> ranks agree nobody ran out of memory ->
-                         average gradients -> unscale, clip -> finite? step : skip
+                         average gradients (and the loss) -> unscale, clip -> finite on every rank? step : skip
                      -> EMA -> log -> evaluate (best checkpoint) -> checkpoint -> stop?
 
 What is the same for every model lives here once: micro-batching and accumulation, out-of-memory recovery
 agreed across ranks (the micro-batch halves, and grows back after a stretch of good steps), the non-finite
-guard (fp16 loss-scale calibration is not a failure), atomic checkpoints with exact resume (weights,
-optimizers, scaler, EMA, data position; each rank's noise is a function of (seed, rank, step)), data
-parallelism under torchrun (one flat gradient all-reduce per phase, after the out-of-memory agreement),
-stop requests, heartbeat, metrics.jsonl / TensorBoard, evaluation and best-checkpoint tracking.
+guard, agreed across ranks too (fp16 loss-scale calibration is not a failure), atomic checkpoints with exact
+resume (weights, optimizers, scaler, EMA, data position, the out-of-memory and non-finite counters; each rank's
+noise is a function of (seed, rank, step)), data parallelism under torchrun (one flat gradient all-reduce per
+phase, after the out-of-memory agreement), stop requests, heartbeat, metrics.jsonl / TensorBoard, evaluation
+and best-checkpoint tracking.
 
 What differs lives in an adapter (utils/training/acoustic.py, utils/vocoder/training.py): how to build the
 model and its data, its optimizers and phases, one micro-batch's losses, how to evaluate, what a checkpoint's
-config.json says. Test faults (out of memory, NaN, a slow save) wrap the adapter (utils/training/faults.py);
-nothing of them is in this loop.
+config.json says. Two optional methods: `forget_step()` drops what an adapter keeps between the phases of a
+step (called when the step runs out of memory, before the CUDA cache is emptied), and `save_checkpoint(folder,
+weights, config, trainer_state)` writes a checkpoint instead of utils.training.checkpoint's (the fault wrapper
+pauses a save there). Test faults (out of memory, NaN, a save paused half-written) wrap the adapter
+(utils/training/faults.py); nothing of them is in this loop.
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import signal
@@ -44,6 +49,8 @@ from utils.training.runfiles import RunFiles, disk_full_message
 
 GROW_BACK_STEPS = 200  # good steps after an out-of-memory before a halved micro-batch is tried whole again
 STATE_FORMAT = 2       # trainer_state.pt layout (1: the two trainers' own layouts, upgraded by the adapters)
+# saved so that a resume keeps the grow-back timing and the count of non-finite steps in a row
+COUNTERS = ("good_steps", "grow_after", "bad_steps")
 
 
 @dataclass
@@ -61,6 +68,7 @@ class LoopSettings:
     patience: int = 0              # evaluations without a better score before "overfitting"
     on_overfit: str = "warn"       # warn | stop
     eval_at_start: bool = False    # score the starting weights once (fine-tuning a vocoder: the "before")
+    eval_at_end: bool = True       # False: no evaluation at all (a throwaway run, e.g. the transcript check's aligner)
     save_untrained: bool = False   # a run stopped before its first step still leaves a checkpoint
 
 
@@ -223,13 +231,9 @@ class Engine:
             self.scaler.scale(losses["loss"]).backward()
             phase.optimizer.zero_grad(set_to_none=True)
 
-        def cleanup():
-            phase.optimizer.zero_grad(set_to_none=True)
-            if m.device == "cuda":
-                torch.cuda.empty_cache()
-
         longest = a.probe_unit()
-        fitted, _ = probe_max_frames(try_frames, m.max_frames_per_batch, longest, cleanup=cleanup, log=self.log)
+        fitted, _ = probe_max_frames(try_frames, m.max_frames_per_batch, longest,
+                                     cleanup=functools.partial(self._drop_step, phase), log=self.log)
         a.apply_probe(fitted, longest)
         if m.device == "cuda":
             torch.cuda.reset_peak_memory_stats()
@@ -247,6 +251,8 @@ class Engine:
                 e.copy_(saved)
         self.step, self.split = int(state["step"]), state.get("split", 1)
         self.lr_scale = state.get("lr_scale", 1.0)
+        for name in COUNTERS:  # older checkpoints have none: the values of a fresh start
+            setattr(self, name, state.get(name, getattr(self, name)))
         self.best = {"since": 0, **state.get("best", self.best)}
         self.a.load_state_dict(state.get("adapter", {}))
 
@@ -326,7 +332,7 @@ class Engine:
         self.scaler.update()  # fp16: halves the scale after an overflow, grows it slowly otherwise
         self.good_steps += 1
         if skipped == 0 and self.ema is not None:
-            decay = min(self.s.ema_decay, (1 + self.step) / (10 + self.step))  # see opt.ema_decay_at
+            decay = opt.ema_decay_at(self.step, self.s)
             module = a.modules[a.inference]
             torch._foreach_lerp_(self.ema, [p.detach() for p in module.parameters()], 1.0 - decay)
         for b in batches:
@@ -344,6 +350,9 @@ class Engine:
         a, accum = self.a, len(batches)
         while True:
             oom, total = False, {}
+            # from zero: an earlier phase's backward can reach these weights too (the GAN's generator loss runs
+            # through the discriminators), and its gradients are no part of this update
+            phase.optimizer.zero_grad(set_to_none=True)
             try:
                 for b in batches:
                     size = a.size(b)
@@ -362,9 +371,7 @@ class Engine:
             if not any_oom:
                 return total
             total = losses = piece = None  # the failed step's activations can be freed now
-            phase.optimizer.zero_grad(set_to_none=True)
-            if self.m.device == "cuda":
-                torch.cuda.empty_cache()
+            self._drop_step(phase)
             if any_stuck:
                 raise StudioError(f"out of memory even with one {a.unit} per micro-batch at step {self.step}; "
                                   f"{a.oom_advice}")
@@ -373,10 +380,23 @@ class Engine:
             self.log(f"out of memory{where} at step {self.step}: micro-batch halved (each batch now in {self.split} "
                      f"parts), accumulation doubled to {accum * self.split} micro-steps per optimizer step; continuing")
 
+    def _drop_step(self, phase: Phase) -> None:
+        """Free what a step that ran out of memory holds, in this order: the adapter's tensors kept between phases
+        (the GAN's generator output and its graph), the phase's partial gradients, then the CUDA cache, which can
+        only hand back blocks no live tensor holds."""
+        forget = getattr(self.a, "forget_step", None)
+        if forget is not None:
+            forget()
+        phase.optimizer.zero_grad(set_to_none=True)
+        if self.m.device == "cuda":
+            torch.cuda.empty_cache()
+
     def _update(self, phase: Phase, loss: torch.Tensor) -> tuple[torch.Tensor, bool, bool]:
         """Average, unscale, clip, and step unless the loss or the gradients are not finite (then the weights and
-        the optimizer state stay as they were). The finite check is the phase's one wait for the GPU."""
-        ddp.average_gradients(phase.params, self.dist)
+        the optimizer state stay as they were). The loss is averaged over the ranks with the gradients, so one
+        rank's non-finite loss makes every rank skip: ranks that decided apart would drift apart (or one would stop
+        and leave the others waiting). The finite check is the phase's one wait for the GPU."""
+        loss = ddp.average_gradients(phase.params, self.dist, loss)
         self.scaler.unscale_(phase.optimizer)  # true gradient values for clipping (no-op unless fp16)
         grad_norm = torch.nn.utils.clip_grad_norm_(phase.params, phase.clip if phase.clip > 0 else math.inf)
         finite_loss, finite_grads = torch.isfinite(torch.stack([loss.float(), grad_norm.float()])).tolist()
@@ -519,13 +539,14 @@ class Engine:
         weights.update(getattr(a, "extra_weights", dict)())  # tensors inference needs beside the model (F5's prompt)
         trainer_state = {
             "format": STATE_FORMAT, "step": step, "split": self.split, "lr_scale": self.lr_scale,
+            **{name: getattr(self, name) for name in COUNTERS},
             "best": {k: v for k, v in self.best.items() if k != "since"},
             "modules": {name: mod.state_dict() for name, mod in a.modules.items()},
             "optimizers": {name: o.state_dict() for name, o in a.optimizers.items()},
             "scaler": self.scaler.state_dict(), "ema": self.ema, "adapter": a.state_dict(),
         }
-        folder = ckpt.save_checkpoint(a.run_dir / "checkpoints" / f"step-{step}", weights,
-                                      a.checkpoint_config(step), trainer_state, fault_pause_s=a.save_pause_s(step))
+        save = getattr(a, "save_checkpoint", ckpt.save_checkpoint)
+        folder = save(a.run_dir / "checkpoints" / f"step-{step}", weights, a.checkpoint_config(step), trainer_state)
         ckpt.prune(a.run_dir / "checkpoints", self.s.keep_checkpoints,
                    {Path(self.best["path"])} if self.best["path"] else set())
         self.files.status(last_checkpoint=str(folder))
@@ -534,7 +555,7 @@ class Engine:
     def _finish(self, state: str, message: str, start_step: int) -> Iterator[Event]:
         """The end: evaluate a finished run (unless it just did), save where we are, write the final status."""
         s, step = self.s, self.step
-        evaluate = state == "finished" and step > start_step and self.last_eval != step
+        evaluate = s.eval_at_end and state == "finished" and step > start_step and self.last_eval != step
         save = evaluate or (step != self.last_saved and (step > 0 or s.save_untrained))  # a probe saves nothing
         if save:  # the same decision on every rank: each takes part in the check
             self._check_ranks_agree()

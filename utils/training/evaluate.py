@@ -99,7 +99,7 @@ def synthesis_quality(model, items, ws, dataset: str, feat_cfg: FeatureConfig, m
         wave = vocode(logmel, feat_cfg, vocoder) if need_audio else None
         if heard:
             waves.append(wave)
-            texts.append(it.row.get("normalized") or it.row.get("text") or "")
+            texts.append(spoken_text(it.row))
         ref_wave, ref_sr = (load_audio(ws.dataset_dir(dataset) / it.row["audio"]) if mcd_kind == "world"
                             else (None, None))
         scores.append(distortion(mcd_kind, ref_wave, ref_sr, ref_logmel, wave, feat_cfg.sample_rate, logmel.cpu()))
@@ -119,13 +119,23 @@ def recognizer_available(ws) -> bool:
     return ws is not None and available(ws) is not None
 
 
+def spoken_text(row: dict) -> str:
+    """What a held-out clip says, as the recognizer's output is compared with it."""
+    return row.get("normalized") or row.get("text") or ""
+
+
 def intelligibility(ws, waves, sample_rate: int, texts: list[str], device: str) -> dict:
-    """{"cer": ...} from the workspace's recognizer; {} when it cannot run (then the run goes on without it)."""
-    from utils.events import StudioError
+    """{"cer": ...} from the workspace's recognizer, for every engine's evaluation; {} without one. Whatever the
+    recognizer raises (a damaged folder, a CUDA out-of-memory beside the training...) costs this evaluation its
+    CER and one warning line, never the MCD or the run."""
+    from utils.transcripts.asr import failure
     from utils.transcripts.asr import intelligibility as cer_of
 
+    if ws is None:
+        return {}
     try:
         return cer_of(ws, waves, sample_rate, texts, device)
-    except (StudioError, ImportError, OSError) as exc:
-        print(f"evaluation: no character error rate this time ({exc})", flush=True)
+    except Exception as exc:
+        print(f"warning: evaluation: no character error rate this time: the speech recognizer failed "
+              f"({failure(exc)})", flush=True)
         return {}

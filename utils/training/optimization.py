@@ -304,9 +304,10 @@ def make_optimizer(model, cfg: TrainConfig, m: Machine) -> torch.optim.Optimizer
     return torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=m.lr, betas=(cfg.beta1, cfg.beta2), **kind)
 
 
-def ema_decay_at(step: int, cfg: TrainConfig) -> float:
-    """The EMA's decay after `step` updates: (1 + step) / (10 + step) until it reaches cfg.ema_decay. A constant
-    0.999 from the first step would leave a 2000-step run's average 13 % random initial weights (0.999^2000)."""
+def ema_decay_at(step: int, cfg) -> float:
+    """The EMA's decay after `step` updates: (1 + step) / (10 + step) until it reaches cfg.ema_decay (`cfg`: a
+    TrainConfig or the engine's LoopSettings). A constant 0.999 from the first step would leave a 2000-step run's
+    average 13 % random initial weights (0.999^2000)."""
     return min(cfg.ema_decay, (1 + step) / (10 + step))
 
 

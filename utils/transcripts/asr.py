@@ -12,6 +12,7 @@ go through the same loading and decoding code.
 
     run_to_end(fetch(ws), printer=print)                    # once, online
     run_to_end(transcribe_missing(ws, "my-voice"), print)   # drafts for clips without text
+    python app.py transcribe --dataset my-voice [--model ID] [--lang amh]   # both, from the command line
 """
 from __future__ import annotations
 
@@ -63,9 +64,9 @@ def notice(folder: Path) -> dict[str, str]:
 
 
 def how_to_get() -> str:
-    return (f"connect to the internet and fetch one (Dataset tab, *Speech recognizer*, or "
-            f"`python -c \"from utils.transcripts import asr; ...fetch\"`): the default is {DEFAULT_MODEL} "
-            f"(Amharic adapter '{DEFAULT_LANG}', licence {DEFAULT_LICENCE}, about 3.9 GB); or set "
+    return (f"connect to the internet and fetch one (Dataset tab, *Get recognizer*, or "
+            f"`python app.py transcribe --dataset NAME`, which fetches it once, then drafts): the default is "
+            f"{DEFAULT_MODEL} (Amharic adapter '{DEFAULT_LANG}', licence {DEFAULT_LICENCE}, about 3.9 GB); or set "
             f"${SOURCE_ENV} to a folder holding a downloaded copy.")
 
 
@@ -97,19 +98,35 @@ def fetch(ws: Workspace, source: str | None = None, lang: str | None = None,
     if lang is None and source == DEFAULT_MODEL:
         lang = DEFAULT_LANG
     target = recognizers_dir(ws) / _safe_name(source)
-    if not _complete(target):
+    if not _complete(target) or (lang and notice(target).get("lang") != lang):  # another language: reinstall
         local = Path(source).expanduser()
         if local.is_dir():
             folder = local
         else:
             yield Event(STAGE, 0, 0, f"downloading {source} from the Hugging Face hub (once)")
             folder = _download(source, lang)
+        chosen = _language(folder, source, lang)
+        if chosen != lang and not local.is_dir():
+            folder = _download(source, chosen)  # the adapter of the language found in its vocabulary
+        lang = chosen
         yield Event(STAGE, 0, 0, "checking that the recognizer loads")
         _install(folder, target, {"source": source, "lang": lang or "",
                                   "licence": licence or _licence(folder, source),
                                   "fetched": time.strftime("%Y-%m-%d %H:%M")})
     atomic_write_json(recognizers_dir(ws) / CHOSEN, {"name": target.name})
     yield Event(STAGE, 1, 1, status_line(ws), result=target)
+
+
+def ensure(ws: Workspace, source: str | None = None, lang: str | None = None) -> Iterator[Event]:
+    """The recognizer to use: the installed one, unless another model or language is asked for (then fetched once,
+    a language alone from the installed model's own source); with none installed, `fetch`'s default."""
+    folder = available(ws)
+    if folder is not None and not source and not lang:
+        yield Event(STAGE, 1, 1, status_line(ws), result=folder)
+        return
+    if not source and folder is not None:
+        source = notice(folder).get("source") or str(folder)
+    return (yield from fetch(ws, source, lang))
 
 
 def _download(repo_id: str, lang: str | None) -> Path:
@@ -123,6 +140,28 @@ def _download(repo_id: str, lang: str | None) -> Path:
         raise StudioError(f"Could not get the recognizer {repo_id} ({type(exc).__name__}: {exc}). "
                           + ("HF_HUB_OFFLINE is set: " if offline else "") + "To use one offline, "
                           f"set ${SOURCE_ENV} to a folder holding a downloaded copy.") from exc
+
+
+def languages(folder: Path) -> list[str]:
+    """The languages of a multi-language (MMS-style) recognizer: the keys of its nested vocab.json; [] for a model
+    of one language, whose vocab.json maps symbols straight to ids."""
+    vocab = read_json(Path(folder) / "vocab.json", default={}) or {}
+    return sorted(k for k, v in vocab.items() if isinstance(v, dict))
+
+
+def _language(folder: Path, source: str, lang: str | None) -> str | None:
+    """The adapter to use. A multi-language model without one would decode with its default (English for MMS):
+    Amharic when it has it, else refuse, naming the flag, rather than install a recognizer of the wrong script."""
+    known = languages(folder)
+    if known and lang is None and DEFAULT_LANG in known:
+        return DEFAULT_LANG
+    if known and lang not in known:
+        raise StudioError(f"{source} holds {len(known)} languages ({', '.join(known[:8])}"
+                          f"{', ...' if len(known) > 8 else ''}): name one with --lang"
+                          + (f"; {lang!r} is not among them" if lang else "") + ".")
+    if lang and not known:
+        raise StudioError(f"{source} is a model of one language: leave out --lang {lang}.")
+    return lang
 
 
 def _licence(folder: Path, source: str) -> str:
@@ -214,6 +253,33 @@ def load(folder: Path, device: str = "auto") -> Recognizer:
         return _LOADED[key]
 
 
+def unload(folder: Path, device: str) -> None:
+    """Forget a loaded recognizer so its memory goes back (a training run needs its GPU between evaluations;
+    the next evaluation loads it again, seconds for the 1 B default)."""
+    import torch
+
+    with _LOCK:
+        _LOADED.pop((str(Path(folder).resolve()), device), None)
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+
+
+def load_problem(folder: Path, device: str = "auto") -> str | None:
+    """None when the recognizer loads (it stays loaded for the work that follows); else why not, in one line."""
+    try:
+        load(folder, device)
+    except StudioError as exc:
+        return str(exc)
+    except Exception as exc:  # a damaged or incomplete folder raises whatever its loader raises
+        return f"The speech recognizer in {folder} does not load ({failure(exc)})"
+    return None
+
+
+def failure(exc: BaseException) -> str:
+    """"Type: first line of the message": one line for a log, whatever a loader or a model raised."""
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
+
+
 def _wave(ws: Workspace, dataset: str, row: dict) -> np.ndarray:
     from utils.audio import load_audio
 
@@ -290,18 +356,23 @@ def draft_rows(ws: Workspace, dataset: str) -> list[dict]:
 
 
 # ------------------------------------------------------------------------------------ checking
-def compare_with_transcripts(ws: Workspace, dataset: str, rows: list[dict]):
+def compare_with_transcripts(ws: Workspace, dataset: str, rows: list[dict], device: str = "auto"):
     """Generator of events; returns {row id: character error rate of the recognizer against the transcript}."""
     from utils.transcripts.cer import cer
 
-    heard = yield from transcribe_rows(ws, dataset, rows)
+    heard = yield from transcribe_rows(ws, dataset, rows, device=device)
     texts = {r["id"]: r.get("normalized") or r.get("text") or "" for r in rows}
     return {rid: cer(texts[rid], text) for rid, (text, _) in heard.items()}
 
 
+EVAL_BATCH = 8  # synthesised clips recognised per forward pass at a training evaluation
+
+
 def intelligibility(ws: Workspace, waves: list[np.ndarray], sample_rate: int, texts: list[str],
                     device: str = "auto") -> dict:
-    """{"cer": mean character error rate of the recognizer on synthesised speech} ({} without a recognizer)."""
+    """{"cer": mean character error rate of the recognizer on synthesised speech} ({} without a recognizer).
+    Batches of similar length; on a GPU the recognizer is let go afterwards, even when it failed, so the
+    training that called it gets its memory back."""
     from utils.audio import resample
     from utils.transcripts.cer import cer
 
@@ -309,5 +380,14 @@ def intelligibility(ws: Workspace, waves: list[np.ndarray], sample_rate: int, te
     if folder is None or not waves:
         return {}
     rec = load(folder, device)
-    heard = [rec.transcribe([resample(np.asarray(w, np.float32), sample_rate, SAMPLE_RATE)])[0][0] for w in waves]
-    return {"cer": float(np.mean([cer(t, h) for t, h in zip(texts, heard)]))}
+    order = sorted(range(len(waves)), key=lambda i: len(waves[i]))
+    heard: dict[int, str] = {}
+    try:
+        for start in range(0, len(order), EVAL_BATCH):
+            batch = order[start:start + EVAL_BATCH]
+            out = rec.transcribe([resample(np.asarray(waves[i], np.float32), sample_rate, SAMPLE_RATE) for i in batch])
+            heard.update({i: text for i, (text, _) in zip(batch, out)})
+    finally:
+        if rec.device.startswith("cuda"):
+            unload(folder, rec.device)
+    return {"cer": float(np.mean([cer(texts[i], heard[i]) for i in range(len(waves))]))}

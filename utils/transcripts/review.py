@@ -19,9 +19,13 @@ def load_ranking(ws: Workspace, dataset: str) -> dict | None:
     return read_json(check_path(ws, dataset), default=None)
 
 
+CHANGED = "text changed since the check"
+
+
 def review_rows(ws: Workspace, dataset: str, limit: int | None = None) -> list[dict]:
     """Worst first: {"rank", "id", "score", "reason", "text", "decision", "path"} (rows since deleted from
-    the manifest are left out; a row whose text changed since the check says so)."""
+    the manifest are left out; a row whose text changed since the check says so in its reason, unless the change
+    is this list's own "text fixed": its score is about the old text)."""
     from utils.datasets import load_manifest
 
     ranking = load_ranking(ws, dataset)
@@ -37,9 +41,17 @@ def review_rows(ws: Workspace, dataset: str, limit: int | None = None) -> list[d
         decision = DECISIONS.get(r.get("decision") or "", "")
         if not decision and row.get("excluded"):
             decision = "excluded"
-        out.append({"rank": rank, "id": r["id"], "score": r["score"], "reason": r["reason"], "text": row["text"],
+        out.append({"rank": rank, "id": r["id"], "score": r["score"], "reason": _reason(r, row), "text": row["text"],
                     "decision": decision, "path": str(ds_dir / row["audio"])})
     return out[:limit] if limit else out
+
+
+def _reason(ranked: dict, row: dict) -> str:
+    """The check's reason, marked when the row's text is no longer the one checked (rankings written before the
+    checked text was saved cannot tell, and are shown as they are)."""
+    if "text" not in ranked or ranked["text"] == row.get("text", "") or ranked.get("decision") == "text":
+        return ranked["reason"]
+    return f"{CHANGED} (it said: {ranked['reason']})"
 
 
 def decide(ws: Workspace, dataset: str, row_id: str, action: str, text: str = "") -> str:

@@ -5,7 +5,7 @@
     result["rows"][0]   # {"id", "score", "reason", ...}: the row to listen to first
 
 Method "alignment" (works offline, on a CPU): train the tiny acoustic model briefly on the dataset
-through the public training API (run `<dataset>-transcript-check`), then let its aligner lay each
+on the training engine, without its evaluation (run `<dataset>-transcript-check`), then let its aligner lay each
 transcript over its audio (`signals.py`). Method "asr" transcribes the clips with the workspace's
 speech recognizer and compares. "auto" uses the alignment, and the recognizer too when one is here.
 The ranking is written to datasets/<name>/transcript_check.json (the Dataset tab's review list).
@@ -71,13 +71,14 @@ def check_transcripts(ws: Workspace, dataset: str, method: str = "auto", steps: 
 
     if method not in METHODS:
         raise StudioError(f"Unknown method {method!r}: use one of {', '.join(METHODS)}.")
-    recognizer = asr.available(ws)
+    recognizer = asr.available(ws) if method in ("auto", "asr") else None
     if method == "asr" and recognizer is None:
         raise StudioError("No speech recognizer is in this workspace: " + asr.how_to_get())
     rows, skipped = candidate_rows(ws, dataset)
     if len(rows) < 5:
         raise StudioError(f"Dataset {dataset!r} has {len(rows)} row(s) with a transcript; the check compares "
                           "clips with each other and needs at least 5.")
+    recognizer = yield from _loadable(recognizer, method, device)
     started = time.time()
     signals = {r["id"]: {"id": r["id"], "cps": _cps(r)} for r in rows}
     problems: dict[str, str] = {}
@@ -89,7 +90,8 @@ def check_transcripts(ws: Workspace, dataset: str, method: str = "auto", steps: 
         problems.update(found["problems"])
         used.append("alignment")
     if method == "asr" or (method == "auto" and recognizer is not None):
-        heard = yield from asr.compare_with_transcripts(ws, dataset, [r for r in rows if r["id"] not in problems])
+        heard = yield from asr.compare_with_transcripts(ws, dataset, [r for r in rows if r["id"] not in problems],
+                                                        device)
         for rid, cer in heard.items():
             signals[rid]["cer"] = cer
         used.append("asr")
@@ -100,9 +102,26 @@ def check_transcripts(ws: Workspace, dataset: str, method: str = "auto", steps: 
     ranked = score(scored)
     top = (ranked[0]["score"] if ranked else 0.0) + 1.0
     ranked = [{"id": rid, "score": round(top, 2), "reason": why, "z": {}} for rid, why in problems.items()] + ranked
+    checked = {r["id"]: r.get("text") or "" for r in rows}
+    for r in ranked:
+        r["text"] = checked[r["id"]]  # what was checked: the review list marks a row whose text changed since
     result = _write(ws, dataset, "+".join(used), ranked, skipped, time.time() - started)
     yield Event(STAGE, 1, 1, f"{len(ranked)} clips ranked in {result['seconds']:.0f} s; most suspicious first in "
                              f"{check_path(ws, dataset)}", result=result)
+
+
+def _loadable(folder: Path | None, method: str, device: str):
+    """The recognizer folder the check will use (None: alignment only), loaded now so that one that cannot load
+    stops "asr" at once, and turns "auto" into alignment alone with a warning, before minutes of training."""
+    from utils.transcripts import asr
+
+    problem = asr.load_problem(folder, device) if folder is not None else None
+    if problem and method == "asr":
+        raise StudioError(problem)
+    if problem:
+        yield Event(STAGE, 0, 0, f"{problem}; checking by alignment alone", level="warning")
+        return None
+    return folder
 
 
 def _cps(row: dict) -> float | None:
@@ -132,8 +151,9 @@ def _alignment(ws: Workspace, dataset: str, rows: list[dict], steps: int | None,
     steps = steps or plan_steps(frames)
     yield Event(STAGE, 0, 0, "measuring how fast this machine trains the aligner")
     seconds = estimate_seconds(len(rows), max(frames), steps, device)
-    yield Event(STAGE, 0, 0, f"this will take about {_minutes(seconds)}: a {steps}-step training of the tiny "
-                             f"voice model on {len(rows)} clips, then aligning each clip")
+    yield Event(STAGE, 0, 0, f"this will take about {_minutes(seconds)} (an estimate from a few training steps "
+                             f"timed just now; other work on this machine slows it): a {steps}-step training of the "
+                             f"tiny voice model on {len(rows)} clips, then aligning each clip")
     checkpoint = yield from train_aligner(ws, dataset, steps, device)
     return (yield from align_all(ws, dataset, rows, checkpoint, device))
 
@@ -221,15 +241,28 @@ def _minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
+START_S = 3.0  # the trainer's start-up and last checkpoint: measured 1-2 s for 18-36 clips on 2 CPU cores
+
+
 def estimate_seconds(n_clips: int, longest: int, steps: int, device: str = "auto") -> float:
     """Measured, not guessed: time a few training steps and one alignment of the tiny model at this dataset's
     batch shape on this machine, then scale by the steps and clips (plus the trainer's start-up)."""
     import torch
 
+    dev = "cuda" if device == "auto" and torch.cuda.is_available() else ("cpu" if device == "auto" else device)
+    with torch.random.fork_rng(devices=[torch.device(dev).index or 0] if dev.startswith("cuda") else []):
+        # the caller's random stream is left as it was
+        torch.manual_seed(0)
+        step_s, align_s = _time_tiny_model(longest, dev)
+    return START_S + steps * step_s + n_clips * (1 + CONTRAST_TEXTS) * align_s
+
+
+def _time_tiny_model(longest: int, dev: str) -> tuple[float, float]:
+    """(seconds per training step, seconds per alignment) of the tiny model at this batch shape."""
+    import torch
+
     from models.matcha import MatchaConfig, MatchaTTS
 
-    dev = "cuda" if device == "auto" and torch.cuda.is_available() else ("cpu" if device == "auto" else device)
-    torch.manual_seed(0)
     model = MatchaTTS(MatchaConfig.preset_config("tiny", n_symbols=80, add_blank=True)).to(dev)
     per = int(math.ceil(longest / 4) * 4)
     batch = max(1, FRAMES_PER_BATCH // per)
@@ -248,16 +281,17 @@ def estimate_seconds(n_clips: int, longest: int, steps: int, device: str = "auto
     # the fastest step after the first: what a step costs when the machine is free (the first ones, and others'
     # work on a shared machine, only ever add time; the real training then takes somewhat longer, not less)
     model.eval()
+    model.align(tokens[0], mels[0])  # the first call pays one-time costs
     t0 = time.perf_counter()
     model.align(tokens[0], mels[0])
-    align_s = time.perf_counter() - t0
-    return 15.0 + steps * min(times[1:]) + n_clips * (1 + CONTRAST_TEXTS) * align_s
+    return min(times[1:]), time.perf_counter() - t0
 
 
 def train_aligner(ws: Workspace, dataset: str, steps: int, device: str = "auto"):
-    """The short training, through the public training API, in a thread; its status.json becomes progress
-    events. Returns the checkpoint folder. The run folder is this check's own and is started afresh."""
-    from utils.training import TrainConfig, prepare_run, run
+    """The short training, prepared through the public training API and run on the engine without evaluation, in
+    a thread; its status.json becomes progress events. Returns the checkpoint folder. The run folder is this
+    check's own and is started afresh."""
+    from utils.training import TrainConfig, prepare_run
 
     name = check_run(dataset)
     shutil.rmtree(ws.run_dir(name), ignore_errors=True)  # a check never resumes an older check's weights
@@ -272,7 +306,7 @@ def train_aligner(ws: Workspace, dataset: str, steps: int, device: str = "auto")
 
     def work():
         try:
-            outcome["result"] = run(path)
+            outcome["result"] = _train_without_evaluation(path)
         except BaseException as exc:  # raised again in the caller's thread
             outcome["error"] = exc
 
@@ -292,6 +326,19 @@ def train_aligner(ws: Workspace, dataset: str, steps: int, device: str = "auto")
         raise StudioError(f"The aligner's training did not finish ({result['state']}: {result['message']}); "
                           f"see {path.parent / 'train.log'}.")
     return Path(result["last_checkpoint"])
+
+
+def _train_without_evaluation(config_path: Path) -> dict:
+    """The acoustic trainer with its evaluation off: the aligner is thrown away after the check, so synthesising
+    held-out clips, their MCD and the recognizer's CER (the engine evaluates at the end) would only cost time."""
+    from utils.training.acoustic import MatchaAdapter
+    from utils.training.config import read_run_config
+    from utils.training.engine import Engine, drain
+
+    cfg, _ = read_run_config(config_path)
+    adapter = MatchaAdapter(cfg)
+    adapter.settings.eval_every, adapter.settings.eval_at_end = 0, False
+    return drain(Engine(adapter).run())
 
 
 def _has_cuda() -> bool:

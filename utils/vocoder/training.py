@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import signal
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -170,13 +169,6 @@ def feature_matching_loss(real_feats: list, fake_feats: list):
     return total / len(real_feats)
 
 
-def autocast_for(device: str, precision: str):
-    """A factory of autocast contexts for the networks' matmuls and convolutions (the ISTFT head opts out)."""
-    import torch
-
-    return lambda: torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=precision == "bf16")
-
-
 def discriminator_losses(gen, mpd, mrd, y, features: FeatureConfig, mrd_weight: float, amp) -> tuple[dict, tuple]:
     """The discriminators' hinge loss on real crops `y` [B, S] and the generator's output for them; returns
     (losses, (mel, y_hat)): the generator's phase reuses its output instead of running the generator again."""
@@ -204,21 +196,6 @@ def generator_losses(mpd, mrd, y, mel, y_hat, features: FeatureConfig, mel_weigh
     loss_fm = feature_matching_loss(feat_real_p, feat_fake_p) + mrd_weight * feature_matching_loss(feat_real_r, feat_fake_r)
     loss_g = loss_adv + loss_fm + mel_weight * loss_mel
     return {"loss": loss_g, "loss_g": loss_g, "loss_mel": loss_mel, "loss_adv": loss_adv, "loss_fm": loss_fm}
-
-
-def gan_step(gen, mpd, mrd, opt_g, opt_d, y, features: FeatureConfig, mel_weight: float, mrd_weight: float,
-             amp) -> dict:
-    """The two phases of one step with plain updates, as the engine runs them for one micro-batch (what
-    bench/vocoder_throughput.py times; the engine adds the all-reduce, the finite checks and the retries)."""
-    losses, (mel, y_hat) = discriminator_losses(gen, mpd, mrd, y, features, mrd_weight, amp)
-    opt_d.zero_grad(set_to_none=True)
-    losses["loss"].backward()
-    opt_d.step()
-    g = generator_losses(mpd, mrd, y, mel, y_hat, features, mel_weight, mrd_weight, amp)
-    opt_g.zero_grad(set_to_none=True)
-    g["loss"].backward()
-    opt_g.step()
-    return {k: v.detach() for k, v in {**losses, **g}.items() if k != "loss"}
 
 
 def cosine_lr(base: float, step: int, total: int) -> float:
@@ -325,7 +302,7 @@ class VocoderAdapter:
         opt_d = torch.optim.AdamW(d_params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
         self.optimizers = {"generator": opt_g, "discriminator": opt_d}
         self.phases = [Phase("discriminator", opt_d, d_params), Phase("generator", opt_g, list(self.gen.parameters()))]
-        self.cached = None  # the generator's output of the last micro-batch, from the discriminators' phase
+        self.cached = None  # the last micro-batch's generator output and graph, from the discriminators' phase
 
     def compile_targets(self) -> list:
         return []
@@ -371,15 +348,20 @@ class VocoderAdapter:
                                                         cfg.mrd_weight, self.ctx.autocast)
             self.cached = (key, mel, y_hat)
             return losses
-        if self.cached is not None and self.cached[0] == key:  # one micro-batch (the usual case): no second pass
-            _, mel, y_hat = self.cached
+        cached, self.cached = self.cached, None
+        if cached is not None and cached[0] == key:  # one micro-batch (the usual case): no second pass
+            _, mel, y_hat = cached
         else:  # the step was split after an out-of-memory: the earlier micro-batches' outputs were not kept
             mel = log_mel(real, self.features)
             with self.ctx.autocast():
                 y_hat = self.gen(mel)
-        self.cached = None
         return generator_losses(self.mpd, self.mrd, real, mel, y_hat, self.features, cfg.mel_weight,
                                 cfg.mrd_weight, self.ctx.autocast)
+
+    def forget_step(self) -> None:
+        """A step ran out of memory: let go of the generator's output and its graph before the engine empties the
+        CUDA cache (the retry computes them again)."""
+        self.cached = None
 
     # ------------------------------------------------------------------------------ evaluation, files
     def evaluate(self, step: int, samples: Path) -> dict:
@@ -429,9 +411,6 @@ class VocoderAdapter:
 
         return vocoder_config_dict(self.gen, self.features, step=step, run=self.cfg.run, dataset=self.cfg.dataset)
 
-    def save_pause_s(self, step: int) -> float:
-        return 0.0
-
     # ------------------------------------------------------------------------------ trainer state
     def state_dict(self) -> dict:
         return {"drawn": self.drawn}
@@ -467,10 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     doc = read_json(Path(args.config)) or {}
     ws = Workspace.open(doc.get("workspace") or Path(args.config).resolve().parents[2])
     cfg = VocoderTrainConfig.from_dict(doc)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())  # Stop in the UI: finish the step, save
-    try:
-        for _ in train_vocoder(ws, cfg, stop):
+    try:  # Stop in the UI sends SIGTERM: the engine's handler finishes the step and saves
+        for _ in train_vocoder(ws, cfg):
             pass  # every event is already in train.log
     except StudioError as exc:
         print(f"error: {exc}", flush=True)
