@@ -239,7 +239,8 @@ def add_synth_command(sub) -> None:
     p.add_argument("--file", help="UTF-8 text file: one WAV per line ('id|text' names it), collected in a zip")
     p.add_argument("--speed", type=float, default=1.0, help="1.0 natural, 1.2 faster, 0.8 slower")
     p.add_argument("--speaker", help="speaker name of a multi-speaker voice (default: its first)")
-    p.add_argument("--steps", type=int, default=10, help="flow (ODE) steps: fewer is faster")
+    p.add_argument("--steps", type=int, default=None, help="flow steps: fewer is faster (default: the voice's "
+                   "engine's own, Matcha 10, F5 32)")
     p.add_argument("--temperature", type=float, default=0.667, help="scale of the starting noise")
     p.add_argument("--vocoder", help="griffin-lim, a vocoder folder, or a hub id (default: the voice's own, else "
                    "the workspace's vocoders/vocos-mel-24khz, else Griffin-Lim)")

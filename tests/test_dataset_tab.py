@@ -33,8 +33,9 @@ def test_tab_builds_with_named_api_events(tmp_path):
     names = {getattr(fn, "api_name", None) for fn in demo.fns.values()}
     assert {"dataset_prepare", "dataset_view", "dataset_inspect", "dataset_exclude", "dataset_keep",
             "dataset_text", "dataset_recheck"} <= names
-    (on_load, inputs, outputs), = hooks  # page load: the dataset list and view from the workspace as it is now
+    (on_load, inputs, outputs), (lists, _, lists_outputs) = hooks  # page load: the workspace as it is now
     assert len(on_load(None)) == len(outputs) == 5
+    assert len(lists(None)) == len(lists_outputs) == 2  # the transcript review and drafts lists
 
 
 def test_upload_inspect_prepare_review_and_edit_through_the_handlers(tmp_path):
@@ -122,3 +123,10 @@ def test_the_first_prepare_in_a_fresh_workspace_draws_both_plots_and_a_second_cl
     page.locator("#dataset-prepare").click()
     expect(page.locator("#dataset-summary")).to_contain_text("second", timeout=180_000)
     expect(page.get_by_label("Row", exact=True)).to_have_value("")
+
+    # prepared again under the name picked (the picker's value does not change): no row of it stays picked
+    page.locator("#dataset-flagged").get_by_test_id("cell-0-0").click()
+    expect(page.get_by_label("Row", exact=True)).to_have_value("short")
+    page.locator("#dataset-prepare").click()
+    expect(page.get_by_label("Row", exact=True)).to_have_value("", timeout=180_000)  # once the prepare is done
+    expect(page.get_by_label("Transcript (edit, then Save text)")).to_have_value("")

@@ -485,3 +485,20 @@ def test_the_base_download_reports_its_progress_in_plain_lines(tmp_path):
                 time.sleep(0.2)
     shown = [tuple(map(int, re.search(r"(\d+) of about 4 MB \((\d+) %\)", line).groups())) for line in lines]
     assert len(shown) >= 3 and shown == sorted(shown) and shown[-1] == (4, 100), lines
+
+
+def test_an_f5_voice_speaks_with_its_own_sampler_steps_unless_told(f5_voice, monkeypatch):
+    """F5's flow sampler wants 32 steps where Matcha's decoder wants 10: `synth --voice` and the services use the
+    voice's engine's own number when the caller names none (the Inference tab shows the same default)."""
+    from utils.f5 import SAMPLE_STEPS
+    from utils.f5.speech import F5Speaker
+    from utils.inference import DEFAULT_STEPS, Voice
+
+    asked = []
+    real = F5Speaker.synthesise_batch
+    monkeypatch.setattr(F5Speaker, "synthesise_batch",
+                        lambda self, tokens, spk, n_steps, *a, **k: asked.append(n_steps) or real(self, tokens, spk, 2, *a, **k))
+    voice = Voice.load(f5_voice / "checkpoints" / "step-2")
+    voice.synthesize("ሰላም ነው።")
+    voice.synthesize("ሰላም ነው።", steps=3)
+    assert asked == [SAMPLE_STEPS, 3] and SAMPLE_STEPS != DEFAULT_STEPS

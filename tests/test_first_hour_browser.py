@@ -11,13 +11,20 @@ from playwright.sync_api import expect
 from tests.conftest import AppServer, serve
 from tests.test_inference import CKPT, voice_workspace
 from tests.test_separation_dataset import ws  # noqa: F401  (fixture: dataset "news", a clean and a musical clip)
-from utils import inference
+from utils import inference, runs
+from utils.transcripts.scoring import check_path
+from utils.workspace import atomic_write_json, read_jsonl, write_jsonl
 
 
 def shot(page, locator, tmp_path, name: str) -> None:
     path = tmp_path / f"{name}.png"
     (locator or page).screenshot(path=path)
     print(f"screenshot: {path}")
+
+
+def id_cell(table, column: int, row_id: str):
+    """The cell of a table's id column that holds `row_id`."""
+    return table.get_by_test_id(re.compile(rf"^cell-\d+-{column}$")).filter(has_text=re.compile(rf"^\s*{row_id}\s*$"))
 
 
 @pytest.fixture
@@ -45,6 +52,54 @@ def test_refusals_stay_written_in_the_tab_after_their_toast_is_gone(server, page
     expect(status).to_contain_text("Not done: Not saved", timeout=30_000)
     expect(status).to_contain_text("no symbol for 'θ'")
     shot(page, status, tmp_path, "g2p-refusal")
+
+
+def test_a_pick_or_form_that_fails_says_why_in_a_box_that_stays(server, page, tmp_path):
+    """A row, clip or settings file that changed under the page is said where it was picked (the status line
+    under it), not as a red 'Error' badge once the toast fades; an unexpected error names its type and text,
+    sends the curator to the app's log, and its traceback is there."""
+    ws = server.ws
+    atomic_write_json(check_path(ws, "news"), {"dataset": "news", "method": "asr", "rows": [
+        {"id": "song", "score": 0.9, "reason": "the recognizer heard other words"},
+        {"id": "clean", "score": 0.1, "reason": "as written"}]})  # a transcript check's result, as it writes it
+    page.goto(server.url)
+    page.get_by_text("Show every row, not only flagged ones").click()
+    table, review = page.locator("#dataset-flagged"), page.locator("#transcripts-review")
+    expect(table).to_contain_text("song", timeout=30_000)
+    expect(review).to_contain_text("the recognizer heard other words", timeout=30_000)
+    manifest = ws.dataset_dir("news") / "manifest.jsonl"
+    write_jsonl(manifest, [r for r in read_jsonl(manifest) if r["id"] != "song"])  # another browser removed it
+
+    id_cell(table, 0, "song").click()
+    boxes = {"#dataset-status": "Not done: Dataset 'news' has no row 'song'",
+             "#transcripts-status": "Not done: Dataset 'news' has no row 'song' in this list any more"}
+    expect(page.locator("#dataset-status")).to_contain_text(boxes["#dataset-status"], timeout=30_000)
+    id_cell(review, 1, "song").click()
+    expect(page.locator("#transcripts-status")).to_contain_text(boxes["#transcripts-status"], timeout=30_000)
+    shot(page, page.locator("#dataset-status"), tmp_path, "row-pick-refusal")
+
+    page.get_by_role("tab", name="Music removal").click()
+    page.get_by_label("Listen to a clip").click()
+    page.get_by_role("option", name="song", exact=True).click()
+    boxes["#sep-status"] = "Not done: Dataset 'news' has no clip 'song'"
+    expect(page.locator("#sep-status")).to_contain_text(boxes["#sep-status"], timeout=30_000)
+
+    page.get_by_role("tab", name="Optimizations").click()
+    expect(page.locator("#chosen-here")).to_contain_text("Where it trains", timeout=30_000)
+    runs.settings_path(ws).write_text("{hand-edited", encoding="utf-8")  # a settings file that cannot be read
+    page.locator("#settings-preset").get_by_label("small", exact=True).check()
+    boxes["#settings-changes"] = "training_settings.json cannot be read"
+    expect(page.locator("#settings-changes")).to_contain_text(boxes["#settings-changes"], timeout=30_000)
+    expect(page.locator("#settings-changes")).to_contain_text("press Reset to recommended")
+    shot(page, page.locator("#settings-changes"), tmp_path, "unreadable-settings")
+
+    expect(page.locator(".toast-body")).to_have_count(0, timeout=60_000)  # the toasts fade...
+    for tab, selector in (("Dataset", "#dataset-status"), ("Dataset", "#transcripts-status"),
+                          ("Music removal", "#sep-status"), ("Optimizations", "#settings-changes")):
+        page.get_by_role("tab", name=tab).click()
+        expect(page.locator(selector)).to_contain_text(boxes[selector])  # ...the words stay
+    page.get_by_role("button", name="Reset to recommended").click()  # rewrites the file: the form works again
+    expect(page.locator("#settings-changes")).to_contain_text("Back to the recommended settings", timeout=30_000)
 
 
 def test_music_removal_names_each_clip_with_its_score(server, page, tmp_path):

@@ -7,12 +7,25 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.conftest import serve
+from tests.helpers import make_dataset
 from tests.test_inference import CKPT, voice_workspace
+from utils.training import TrainConfig, prepare_run, run
+
+F5_RUN = "tigist-f5"  # listed after the Matcha run r1, which stays the picker's first voice
+
+
+def add_f5_voice(ws) -> None:
+    """A tiny F5 trained for one step on espeak-ng Amharic: a real F5 checkpoint for the voice picker."""
+    make_dataset(ws.root, n_train=2, n_val=1, max_chars=30)
+    run(prepare_run(TrainConfig(workspace=str(ws.root), dataset="am", run=F5_RUN, engine="f5", preset="tiny",
+                                max_steps=1, warmup_steps=1, eval_every=0, checkpoint_every=1, grad_accumulation=1,
+                                max_frames_per_batch=600, eval_vocoder="griffin-lim")))
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     ws = voice_workspace(tmp_path_factory.mktemp("inference") / "workspace")
+    add_f5_voice(ws)
     s = serve(ws)
     yield s
     s.stop()
@@ -64,3 +77,30 @@ def test_speak_see_the_phonemes_compare_and_export(server, page, tmp_path):
     expect(page.locator("#inference-export-msg")).to_contain_text("voices/browser-voice", timeout=60_000)
     expect(page.locator("#inference-export-msg")).to_contain_text("Voice.load")
     assert (server.ws.voices / "browser-voice" / "model.safetensors").exists()
+
+
+def test_an_f5_voice_gets_f5s_own_steps_and_no_temperature_slider(server, page, tmp_path):
+    page.goto(server.url)
+    page.get_by_role("tab", name="Inference").click()
+    steps = page.locator("#inference-steps input[type='number']")
+    temperature = page.locator("#inference-temperature")
+    expect(steps).to_have_value("10")  # the Matcha voice first: Matcha's steps, and its temperature
+    expect(page.locator("#inference-steps")).to_contain_text("4-10 is usual")
+    expect(temperature).to_be_visible()
+
+    page.get_by_label("Voice or checkpoint").click()
+    page.get_by_role("option", name=re.compile(f"^{F5_RUN} · step 1")).click()
+    expect(steps).to_have_value("32", timeout=30_000)
+    expect(page.locator("#inference-steps")).to_contain_text("32 is F5-TTS's own default")
+    expect(page.locator("#inference-steps")).not_to_contain_text("4-10 is usual")
+    expect(temperature).to_be_hidden()  # F5 ignores it
+    page.locator("#inference-text textarea").fill("ሰላም ነው።")
+    page.locator("#inference-speak").click()
+    expect(page.locator("#inference-info")).to_contain_text("real-time factor", timeout=120_000)
+    page.screenshot(path=tmp_path / "inference-f5.png")
+    print(f"screenshot: {tmp_path / 'inference-f5.png'}")
+
+    page.get_by_label("Voice or checkpoint").click()
+    page.get_by_role("option", name=re.compile("^r1 · step 10")).click()
+    expect(steps).to_have_value("10", timeout=30_000)
+    expect(temperature).to_be_visible()

@@ -53,3 +53,38 @@ def test_settings_are_prefilled_saved_with_their_trade_and_reset(app_server, pag
     page.get_by_text("Measure the largest batch this GPU can take").click()
     page.get_by_role("button", name="Measure", exact=True).click()
     expect(page.get_by_text("No GPU here").first).to_be_visible()
+
+
+def test_steps_start_where_the_optimizations_tab_says_and_the_system_tab_uses_its_words(app_server, page):
+    """On this CPU machine the Optimizations tab recommends the steps the Training tab starts at, with the CPU's
+    reason (not a GPU's); a number saved there is where the Training tab starts after a reload. The System tab
+    names each setting in the Optimizations tab's words, the technical name in brackets."""
+    ws = Workspace.open(app_server.workspace)
+    page.goto(app_server.url)
+    page.get_by_role("tab", name="Optimizations").click()
+    page.get_by_text("Every setting: training length, quality checks, saved copies").click()
+    steps = page.get_by_label(re.compile(r"^How long it trains.*\(max_steps\)$"))
+    expect(steps).to_have_value("2000")
+    expect(page.locator("#why-max_steps")).to_contain_text("no GPU here: 2000 steps of the tiny model")
+    expect(page.locator("#why-max_steps")).not_to_contain_text("on a GPU")
+    page.get_by_role("tab", name="Training").click()
+    expect(page.get_by_label("steps", exact=True)).to_have_value("2000")
+
+    page.get_by_role("tab", name="Optimizations").click()
+    steps.fill("3000")
+    steps.press("Tab")
+    page.locator("#save-settings").click()
+    expect(page.locator("#settings-changes")).to_contain_text("max_steps: 2000 → 3000")
+    page.reload()
+    page.get_by_role("tab", name="Training").click()
+    expect(page.get_by_label("steps", exact=True)).to_have_value("3000", timeout=30_000)
+    runs.save_settings(ws, {})
+
+    page.get_by_role("tab", name="System").click()
+    table = page.locator("#recommended-settings")
+    expect(table).to_contain_text("Number precision: half-size numbers train faster where the GPU supports them "
+                                  "(precision)", timeout=30_000)
+    for words in ("Faster maths on newer NVIDIA GPUs (tf32)", "Audio per batch, in frames (93.75 frames = 1 second) "
+                  "(max_frames_per_batch)", "Train on every GPU at once, one process each (distributed)"):
+        expect(table).to_contain_text(words)
+    page.locator("#recommended-settings").screenshot(path=app_server.workspace.parent / "system-settings.png")

@@ -10,6 +10,7 @@ from tests.conftest import serve
 from tests.test_jobs import TINY
 from tests.helpers import make_dataset, numeric_ticks, plot_seen
 from utils import jobs, runs
+from utils.workspace import read_json
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +145,33 @@ def test_a_vocoder_is_trained_from_the_training_tab_and_watched_like_any_run(ser
     expect(page.locator("#run-summary")).to_contain_text(f"{name}: finished", timeout=240_000)
     expect(page.locator("#train-log textarea")).to_have_value(re.compile(r"training from scratch, preset tiny"))
     expect(page.locator("#run-list")).to_contain_text("vocoder (tiny)", timeout=30_000)
+
+
+def test_a_reload_after_an_f5_run_brings_the_form_back_on_f5_with_its_licence_and_clip(server, page, tmp_path):
+    """The form comes back as the last run was started: an F5 run's engine, its licence yes and reference clip
+    (the Matcha model size hidden), so Start starts another F5 run, not a Matcha one."""
+    import time
+
+    from utils.f5 import HUB_ID
+    from utils.training import TrainConfig, prepare_run
+
+    ws = server.ws
+    # what the tab's Start writes for an F5 run (engine, the base, licence yes, clip); the job itself would
+    # download the base, which this offline machine cannot: the run is left as failed, as it would end here
+    cfg = TrainConfig.from_dict({**runs.saved_settings(ws), "workspace": str(ws.root), "dataset": "am",
+                                 "preset": "base", "run": "f5-last", "engine": "f5", "init": HUB_ID,
+                                 "prompt": "am-001", "max_steps": 300})
+    jobs.update_status(prepare_run(cfg, accept_licence=True).parent, state="failed", created=time.time())
+    open_training(page, server.url)
+    expect(page.get_by_role("radio", name=re.compile("^F5-TTS"))).to_be_checked(timeout=30_000)
+    expect(page.locator("#f5-licence input")).to_be_checked()
+    expect(page.locator("#f5-prompt textarea, #f5-prompt input").first).to_have_value("am-001")
+    expect(page.locator("#train-form").get_by_label("tiny")).to_be_hidden()  # the size is the pretrained base's
+    expect(page.get_by_label("steps", exact=True)).to_have_value("300")
+    page.locator("#train-form").screenshot(path=tmp_path / "f5-form-after-reload.png")
+
+    page.get_by_label("run name").fill("f5-again")
+    page.get_by_role("button", name="Start training").click()
+    expect(page.locator("#train-message")).to_contain_text("f5-again", timeout=30_000)
+    again = read_json(ws.run_dir("f5-again") / "config.json")["train"]
+    assert again["engine"] == "f5" and again["prompt"] == "am-001" and again["init"] == HUB_ID

@@ -263,7 +263,16 @@ def settings_path(ws: Workspace) -> Path:
 
 
 def saved_settings(ws: Workspace) -> dict:
-    return read_json(settings_path(ws), {}) or {}
+    """The Optimizations tab's saved choices. A file that does not parse (edited by hand) is named with the way
+    out; it is left as it is, for the curator to fix or to replace with Save / Reset."""
+    try:
+        saved = read_json(settings_path(ws), {}) or {}
+        if not isinstance(saved, dict):
+            raise ValueError(f"a {type(saved).__name__}, not settings by name")
+    except ValueError as exc:
+        raise StudioError(f"{settings_path(ws)} cannot be read ({exc}): fix it by hand, or press Reset to "
+                          "recommended on the Optimizations tab to write it anew.") from exc
+    return saved
 
 
 def save_settings(ws: Workspace, settings: dict) -> dict:
@@ -411,15 +420,16 @@ class SettingRow:
     choices: list | None
 
 
-def settings_form(ws: Workspace, preset: str = "small") -> list[SettingRow]:
-    """Every trainer setting: the value a new run gets, the machine's recommendation and why, the trade-off."""
+def settings_form(ws: Workspace, preset: str = "small", use_saved: bool = True) -> list[SettingRow]:
+    """Every trainer setting: the value a new run gets, the machine's recommendation and why, the trade-off.
+    use_saved=False: the recommendations alone (what Reset writes; a form while the saved file cannot be read)."""
     import json
     from dataclasses import fields
 
     from utils.training import TrainConfig
     from utils.training.optimization import resolve
 
-    saved = saved_settings(ws)
+    saved = saved_settings(ws) if use_saved else {}
     machine = resolve(TrainConfig(preset=preset))  # what "auto" means on this machine
     trades = json.loads((ASSETS / "optimization_trades.json").read_text(encoding="utf-8"))
     plain = plain_words()
@@ -429,6 +439,8 @@ def settings_form(ws: Workspace, preset: str = "small") -> list[SettingRow]:
         f = meta[name]
         if name in machine.values:
             recommended, reason = machine.values[name], machine.reasons[name]
+        elif name == "max_steps":
+            recommended, reason = recommended_steps()
         elif name == "eval_every":
             recommended, reason = f.default, (f"fits each run: about {EVALS_PER_RUN} evaluations per run, at least "
                                               f"{MIN_EVAL_GAP} and at most {f.default} steps apart")
@@ -446,8 +458,31 @@ def settings_form(ws: Workspace, preset: str = "small") -> list[SettingRow]:
     return rows
 
 
+STEPS_GPU, STEPS_CPU = 20_000, 2_000  # reasons in assets/settings_plain.json (max_steps "why", "why_cpu")
+
+
+def recommended_steps() -> tuple[int, str]:
+    """(steps, why) for this machine: a GPU trains a full voice, a CPU a first tiny one in under an hour. The
+    Optimizations tab shows it and the Training tab's steps box starts from it, so both say the same number."""
+    from utils import hardware
+
+    why = plain_words()["max_steps"]
+    return (STEPS_GPU, why["why"]) if hardware.query_gpus() else (STEPS_CPU, why["why_cpu"])
+
+
+def default_steps(ws: Workspace) -> int:
+    """The Training tab's steps box before the curator types: the Optimizations tab's saved choice, else the
+    machine's recommendation (the box sets each run, so it starts where the Optimizations tab says)."""
+    try:
+        saved = saved_settings(ws)
+    except StudioError:
+        saved = {}  # the Optimizations tab says what is wrong with the file; the app still starts
+    return int(saved.get("max_steps") or recommended_steps()[0])
+
+
 def plain_words() -> dict:
-    """{setting: {"label": what it does in plain words, "why": the reason for a value the hardware does not decide}}."""
+    """{setting: {"label": what it does in plain words, "why": the reason for a value the hardware does not decide,
+    and for max_steps "why_cpu": the reason for the CPU's number}}."""
     return json.loads((ASSETS / "settings_plain.json").read_text(encoding="utf-8"))
 
 

@@ -21,21 +21,44 @@ def default_model_size() -> str:
     return "base" if hardware.query_gpus() else "tiny"
 
 
+def plain_label(name: str, plain: dict) -> str:
+    """A setting as the curator reads it: what it does in plain words (assets/settings_plain.json), then its
+    technical name in brackets for those who know it; the Optimizations and System tabs name settings alike."""
+    return f"{plain.get(name, {}).get('label', name.replace('_', ' '))} ({name})"
 
-def says_errors(fn, outputs: list, box, log: bool = False, also: dict | None = None):
+
+def _action_name(fn) -> str:
+    """What a handler does, from its name (on_pick_review -> 'Pick review'), for a message about it."""
+    name = getattr(getattr(fn, "func", fn), "__name__", "")
+    name = name.removeprefix("on_").replace("_", " ").strip()
+    return name.capitalize() if name and "<" not in name else "This action"
+
+
+def says_errors(fn, outputs: list, box, log: bool = False, also: dict | None = None, what: str = ""):
     """`fn` with its refusals written into `box` (one of its `outputs`), where the curator can read them for as
     long as they like: a raised error would leave only a red 'Error' badge on every output once its toast
     fades. A `log` box keeps the lines it showed and gets the message as its last line; `also` gives other
-    outputs a value on a refusal ({output: value}), the rest are left as they were. Works for generators."""
+    outputs a value on a refusal ({output: value}), the rest are left as they were. Works for generators.
+
+    An unexpected exception (a bug, a broken file) is said the same way, naming `what` failed (default: the
+    handler's name) with the exception's type and text, and its traceback goes to the app's log, where the
+    message sends the curator: a bare badge says nothing and a swallowed traceback helps no one fix it."""
     import functools
     import inspect
+    import logging
 
     from utils.events import StudioError
 
     at = outputs.index(box)
+    what = what or _action_name(fn)
 
     def shown(exc, before="") -> tuple | str:
-        text = str(exc.message if isinstance(exc, gr.Error) else exc)
+        if isinstance(exc, (gr.Error, StudioError)):
+            text = str(exc.message if isinstance(exc, gr.Error) else exc)
+        else:
+            logging.getLogger("webui").exception("%s failed", what)
+            text = (f"{what} failed on an unexpected error ({type(exc).__name__}: {exc}). The app's log (the "
+                    "terminal or log file it was started from) has the details.")
         gr.Warning(text)  # a toast as well, for a box out of sight; the box keeps the text
         said = f"{before}\nNot done: {text}".lstrip() if log else f"**Not done:** {text}"
         updates = [(also or {}).get(o, gr.update()) for o in outputs]
@@ -54,7 +77,7 @@ def says_errors(fn, outputs: list, box, log: bool = False, also: dict | None = N
                 for value in fn(*args, **kwargs):
                     before = box_text(value) or before
                     yield value
-            except (gr.Error, StudioError) as exc:
+            except Exception as exc:  # noqa: BLE001  (said in the box; unexpected ones logged with traceback)
                 yield shown(exc, before)
         return generator
 
@@ -62,6 +85,6 @@ def says_errors(fn, outputs: list, box, log: bool = False, also: dict | None = N
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (gr.Error, StudioError) as exc:
+        except Exception as exc:  # noqa: BLE001  (said in the box; unexpected ones logged with traceback)
             return shown(exc)
     return wrapper

@@ -5,6 +5,7 @@ Handlers are small module functions taking the workspace first (tests call them 
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import gradio as gr
@@ -172,7 +173,10 @@ def build(ctx: AppContext) -> list:
         exclude_btn = gr.Button("Exclude")
         keep_btn = gr.Button("Keep")
         save_btn = gr.Button("Save text")
-    status = gr.Markdown()
+    status = gr.Markdown(elem_id="dataset-status")
+    # a new stamp each time a prepare remakes the dataset already picked: the picker's value does not change then,
+    # so its .change (which clears the picked rows and reloads the transcript lists) would not fire
+    prepared = gr.State()
 
     # ---- wiring
     def on_upload(f, p):
@@ -197,34 +201,41 @@ def build(ctx: AppContext) -> list:
         names = ws.list_datasets()
         return gr.update(choices=names, value=n) if n in names else gr.update(choices=names)
 
+    def on_made(n, shown):  # the picker as on_prepared; a new stamp when the dataset picked was made again
+        again = n == shown and n in ws.list_datasets()
+        return on_prepared(n), ((n, time.time_ns()) if again else gr.update())
+
     view_outputs = [summary, hist, rate, table]
     on_view = says_errors(on_view, view_outputs, summary)  # a broken manifest is said in the summary
     prep = prepare_btn.click(says_errors(on_prepare, [log], log, log=True),
                              [files, path, name, fmt, frontend, audio_col, text_col, speaker_col], log,
                              api_name="dataset_prepare")
-    prep.then(on_prepared, name, dataset).then(on_view, [dataset, show_all], view_outputs)
+    prep.then(on_made, [name, dataset], [dataset, prepared]).then(on_view, [dataset, show_all], view_outputs)
     cancel_btn.click(None, None, None, cancels=[prep])
     dataset.change(on_view, [dataset, show_all], view_outputs, api_name="dataset_view")
-    # the picked row belongs to the dataset it was picked in: another dataset starts with none picked
-    dataset.change(lambda: ("", None, ""), None, [row_id, player, text], show_progress="hidden")
+    # the picked row belongs to the dataset it was picked in: another dataset, or the same prepared again, starts
+    # with none picked
+    gr.on([dataset.change, prepared.change], lambda: ("", None, ""), None, [row_id, player, text],
+          show_progress="hidden")
     show_all.change(on_view, [dataset, show_all], view_outputs)
     refresh.click(on_prepared, dataset, dataset).then(on_view, [dataset, show_all], view_outputs)
     recheck_btn.click(says_errors(lambda n: f"Re-checked: {datasets.recheck(ws, n)['flagged_clips']} flagged row(s)",
                                   [status], status), dataset, status, api_name="dataset_recheck").then(
         on_view, [dataset, show_all], view_outputs)
 
-    def on_select(n, frame, evt: gr.SelectData):
-        return select_row(ws, n, str(frame.iloc[evt.index[0]]["id"]))
+    def on_select(n, frame, evt: gr.SelectData):  # the status line is about the row picked before: cleared
+        return (*select_row(ws, n, str(frame.iloc[evt.index[0]]["id"])), "")
 
     def on_page_load(n):  # a reload or a second browser sees the workspace as it is now
         names = ws.list_datasets()
         n = n if n in names else (names[0] if names else None)
         return (gr.update(choices=names, value=n), *plot_updates(*load_view(ws, n)))
 
-    table.select(on_select, [dataset, table], [row_id, player, text])
+    picked = [row_id, player, text, status]  # a row gone since the table was drawn is said in the status line
+    table.select(says_errors(on_select, picked, status, what="Picking the row"), [dataset, table], picked)
     for btn, action in ((exclude_btn, "exclude"), (keep_btn, "keep"), (save_btn, "text")):
         btn.click(says_errors(lambda n, r, t, a=action: edit_row(ws, n, r, a, t), [status], status),
                   [dataset, row_id, text], status,
                   api_name=f"dataset_{action}").then(on_view, [dataset, show_all], view_outputs)
-    transcripts.build(ctx, dataset)  # transcripts to check and machine drafts, on this tab's dataset
-    return [(on_page_load, [dataset], [dataset, *view_outputs])]
+    lists_on_load = transcripts.build(ctx, dataset, prepared)  # transcripts to check and machine drafts
+    return [(on_page_load, [dataset], [dataset, *view_outputs]), lists_on_load]

@@ -12,6 +12,7 @@ import numpy as np
 
 from utils import inference
 from utils.events import StudioError
+from utils.f5 import SAMPLE_STEPS
 from utils.vocoder.default import DEFAULT_NAME, status_line
 from webui.components import says_errors
 from webui.context import AppContext
@@ -20,6 +21,12 @@ AUTO_VOCODER = "auto"  # the voice's own vocoder, else the workspace's default (
 NO_VOICE = "No voice yet: train a run on the Training tab; its checkpoints and exported voices appear here."
 ROW_COLUMNS = ["#", "text", "normalized", "phonemes (what the model spoke)", "skipped symbols"]
 DEVICE_LABELS = [("Auto (GPU unless a training run holds it)", "auto"), ("CPU", "cpu"), ("GPU (share with training)", "cuda")]
+ENGINE_STEPS = {  # (default steps, help): each engine's sampler has its own usual number of steps
+    "matcha": (inference.DEFAULT_STEPS, "more: cleaner speech, made more slowly; 4-10 is usual (ODE steps of the flow "
+                                        "decoder)"),
+    "f5": (SAMPLE_STEPS, f"more: cleaner speech, made more slowly; {SAMPLE_STEPS} is F5-TTS's own default (steps of its "
+                         "flow sampler)"),
+}
 
 
 # ------------------------------------------------------------------------------- handlers
@@ -40,6 +47,13 @@ def _speakers_or_none(ctx: AppContext, voice: str | None) -> list[str]:
         return inference.speakers(ctx.workspace, voice) if voice else []
     except StudioError:
         return []
+
+
+def engine_settings(engine: str) -> tuple:
+    """(steps, temperature) updates for an engine: its own default steps and help; F5 ignores the temperature
+    (its starting noise is always unit), so the slider is hidden rather than left to do nothing."""
+    steps, info = ENGINE_STEPS.get(engine, ENGINE_STEPS["matcha"])
+    return gr.update(value=steps, info=info), gr.update(visible=engine != "f5")
 
 
 def speaker_choices(ctx: AppContext, voice: str | None):
@@ -156,6 +170,7 @@ def build(ctx: AppContext):
     voices = inference.voice_choices(ws)
     first = voices[0][1] if voices else None
     first_speakers = _speakers_or_none(ctx, first)
+    first_engine = inference.voice_engine(ctx.workspace, first)
     with gr.Row():
         voice = gr.Dropdown(label="Voice or checkpoint", choices=voices, value=first, scale=3,
                             elem_id="inference-voice", info="" if voices else NO_VOICE)
@@ -169,11 +184,13 @@ def build(ctx: AppContext):
                       info="Any length: split at ። ? ! and line breaks, spoken in batches, joined with pauses.")
     gr.Examples(examples=[[s] for s in inference.SAMPLE_SENTENCES], inputs=[text], label="Sample sentences")
     with gr.Row():
-        steps = gr.Slider(1, 50, value=inference.DEFAULT_STEPS, step=1, label="Steps (quality vs. speed)",
-                          info="more: cleaner speech, made more slowly; 4-10 is usual (ODE steps of the flow decoder)")
+        steps = gr.Slider(1, 50, value=ENGINE_STEPS[first_engine][0], step=1, label="Steps (quality vs. speed)",
+                          info=ENGINE_STEPS[first_engine][1], elem_id="inference-steps")
         temperature = gr.Slider(0.0, 1.5, value=inference.DEFAULT_TEMPERATURE, step=0.01,
-                                label="Temperature (variation)",
+                                label="Temperature (variation)", visible=first_engine != "f5",
+                                elem_id="inference-temperature",
                                 info="higher: livelier, less even speech; lower: flatter, more the same every time")
+        engine = gr.State(first_engine)  # the engine the steps and temperature are set for
         speed = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Speed")
     with gr.Accordion("More settings", open=False):
         with gr.Row():
@@ -268,6 +285,12 @@ def build(ctx: AppContext):
     gr.Timer(5.0).tick(on_tick, inputs=[voice, shown], outputs=[*refresh_outputs, shown], show_progress="hidden")
     reload.click(on_refresh, inputs=[voice], outputs=refresh_outputs, api_name="inference_refresh")
     voice.change(lambda v: speaker_choices(ctx, v), inputs=[voice], outputs=[speaker], api_name="inference_speakers")
+
+    def on_engine(v, before):  # only a voice of the other engine resets the steps: a typed number stays otherwise
+        now = inference.voice_engine(ctx.workspace, v)
+        return (gr.update(), gr.update(), before) if now == before else (*engine_settings(now), now)
+
+    voice.change(on_engine, inputs=[voice, engine], outputs=[steps, temperature, engine], show_progress="hidden")
     settings = [steps, temperature, speed, vocoder]
     def on_speak(*args):
         yield from speak(ctx, *args, stream=streaming)

@@ -5,20 +5,15 @@ import gradio as gr
 
 from utils import runs
 from utils.events import StudioError
-from webui.components import default_model_size, says_errors
+from webui.components import default_model_size, plain_label, says_errors
 from webui.context import AppContext
 
 
 SWITCHES = ("tf32", "compile", "grad_checkpointing", "fused_adamw", "cudnn_benchmark", "pin_memory", "fp8")
 
 
-def _label(row: runs.SettingRow, plain: dict) -> str:
-    """What the setting does, then its technical name in brackets for those who know it."""
-    return f"{plain.get(row.name, {}).get('label', row.name.replace('_', ' '))} ({row.name})"
-
-
 def _component(row: runs.SettingRow, plain: dict):
-    label = _label(row, plain)
+    label = plain_label(row.name, plain)
     if row.name == "device":
         return gr.Dropdown(["cpu", "cuda", "mps"], value=row.value, label=label, info=row.help)
     if row.choices:
@@ -35,8 +30,8 @@ def _explain(row: runs.SettingRow) -> str:
 def chosen_here(rows: list[runs.SettingRow], plain: dict) -> str:
     """The first screen: where it trains, in what precision, which speed-ups are on, each with its reason."""
     by = {r.name: r for r in rows}
-    on = [_label(by[n], plain) for n in SWITCHES if by[n].value is True]
-    lines = [f"- **{_label(by[n], plain)}: {by[n].value}.** {by[n].reason}" for n in ("device", "precision")]
+    on = [plain_label(n, plain) for n in SWITCHES if by[n].value is True]
+    lines = [f"- **{plain_label(n, plain)}: {by[n].value}.** {by[n].reason}" for n in ("device", "precision")]
     lines.append("- **Speed-ups switched on:** " + ("; ".join(on) if on else
                                                    "none: each needs a GPU, where they make steps faster"))
     return "### Chosen for this machine\n" + "\n".join(lines)
@@ -50,13 +45,16 @@ def build(ctx: AppContext) -> list:
                 "the hardware.")
     with gr.Row():
         preset = gr.Radio(["tiny", "small", "base"], value=default_model_size(),
-                          label="model size the recommendations are for")
+                          label="model size the recommendations are for", elem_id="settings-preset")
         save = gr.Button("Save settings", variant="primary", elem_id="save-settings")
         reset = gr.Button("Reset to recommended")
-    rows = runs.settings_form(ws, preset.value)
+    try:
+        rows, problem = runs.settings_form(ws, preset.value), ""
+    except StudioError as exc:  # a hand-edited file that does not parse: the app starts, and says so here
+        rows, problem = runs.settings_form(ws, preset.value, use_saved=False), f"Not done: {exc}"
     chosen = gr.Markdown(chosen_here(rows, plain), elem_id="chosen-here")
     batch = gr.Markdown(runs.batch_summary(rows), elem_id="effective-batch")
-    changes = gr.Markdown(elem_id="settings-changes")
+    changes = gr.Markdown(problem, elem_id="settings-changes")
     names = [r.name for r in rows]
     components, explanations = [], []
     for title, group in (("Every setting: speed and memory", runs.MACHINE_SETTINGS),
@@ -94,18 +92,17 @@ def build(ctx: AppContext) -> list:
         runs.save_settings(ws, {})
         return ["Back to the recommended settings for this machine."] + fill(preset)
 
-    def on_measure(dataset, preset):
-        try:
-            return runs.start_probe(ws, dataset, preset)
-        except StudioError as exc:
-            raise gr.Error(str(exc))
+    def on_preset(preset):  # the message box keeps what it said (a save's changes) unless this fails
+        return [gr.update()] + fill(preset)
 
     outputs = components + explanations + [batch, chosen]
-    preset.change(fill, preset, outputs, show_progress="hidden")
-    save.click(says_errors(on_save, [changes] + outputs, changes), [preset] + components, [changes] + outputs,
-               api_name="save_settings")
-    reset.click(on_reset, preset, [changes] + outputs, api_name="reset_settings")
-    measure.click(says_errors(on_measure, [measured], measured), [dataset, preset], measured, api_name="measure_batch")
+    said = [changes] + outputs  # a refusal, or a settings file that cannot be read, is written in `changes`
+    refill = says_errors(on_preset, said, changes, what="Filling in the settings")
+    preset.change(refill, preset, said, show_progress="hidden")
+    save.click(says_errors(on_save, said, changes), [preset] + components, said, api_name="save_settings")
+    reset.click(says_errors(on_reset, said, changes, what="Reset"), preset, said, api_name="reset_settings")
+    measure.click(says_errors(lambda d, p: runs.start_probe(ws, d, p), [measured], measured, what="Measure"),
+                  [dataset, preset], measured, api_name="measure_batch")
     # no probe yet: the box keeps what it says (a refusal of Measure, written there by says_errors)
     gr.Timer(3.0).tick(lambda: runs.probe_report(ws) or gr.update(), None, measured, show_progress="hidden")
-    return [(fill, [preset], outputs)]
+    return [(refill, [preset], said)]

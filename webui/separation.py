@@ -96,11 +96,13 @@ def show_clip(ws, name: str, clip_id: str):
     """Before/after players of one clip (after is empty when it had no music)."""
     if not name or not clip_id:
         return None, None
-    try:
-        before, after = sep_dataset.clip_paths(ws, name, clip_id)
-    except StudioError as exc:
-        raise gr.Error(str(exc)) from exc
+    before, after = sep_dataset.clip_paths(ws, name, clip_id)
     return str(before), (str(after) if after else None)
+
+
+def dataset_view(ws, name: str | None) -> tuple:
+    """(clip table, clip picker, accept picks) of a dataset: what the tab shows when one is picked or loaded."""
+    return clip_table(ws, name), clip_ids(ws, name), faint_ids(ws, name)
 
 
 def accept(ws, name: str, picks: list[str] | None = None):
@@ -161,13 +163,18 @@ def build(ctx: AppContext) -> list:
     backend.change(backend_note, backend, note, api_name="separation_backend")
     refresh.click(partial(dataset_choices, ws), None, name, api_name="separation_datasets")
     name.focus(partial(dataset_choices, ws), None, name, show_progress="hidden")  # a dataset prepared meanwhile
-    name.change(partial(clip_table, ws), name, table, api_name="separation_table").then(
-        partial(clip_ids, ws), name, clip).then(partial(faint_ids, ws), name, picks)
+    # a manifest that cannot be read, or a clip gone since the picker was filled, is said in the status line;
+    # another dataset's table clears what the line said about the one before
+    shown = [table, clip, picks, status]
+    name.change(says_errors(lambda n: (*dataset_view(ws, n), ""), shown, status, what="Showing the dataset"),
+                name, shown, api_name="separation_table")
     ds_event = run_ds.click(says_errors(partial(run_dataset, ws), [log, table], log, log=True),
                             [name, backend, gate], [log, table], api_name="separation_run_dataset")
     ds_event.then(partial(clip_ids, ws), name, clip).then(partial(faint_ids, ws), name, picks)
     stop_ds.click(None, None, None, cancels=[ds_event])
-    clip.change(partial(show_clip, ws), [name, clip], [before, after], api_name="separation_clip")
+    players = [before, after, status]
+    listen = says_errors(lambda n, c: (*show_clip(ws, n, c), gr.update()), players, status, what="Loading the clip")
+    clip.change(listen, [name, clip], players, api_name="separation_clip")
     accept_btn.click(says_errors(partial(accept, ws), [status, table], status), [name, picks], [status, table],
                      api_name="separation_accept")
     revert_btn.click(says_errors(partial(revert, ws), [status, table], status), name, [status, table],
@@ -180,6 +187,7 @@ def build(ctx: AppContext) -> list:
     def on_page_load(current):  # the picker shows a dataset at load: show its clips too, not an empty table
         names = ws.list_datasets()
         pick = current if current in names else (names[0] if names else None)
-        return gr.update(choices=names, value=pick), clip_table(ws, pick), clip_ids(ws, pick), faint_ids(ws, pick)
+        return gr.update(choices=names, value=pick), *dataset_view(ws, pick), ""
 
-    return [(on_page_load, [name], [name, table, clip, picks])]
+    return [(says_errors(on_page_load, [name, *shown], status, what="Showing the dataset"), [name],
+             [name, *shown])]

@@ -4,7 +4,8 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from utils import hardware
+from utils import hardware, runs
+from webui.components import plain_label
 from webui.context import AppContext
 
 HISTORY_POINTS = 120
@@ -25,7 +26,10 @@ def hardware_card(report: hardware.HardwareReport) -> str:
 
 
 def settings_table(report: hardware.HardwareReport) -> pd.DataFrame:
-    return pd.DataFrame([{"setting": k, "value": str(s.value), "reason": s.reason}
+    """The machine's settings in the Optimizations tab's words (technical name in brackets), so a curator reads
+    the same setting by the same name on both tabs."""
+    plain = runs.plain_words()
+    return pd.DataFrame([{"setting": plain_label(k, plain), "value": str(s.value), "reason": s.reason}
                          for k, s in report.recommended.items()])
 
 
@@ -55,7 +59,7 @@ def build(ctx: AppContext) -> None:
     gr.Markdown(hardware_card(report), elem_id="hardware-card", elem_classes=["hw-card"])
     gr.Markdown("### Recommended training settings\nEvery setting starts here; the Optimizations tab lets you change them.")
     gr.Dataframe(settings_table(report), wrap=True, interactive=False, elem_id="recommended-settings",
-                 column_widths=["22%", "10%", "68%"])
+                 column_widths=["30%", "10%", "60%"])
     gr.Markdown("### Live usage")
     live = gr.Markdown(elem_id="live-usage")
     with gr.Row():

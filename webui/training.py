@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 import pandas as pd
@@ -104,10 +105,33 @@ def refresh_run(ctx: AppContext, name: str | None, shown: tuple | None = None):
     return (v.summary(), v.log, *plots, *samples, (*now, list(drawn)))
 
 
+def engine_controls(engine: str | None) -> tuple:
+    """(licence box, reference clip, model size) shown for an engine: F5 asks for its licence and reference clip;
+    its size is the pretrained base's, so the size choice is Matcha's."""
+    f5 = engine == "f5"
+    return gr.update(visible=f5), gr.update(visible=f5), gr.update(visible=not f5)
+
+
+def _restored_training(ws, t: dict) -> tuple:
+    """The Training form's part from the last training run's config `t`: the engine with the controls it shows
+    (an F5 run's licence yes and reference clip, else the Matcha size), so Start starts the same kind of run.
+    Order: preset, steps, start from, mode, every GPU, engine, licence, reference clip."""
+    engine = t.get("engine") or "matcha"
+    licence, prompt, size = engine_controls(engine)
+    if engine != "f5":  # an F5 run's size is the base's, not a choice: the Matcha size stays as it was
+        size = {**size, "value": t["preset"]}
+    init = t["init"] if t["init"] in runs.init_choices(ws) else "(from scratch)"
+    return (size, gr.update(value=t["max_steps"]), gr.update(value=init),
+            gr.update(value=t.get("finetune_mode", "full")), gr.update(value=t["all_gpus"]), gr.update(value=engine),
+            {**licence, "value": bool(t.get("licence_accepted"))}, {**prompt, "value": t.get("prompt") or ""})
+
+
 def restore_form(ctx: AppContext) -> tuple:
     """The form as the curator last filled it (the active run's choices, else the newest run's), so a reload
-    does not blank the dataset or put the steps back to the default. With no run yet the form stays as built.
-    Order: dataset, preset, steps, start from, mode, every GPU, vocoder start from, size, steps."""
+    does not blank the dataset, put the steps back to the default or bring an F5 run's form back on Matcha.
+    With no run yet the steps start where the Optimizations tab says (a setting saved there since the app
+    started included); the rest stays as built. Order: dataset, preset, steps, start from, mode, every GPU,
+    engine, licence, reference clip, vocoder start from, size, steps."""
     from utils import inference
 
     ws, keep = ctx.workspace, gr.update()
@@ -115,12 +139,9 @@ def restore_form(ctx: AppContext) -> tuple:
     t, v = last.get("train", {}), last.get("vocoder", {})
     names = ws.list_datasets()
     newest = next(iter(last.values()), {}).get("dataset")
-    inits, vocoders = runs.init_choices(ws), inference.list_vocoders(ws)
     form = (gr.update(choices=names, value=newest) if newest in names else gr.update(choices=names),)
-    form += (gr.update(value=t["preset"]), gr.update(value=t["max_steps"]),
-             gr.update(value=t["init"] if t["init"] in inits else "(from scratch)"),
-             gr.update(value=t.get("finetune_mode", "full")), gr.update(value=t["all_gpus"])) if t else (keep,) * 5
-    form += (gr.update(value=v["init"] if v["init"] in vocoders else VOCODER_SCRATCH[0]),
+    form += _restored_training(ws, t) if t else (keep, gr.update(value=runs.default_steps(ws)), *(keep,) * 6)
+    form += (gr.update(value=v["init"] if v["init"] in inference.list_vocoders(ws) else VOCODER_SCRATCH[0]),
              gr.update(value=v["preset"]), gr.update(value=v["max_steps"])) if v else (keep,) * 3
     return form
 
@@ -132,15 +153,11 @@ def _vocoder_label(steps) -> str:
         return "Train vocoder"
 
 
-def build(ctx: AppContext) -> None:
-    from utils import inference
+def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
+    """Layout: the engine, the run's form, the vocoder panel and the message line under them."""
+    from utils import hardware, inference
 
     ws = ctx.workspace
-    from utils import hardware
-
-    on_gpu = bool(hardware.query_gpus())
-    gr.Markdown("Training runs in its own process: close the tab, reload, or restart the app — the run goes on "
-                "and this page finds it again. Settings come from the **Optimizations** tab.")
     with gr.Row():
         f5_here = hardware.f5_engine(hardware.detect(ws.root))
         engine = gr.Radio([(ENGINES["matcha"], "matcha"), (ENGINES["f5"], "f5")], value="matcha", label="engine",
@@ -157,8 +174,9 @@ def build(ctx: AppContext) -> None:
         preset = gr.Radio(["tiny", "small", "base"], value=default_model_size(), label="model size",
                           info="tiny: trains on a CPU in minutes (rough voice); small (10M parameters); base: 21M parameters, GPU")
         run_name = gr.Textbox(label="run name", placeholder="automatic: dataset + time")
-        max_steps = gr.Number(value=20000 if on_gpu else 2000, precision=0, label="steps", minimum=1,
-                              info="the ETA shows once it runs" + ("" if on_gpu else "; no GPU here: keep it small"))
+        max_steps = gr.Number(value=runs.default_steps(ws), precision=0, label="steps", minimum=1,
+                              info="starts at the Optimizations tab's 'How long it trains'; the ETA shows once it runs"
+                                   + ("" if on_gpu else "; no GPU here: keep it small"))
     with gr.Row():
         init = gr.Dropdown(["(from scratch)"] + runs.init_choices(ws), value="(from scratch)",
                            label="start from", info="a checkpoint to fine-tune, or scratch")
@@ -186,7 +204,12 @@ def build(ctx: AppContext) -> None:
             vocoder_start = gr.Button(_vocoder_label(vocoder_steps.value), elem_id="vocoder-start")
     message = gr.Markdown(elem_id="train-message")
     about = gr.State(None)  # the run the message line speaks of: the timer keeps the line to the run's real state
+    return SimpleNamespace(**{k: v for k, v in locals().items() if isinstance(v, gr.blocks.Block)})
 
+
+def _run_panel(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
+    """Layout: the run list, the buttons acting on the run shown, and its live panel (log, plots, samples)."""
+    ws = ctx.workspace
     gr.Markdown("### Runs")
     with gr.Row():
         run_list = gr.Dataframe(lambda: run_list_frame(ctx), interactive=False, wrap=True, elem_id="run-list", scale=3)
@@ -222,14 +245,19 @@ def build(ctx: AppContext) -> None:
     gr.Markdown("**Samples rendered at evaluations (newest first)**")
     with gr.Row():
         players = [gr.Audio(visible=False, interactive=False, type="filepath") for _ in range(MAX_SAMPLES)]
-
     shown = gr.State(None)  # what this browser's live panel holds (see refresh_run)
-    live_outputs = [summary, log, loss_plot, mcd_plot, lr_plot, speed_plot, mem_plot, cer_plot, *players, shown]
+    live = [summary, log, loss_plot, mcd_plot, lr_plot, speed_plot, mem_plot, cer_plot, *players, shown]
+    return SimpleNamespace(**{k: v for k, v in locals().items() if isinstance(v, (gr.blocks.Block, list))})
 
-    # ------------------------------------------------------------------------------- events
-    # Each action says what it did in the message line, and names the run that line then follows (`about`):
-    # the timer rewrites it from status.json, so "queued: starting" becomes "is training", then "finished".
-    # A refusal is written there too (says_errors), and the line stops following any run.
+
+def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> None:
+    """Start, Stop, Resume, Delete and Export. Each says what it did in the message line, and names the run that
+    line then follows (`about`): the timer rewrites it from status.json, so "queued: starting" becomes "is
+    training", then "finished". A refusal is written there too (says_errors), and the line stops following."""
+    from utils import inference
+
+    ws = ctx.workspace
+
     def on_start(dataset, preset, run_name, max_steps, init, mode, all_gpus, engine, licence, prompt):
         if engine == "f5":  # the size is the pretrained base's (the tiny random F5 is a CLI smoke test)
             preset = "base"
@@ -272,38 +300,56 @@ def build(ctx: AppContext) -> None:
                 None)
 
     def action(fn, outputs):
-        return says_errors(fn, outputs, message, also={about: None})
+        return says_errors(fn, outputs, f.message, also={f.about: None})
 
-    started = [message, run_list, selected, about]
-    # F5 shows its licence and reference clip; its size is the pretrained base's, so the size choice is Matcha's
-    engine.change(lambda e: (gr.update(visible=e == "f5"), gr.update(visible=e == "f5"), gr.update(visible=e != "f5")),
-                  engine, [licence, prompt, preset], show_progress="hidden")
-    start.click(action(on_start, started),
-                [dataset, preset, run_name, max_steps, init, mode, all_gpus, engine, licence, prompt], started,
-                api_name="start_training")
-    vocoder_start.click(action(on_start_vocoder, started),
-                        [dataset, vocoder_init, vocoder_size, vocoder_steps, all_gpus], started,
-                        api_name="start_vocoder_training")
-    said = [message, about]
-    stop.click(action(on_stop, said), selected, said, api_name="stop_training")
-    resume.click(action(on_resume, said), selected, said, api_name="resume_training")
-    delete.click(action(on_delete, said), [selected, confirm], said, api_name="delete_run")
-    export.click(action(on_export, said), [selected, voice_name], said, api_name="training_export_voice")
-    selected.change(lambda n: refresh_run(ctx, n), selected, live_outputs, show_progress="hidden")
+    started = [f.message, p.run_list, p.selected, f.about]
+    f.start.click(action(on_start, started), [f.dataset, f.preset, f.run_name, f.max_steps, f.init, f.mode,
+                                              f.all_gpus, f.engine, f.licence, f.prompt], started,
+                  api_name="start_training")
+    f.vocoder_start.click(action(on_start_vocoder, started),
+                          [f.dataset, f.vocoder_init, f.vocoder_size, f.vocoder_steps, f.all_gpus], started,
+                          api_name="start_vocoder_training")
+    said = [f.message, f.about]
+    p.stop.click(action(on_stop, said), p.selected, said, api_name="stop_training")
+    p.resume.click(action(on_resume, said), p.selected, said, api_name="resume_training")
+    p.delete.click(action(on_delete, said), [p.selected, p.confirm], said, api_name="delete_run")
+    p.export.click(action(on_export, said), [p.selected, p.voice_name], said, api_name="training_export_voice")
+
+
+def _wire_live(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> None:
+    """What follows the form and the workspace: the engine's own controls, the vocoder button's label, the live
+    panel every second, the run list and pickers every four."""
+    from utils import inference
+
+    ws = ctx.workspace
+    f.engine.change(engine_controls, f.engine, [f.licence, f.prompt, f.preset], show_progress="hidden")
+    p.selected.change(lambda n: refresh_run(ctx, n), p.selected, p.live, show_progress="hidden")
     # the button says what it will start, once the server has the typed step count
-    vocoder_steps.change(lambda n: gr.update(value=_vocoder_label(n)), vocoder_steps, vocoder_start,
-                         show_progress="hidden")
-
+    f.vocoder_steps.change(lambda n: gr.update(value=_vocoder_label(n)), f.vocoder_steps, f.vocoder_start,
+                           show_progress="hidden")
     fast = gr.Timer(1.0)
     fast.tick(lambda n, s, a: (*refresh_run(ctx, n, s), runs.state_line(ws, a) if a else gr.update()),
-              [selected, shown, about], live_outputs + [message], api_name="refresh_run", show_progress="hidden")
+              [p.selected, p.shown, f.about], p.live + [f.message], api_name="refresh_run", show_progress="hidden")
     slow = gr.Timer(4.0)
-    slow.tick(lambda: refresh_list(ctx), None, [run_list, selected], show_progress="hidden")
-    slow.tick(lambda: status_line(ws, training=True), None, [vocoder_status], show_progress="hidden")
-    slow.tick(lambda: asr.status_line(ws), None, [cer_status], show_progress="hidden")
+    slow.tick(lambda: refresh_list(ctx), None, [p.run_list, p.selected], show_progress="hidden")
+    slow.tick(lambda: status_line(ws, training=True), None, [p.vocoder_status], show_progress="hidden")
+    slow.tick(lambda: asr.status_line(ws), None, [p.cer_status], show_progress="hidden")
     slow.tick(lambda: (gr.update(choices=ws.list_datasets()),
                        gr.update(choices=["(from scratch)"] + runs.init_choices(ws)),
                        gr.update(choices=VOCODER_SCRATCH + inference.list_vocoders(ws))), None,
-              [dataset, init, vocoder_init], show_progress="hidden")
-    return [(lambda: restore_form(ctx), None,
-             [dataset, preset, max_steps, init, mode, all_gpus, vocoder_init, vocoder_size, vocoder_steps])]
+              [f.dataset, f.init, f.vocoder_init], show_progress="hidden")
+
+
+def build(ctx: AppContext) -> list:
+    from utils import hardware
+
+    on_gpu = bool(hardware.query_gpus())
+    gr.Markdown("Training runs in its own process: close the tab, reload, or restart the app — the run goes on "
+                "and this page finds it again. Settings come from the **Optimizations** tab.")
+    f = _form(ctx, on_gpu)
+    p = _run_panel(ctx, on_gpu)
+    _wire_actions(ctx, f, p)
+    _wire_live(ctx, f, p)
+    restored = [f.dataset, f.preset, f.max_steps, f.init, f.mode, f.all_gpus, f.engine, f.licence, f.prompt,
+                f.vocoder_init, f.vocoder_size, f.vocoder_steps]
+    return [(lambda: restore_form(ctx), None, restored)]

@@ -73,7 +73,11 @@ def pick(ws, name: str, row_id: str, drafts: bool = False):
     raise StudioError(f"Dataset {name!r} has no row {row_id!r} in this list any more; press Refresh.")
 
 
-def build(ctx: AppContext, dataset: gr.Dropdown) -> None:
+def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State) -> tuple:
+    """The panel under the Dataset tab's review, on its `dataset` picker; `prepared` changes each time a prepare
+    remakes the dataset picked (which changes no picker value, yet leaves its lists and picked clip stale).
+    Returns the page-load refresh of the lists: a page opens on the dataset it was built with, which fires no
+    change, and the lists would stay empty until one."""
     ws = ctx.workspace
     gr.Markdown("### Transcripts to check\nEvery clip is scored by how likely its transcript is not what was "
                 "said; the most suspicious come first, with the reason. Listen, then Keep, fix the text, or "
@@ -121,11 +125,11 @@ def build(ctx: AppContext, dataset: gr.Dropdown) -> None:
     def on_fetch(m):
         yield from fetch_recognizer(ws, m)
 
-    def on_pick_review(n, frame, evt: gr.SelectData):
-        return pick(ws, n, str(frame.iloc[evt.index[0]]["id"]))
+    def on_pick_review(n, frame, evt: gr.SelectData):  # the status line spoke of the clip picked before
+        return (*pick(ws, n, str(frame.iloc[evt.index[0]]["id"])), "")
 
     def on_pick_draft(n, frame, evt: gr.SelectData):
-        return pick(ws, n, str(frame.iloc[evt.index[0]]["id"]), drafts=True)
+        return (*pick(ws, n, str(frame.iloc[evt.index[0]]["id"]), drafts=True), "")
 
     def on_decide(n, r, t, action):
         if not n or not r:
@@ -138,11 +142,14 @@ def build(ctx: AppContext, dataset: gr.Dropdown) -> None:
     draft_btn.click(logged(on_drafts), dataset, check_log, api_name="transcripts_draft").then(on_lists, dataset, lists)
     fetch_btn.click(logged(on_fetch), model_id, check_log, api_name="transcripts_fetch").then(
         lambda: asr.status_line(ws), None, recognizer)
-    dataset.change(on_lists, dataset, lists, api_name="transcripts_lists")
-    dataset.change(lambda: ("", None, ""), None, [row_id, player, text], show_progress="hidden")
+    shown_anew = [dataset.change, prepared.change]
+    gr.on(shown_anew, on_lists, dataset, lists, api_name="transcripts_lists")
+    gr.on(shown_anew, lambda: ("", None, ""), None, [row_id, player, text], show_progress="hidden")
     refresh.click(on_lists, dataset, lists)
-    review.select(on_pick_review, [dataset, review], [row_id, player, text])
-    drafts.select(on_pick_draft, [dataset, drafts], [row_id, player, text])
+    picked = [row_id, player, text, status]  # a clip gone from the list since it was drawn: said in the status line
+    review.select(says_errors(on_pick_review, picked, status, what="Picking the clip"), [dataset, review], picked)
+    drafts.select(says_errors(on_pick_draft, picked, status, what="Picking the draft"), [dataset, drafts], picked)
     for btn, action in ((keep_btn, "keep"), (save_btn, "text"), (exclude_btn, "exclude")):
         btn.click(says_errors(lambda n, r, t, a=action: on_decide(n, r, t, a), [status], status),
                   [dataset, row_id, text], status, api_name=f"transcripts_{action}").then(on_lists, dataset, lists)
+    return on_lists, [dataset], lists

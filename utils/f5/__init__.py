@@ -8,6 +8,7 @@ LICENCE = ("F5-TTS v1 Base weights by SWivid et al.: Creative Commons Attributio
            "(CC-BY-NC-4.0), non-commercial use only; code MIT")
 SHORT_LICENCE = "CC-BY-NC-4.0, non-commercial use only"
 SIZE_MB = 1350
+SAMPLE_STEPS = 32  # steps of F5-TTS's flow sampler by default (its own inference default)
 ENGINES = {
     "matcha": "Matcha: a small model trained from zero. Fast, runs on any machine (a CPU too); a clear but plain voice.",
     "f5": "F5-TTS: fine-tunes a large pretrained voice model (337 M parameters). A more natural voice from a few "

@@ -174,7 +174,14 @@ class Voice:
             raise StudioError(f"Speaker {speaker!r} is not in this voice; it has {', '.join(self.speakers)}.")
         return self.speakers.index(speaker)
 
-    def stream(self, text: str, speaker: str | None = None, steps: int = DEFAULT_STEPS,
+    @property
+    def default_steps(self) -> int:
+        """The sampler's usual steps: F5's flow sampler wants more than Matcha's decoder."""
+        from utils.f5 import SAMPLE_STEPS
+
+        return SAMPLE_STEPS if self.config.get("engine") == "f5" else DEFAULT_STEPS
+
+    def stream(self, text: str, speaker: str | None = None, steps: int | None = None,
                temperature: float = DEFAULT_TEMPERATURE, length_scale: float = 1.0, seed: int | None = 0,
                user_dict: dict | None = None, batch_size: int | None = None) -> Iterator[Chunk]:
         """Text -> audio chunks, the first as soon as the first sentence is made (see `speak`)."""
@@ -182,6 +189,7 @@ class Voice:
 
         from utils.vocoder import griffin_lim, vocode
 
+        steps = steps or self.default_steps
         _check_request(text, steps, length_scale)
         spk = self.speaker_index(speaker)
         sentences = split_sentences(text)
@@ -265,20 +273,21 @@ def workspace_voice(ws: Workspace, voice: str, vocoder: str | None = None, devic
     return Voice(folder, model, config, voc, label, device, note)
 
 
-def speak(ws: Workspace, voice: str, text: str, speaker: str | None = None, steps: int = DEFAULT_STEPS,
+def speak(ws: Workspace, voice: str, text: str, speaker: str | None = None, steps: int | None = None,
           temperature: float = DEFAULT_TEMPERATURE, length_scale: float = 1.0, vocoder: str | None = None,
           seed: int | None = 0, device: str = "auto", batch_size: int | None = None) -> Iterator[Chunk]:
     """Amharic text -> audio chunks with a workspace voice and the workspace's pronunciation dictionary.
 
     voice: exported voice, run name (its best checkpoint) or checkpoint folder; speaker: a speaker name of
-    it (default its first); steps / temperature / length_scale: flow steps, noise scale, duration scale
+    it (default its first); steps / temperature / length_scale: flow steps (None: the engine's own, Matcha 10,
+    F5 32), noise scale, duration scale
     (>1 slower); vocoder: None = the voice's own, else the workspace's default (the public Vocos once fetched),
     else Griffin-Lim; "griffin-lim"; or a vocoder folder / hub id; seed fixes the noise (None: random);
     device: auto | cpu | cuda (see `pick_device`).
     """
     from utils.text import load_user_dict
 
-    _check_request(text, steps, length_scale)
+    _check_request(text, steps or DEFAULT_STEPS, length_scale)
     start = time.perf_counter()
     loaded = workspace_voice(ws, voice, vocoder, device)
     extra = {"voice": voice, "checkpoint": str(loaded.folder.relative_to(ws.root)),

@@ -145,6 +145,16 @@ def resolve_voice(ws: Workspace, voice: str) -> Path:
     return folder
 
 
+def voice_engine(ws: Workspace, voice: str | None) -> str:
+    """"f5" or "matcha", as the voice's checkpoint says (Matcha checkpoints written before the field say nothing):
+    the two engines' samplers take different steps and settings."""
+    try:
+        folder = resolve_voice(ws, voice) if voice else None
+    except StudioError:
+        return "matcha"
+    return ((read_json(folder / "config.json", {}) or {}) if folder else {}).get("engine") or "matcha"
+
+
 def speakers(ws: Workspace, voice: str) -> list[str]:
     config = read_json(resolve_voice(ws, voice) / "config.json", {}) or {}
     return list(config.get("speakers") or [])

@@ -1,0 +1,56 @@
+"""What a curator reads when something goes wrong, checked without a browser (the browser tests see the boxes)."""
+import logging
+
+import gradio as gr
+
+from utils import runs
+from utils.workspace import Workspace
+from webui.components import says_errors
+
+
+def test_an_unexpected_error_is_said_in_the_box_with_its_type_and_its_traceback_goes_to_the_log(caplog):
+    with gr.Blocks():
+        box, other = gr.Markdown(), gr.Markdown()
+
+    def fill_in_the_settings():
+        raise KeyError("precision")
+
+    wrapped = says_errors(fill_in_the_settings, [box, other], box, what="Filling in the settings")
+    with caplog.at_level(logging.ERROR, logger="webui"):
+        said, untouched = wrapped()
+    assert said.startswith("**Not done:** Filling in the settings failed on an unexpected error (KeyError: ")
+    assert "The app's log" in said and untouched == gr.update()
+    assert "Traceback" in caplog.text and "KeyError" in caplog.text
+
+
+def test_a_refusal_is_said_in_the_box_and_logs_nothing(caplog):
+    from utils.events import StudioError
+
+    with gr.Blocks():
+        box = gr.Markdown()
+
+    def refuse():
+        raise StudioError("Dataset 'news' has no row 'song'.")
+
+    with caplog.at_level(logging.ERROR, logger="webui"):
+        assert says_errors(refuse, [box], box)() == "**Not done:** Dataset 'news' has no row 'song'."
+    assert "Traceback" not in caplog.text
+
+
+def test_an_unreadable_settings_file_is_named_and_the_app_still_builds(tmp_path):
+    """A hand-edited training_settings.json that does not parse stopped the app at start; now the Optimizations
+    tab names the file and the way out, and leaves the file as the curator wrote it."""
+    import pytest
+
+    from utils.events import StudioError
+    from webui.app import build_ui
+    from webui.context import AppContext
+
+    ws = Workspace.open(tmp_path / "workspace")
+    for text in ("{hand-edited", "[1, 2]"):
+        runs.settings_path(ws).write_text(text, encoding="utf-8")
+        with pytest.raises(StudioError, match=r"training_settings\.json cannot be read .*press Reset to recommended"):
+            runs.saved_settings(ws)
+        build_ui(AppContext(workspace=ws, max_upload_mb=10))
+        assert runs.settings_path(ws).read_text(encoding="utf-8") == text
+    assert runs.default_steps(ws) == runs.recommended_steps()[0]
