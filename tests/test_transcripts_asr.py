@@ -55,8 +55,11 @@ def test_without_a_recognizer_the_line_says_what_would_enable_it(tmp_path):
 def test_drafts_only_for_clips_without_text_and_the_manifest_is_untouched(ws):
     manifest = ws.dataset_dir("am") / "manifest.jsonl"
     before = manifest.read_bytes()
-    result = run_to_end(asr.transcribe_missing(ws, "am"))
+    said = []
+    result = run_to_end(asr.transcribe_missing(ws, "am"), printer=said.append)
     assert manifest.read_bytes() == before  # a draft never becomes text by itself
+    progress = [line for line in said if "recognising speech" in line]  # one clip at a time on a CPU
+    assert "left)" in progress[0] and "left" not in progress[-1], said  # how long the rest takes, from the first
     assert set(result["rows"]) == {"am-001", "am-002"}
     for draft in result["rows"].values():
         assert draft["machine_draft"] is True and 0.0 <= draft["confidence"] <= 1.0 and draft["model"]
@@ -266,3 +269,28 @@ def test_the_review_list_marks_a_row_whose_text_changed_since_the_check(ws):
     assert listed["am-003"]["reason"].startswith(CHANGED) and listed["am-003"]["text"] == "ሰላም ነው ።"
     assert listed["am-004"]["decision"] == "text fixed" and CHANGED not in listed["am-004"]["reason"]
     assert not any(CHANGED in r["reason"] for rid, r in listed.items() if rid not in ("am-003", "am-004"))
+
+
+def test_a_check_left_by_its_caller_stops_its_training_and_a_second_check_waits_its_turn(ws):
+    """A closed page abandons the check's generator: its aligner training stops with it instead of running on
+    in the app unseen; and while one check of a dataset runs, a second is refused (it would delete the first's
+    run folder under it)."""
+    import threading
+
+    from utils.transcripts import scoring
+
+    events = scoring.train_aligner(ws, "am", 100_000, "cpu")
+    while next(events).done < 1:  # the training is under way (a step is done)
+        pass
+    path = ws.dataset_dir("am") / "manifest.jsonl"
+    write_jsonl(path, [{**r, "text": r["text"] or "ሰላም ነው", "normalized": r["normalized"] or "ሰላም ነው"}
+                       for r in read_jsonl(path)])  # enough rows with text for a check
+    with scoring.one_check_at_a_time(ws, "am"):
+        with pytest.raises(StudioError, match="already running"):
+            run_to_end(scoring.check_transcripts(ws, "am", method="alignment", steps=2))
+    events.close()  # what Python does with a generator nobody reads any more
+    assert not any(t.name == "transcript-check-train" for t in threading.enumerate())
+    status = json.loads((ws.run_dir(scoring.check_run("am")) / "status.json").read_text())
+    assert status["state"] == "stopped" and status["step"] < 100_000
+    with scoring.one_check_at_a_time(ws, "am"):  # and the lock is free again
+        pass

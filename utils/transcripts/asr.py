@@ -300,6 +300,7 @@ def transcribe_rows(ws: Workspace, dataset: str, rows: list[dict], batch_size: i
         yield Event(STAGE, 0, len(rows), "no GPU: recognising on the CPU works but is slow (a GPU is many times "
                                          "faster)", level="warning")
     ordered = sorted(rows, key=lambda r: r.get("duration") or 0)  # similar lengths share a batch: little padding
+    total_s = sum(r.get("duration") or 0 for r in rows)
     out, t0, audio_s = {}, time.perf_counter(), 0.0
     for start in range(0, len(ordered), batch_size):
         batch = ordered[start:start + batch_size]
@@ -308,8 +309,15 @@ def transcribe_rows(ws: Workspace, dataset: str, rows: list[dict], batch_size: i
             out[r["id"]] = result
         audio_s += sum(len(w) for w in waves) / SAMPLE_RATE
         speed = audio_s / max(time.perf_counter() - t0, 1e-6)
-        yield Event(STAGE, len(out), len(rows), f"recognising speech ({speed:.1f} s of audio per second)")
+        left = max(total_s - audio_s, 0) / speed  # the shortest clips come first: an upper bound, early
+        yield Event(STAGE, len(out), len(rows), f"recognising speech ({speed:.1f} s of audio per second"
+                                                + (f"; about {say_duration(left)} left)" if len(out) < len(rows) else ")"))
     return out
+
+
+def say_duration(seconds: float) -> str:
+    """How long, as the check's messages say it: seconds up to a minute and a half, then minutes."""
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 # ------------------------------------------------------------------------------------ drafts

@@ -12,6 +12,7 @@ The ranking is written to datasets/<name>/transcript_check.json (the Dataset tab
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import shutil
 import threading
@@ -67,7 +68,6 @@ def check_transcripts(ws: Workspace, dataset: str, method: str = "auto", steps: 
     """Generator of progress events; the last carries {"method", "rows": [{"id", "score", "reason"}], ...}
     (highest score = most suspicious), also written to datasets/<dataset>/transcript_check.json."""
     from utils.transcripts import asr
-    from utils.transcripts.ranking import score
 
     if method not in METHODS:
         raise StudioError(f"Unknown method {method!r}: use one of {', '.join(METHODS)}.")
@@ -79,6 +79,35 @@ def check_transcripts(ws: Workspace, dataset: str, method: str = "auto", steps: 
         raise StudioError(f"Dataset {dataset!r} has {len(rows)} row(s) with a transcript; the check compares "
                           "clips with each other and needs at least 5.")
     recognizer = yield from _loadable(recognizer, method, device)
+    with one_check_at_a_time(ws, dataset):
+        result = yield from _check(ws, dataset, method, steps, device, rows, skipped, recognizer)
+    return result
+
+
+@contextlib.contextmanager
+def one_check_at_a_time(ws: Workspace, dataset: str):
+    """One check of a dataset at a time, in this app or from the command line: a second would delete the first's
+    aligner run under it. The lock is the operating system's, so a check that died leaves none behind."""
+    import fcntl
+
+    with open(ws.dataset_dir(dataset) / ".transcript-check.lock", "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StudioError(f"A transcript check of dataset {dataset!r} is already running (in this app or from "
+                              "the command line): its ranking appears when it ends; start another after it.") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _check(ws: Workspace, dataset: str, method: str, steps: int | None, device: str, rows: list[dict],
+           skipped: list[dict], recognizer: Path | None) -> Iterator[Event]:
+    """The check itself, once the request is known to be sound (see check_transcripts)."""
+    from utils.transcripts import asr
+    from utils.transcripts.ranking import score
+
     started = time.time()
     signals = {r["id"]: {"id": r["id"], "cps": _cps(r)} for r in rows}
     problems: dict[str, str] = {}
@@ -108,6 +137,7 @@ def check_transcripts(ws: Workspace, dataset: str, method: str = "auto", steps: 
     result = _write(ws, dataset, "+".join(used), ranked, skipped, time.time() - started)
     yield Event(STAGE, 1, 1, f"{len(ranked)} clips ranked in {result['seconds']:.0f} s; most suspicious first in "
                              f"{check_path(ws, dataset)}", result=result)
+    return result
 
 
 def _loadable(folder: Path | None, method: str, device: str):
@@ -146,12 +176,13 @@ def _write(ws: Workspace, dataset: str, method: str, ranked: list[dict], skipped
 def _alignment(ws: Workspace, dataset: str, rows: list[dict], steps: int | None, device: str):
     """Train the aligner (say how long first), then align every clip. Returns {"signals", "problems"}."""
     from utils.datasets.features import feature_frames
+    from utils.transcripts.asr import say_duration
 
     frames = [feature_frames(ws, dataset, r) for r in rows]
     steps = steps or plan_steps(frames)
     yield Event(STAGE, 0, 0, "measuring how fast this machine trains the aligner")
     seconds = estimate_seconds(len(rows), max(frames), steps, device)
-    yield Event(STAGE, 0, 0, f"this will take about {_minutes(seconds)} (an estimate from a few training steps "
+    yield Event(STAGE, 0, 0, f"this will take about {say_duration(seconds)} (an estimate from a few training steps "
                              f"timed just now; other work on this machine slows it): a {steps}-step training of the "
                              f"tiny voice model on {len(rows)} clips, then aligning each clip")
     checkpoint = yield from train_aligner(ws, dataset, steps, device)
@@ -237,10 +268,6 @@ def _frontend(config: dict, rows: list[dict]):
     return Frontend.create(config["frontend"]["kind"], rows, saved=config["frontend"])
 
 
-def _minutes(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
-
-
 START_S = 3.0  # the trainer's start-up and last checkpoint: measured 1-2 s for 18-36 clips on 2 CPU cores
 
 
@@ -302,23 +329,28 @@ def train_aligner(ws: Workspace, dataset: str, steps: int, device: str = "auto")
                       resume="none", ema_decay=0.0, patience=0, log_every=max(10, steps // 10), device=device,
                       max_frames_per_batch=FRAMES_PER_BATCH if cpu else "auto", grad_accumulation=1)
     path = prepare_run(cfg)
-    outcome: dict = {}
+    outcome, stop = {}, threading.Event()
 
     def work():
         try:
-            outcome["result"] = _train_without_evaluation(path)
+            outcome["result"] = _train_without_evaluation(path, stop)
         except BaseException as exc:  # raised again in the caller's thread
             outcome["error"] = exc
 
     thread = threading.Thread(target=work, daemon=True, name="transcript-check-train")
     thread.start()
     status, shown = path.parent / "status.json", -1
-    while thread.is_alive():
-        thread.join(1.0)
-        step = int((read_json(status, default={}) or {}).get("step") or 0)
-        if step != shown:
-            shown = step
-            yield Event(STAGE, step, steps, "training the aligner on this dataset")
+    try:
+        while thread.is_alive():
+            thread.join(1.0)
+            step = int((read_json(status, default={}) or {}).get("step") or 0)
+            if step != shown:
+                shown = step
+                yield Event(STAGE, step, steps, "training the aligner on this dataset")
+    finally:  # the caller went away (a closed page, Ctrl-C): the training stops with it, not behind its back
+        if thread.is_alive():
+            stop.set()
+            thread.join()
     if "error" in outcome:
         raise outcome["error"]
     result = outcome["result"]
@@ -328,7 +360,7 @@ def train_aligner(ws: Workspace, dataset: str, steps: int, device: str = "auto")
     return Path(result["last_checkpoint"])
 
 
-def _train_without_evaluation(config_path: Path) -> dict:
+def _train_without_evaluation(config_path: Path, stop: threading.Event | None = None) -> dict:
     """The acoustic trainer with its evaluation off: the aligner is thrown away after the check, so synthesising
     held-out clips, their MCD and the recognizer's CER (the engine evaluates at the end) would only cost time."""
     from utils.training.acoustic import MatchaAdapter
@@ -338,6 +370,7 @@ def _train_without_evaluation(config_path: Path) -> dict:
     cfg, _ = read_run_config(config_path)
     adapter = MatchaAdapter(cfg)
     adapter.settings.eval_every, adapter.settings.eval_at_end = 0, False
+    adapter.stop_event = stop  # the engine's stop request: finish the step and end
     return drain(Engine(adapter).run())
 
 
