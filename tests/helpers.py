@@ -200,3 +200,17 @@ def tiny_multilingual_recognizer(folder: Path, lang: str = "amh") -> Path:
     save_file({k: v.detach().contiguous() for k, v in other._get_adapters().items()},
               str(folder / f"adapter.{lang}.safetensors"))
     return folder
+
+
+def screenshot(target, tmp_path: Path, name: str) -> Path:
+    """What a person would see, as a PNG: into $AMHARIC_TTS_TEST_SHOTS when set (collect every browser test's
+    pictures in one folder to look at: `AMHARIC_TTS_TEST_SHOTS=/tmp/shots bash tests/run.sh -k browser`), else
+    the test's temporary folder; the path is printed (pytest -rP shows it)."""
+    import os
+
+    folder = Path(os.environ.get("AMHARIC_TTS_TEST_SHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    target.screenshot(path=path)
+    print(f"screenshot: {path}")
+    return path

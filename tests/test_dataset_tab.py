@@ -5,7 +5,7 @@ import gradio as gr
 import pytest
 from playwright.sync_api import expect
 
-from tests.helpers import espeak_amharic, numeric_ticks, plot_seen, sentences, tone, write_wav
+from tests.helpers import espeak_amharic, numeric_ticks, plot_seen, screenshot, sentences, tone, write_wav
 from utils.datasets import load_manifest
 from utils.events import StudioError
 from utils.workspace import Workspace
@@ -114,7 +114,7 @@ def test_the_first_prepare_in_a_fresh_workspace_draws_both_plots_and_a_second_cl
     points = plot_seen(page, "#dataset-rate", ("ok", "flagged"))
     numeric_ticks(points["x"])
     numeric_ticks(points["y"])
-    page.locator("#dataset-rate").screenshot(path=tmp_path / "first-prepare-rate.png")
+    screenshot(page.locator("#dataset-rate"), tmp_path, "first-prepare-rate")
 
     # a row picked in the first dataset is not left picked when a second one is prepared
     page.locator("#dataset-flagged").get_by_test_id("cell-0-0").click()  # the flagged row: short

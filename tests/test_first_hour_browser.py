@@ -9,6 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.conftest import AppServer, serve
+from tests.helpers import screenshot
 from tests.test_inference import CKPT, voice_workspace
 from tests.test_separation_dataset import ws  # noqa: F401  (fixture: dataset "news", a clean and a musical clip)
 from utils import inference, runs
@@ -17,9 +18,7 @@ from utils.workspace import atomic_write_json, read_jsonl, write_jsonl
 
 
 def shot(page, locator, tmp_path, name: str) -> None:
-    path = tmp_path / f"{name}.png"
-    (locator or page).screenshot(path=path)
-    print(f"screenshot: {path}")
+    screenshot(locator or page, tmp_path, name)
 
 
 def id_cell(table, column: int, row_id: str):

@@ -7,8 +7,8 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.conftest import serve
-from tests.helpers import make_dataset
-from tests.test_inference import CKPT, voice_workspace
+from tests.helpers import make_dataset, screenshot
+from tests.test_inference import voice_workspace
 from utils.training import TrainConfig, prepare_run, run
 
 F5_RUN = "tigist-f5"  # listed after the Matcha run r1, which stays the picker's first voice
@@ -51,7 +51,7 @@ def test_speak_see_the_phonemes_compare_and_export(server, page, tmp_path):
         const right = Math.max(...[...t.querySelectorAll('th')].map(h => h.getBoundingClientRect().right));
         return {head: Math.max(...heads), row, right, edge: t.getBoundingClientRect().right}; }""")
     assert layout["head"] <= 1.5 * layout["row"] and layout["right"] <= layout["edge"] + 1, layout
-    rows.screenshot(path=tmp_path / "spoken-rows.png")
+    screenshot(rows, tmp_path, "spoken-rows")
     print(f"screenshot: {tmp_path / 'spoken-rows.png'}")
     expect(page.locator("#inference-spectrogram img")).to_be_visible()
     expect(page.locator("#inference-wav a").first).to_have_attribute("href", re.compile(r"speech-.*\.wav"))
@@ -97,7 +97,7 @@ def test_an_f5_voice_gets_f5s_own_steps_and_no_temperature_slider(server, page, 
     page.locator("#inference-text textarea").fill("ሰላም ነው።")
     page.locator("#inference-speak").click()
     expect(page.locator("#inference-info")).to_contain_text("real-time factor", timeout=120_000)
-    page.screenshot(path=tmp_path / "inference-f5.png")
+    screenshot(page, tmp_path, "inference-f5")
     print(f"screenshot: {tmp_path / 'inference-f5.png'}")
 
     page.get_by_label("Voice or checkpoint").click()

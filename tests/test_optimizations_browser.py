@@ -5,6 +5,7 @@ import re
 
 from playwright.sync_api import expect
 
+from tests.helpers import screenshot
 from utils import runs
 from utils.workspace import Workspace
 
@@ -87,4 +88,4 @@ def test_steps_start_where_the_optimizations_tab_says_and_the_system_tab_uses_it
     for words in ("Faster maths on newer NVIDIA GPUs (tf32)", "Audio per batch, in frames (93.75 frames = 1 second) "
                   "(max_frames_per_batch)", "Train on every GPU at once, one process each (distributed)"):
         expect(table).to_contain_text(words)
-    page.locator("#recommended-settings").screenshot(path=app_server.workspace.parent / "system-settings.png")
+    screenshot(page.locator("#recommended-settings"), app_server.workspace.parent, "system-settings")

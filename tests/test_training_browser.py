@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 
 from tests.conftest import serve
 from tests.test_jobs import TINY
-from tests.helpers import make_dataset, numeric_ticks, plot_seen
+from tests.helpers import make_dataset, numeric_ticks, plot_seen, screenshot
 from utils import jobs, runs
 from utils.workspace import read_json
 
@@ -65,7 +65,7 @@ def test_start_watch_reload_stop_resume_and_queue(server, page, tmp_path):
         numeric_ticks(seen["x"])
         numeric_ticks(seen["y"])
         assert "series" not in seen["legend"] and "loss_scale" not in seen["legend"]
-    page.locator("#loss-plot").screenshot(path=tmp_path / "first-run-loss-plot.png")
+    screenshot(page.locator("#loss-plot"), tmp_path, "first-run-loss-plot")
 
     # the page reloads: the run is still there and still moving
     before = step_shown(page)
@@ -76,7 +76,7 @@ def test_start_watch_reload_stop_resume_and_queue(server, page, tmp_path):
     expect(page.get_by_label("dataset", exact=True)).to_have_value("am", timeout=30_000)
     expect(page.get_by_label("steps", exact=True)).to_have_value("100000")
     expect(page.get_by_label("tiny")).to_be_checked()
-    page.locator("#train-form").screenshot(path=tmp_path / "training-form-after-reload.png")
+    screenshot(page.locator("#train-form"), tmp_path, "training-form-after-reload")
     print(f"screenshot: {tmp_path / 'training-form-after-reload.png'}")
     page.wait_for_function(f"() => {{ const m = document.querySelector('#run-summary').innerText.match(/step (\\d+)/); "
                            f"return m && +m[1] > {before}; }}", timeout=120_000)
@@ -168,7 +168,7 @@ def test_a_reload_after_an_f5_run_brings_the_form_back_on_f5_with_its_licence_an
     expect(page.locator("#f5-prompt textarea, #f5-prompt input").first).to_have_value("am-001")
     expect(page.locator("#train-form").get_by_label("tiny")).to_be_hidden()  # the size is the pretrained base's
     expect(page.get_by_label("steps", exact=True)).to_have_value("300")
-    page.locator("#train-form").screenshot(path=tmp_path / "f5-form-after-reload.png")
+    screenshot(page.locator("#train-form"), tmp_path, "f5-form-after-reload")
 
     page.get_by_label("run name").fill("f5-again")
     page.get_by_role("button", name="Start training").click()
