@@ -24,6 +24,7 @@ DEAD_PROXY = "http://127.0.0.1:9"
 OFFLINE = {"HTTP_PROXY": DEAD_PROXY, "HTTPS_PROXY": DEAD_PROXY, "ALL_PROXY": DEAD_PROXY,
            "http_proxy": DEAD_PROXY, "https_proxy": DEAD_PROXY, "all_proxy": DEAD_PROXY,
            "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost", "HF_HUB_OFFLINE": "1"}
+os.environ.update(OFFLINE)  # and so does every process a test starts itself (`app.py` subcommands, trainers, ...)
 
 
 def free_port() -> int:
