@@ -32,13 +32,11 @@ def check_request(cfg) -> None:
 
 
 def _resumes(cfg) -> bool:
-    """Whether the trainer will continue a checkpoint (whose own model then counts, not --init or --preset): the
-    same choice as utils/training/engine.py's."""
-    if cfg.resume not in ("auto", "none", "", None):
-        return True
-    if cfg.resume != "auto" or not cfg.run:
-        return False
-    from utils.training.checkpoint import latest_resumable
+    """Whether the trainer will continue a checkpoint (whose own model then counts, not --init or --preset)."""
+    from utils.training.checkpoint import resume_point
     from utils.workspace import Workspace
 
-    return latest_resumable(Workspace.open(cfg.workspace).run_dir(cfg.run) / "checkpoints") is not None
+    if cfg.resume == "auto" and not cfg.run:
+        return False  # a new run, named later: nothing to continue yet
+    folder = Workspace.open(cfg.workspace).run_dir(cfg.run) / "checkpoints" if cfg.run else None
+    return resume_point(cfg.resume, folder) is not None

@@ -127,6 +127,14 @@ def latest_resumable(checkpoints: Path) -> Path | None:
     return None
 
 
+def resume_point(resume: str | None, checkpoints: Path) -> Path | None:
+    """The checkpoint a run continues from: "auto" the newest resumable one in `checkpoints` (None when there is
+    none), "none" or "" none, anything else the folder it names."""
+    if resume == "auto":
+        return latest_resumable(checkpoints)
+    return Path(resume) if resume not in ("none", "", None) else None
+
+
 def prune(checkpoints: Path, keep: int, protect: set[Path] = frozenset()) -> list[Path]:
     """Delete all but the newest `keep` checkpoints (never those in `protect`, e.g. the best one)."""
     folders = step_folders(checkpoints)

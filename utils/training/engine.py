@@ -195,9 +195,7 @@ class Engine:
         if self.dist.main:
             for note in ckpt.recover(checkpoints):  # leftovers of a save cut short by a kill
                 self.log(f"checkpoints: {note}")
-        resume_from = ckpt.latest_resumable(checkpoints) if s.resume == "auto" else None
-        if s.resume not in ("auto", "none", "", None):
-            resume_from = Path(s.resume)
+        resume_from = ckpt.resume_point(s.resume, checkpoints)
         self.step = 0
         a.build(Context(self.device, self.dist, self.log, resume_from, lambda: opt.autocast(m)))
         yield from self._events()
