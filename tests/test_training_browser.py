@@ -167,6 +167,7 @@ def test_a_reload_after_an_f5_run_brings_the_form_back_on_f5_with_its_licence_an
     expect(page.locator("#f5-licence input")).to_be_checked()
     expect(page.locator("#f5-prompt textarea, #f5-prompt input").first).to_have_value("am-001")
     expect(page.locator("#train-form").get_by_label("tiny")).to_be_hidden()  # the size is the pretrained base's
+    expect(page.get_by_label("learn everything")).to_be_hidden()  # F5 always learns everything: no mode to pick
     expect(page.get_by_label("steps", exact=True)).to_have_value("300")
     screenshot(page.locator("#train-form"), tmp_path, "f5-form-after-reload")
 
@@ -175,3 +176,6 @@ def test_a_reload_after_an_f5_run_brings_the_form_back_on_f5_with_its_licence_an
     expect(page.locator("#train-message")).to_contain_text("f5-again", timeout=30_000)
     again = read_json(ws.run_dir("f5-again") / "config.json")["train"]
     assert again["engine"] == "f5" and again["prompt"] == "am-001" and again["init"] == HUB_ID
+    page.get_by_role("radio", name=re.compile("^Matcha")).check()  # back on Matcha: its size and modes return
+    expect(page.get_by_label("learn everything")).to_be_visible()
+    expect(page.locator("#train-form").get_by_label("tiny")).to_be_visible()

@@ -106,10 +106,12 @@ def refresh_run(ctx: AppContext, name: str | None, shown: tuple | None = None):
 
 
 def engine_controls(engine: str | None) -> tuple:
-    """(licence box, reference clip, model size) shown for an engine: F5 asks for its licence and reference clip;
-    its size is the pretrained base's, so the size choice is Matcha's."""
+    """(licence box, reference clip, model size, fine-tuning mode) shown for an engine: F5 asks for its licence and
+    reference clip; its size is the pretrained base's and it always learns everything (the trainer refuses the
+    other modes), so the size and the mode are Matcha's choices."""
     f5 = engine == "f5"
-    return gr.update(visible=f5), gr.update(visible=f5), gr.update(visible=not f5)
+    mode = gr.update(visible=not f5, value="full") if f5 else gr.update(visible=True)
+    return gr.update(visible=f5), gr.update(visible=f5), gr.update(visible=not f5), mode
 
 
 def _restored_training(ws, t: dict) -> tuple:
@@ -117,12 +119,12 @@ def _restored_training(ws, t: dict) -> tuple:
     (an F5 run's licence yes and reference clip, else the Matcha size), so Start starts the same kind of run.
     Order: preset, steps, start from, mode, every GPU, engine, licence, reference clip."""
     engine = t.get("engine") or "matcha"
-    licence, prompt, size = engine_controls(engine)
+    licence, prompt, size, mode = engine_controls(engine)
     if engine != "f5":  # an F5 run's size is the base's, not a choice: the Matcha size stays as it was
         size = {**size, "value": t["preset"]}
     init = t["init"] if t["init"] in runs.init_choices(ws) else "(from scratch)"
     return (size, gr.update(value=t["max_steps"]), gr.update(value=init),
-            gr.update(value=t.get("finetune_mode", "full")), gr.update(value=t["all_gpus"]), gr.update(value=engine),
+            {**mode, "value": t.get("finetune_mode", "full")}, gr.update(value=t["all_gpus"]), gr.update(value=engine),
             {**licence, "value": bool(t.get("licence_accepted"))}, {**prompt, "value": t.get("prompt") or ""})
 
 
@@ -166,7 +168,7 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
         licence = gr.Checkbox(False, label=f"yes to the F5-TTS base's licence: {F5_LICENCE} (about {F5_MB} MB, "
                                            "downloaded once)", elem_id="f5-licence", visible=False)
         prompt = gr.Textbox(label="F5 reference clip (a row id of the dataset)", elem_id="f5-prompt", visible=False,
-                            placeholder="automatic: the clip closest to 6 s",
+                            placeholder="automatic: a clean 5-10 s clip, the one closest to 6 s",
                             info="an F5 voice speaks in the voice of this clip: pick a clean 5-10 s one")
     with gr.Row(elem_id="train-form"):
         dataset = gr.Dropdown(ws.list_datasets(), label="dataset", allow_custom_value=False,
@@ -322,7 +324,7 @@ def _wire_live(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> None:
     from utils import inference
 
     ws = ctx.workspace
-    f.engine.change(engine_controls, f.engine, [f.licence, f.prompt, f.preset], show_progress="hidden")
+    f.engine.change(engine_controls, f.engine, [f.licence, f.prompt, f.preset, f.mode], show_progress="hidden")
     p.selected.change(lambda n: refresh_run(ctx, n), p.selected, p.live, show_progress="hidden")
     # the button says what it will start, once the server has the typed step count
     f.vocoder_steps.change(lambda n: gr.update(value=_vocoder_label(n)), f.vocoder_steps, f.vocoder_start,
