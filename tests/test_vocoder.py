@@ -1,6 +1,8 @@
 """Vocoder: public checkpoint format, our format, Griffin-Lim, discriminators and the GAN trainer."""
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 import pickle
 import subprocess
@@ -16,13 +18,14 @@ import torch
 from models.discriminators import MultiPeriodDiscriminator, MultiResolutionDiscriminator
 from models.vocoder import PRESETS, Vocoder
 from tests.helpers import espeak_amharic, sentences
-from utils.audio import load_audio, log_mel, save_audio
+from utils.audio import FeatureConfig, load_audio, log_mel, save_audio
 from utils.events import StudioError, run_to_end
 from utils.training.checkpoint import load_trainer_state
 from utils.training.engine import Engine, drain
 from utils.training.faults import with_faults
 from utils.vocoder import griffin_lim, load_vocoder, save_vocoder, vocode
-from utils.vocoder.training import VocoderAdapter, VocoderTrainConfig, prepare_vocoder_run, train_vocoder
+from utils.vocoder.training import (VocoderAdapter, VocoderTrainConfig, frozen, generator_losses, prepare_vocoder_run,
+                                    train_vocoder)
 from utils.vocoder.training import main as training_main
 from utils.workspace import Workspace, read_json, read_jsonl, write_jsonl
 
@@ -314,6 +317,46 @@ def test_a_step_that_runs_out_of_memory_drops_the_generator_output_the_adapter_k
     with pytest.raises(StudioError, match="out of memory even with one crop per micro-batch at step 0"):
         drain(Engine(adapter, echo=False).run())
     assert adapter.cached is None
+
+
+def test_frozen_discriminators_pass_the_generator_the_same_gradients_and_compute_none_of_their_own():
+    torch.manual_seed(0)
+    features = FeatureConfig()
+    gen, mpd, mrd = Vocoder(PRESETS["tiny"]), MultiPeriodDiscriminator(channels=(4, 8)), MultiResolutionDiscriminator(channels=4)
+    y = 0.1 * torch.randn(2, 4096)
+    mel = log_mel(y, features)
+
+    def gradients(freeze: bool):
+        for module in (gen, mpd, mrd):
+            module.zero_grad(set_to_none=True)
+        y_hat = gen(mel)
+        with frozen(mpd, mrd) if freeze else contextlib.nullcontext():
+            loss = generator_losses(mpd, mrd, y, mel, y_hat, features, 45.0, 1.0, contextlib.nullcontext)["loss"]
+        loss.backward()
+        return [p.grad.clone() for p in gen.parameters()], [p.grad for p in [*mpd.parameters(), *mrd.parameters()]]
+
+    gen_frozen, disc_frozen = gradients(freeze=True)
+    gen_plain, disc_plain = gradients(freeze=False)
+    assert all(g is None for g in disc_frozen) and all(g is not None for g in disc_plain)
+    for a, b in zip(gen_frozen, gen_plain):
+        torch.testing.assert_close(a, b)
+    assert all(p.requires_grad for p in [*mpd.parameters(), *mrd.parameters()])  # given back after the forward
+
+
+def test_each_step_computes_the_discriminators_weight_gradients_once(tmp_path):
+    """Their phase needs them; the generator's phase, whose loss runs through them, does not."""
+    ws = Workspace.open(tmp_path / "ws")
+    make_dataset(ws, n=2)
+    backward_passes = collections.Counter()
+
+    class Watched(VocoderAdapter):
+        def build(self, ctx) -> None:
+            super().build(ctx)
+            for name, module in self.modules.items():
+                next(module.parameters()).register_hook(lambda grad, name=name: backward_passes.update([name]))
+
+    drain(Engine(Watched(ws, tiny_config(max_steps=2)), echo=False).run())
+    assert backward_passes == {"mpd": 2, "mrd": 2, "generator": 2}
 
 
 def test_non_finite_gradients_skip_the_update_then_stop_with_good_weights(tmp_path):

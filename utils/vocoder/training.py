@@ -22,6 +22,7 @@ rank draws its own crops; gradients averaged in one flat all-reduce per phase; r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import threading
@@ -198,6 +199,21 @@ def generator_losses(mpd, mrd, y, mel, y_hat, features: FeatureConfig, mel_weigh
     return {"loss": loss_g, "loss_g": loss_g, "loss_mel": loss_mel, "loss_adv": loss_adv, "loss_fm": loss_fm}
 
 
+@contextlib.contextmanager
+def frozen(*modules):
+    """Forward passes inside record no gradient for these modules' weights (they still pass gradients to their
+    inputs): the generator's loss runs through the discriminators, whose weight gradients its update would
+    compute and throw away."""
+    params = [p for m in modules for p in m.parameters() if p.requires_grad]
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
+
+
 def cosine_lr(base: float, step: int, total: int) -> float:
     return base * 0.5 * (1 + math.cos(math.pi * min(step, total) / max(1, total)))
 
@@ -355,8 +371,9 @@ class VocoderAdapter:
             mel = log_mel(real, self.features)
             with self.ctx.autocast():
                 y_hat = self.gen(mel)
-        return generator_losses(self.mpd, self.mrd, real, mel, y_hat, self.features, cfg.mel_weight,
-                                cfg.mrd_weight, self.ctx.autocast)
+        with frozen(self.mpd, self.mrd):
+            return generator_losses(self.mpd, self.mrd, real, mel, y_hat, self.features, cfg.mel_weight,
+                                    cfg.mrd_weight, self.ctx.autocast)
 
     def forget_step(self) -> None:
         """A step ran out of memory: let go of the generator's output and its graph before the engine empties the
