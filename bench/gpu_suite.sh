@@ -47,7 +47,7 @@ ws=${STUDIO_GPU_WORKSPACE:-}
 if [ -z "$ws" ] && [[ " $* " == *" quality "* ]]; then  # the corpus time to quality and data loading share
   ws=$(mktemp -d)
   echo "=== speaking the corpus into $ws ($(date +%T))"
-  $py -c "import sys; sys.path.insert(0, 'bench'); import common; common.espeak_dataset('$ws', 780, 20, 110)" \
+  timeout -k 10 240 $py -c "import sys; sys.path.insert(0, 'bench'); import common; common.espeak_dataset('$ws', 780, 20, 110)" \
     > "$out/corpus.log" 2>&1 || { tail -n 20 "$out/corpus.log"; exit 3; }
 fi
 data=()
