@@ -6,6 +6,7 @@ network), the reference clip's choice, the requests it refuses, and an F5 voice 
 services: speaking with the pronunciation dictionary, A/B, a text file to a zip, export and its licence."""
 from __future__ import annotations
 
+import errno
 import multiprocessing
 import os
 import shutil
@@ -315,6 +316,31 @@ def test_two_processes_fetching_the_base_at_once_leave_one_good_copy(hub_cache, 
     assert describe_base(pretrained_dir(ws))["licence"].startswith("F5-TTS v1 Base weights")
     assert (pretrained_dir(ws) / "model_1250000.safetensors").read_bytes() == \
         next(hub_cache.rglob("model_1250000.safetensors")).read_bytes()
+
+
+def test_the_base_is_stored_once_where_the_hub_cache_shares_the_disk_and_copied_where_not(hub_cache, tmp_path,
+                                                                                           monkeypatch):
+    from huggingface_hub import constants
+
+    from utils.f5 import base as bases
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache.parent))  # read at import, by an earlier test
+    blob = next(hub_cache.rglob("model_1250000.safetensors"))
+    original = blob.read_bytes()
+
+    def another_disk(source, dest):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    with monkeypatch.context() as patch:  # a workspace on a mounted Drive folder: no hard link across disks
+        patch.setattr(bases.os, "link", another_disk)
+        copied = bases.fetch(Workspace.open(tmp_path / "drive"), accept_licence=True, log=lambda line: None)
+    assert (copied / blob.name).stat().st_ino != blob.stat().st_ino and (copied / blob.name).read_bytes() == original
+
+    linked = bases.fetch(Workspace.open(tmp_path / "ws"), accept_licence=True, log=lambda line: None)
+    assert (linked / blob.name).stat().st_ino == blob.stat().st_ino  # one file on the disk, not two
+    shutil.rmtree(hub_cache)  # the curator clears the hub's cache: the workspace's base stays whole
+    assert (linked / blob.name).read_bytes() == original
+    assert bases.describe_base(linked)["licence"].startswith("F5-TTS v1 Base weights")
 
 
 def test_only_the_first_process_of_a_run_downloads_and_the_others_read_its_copy(hub_cache, tmp_path, monkeypatch):

@@ -118,13 +118,23 @@ def _download(repo_id: str, tmp: Path, log=print) -> None:
     try:
         with progress_lines(cache, SIZE_MB, log):
             for name in HUB_FILES.values():
-                shutil.copyfile(hf_hub_download(repo_id, name), tmp / Path(name).name)  # copyfile: cache holds links
+                _place(Path(hf_hub_download(repo_id, name)), tmp / Path(name).name)
     except Exception as exc:
         raise StudioError(f"Could not download the F5-TTS base from {repo_id} ({type(exc).__name__}: {exc}). "
                           "Check the connection, or put a copy (model file + vocab.txt) in a workspace folder "
                           "and give that folder as the starting point.") from exc
     atomic_write_text(tmp / "LICENSE.txt", f"Source: https://huggingface.co/{repo_id}\nLicence: {LICENCE}\n"
                                            f"Fetched: {time.strftime('%Y-%m-%d %H:%M')} after the user accepted it.\n")
+
+
+def _place(cached: Path, dest: Path) -> None:
+    """The hub's file as a hard link where the workspace and the hub's cache share a disk, so the 1.35 GB base is
+    stored once (the hub never rewrites a file in place, and deleting its cache leaves ours whole); else a copy."""
+    source = cached.resolve()  # the cache's snapshot entries are symbolic links to its blobs
+    try:
+        os.link(source, dest)
+    except OSError:  # another disk (a mounted Drive folder), or a file system without hard links
+        shutil.copyfile(source, dest)
 
 
 @contextlib.contextmanager
