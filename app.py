@@ -384,6 +384,7 @@ def add_transcribe_command(sub) -> None:
                                    "installed one, else $AMHARIC_TTS_ASR_SOURCE, else facebook/mms-1b-all)")
     p.add_argument("--lang", help="language adapter of a multi-language (MMS-style) model, e.g. amh")
     p.add_argument("--json", action="store_true", help="the drafts as JSON on stdout (progress on stderr)")
+    p.add_argument("--redo", action="store_true", help="draft again the clips this recognizer already drafted")
     p.set_defaults(func=cmd_transcribe)
 
 
@@ -393,7 +394,8 @@ def cmd_transcribe(args) -> None:
     ws = Workspace.open(args.workspace)
     with progress_to_stderr(args.json):
         run_to_end(asr.ensure(ws, args.model, args.lang), printer=lambda line: print(line, flush=True))
-        run_to_end(asr.transcribe_missing(ws, args.dataset), printer=lambda line: print(line, flush=True))
+        run_to_end(asr.transcribe_missing(ws, args.dataset, redo=args.redo),
+                   printer=lambda line: print(line, flush=True))
     drafts = asr.draft_rows(ws, args.dataset)
     if args.json:
         print(json.dumps([{k: d[k] for k in ("id", "confidence", "draft")} for d in drafts], ensure_ascii=False,

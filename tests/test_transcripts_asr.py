@@ -81,6 +81,32 @@ def test_a_row_the_curator_typed_is_never_drafted_again(ws):
     assert result["rows"]["am-002"]["machine_draft"]
 
 
+def test_drafts_of_unchanged_audio_are_kept_and_changed_audio_or_redo_drafts_again(ws, capsys):
+    path = ws.dataset_dir("am") / "manifest.jsonl"
+    rows = read_jsonl(path)
+    for r in rows:
+        r["sha1"] = f"sha1-of-{r['id']}"  # as preparation writes them
+    write_jsonl(path, rows)
+    first = run_to_end(asr.transcribe_missing(ws, "am"))
+    said = []
+    again = run_to_end(asr.transcribe_missing(ws, "am"), printer=said.append)
+    assert again["rows"] == first["rows"] and not any("recognising speech" in line for line in said)
+    assert any("2 clip(s) keep the draft" in line for line in said), said
+
+    rows[2]["sha1"] = "sha1-of-new-audio"  # am-002 prepared again from another recording
+    write_jsonl(path, rows)
+    said.clear()
+    third = run_to_end(asr.transcribe_missing(ws, "am"), printer=said.append)
+    assert third["rows"]["am-002"]["sha1"] == "sha1-of-new-audio" and third["rows"]["am-001"] == first["rows"]["am-001"]
+    assert any("1 machine draft(s) made, 1 kept" in line for line in said), said
+
+    capsys.readouterr()
+    assert app.main(["transcribe", "--workspace", str(ws.root), "--dataset", "am"]) == 0
+    assert "0 machine draft(s) made, 2 kept" in capsys.readouterr().out
+    assert app.main(["transcribe", "--workspace", str(ws.root), "--dataset", "am", "--redo"]) == 0
+    assert "2 machine draft(s) made, 0 kept" in capsys.readouterr().out
+
+
 def check_by_the_recognizer(ws) -> list[dict]:
     """Give the two untranscribed rows a text (the check needs 5), then check by the recognizer; the rows."""
     path = ws.dataset_dir("am") / "manifest.jsonl"

@@ -56,7 +56,7 @@ def test_check_review_fix_exclude_and_accept_a_draft_in_the_browser(start_app, p
 
     # a machine draft for the clip without text, accepted as the transcript
     page.locator("#transcripts-draft").click()
-    expect(log).to_have_value(re.compile(r"machine draft\(s\) saved"), timeout=120_000)
+    expect(log).to_have_value(re.compile(r"machine draft\(s\) made"), timeout=120_000)
     drafts = page.locator("#transcripts-drafts")
     expect(drafts.get_by_test_id("cell-0-0")).to_have_text("am-006", timeout=30_000)
     drafts.get_by_test_id("cell-0-0").click()

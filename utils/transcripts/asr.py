@@ -332,25 +332,39 @@ def untranscribed(ws: Workspace, dataset: str) -> list[dict]:
     return [r for r in load_manifest(ws, dataset) if not (r.get("text") or "").strip()]
 
 
-def transcribe_missing(ws: Workspace, dataset: str, batch_size: int | None = None,
-                       device: str = "auto") -> Iterator[Event]:
+def transcribe_missing(ws: Workspace, dataset: str, batch_size: int | None = None, device: str = "auto",
+                       redo: bool = False) -> Iterator[Event]:
     """Machine drafts for clips without text, into transcript_drafts.json (the manifest is not touched: a draft
-    becomes the row's text only when the curator accepts or edits it). The last event carries the drafts."""
+    becomes the row's text only when the curator accepts or edits it). A clip whose audio this recognizer already
+    drafted keeps its draft unless `redo` (on a CPU a draft costs about its own length). The last event carries
+    the drafts."""
     rows = untranscribed(ws, dataset)
     if not rows:
         yield Event(STAGE, 1, 1, "every clip has a transcript: nothing to draft", result={"rows": {}})
         return
-    heard = yield from transcribe_rows(ws, dataset, rows, batch_size, device)
+    if available(ws) is None:
+        raise StudioError("No speech recognizer is in this workspace: " + how_to_get())
     about = notice(available(ws))
-    saved = read_json(drafts_path(ws, dataset), default={}) or {}
-    drafts = saved.get("rows", {})
+    drafts = (read_json(drafts_path(ws, dataset), default={}) or {}).get("rows", {})
+    todo = rows if redo else [r for r in rows if not _drafted(drafts.get(r["id"]), r, about.get("source", ""))]
+    if len(todo) < len(rows):
+        yield Event(STAGE, 0, len(rows), f"{len(rows) - len(todo)} clip(s) keep the draft this recognizer made of the "
+                                         "same audio")
+    heard = (yield from transcribe_rows(ws, dataset, todo, batch_size, device)) if todo else {}
+    sha1 = {r["id"]: r.get("sha1") for r in rows}
     for rid, (text, confidence) in heard.items():
         drafts[rid] = {"text": text, "confidence": round(confidence, 3), "machine_draft": True,
-                       "model": about.get("source", ""), "created": time.strftime("%Y-%m-%d %H:%M")}
+                       "model": about.get("source", ""), "sha1": sha1[rid], "created": time.strftime("%Y-%m-%d %H:%M")}
     result = {"licence": about.get("licence", ""), "rows": drafts}
     atomic_write_json(drafts_path(ws, dataset), result)
-    yield Event(STAGE, len(heard), len(heard), f"{len(heard)} machine draft(s) saved; review them least confident "
-                                               "first", result=result)
+    yield Event(STAGE, len(rows), len(rows), f"{len(heard)} machine draft(s) made, {len(rows) - len(heard)} kept; "
+                                             "review them least confident first", result=result)
+
+
+def _drafted(draft: dict | None, row: dict, model: str) -> bool:
+    """A draft made by this recognizer of this very audio (a clip prepared again from changed audio is redone)."""
+    return bool(draft and model and draft.get("model") == model and row.get("sha1")
+                and draft.get("sha1") == row["sha1"])
 
 
 def draft_rows(ws: Workspace, dataset: str) -> list[dict]:
