@@ -86,8 +86,9 @@ def roots() -> list[str]:
 
 
 def plan(roots: list[str], python: str = PYTHON) -> dict[str, str]:
-    """{distribution: version} to carry: the roots and their dependencies (for a Linux CPython 3.12), minus the
-    image's. Versions are those installed here; a root missing here is an error (nothing to copy the version from)."""
+    """{distribution: version} to carry: the roots and their dependencies (for a Linux CPython `python`), minus the
+    image's. Versions are those installed here; a package missing here is an error (nothing to copy the version
+    from)."""
     from packaging.requirements import Requirement
 
     carry: dict[str, str] = {}
@@ -99,7 +100,11 @@ def plan(roots: list[str], python: str = PYTHON) -> dict[str, str]:
         if name in EXTRAS:
             carry[name] = EXTRAS[name]
             return
-        dist = metadata.distribution(name)
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            raise SystemExit(f"{name} is not installed here, so its version is unknown: install requirements.txt "
+                             "first (tests/run.sh does)") from None
         carry[name] = dist.version
         for text in dist.requires or []:
             req = Requirement(text)
@@ -112,7 +117,7 @@ def plan(roots: list[str], python: str = PYTHON) -> dict[str, str]:
 
 
 def download(carry: dict[str, str], out: Path, python: str = PYTHON) -> list[str]:
-    """The binary wheel for CPython 3.12 of each into out/wheels; where none is published (pyworld, pysptk), the
+    """The binary wheel for CPython `python` of each into out/wheels; where none is published (pyworld, pysptk), the
     source archive into out/sdists, which gpu_suite.sh builds there against the image's numpy and Cython (the
     wheel built here would be for this machine's Python). Returns the names that came as source."""
     (out / "wheels").mkdir(parents=True, exist_ok=True)
@@ -124,8 +129,11 @@ def download(carry: dict[str, str], out: Path, python: str = PYTHON) -> list[str
         got = subprocess.run([*pip, "--only-binary=:all:", "--python-version", python, "--implementation", "cp",
                               *platform_args, "-d", str(out / "wheels"), spec], capture_output=True, text=True)
         if got.returncode != 0:
-            subprocess.run([*pip, "--no-binary=:all:", "--no-build-isolation", "-d", str(out / "sdists"), spec],
-                           check=True, capture_output=True)
+            source = subprocess.run([*pip, "--no-binary=:all:", "--no-build-isolation", "-d", str(out / "sdists"),
+                                     spec], capture_output=True, text=True)
+            if source.returncode != 0:
+                raise SystemExit(f"{spec}: neither a CPython {python} wheel nor a source archive could be "
+                                 f"downloaded:\n{got.stderr[-1500:]}\n{source.stderr[-1500:]}")
             sources.append(name)
     return sources
 

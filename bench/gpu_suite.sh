@@ -4,7 +4,7 @@
 #   bash bench/gpu_suite.sh OUT_DIR tests      # gpu_tests/ (<= 5 min)
 #   bash bench/gpu_suite.sh OUT_DIR train      # the optimization ladder (<= 9 min: three rows compile the model)
 #   bash bench/gpu_suite.sh OUT_DIR rest       # batch sweep, profile, inference, vocoder (<= 7 min)
-#   bash bench/gpu_suite.sh OUT_DIR quality    # data loading, time to quality (<= 6 min)
+#   bash bench/gpu_suite.sh OUT_DIR quality    # data loading, time to quality (<= 6 min, and <= 4 to speak the corpus)
 #   bash bench/gpu_suite.sh OUT_DIR data       # preparation of 10 h (x20 = 200 h), separation speed (<= 7 min)
 #   bash bench/gpu_suite.sh OUT_DIR f5         # F5-TTS v1 Base step: time, frames/s, memory (<= 3 min)
 #
