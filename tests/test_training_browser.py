@@ -179,3 +179,26 @@ def test_a_reload_after_an_f5_run_brings_the_form_back_on_f5_with_its_licence_an
     page.get_by_role("radio", name=re.compile("^Matcha")).check()  # back on Matcha: its size and modes return
     expect(page.get_by_label("learn everything")).to_be_visible()
     expect(page.locator("#train-form").get_by_label("tiny")).to_be_visible()
+
+
+def test_every_evaluation_adds_a_point_to_the_validation_mcd_curve(server, page, tmp_path):
+    """The quality curve a curator watches: a run that evaluates every 2 steps draws its held-out MCD over the
+    steps, with the same numbers as its metrics file, on numeric axes."""
+    from tests.test_jobs import state, wait
+    from utils.workspace import read_jsonl
+
+    runs.start_training(server.ws, "am", run="evaluated", max_steps=6, overrides={**TINY, "max_steps": 6,
+                                                                                   "eval_every": 2})
+    wait(lambda: state(server.ws, "evaluated")["state"] == "finished", "the evaluated run to finish", timeout=300)
+    evaluations = [m for m in read_jsonl(server.ws.run_dir("evaluated") / "metrics.jsonl") if "mcd" in m]
+    assert len(evaluations) >= 3, evaluations
+
+    open_training(page, server.url)
+    choose(page, "run shown below", "evaluated")
+    seen = plot_seen(page, "#mcd-plot", ("mcd",))
+    steps, values = numeric_ticks(seen["x"]), numeric_ticks(seen["y"])
+    assert steps[0] <= evaluations[0]["step"] and steps[-1] >= evaluations[-1]["step"]
+    mcds = [m["mcd"] for m in evaluations]
+    gap = values[1] - values[0] if len(values) > 1 else 1.0  # the axis spans the run's numbers, within a tick
+    assert values[0] - gap <= min(mcds) and max(mcds) <= values[-1] + gap
+    screenshot(page.locator("#mcd-plot"), tmp_path, "validation-mcd-plot")
