@@ -100,6 +100,12 @@ def test_drafts_of_unchanged_audio_are_kept_and_changed_audio_or_redo_drafts_aga
     assert third["rows"]["am-002"]["sha1"] == "sha1-of-new-audio" and third["rows"]["am-001"] == first["rows"]["am-001"]
     assert any("1 machine draft(s) made, 1 kept" in line for line in said), said
 
+    studio = asr.available(ws) / "studio.json"  # the same model installed again with another language adapter
+    studio.write_text(json.dumps({**asr.notice(asr.available(ws)), "lang": "tir"}), encoding="utf-8")
+    said.clear()
+    run_to_end(asr.transcribe_missing(ws, "am"), printer=said.append)
+    assert any("2 machine draft(s) made, 0 kept" in line for line in said), said
+
     capsys.readouterr()
     assert app.main(["transcribe", "--workspace", str(ws.root), "--dataset", "am"]) == 0
     assert "0 machine draft(s) made, 2 kept" in capsys.readouterr().out

@@ -63,6 +63,14 @@ def notice(folder: Path) -> dict[str, str]:
     return read_json(Path(folder) / "studio.json", default={}) or {}
 
 
+def required(ws: Workspace) -> Path:
+    """The recognizer folder, or a refusal that says how to get one."""
+    folder = available(ws)
+    if folder is None:
+        raise StudioError("No speech recognizer is in this workspace: " + how_to_get())
+    return folder
+
+
 def how_to_get() -> str:
     return (f"connect to the internet and fetch one (Dataset tab, *Get recognizer*, or "
             f"`python app.py transcribe --dataset NAME`, which fetches it once, then drafts): the default is "
@@ -287,13 +295,11 @@ def _wave(ws: Workspace, dataset: str, row: dict) -> np.ndarray:
 
 
 def transcribe_rows(ws: Workspace, dataset: str, rows: list[dict], batch_size: int | None = None,
-                    device: str = "auto"):
+                    device: str = "auto", folder: Path | None = None):
     """Generator of progress events; returns {row id: (text, confidence)}. Batches of similar length on a GPU;
-    one clip at a time on a CPU, which works but is slow (it says so, with the time measured so far)."""
-    folder = available(ws)
-    if folder is None:
-        raise StudioError("No speech recognizer is in this workspace: " + how_to_get())
-    rec = load(folder, device)
+    one clip at a time on a CPU, which works but is slow (it says so, with the time measured so far). `folder`:
+    the recognizer the caller already chose (default: the workspace's)."""
+    rec = load(folder or required(ws), device)
     gpu = rec.device.startswith("cuda")
     batch_size = batch_size or (16 if gpu else 1)
     if not gpu:
@@ -342,29 +348,30 @@ def transcribe_missing(ws: Workspace, dataset: str, batch_size: int | None = Non
     if not rows:
         yield Event(STAGE, 1, 1, "every clip has a transcript: nothing to draft", result={"rows": {}})
         return
-    if available(ws) is None:
-        raise StudioError("No speech recognizer is in this workspace: " + how_to_get())
-    about = notice(available(ws))
+    folder = required(ws)
+    about = notice(folder)
     drafts = (read_json(drafts_path(ws, dataset), default={}) or {}).get("rows", {})
-    todo = rows if redo else [r for r in rows if not _drafted(drafts.get(r["id"]), r, about.get("source", ""))]
+    todo = rows if redo else [r for r in rows if not _drafted(drafts.get(r["id"]), r, about)]
     if len(todo) < len(rows):
         yield Event(STAGE, 0, len(rows), f"{len(rows) - len(todo)} clip(s) keep the draft this recognizer made of the "
-                                         "same audio")
-    heard = (yield from transcribe_rows(ws, dataset, todo, batch_size, device)) if todo else {}
-    sha1 = {r["id"]: r.get("sha1") for r in rows}
-    for rid, (text, confidence) in heard.items():
-        drafts[rid] = {"text": text, "confidence": round(confidence, 3), "machine_draft": True,
-                       "model": about.get("source", ""), "sha1": sha1[rid], "created": time.strftime("%Y-%m-%d %H:%M")}
+                                         "same audio (it would write the same again)")
+    heard = (yield from transcribe_rows(ws, dataset, todo, batch_size, device, folder)) if todo else {}
+    for r in todo:
+        text, confidence = heard[r["id"]]
+        drafts[r["id"]] = {"text": text, "confidence": round(confidence, 3), "machine_draft": True,
+                           "model": about.get("source", ""), "lang": about.get("lang", ""), "sha1": r.get("sha1"),
+                           "created": time.strftime("%Y-%m-%d %H:%M")}
     result = {"licence": about.get("licence", ""), "rows": drafts}
     atomic_write_json(drafts_path(ws, dataset), result)
-    yield Event(STAGE, len(rows), len(rows), f"{len(heard)} machine draft(s) made, {len(rows) - len(heard)} kept; "
+    yield Event(STAGE, len(rows), len(rows), f"{len(todo)} machine draft(s) made, {len(rows) - len(todo)} kept; "
                                              "review them least confident first", result=result)
 
 
-def _drafted(draft: dict | None, row: dict, model: str) -> bool:
-    """A draft made by this recognizer of this very audio (a clip prepared again from changed audio is redone)."""
-    return bool(draft and model and draft.get("model") == model and row.get("sha1")
-                and draft.get("sha1") == row["sha1"])
+def _drafted(draft: dict | None, row: dict, about: dict) -> bool:
+    """A draft made by this recognizer (source and language adapter) of this very audio: a clip prepared again
+    from changed audio, or a recognizer installed with another language, drafts again."""
+    return bool(draft and about.get("source") and row.get("sha1") and draft.get("sha1") == row["sha1"]
+                and draft.get("model") == about["source"] and draft.get("lang", "") == about.get("lang", ""))
 
 
 def draft_rows(ws: Workspace, dataset: str) -> list[dict]:
@@ -378,11 +385,12 @@ def draft_rows(ws: Workspace, dataset: str) -> list[dict]:
 
 
 # ------------------------------------------------------------------------------------ checking
-def compare_with_transcripts(ws: Workspace, dataset: str, rows: list[dict], device: str = "auto"):
+def compare_with_transcripts(ws: Workspace, dataset: str, rows: list[dict], device: str = "auto",
+                             folder: Path | None = None):
     """Generator of events; returns {row id: character error rate of the recognizer against the transcript}."""
     from utils.transcripts.cer import cer
 
-    heard = yield from transcribe_rows(ws, dataset, rows, device=device)
+    heard = yield from transcribe_rows(ws, dataset, rows, device=device, folder=folder)
     texts = {r["id"]: r.get("normalized") or r.get("text") or "" for r in rows}
     return {rid: cer(texts[rid], text) for rid, (text, _) in heard.items()}
 

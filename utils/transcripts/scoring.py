@@ -71,15 +71,13 @@ def check_transcripts(ws: Workspace, dataset: str, method: str = "auto", steps: 
 
     if method not in METHODS:
         raise StudioError(f"Unknown method {method!r}: use one of {', '.join(METHODS)}.")
-    recognizer = asr.available(ws) if method in ("auto", "asr") else None
-    if method == "asr" and recognizer is None:
-        raise StudioError("No speech recognizer is in this workspace: " + asr.how_to_get())
+    recognizer = asr.required(ws) if method == "asr" else asr.available(ws) if method == "auto" else None
     rows, skipped = candidate_rows(ws, dataset)
     if len(rows) < 5:
         raise StudioError(f"Dataset {dataset!r} has {len(rows)} row(s) with a transcript; the check compares "
                           "clips with each other and needs at least 5.")
-    recognizer = yield from _loadable(recognizer, method, device)
-    with one_check_at_a_time(ws, dataset):
+    with one_check_at_a_time(ws, dataset):  # before loading a recognizer: a refused second check loads nothing
+        recognizer = yield from _loadable(recognizer, method, device)
         result = yield from _check(ws, dataset, method, steps, device, rows, skipped, recognizer)
     return result
 
@@ -120,7 +118,7 @@ def _check(ws: Workspace, dataset: str, method: str, steps: int | None, device: 
         used.append("alignment")
     if method == "asr" or (method == "auto" and recognizer is not None):
         heard = yield from asr.compare_with_transcripts(ws, dataset, [r for r in rows if r["id"] not in problems],
-                                                        device)
+                                                        device, recognizer)
         for rid, cer in heard.items():
             signals[rid]["cer"] = cer
         used.append("asr")
