@@ -281,6 +281,12 @@ def test_bad_requests_get_clear_messages(ws, voice, speaker, text, message):
         inference.synthesize(ws, voice, text, speaker=speaker, steps=1)
 
 
+@pytest.mark.parametrize("steps", [0, 101])
+def test_steps_outside_one_to_a_hundred_are_refused_not_replaced_by_the_default(ws, steps):
+    with pytest.raises(StudioError, match="Steps must be between 1 and 100"):
+        inference.synthesize(ws, CKPT, "ሰላም", steps=steps)
+
+
 def test_synth_cli_writes_a_wav_from_a_run_name_and_speaks_a_file(ws, tmp_path):
     run = ws.root / "runs" / "r1"
     out = tmp_path / "out.wav"

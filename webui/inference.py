@@ -13,6 +13,7 @@ import numpy as np
 from utils import inference
 from utils.events import StudioError
 from utils.f5 import SAMPLE_STEPS
+from utils.inference.speech import engine_steps
 from utils.vocoder.default import DEFAULT_NAME, status_line
 from webui.components import says_errors
 from webui.context import AppContext
@@ -21,11 +22,10 @@ AUTO_VOCODER = "auto"  # the voice's own vocoder, else the workspace's default (
 NO_VOICE = "No voice yet: train a run on the Training tab; its checkpoints and exported voices appear here."
 ROW_COLUMNS = ["#", "text", "normalized", "phonemes (what the model spoke)", "skipped symbols"]
 DEVICE_LABELS = [("Auto (GPU unless a training run holds it)", "auto"), ("CPU", "cpu"), ("GPU (share with training)", "cuda")]
-ENGINE_STEPS = {  # (default steps, help): each engine's sampler has its own usual number of steps
-    "matcha": (inference.DEFAULT_STEPS, "more: cleaner speech, made more slowly; 4-10 is usual (ODE steps of the flow "
-                                        "decoder)"),
-    "f5": (SAMPLE_STEPS, f"more: cleaner speech, made more slowly; {SAMPLE_STEPS} is F5-TTS's own default (steps of its "
-                         "flow sampler)"),
+STEPS_HELP = {  # each engine's sampler has its own usual number of steps (speech.engine_steps)
+    "matcha": "more: cleaner speech, made more slowly; 4-10 is usual (ODE steps of the flow decoder)",
+    "f5": f"more: cleaner speech, made more slowly; {SAMPLE_STEPS} is F5-TTS's own default (steps of its flow "
+          "sampler)",
 }
 
 
@@ -52,8 +52,8 @@ def _speakers_or_none(ctx: AppContext, voice: str | None) -> list[str]:
 def engine_settings(engine: str) -> tuple:
     """(steps, temperature) updates for an engine: its own default steps and help; F5 ignores the temperature
     (its starting noise is always unit), so the slider is hidden rather than left to do nothing."""
-    steps, info = ENGINE_STEPS.get(engine, ENGINE_STEPS["matcha"])
-    return gr.update(value=steps, info=info), gr.update(visible=engine != "f5")
+    engine = engine if engine in STEPS_HELP else "matcha"
+    return gr.update(value=engine_steps(engine), info=STEPS_HELP[engine]), gr.update(visible=engine != "f5")
 
 
 def speaker_choices(ctx: AppContext, voice: str | None):
@@ -184,8 +184,8 @@ def build(ctx: AppContext):
                       info="Any length: split at ። ? ! and line breaks, spoken in batches, joined with pauses.")
     gr.Examples(examples=[[s] for s in inference.SAMPLE_SENTENCES], inputs=[text], label="Sample sentences")
     with gr.Row():
-        steps = gr.Slider(1, 50, value=ENGINE_STEPS[first_engine][0], step=1, label="Steps (quality vs. speed)",
-                          info=ENGINE_STEPS[first_engine][1], elem_id="inference-steps")
+        steps = gr.Slider(1, 50, value=engine_steps(first_engine), step=1, label="Steps (quality vs. speed)",
+                          info=STEPS_HELP[first_engine], elem_id="inference-steps")
         temperature = gr.Slider(0.0, 1.5, value=inference.DEFAULT_TEMPERATURE, step=0.01,
                                 label="Temperature (variation)", visible=first_engine != "f5",
                                 elem_id="inference-temperature",

@@ -176,10 +176,7 @@ class Voice:
 
     @property
     def default_steps(self) -> int:
-        """The sampler's usual steps: F5's flow sampler wants more than Matcha's decoder."""
-        from utils.f5 import SAMPLE_STEPS
-
-        return SAMPLE_STEPS if self.config.get("engine") == "f5" else DEFAULT_STEPS
+        return engine_steps(self.config.get("engine"))
 
     def stream(self, text: str, speaker: str | None = None, steps: int | None = None,
                temperature: float = DEFAULT_TEMPERATURE, length_scale: float = 1.0, seed: int | None = 0,
@@ -189,7 +186,7 @@ class Voice:
 
         from utils.vocoder import griffin_lim, vocode
 
-        steps = steps or self.default_steps
+        steps = self.default_steps if steps is None else steps
         _check_request(text, steps, length_scale)
         spk = self.speaker_index(speaker)
         sentences = split_sentences(text)
@@ -238,7 +235,15 @@ class Voice:
         return join_chunks(self.stream(text, **options))
 
 
-def _check_request(text: str, steps: int, length_scale: float) -> None:
+def engine_steps(engine: str | None) -> int:
+    """The sampler's usual steps for an engine: F5's flow sampler wants more than Matcha's decoder."""
+    from utils.f5 import SAMPLE_STEPS
+
+    return SAMPLE_STEPS if engine == "f5" else DEFAULT_STEPS
+
+
+def _check_request(text: str, steps: int | None, length_scale: float) -> None:
+    """Refuse what cannot be spoken before any model loads; steps None: the voice's engine decides later."""
     if not (text or "").strip():
         raise StudioError("Type some Amharic text to speak.")
     if not any(is_ethiopic(ch) for ch in text):
@@ -247,7 +252,7 @@ def _check_request(text: str, steps: int, length_scale: float) -> None:
     if len(text) > MAX_CHARS:
         raise StudioError(f"The text is {len(text)} characters; speak at most {MAX_CHARS} at a time "
                           "(use Batch for a long text file: one WAV per line).")
-    if not 1 <= int(steps) <= 100:
+    if steps is not None and not 1 <= int(steps) <= 100:
         raise StudioError("Steps must be between 1 and 100.")
     if not 0.1 <= float(length_scale) <= 5:
         raise StudioError("The speed must be between 0.2x and 10x (length scale 0.1-5).")
@@ -287,7 +292,7 @@ def speak(ws: Workspace, voice: str, text: str, speaker: str | None = None, step
     """
     from utils.text import load_user_dict
 
-    _check_request(text, steps or DEFAULT_STEPS, length_scale)
+    _check_request(text, steps, length_scale)
     start = time.perf_counter()
     loaded = workspace_voice(ws, voice, vocoder, device)
     extra = {"voice": voice, "checkpoint": str(loaded.folder.relative_to(ws.root)),
