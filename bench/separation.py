@@ -118,16 +118,9 @@ def use_random_spleeter_weights() -> None:
     than a call carries): the same two U-Nets with random weights do the same work in the same time."""
     from functools import lru_cache
 
-    import torch
-
-    from models.spleeter import SpleeterUNet
     from utils.separation import spleeter
 
-    def random_networks(device: str):
-        torch.manual_seed(0)
-        return tuple(SpleeterUNet().eval().to(device).to(memory_format=torch.channels_last) for _ in range(2))
-
-    spleeter.load_networks = lru_cache(maxsize=2)(random_networks)
+    spleeter.load_networks = lru_cache(maxsize=2)(spleeter.build_networks)
 
 
 def _sync(device: str) -> None:

@@ -14,7 +14,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # in-process code too: no test reaches the hub (CI has no network)
 
 
 # The app under test never reaches the network (CI has none): its HTTP clients go through a proxy that

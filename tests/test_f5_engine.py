@@ -10,7 +10,6 @@ import errno
 import multiprocessing
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +21,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from tests.conftest import free_port
 from tests.helpers import make_dataset
 from utils.events import StudioError
 from utils.f5.text import F5Text, latin_spelling
@@ -287,16 +287,10 @@ def _fetch_in_a_process(root: str, rank: int, world: int, port: int, record: str
         f.write(outcome.replace("\n", " ") + "\n")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _processes(root: Path, record: Path, world: int, meet=None) -> list[str]:
     """Two real processes through `_fetch_in_a_process` (ranks 0 and 1 of one run when world is 2); the record."""
     spawn = multiprocessing.get_context("spawn")
-    port = _free_port()
+    port = free_port()
     procs = [spawn.Process(target=_fetch_in_a_process, args=(str(root), rank if world > 1 else 0, world, port,
                                                              str(record), meet)) for rank in range(2)]
     [p.start() for p in procs]

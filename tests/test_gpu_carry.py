@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata as metadata
+import subprocess
 import sys
 from pathlib import Path
-
-import subprocess
 
 from tests.test_bench_harness import ROOT, run_bench  # puts bench/ on sys.path
 
 import gpu_carry  # noqa: E402  (bench/gpu_carry.py)
+
 LOCAL = {"utils", "models", "webui", "tests", "bench", "common", "app", "gpu_carry"}
 # Imported by code the GPU suite never runs: the web app and its test helper, the G2P bench's optional baseline.
-NOT_RUN_THERE = {"gradio", "gradio-client", "epitran"}
+NOT_RUN_THERE = gpu_carry.UI_ONLY | {"gradio-client", "epitran"}
 
 
 def imported_modules(paths: list[Path]) -> dict[str, Path]:

