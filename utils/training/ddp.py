@@ -103,6 +103,11 @@ def barrier(d: Dist) -> None:
         dist.barrier()
 
 
-def cleanup(d: Dist) -> None:
+def cleanup(d: Dist, together: bool = False) -> None:
+    """Leave the process group. `together` (a run every rank finished): meet first, so no rank tears its gloo
+    connections down while another still uses them (a rank was seen to abort at exit without it); never after a
+    failure, which the other ranks may not reach."""
     if d.enabled and dist.is_initialized():
+        if together:
+            dist.barrier()
         dist.destroy_process_group()

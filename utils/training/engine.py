@@ -150,8 +150,10 @@ class Engine:
                           eta_s=None, last_checkpoint=None, best_checkpoint=None, message="preparing data",
                           started=time.time())
         self.files.start_heartbeat()
+        finished = False
         try:
             result = yield from self._run()
+            finished = True
         except GeneratorExit:  # the caller stopped listening (a UI request ended): not a failure
             self.files.status(state="stopped", ended=time.time(), message="stopped by its caller")
             raise
@@ -160,7 +162,7 @@ class Engine:
         finally:
             self.stop.restore()
             self.files.close()
-            ddp.cleanup(self.dist)
+            ddp.cleanup(self.dist, together=finished)
         return result
 
     def _record_failure(self, exc: BaseException, run_dir: Path) -> None:
