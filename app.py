@@ -4,6 +4,7 @@
     python app.py hardware [--json]    what this machine is and the training settings it gets
     python app.py g2p "ሰላም ነው"         normalized text and IPA
     python app.py prepare SOURCE --name NAME
+    python app.py delete-dataset NAME [--yes]
     python app.py separate INPUT OUTPUT
     python app.py train --dataset NAME
     python app.py synth "TEXT" --voice VOICE --out FILE.wav [--speed 1.0]
@@ -87,8 +88,14 @@ def add_hardware_command(sub) -> None:
 def cmd_hardware(args) -> None:
     from utils import hardware
 
+    from utils import families
+
     report = hardware.detect()
-    print(json.dumps(report.to_dict(), indent=2) if args.json else hardware.describe(report))
+    if args.json:
+        print(json.dumps({**report.to_dict(), "families": {name: dict(zip(("can_train", "why"), families.get(name)
+                          .machine_verdict(report))) for name in families.names()}}, indent=2))
+    else:
+        print(hardware.describe(report) + "\n\n" + "\n".join(families.machine_lines(report)))
 
 
 # --------------------------------------------------------------------------------------- g2p
@@ -142,6 +149,21 @@ def cmd_prepare(args) -> None:
                           f"{workspace.dataset_dir(args.name) / 'report.json'} for what was wrong with each file.")
 
 
+def add_delete_dataset_command(sub) -> None:
+    p = sub.add_parser("delete-dataset", help="delete a dataset folder (runs trained on it keep their checkpoints)")
+    p.add_argument("name", help="the dataset (a folder under workspace/datasets)")
+    p.add_argument("--yes", action="store_true", help="confirm; without it, says what would go and which runs "
+                                                      "were trained on it")
+    p.set_defaults(func=cmd_delete_dataset)
+
+
+def cmd_delete_dataset(args) -> None:
+    from utils.runs import delete_dataset
+
+    print(delete_dataset(Workspace.open(args.workspace), args.name, confirmed=args.yes,
+                         how_to_confirm="run the same command with --yes"))
+
+
 # ---------------------------------------------------------------------------------- separate
 def add_separate_command(sub) -> None:
     p = sub.add_parser("separate", help="remove music under speech")
@@ -185,7 +207,9 @@ def add_train_command(sub) -> None:
     p.set_defaults(func=cmd_train, dataset=None, eval_every=None)
     p.add_argument("--accept-licence", action="store_true",
                    help="with --engine f5 --init SWivid/F5-TTS: yes to the base's CC-BY-NC-4.0 licence (non-commercial "
-                        "use only); the weights are downloaded once into workspace/pretrained/")
+                        "use only); with another hub base (owner/repo[:folder]), yes to the licence its model card "
+                        "declares; with --engine mms --init facebook/mms-tts-amh, yes to Meta's CC-BY-NC-4.0; the "
+                        "weights are downloaded once into workspace/pretrained/")
     add_queue_args(p)
 
 
@@ -216,6 +240,10 @@ def cmd_train(args) -> None:
     check_queue_args(args, "utils.training")
     config_path = prepare_run(cfg, accept_licence=args.accept_licence)
     print(f"run {cfg.run}: config {config_path}", flush=True)
+    from utils import families
+
+    for line in families.get(cfg.engine).guidance(Workspace.open(args.workspace), cfg):  # before hours of GPU time
+        print(f"what to expect: {line}", flush=True)
     if args.background:
         from utils import runs
 
@@ -302,7 +330,8 @@ def add_train_vocoder_command(sub) -> None:
                    help="public Vocos folder/file (config.yaml + pytorch_model.bin), hub id, or our checkpoint")
     p.add_argument("--preset", default="mel-24khz", choices=["tiny", "small", "mel-24khz"],
                    help="generator size when training from scratch; tiny also shrinks the discriminators")
-    p.add_argument("--max-steps", type=int, default=20_000)
+    p.add_argument("--max-steps", type=int, default=None, help="generator updates (default: 20000 on a GPU, 200 on "
+                   "a CPU)")
     p.add_argument("--batch-size", type=int, default=None, help="crops per step and process (16 on a GPU, 4 on a CPU)")
     p.add_argument("--eval-every", type=int, default=500, help="steps between validation + checkpoint (0: at the end)")
     p.add_argument("--resume", default="auto", choices=["auto", "no"],
@@ -420,7 +449,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workspace", default=str(DEFAULT_WORKSPACE), help="folder holding all user data")
     add_ui_arguments(parser)
     sub = parser.add_subparsers(dest="command", parser_class=lambda **kw: argparse.ArgumentParser(parents=[common], **kw))
-    for add in (add_hardware_command, add_g2p_command, add_prepare_command, add_separate_command,
+    for add in (add_hardware_command, add_g2p_command, add_prepare_command, add_delete_dataset_command,
+                add_separate_command,
                 add_train_command, add_synth_command, add_export_command, add_train_vocoder_command,
                 add_check_transcripts_command, add_transcribe_command):
         add(sub)

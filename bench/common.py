@@ -210,13 +210,13 @@ def synthetic_batch(frames: int, utt_frames: int, n_symbols: int = 100, seed: in
 
     g = torch.Generator().manual_seed(seed)
     b = max(1, frames // utt_frames)
-    mel_lens = torch.randint(utt_frames * 3 // 4, utt_frames + 1, (b,), generator=g) // 4 * 4
+    mel_lens = torch.randint(utt_frames * 3 // 4, utt_frames + 1, (b,), generator=g, device=g.device) // 4 * 4
     mel_lens[0] = utt_frames
     token_lens = torch.clamp(mel_lens // 6, min=2)
-    tokens = torch.randint(1, n_symbols, (b, int(token_lens.max())), generator=g)
+    tokens = torch.randint(1, n_symbols, (b, int(token_lens.max())), generator=g, device=g.device)
     for i, n in enumerate(token_lens.tolist()):
         tokens[i, n:] = 0
-    mels = torch.randn(b, 100, utt_frames, generator=g)
+    mels = torch.randn(b, 100, utt_frames, generator=g, device=g.device)
     return {"tokens": tokens, "token_lens": token_lens, "mels": mels, "mel_lens": mel_lens,
             "speakers": torch.zeros(b, dtype=torch.long)}
 
@@ -271,11 +271,12 @@ def train_step(preset: str, settings: dict, report, n_symbols: int = 100, n_spea
 
     from models.matcha import MatchaConfig, MatchaTTS
     from utils.training import optimization as opt
-    from utils.training.config import TrainConfig
+    from utils.training.acoustic import MatchaAdapter
     from utils.training.batching import batch_to_device
+    from utils.training.config import TrainConfig
 
     cfg = TrainConfig(preset=preset, **settings)
-    m = opt.resolve(cfg, report)
+    m = opt.resolve(cfg, report, plan=MatchaAdapter.memory_plan(cfg))
     torch.manual_seed(seed)
     model = MatchaTTS(MatchaConfig.preset_config(preset, n_symbols=n_symbols, n_speakers=n_speakers)).to(m.device)
     opt.apply_backend_flags(m)
@@ -296,7 +297,7 @@ def train_step(preset: str, settings: dict, report, n_symbols: int = 100, n_spea
             scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
-        torch._foreach_lerp_(ema, [p.detach() for p in params], 1.0 - cfg.ema_decay)
+        torch._foreach_lerp_(ema, [p.detach() for p in params], 1.0 - m.ema_decay)
         return {k: v.detach() for k, v in losses.items()}
 
     return step, m, model

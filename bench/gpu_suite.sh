@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The GPU checks and benchmarks in one go, for a CUDA machine borrowed for a few minutes.
 #
-#   bash bench/gpu_suite.sh OUT_DIR tests      # gpu_tests/ (<= 5 min)
+#   bash bench/gpu_suite.sh OUT_DIR paths      # every curator path on cuda (gpu_tests/test_curator_paths.py, <= 8 min)
+#   bash bench/gpu_suite.sh OUT_DIR tests      # the engine's CUDA promises (gpu_tests/test_cuda.py, <= 8 min)
 #   bash bench/gpu_suite.sh OUT_DIR train      # the optimization ladder (<= 9 min: three rows compile the model)
 #   bash bench/gpu_suite.sh OUT_DIR rest       # batch sweep, profile, inference, vocoder (<= 7 min)
 #   bash bench/gpu_suite.sh OUT_DIR quality    # data loading, time to quality (<= 6 min, and <= 4 to speak the corpus)
 #   bash bench/gpu_suite.sh OUT_DIR data       # preparation of 10 h (x20 = 200 h), separation speed (<= 7 min)
 #   bash bench/gpu_suite.sh OUT_DIR f5         # F5-TTS v1 Base step: time, frames/s, memory (<= 3 min)
 #
-# One phase per call where a command may run at most 10 minutes (a borrowed machine's limit). A machine that
+# Run the phases in this order: what is most likely to break comes first (paths: code no GPU ever ran; tests; f5;
+# then the measurements). One phase per call where a command may run at most 10 minutes (a borrowed machine's limit). A machine that
 # reaches no package registry gets what it lacks from .gpu/ (python bench/gpu_carry.py here; carry [".gpu"]):
 # every call installs it again, since a machine is given back 30 s after a call.
 #
@@ -65,11 +67,13 @@ step() {  # step NAME SECONDS COMMAND...
 
 for phase in "$@"; do
   case $phase in
-    tests)
+    paths|tests)
       nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
       $py -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
-      per_test=(); $py -c "import pytest_timeout" 2>/dev/null && per_test=(--timeout 120)
-      step gpu_tests 280 $py -m pytest gpu_tests -v -rfE --durations=10 -p no:cacheprovider "${per_test[@]}" ;;
+      # per test: the first one speaks nothing yet but trains its voices (start-up, the probe, kernels): minutes
+      per_test=(); $py -c "import pytest_timeout" 2>/dev/null && per_test=(--timeout 300)
+      file=gpu_tests/test_curator_paths.py; [ "$phase" = tests ] && file=gpu_tests/test_cuda.py
+      step "gpu_$phase" 540 $py -m pytest "$file" -v -rfE --durations=10 -p no:cacheprovider "${per_test[@]}" ;;
     train)
       step train_throughput 530 $py bench/train_throughput.py --preset base --frames 16000 --steps 15 --warmup 5 \
         --out "$json" ;;
@@ -90,6 +94,6 @@ for phase in "$@"; do
         --voices 2 --out "$json" ;;
     f5)
       step f5_step 150 $py bench/f5_step.py --frames 38400 --steps 10 --precision bf16 --out "$json" ;;
-    *) echo "unknown phase $phase (tests | train | rest | quality | data | f5)"; exit 2 ;;
+    *) echo "unknown phase $phase (paths | tests | f5 | train | rest | quality | data)"; exit 2 ;;
   esac
 done

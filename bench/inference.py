@@ -109,7 +109,7 @@ def main() -> None:
     feat = FeatureConfig()
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     g = torch.Generator().manual_seed(0)
-    sentences = [torch.randint(1, 100, (args.tokens,), generator=g).tolist() for _ in range(args.sentences)]
+    sentences = [torch.randint(1, 100, (args.tokens,), generator=g, device=g.device).tolist() for _ in range(args.sentences)]
     print(f"# {args.sentences} sentences x {args.tokens} symbols, {args.frames_per_token} frames per symbol; "
           f"{common.machine()['summary']}", flush=True)
     rows = []

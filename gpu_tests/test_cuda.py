@@ -127,7 +127,7 @@ def test_a_real_cuda_out_of_memory_halves_the_micro_batch_and_training_goes_on(c
 
 def test_resume_on_gpu_continues_the_loss_curve(corpus):
     straight = config(corpus, "straight", max_steps=16, checkpoint_every=8, precision="fp32", tf32="false",
-                      attention="math", probe="false", max_frames_per_batch=4000, grad_accumulation=1)
+                      attention="math", probe="false", max_frames_per_batch=4000, grad_accumulation=1, log_every=4)
     run(prepare_run(straight))
     run_dir = corpus.run_dir("halves")
     path = prepare_run(config(corpus, "halves", **{k: v for k, v in straight.to_dict().items()
@@ -185,9 +185,9 @@ def test_triton_alignment_search_matches_cython_on_training_sized_batches():
 
     assert mas_disagreement("triton", "cuda") == ""
     g = torch.Generator().manual_seed(0)
-    n_lens = torch.randint(20, 300, (24,), generator=g)
-    t_lens = n_lens * 4 + torch.randint(0, 400, (24,), generator=g)
-    log_p = torch.randn(24, int(n_lens.max()), int(t_lens.max()), generator=g) * 4
+    n_lens = torch.randint(20, 300, (24,), generator=g, device=g.device)
+    t_lens = n_lens * 4 + torch.randint(0, 400, (24,), generator=g, device=g.device)
+    log_p = torch.randn(24, int(n_lens.max()), int(t_lens.max()), generator=g, device=g.device) * 4
     mask = (sequence_mask(n_lens)[:, :, None] & sequence_mask(t_lens)[:, None, :]).float()
     assert torch.equal(maximum_path(log_p.cuda(), mask.cuda(), "triton").cpu(), maximum_path(log_p, mask, "cython"))
 

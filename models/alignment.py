@@ -76,15 +76,22 @@ def durations_to_path(durations: torch.Tensor, t_max: int) -> torch.Tensor:
     return ((frames < cum[:, :, None]) & (frames >= (cum - durations)[:, :, None])).float()
 
 
+# Most tokens of each check batch in turn: real batches (300-800 tokens with blanks) run the Triton kernel with more
+# warps than short ones, so the check covers every warp count it launches with (1, 2, 4, 8: mas_triton.kernel_warps).
+CHECK_TOKENS = (40, 250, 500, 1000)
+
+
 def mas_disagreement(implementation: str, device: str | torch.device, trials: int = 8) -> str:
     """Empty when `implementation` finds the same paths as the torch reference on random batches on `device`
-    (with padding and ties), else what differed. The trainer runs it before trusting a GPU kernel."""
+    (with padding and ties, at every warp count of the Triton kernel), else what differed. The trainer runs it
+    before trusting a GPU kernel."""
     gen = torch.Generator().manual_seed(1234)
     for trial in range(trials):
-        b = 3
-        n_lens = torch.randint(1, 40, (b,), generator=gen)
-        t_lens = n_lens + torch.randint(0, 120, (b,), generator=gen)
-        log_p = torch.randn(b, int(n_lens.max()), int(t_lens.max()), generator=gen) * 3
+        b, most = 3, CHECK_TOKENS[trial % len(CHECK_TOKENS)]
+        n_lens = torch.randint(max(1, most // 2), most + 1, (b,), generator=gen, device=gen.device)
+        n_lens[0] = most  # the batch's block size, and so its warps, is fixed by its longest
+        t_lens = n_lens + torch.randint(0, 120, (b,), generator=gen, device=gen.device)
+        log_p = torch.randn(b, int(n_lens.max()), int(t_lens.max()), generator=gen, device=gen.device) * 3
         if trial % 2:
             log_p = log_p.round()  # ties
         mask = (sequence_mask(n_lens)[:, :, None] & sequence_mask(t_lens)[:, None, :]).float()

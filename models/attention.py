@@ -37,7 +37,21 @@ def rope(x: torch.Tensor, n_rot: int, base: float = 10_000.0) -> torch.Tensor:
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos, rest], dim=-1)
 
 
-class Attention(nn.Module):
+class SDPAttention(nn.Module):
+    """An attention layer whose scaled-dot-product kernel the trainer picks (`backend`, see the module docstring);
+    every model's attention layers derive from it, so `set_attention_backend` reaches them all."""
+    backend = "auto"
+
+    def attend(self, q, k, v, attn_mask=None, dropout_p: float = 0.0) -> torch.Tensor:
+        """q, k, v [B, H, T, D] -> [B, H, T, D] through the chosen kernel family."""
+        backends = BACKENDS[self.backend]
+        if backends is None:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)
+        with sdpa_kernel(backends):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)
+
+
+class Attention(SDPAttention):
     def __init__(self, channels: int, n_heads: int, head_dim: int | None = None, dropout: float = 0.0,
                  rope_fraction: float = 0.0, bias: bool = True):
         super().__init__()
@@ -48,7 +62,6 @@ class Attention(nn.Module):
         self.out = nn.Linear(inner, channels)
         self.dropout = dropout
         self.n_rot = int(self.head_dim * rope_fraction) // 2 * 2
-        self.backend = "auto"  # set by set_attention_backend
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """x: [B, T, C]; mask: [B, T] bool (True = real frame), or None for an unpadded batch -> [B, T, C]."""
@@ -56,13 +69,7 @@ class Attention(nn.Module):
         q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # 3 x [B, H, T, D]
         q, k = rope(q, self.n_rot), rope(k, self.n_rot)
         attn_mask = None if mask is None else mask[:, None, None, :]  # [B, 1, 1, T]: padded keys hidden
-        drop = self.dropout if self.training else 0.0
-        backends = BACKENDS[self.backend]
-        if backends is None:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=drop)
-        else:
-            with sdpa_kernel(backends):
-                y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=drop)
+        y = self.attend(q, k, v, attn_mask, self.dropout if self.training else 0.0)
         return self.out(y.transpose(1, 2).reshape(b, t, -1))  # [B, T, C]
 
 
@@ -72,7 +79,7 @@ def set_attention_backend(model: nn.Module, backend: str) -> int:
         raise ValueError(f"attention backend must be one of {sorted(BACKENDS)}, not {backend!r}")
     n = 0
     for m in model.modules():
-        if isinstance(m, Attention):
+        if isinstance(m, SDPAttention):
             m.backend = backend
             n += 1
     return n

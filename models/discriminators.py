@@ -19,9 +19,11 @@ LRELU_SLOPE = 0.1
 
 
 class PeriodDiscriminator(nn.Module):
-    def __init__(self, period: int, channels=(32, 128, 512, 1024, 1024)):
+    """`all_features`: keep every layer's activations for feature matching, as VITS does (Vocos skips the first)."""
+
+    def __init__(self, period: int, channels=(32, 128, 512, 1024, 1024), all_features: bool = False):
         super().__init__()
-        self.period = period
+        self.period, self.first_feature = period, 0 if all_features else 1
         layers, c_in = [], 1
         for i, c_out in enumerate(channels):
             stride = (3, 1) if i < len(channels) - 1 else (1, 1)
@@ -37,7 +39,7 @@ class PeriodDiscriminator(nn.Module):
         features = []
         for i, conv in enumerate(self.convs):
             x = F.leaky_relu(conv(x), LRELU_SLOPE)
-            if i > 0:  # Vocos keeps the maps from the second layer on
+            if i >= self.first_feature:  # Vocos keeps the maps from the second layer on
                 features.append(x)
         x = self.post(x)
         features.append(x)

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.attention import set_attention_backend
 from models.f5_dit import DiT
 
 REFERENCE_MEL = dict(sample_rate=24_000, n_fft=1024, win_length=1024, hop_length=256, n_mels=100,
@@ -122,6 +123,19 @@ class F5TTS(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.transformer = DiT(**cfg.backbone_kwargs())
+
+    # ------------------------------------------------------------------ switches the trainer sets
+    def set_grad_checkpointing(self, on: bool) -> None:
+        """Recompute each DiT block's activations in the backward pass."""
+        self.transformer.checkpoint_activations = bool(on)
+
+    def set_attention_backend(self, backend: str) -> int:
+        return set_attention_backend(self, backend)
+
+    @property
+    def masks_attention(self) -> bool:
+        """Whether attention takes a padding mask (v1 Base does not: FlashAttention can run on every batch)."""
+        return bool(self.cfg.attn_mask)
 
     def forward(self, mel: torch.Tensor, text_ids: torch.Tensor, mel_lens: torch.Tensor | None = None) -> dict:
         """mel [B, T, mel_dim] (log-mel, frames first), text_ids [B, N] (-1 = padding), mel_lens [B] (None:

@@ -25,6 +25,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from models.attention import SDPAttention
+
 
 def sinusoid_time(t: torch.Tensor, dim: int = 256, scale: float = 1000.0) -> torch.Tensor:
     """t [B] in [0, 1] -> [B, dim]: sines then cosines; times are scaled by 1000 so that neighbouring
@@ -195,7 +197,7 @@ def apply_rotary(x: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
     return (xf * angle.cos() + rotated * angle.sin()).to(x.dtype)
 
 
-class Attention(nn.Module):
+class Attention(SDPAttention):
     """Multi-head self-attention with rotary positions on all heads (or the first `pe_attn_head`).
 
     Keys are not masked by default (`attn_mask=False`, as the v1 checkpoint was trained): padding frames
@@ -224,7 +226,7 @@ class Attention(nn.Module):
         q = torch.cat((apply_rotary(q[:, :n], angle), q[:, n:]), dim=1)
         k = torch.cat((apply_rotary(k[:, :n], angle), k[:, n:]), dim=1)
         key_mask = mask[:, None, None, :] if (self.attn_mask and mask is not None) else None  # [B, 1, 1, T]
-        h = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask)  # [B, H, T, d]
+        h = self.attend(q, k, v, key_mask)  # [B, H, T, d], through the kernel the trainer chose
         h = self.to_out[1](self.to_out[0](h.transpose(1, 2).reshape(b, t, -1)))  # [B, T, dim]
         return h if mask is None else h.masked_fill(~mask[..., None], 0.0)
 

@@ -52,6 +52,12 @@ def _mas_kernel(logp_ptr, value_ptr, path_ptr, n_lens_ptr, t_lens_ptr, N, T, BLO
         index = index - move.to(tl.int32)
 
 
+def kernel_warps(n_max: int) -> int:
+    """The warps one utterance of `n_max` tokens runs with: its block is the next power of 2, 128 rows a warp
+    (alignment.CHECK_TOKENS makes the start-up check cover each count)."""
+    return min(8, max(1, triton.next_power_of_2(max(n_max, 16)) // 128))
+
+
 def maximum_path_triton(log_p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """log_p [B, N, T], mask [B, N, T] (1 on valid cells) -> hard path [B, N, T] float32, on log_p's device."""
     b, n_max, t_max = log_p.shape
@@ -63,5 +69,5 @@ def maximum_path_triton(log_p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor
     path = torch.zeros_like(logp)
     block = triton.next_power_of_2(max(n_max, 16))
     _mas_kernel[(b,)](logp, value, path, n_lens, t_lens, n_max, t_max, BLOCK_N=block,
-                      num_warps=min(8, max(1, block // 128)))
+                      num_warps=kernel_warps(n_max))  # the warps mas_disagreement checks
     return path.transpose(1, 2)

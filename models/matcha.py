@@ -35,6 +35,9 @@ PRESETS = {
     "base": dict(enc_channels=192, enc_layers=6, enc_heads=2, enc_ffn=768, dp_channels=256, spk_dim=64,
                  dec_channels=(256, 256), dec_blocks=1, dec_mid=2, dec_heads=2, dec_head_dim=64),
 }
+# training activation memory a mel frame, relative to `base` (mixed precision, no recomputation): the batch guess's
+# starting point before the trainer's probe measures it
+FRAME_MEMORY = {"tiny": 0.1, "small": 0.45, "base": 1.0}
 
 
 @dataclass
@@ -134,6 +137,8 @@ class MatchaTTS(nn.Module):
 
     def set_attention_backend(self, backend: str) -> int:
         return set_attention_backend(self, backend)
+
+    masks_attention = True  # padded batches hide their padding keys: FlashAttention (no masks) runs only unpadded
 
     # ----------------------------------------------------------------------------------- shared
     def _speaker(self, speakers: torch.Tensor | None, batch: int, device) -> torch.Tensor | None:

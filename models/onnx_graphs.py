@@ -56,3 +56,23 @@ class VocoderGraph(nn.Module):
         h = head.out(self.vocoder.backbone(mel).float()).transpose(1, 2)
         log_mag, phase = h.chunk(2, dim=1)
         return torch.exp(log_mag).clamp(max=head.max_magnitude), phase
+
+
+class VitsGraph(nn.Module):
+    """transformers' VitsModel.forward (an MMS voice) with its noise scales and speed as graph inputs: the model reads
+    them from its attributes at call time, so they are set from the inputs there (tensors under the tracer)."""
+
+    def __init__(self, vits):
+        super().__init__()
+        self.vits = vits
+
+    def forward(self, tokens, noise_scale, noise_scale_duration, length_scale):
+        """tokens [1, N] int64 (blanks included), noise scales [1], length_scale [1] float
+        -> (waveform [1, samples] at the model's rate, its length [1] int64)."""
+        saved = self.vits.noise_scale, self.vits.noise_scale_duration
+        self.vits.noise_scale, self.vits.noise_scale_duration = noise_scale, noise_scale_duration
+        try:
+            out = self.vits(input_ids=tokens, speaking_rate=1.0 / length_scale)
+        finally:
+            self.vits.noise_scale, self.vits.noise_scale_duration = saved
+        return out.waveform, out.sequence_lengths

@@ -44,6 +44,19 @@ def write_wav(path: Path, audio: np.ndarray, sr: int) -> Path:
     return path
 
 
+def write_clip_row(folder: Path, clip_id: str, audio: np.ndarray, sr: int, source_dir: str = "audio") -> dict:
+    """Writes audio/<clip_id>.wav (and the source copy under `source_dir`) and returns the manifest row a prepared
+    dataset holds for it: one speaker, train split, text ሰላም, no music verdict yet."""
+    from utils.audio import file_digest
+
+    for sub in {"audio", source_dir}:
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+        sf.write(str(folder / sub / f"{clip_id}.wav"), audio, sr, subtype="PCM_16")
+    return {"id": clip_id, "audio": f"audio/{clip_id}.wav", "text": "ሰላም", "duration": len(audio) / sr,
+            "speaker": "s", "split": "train", "flags": [], "excluded": False, "source": f"{source_dir}/{clip_id}.wav",
+            "sha1": file_digest(folder / "audio" / f"{clip_id}.wav"), "music": None}
+
+
 def make_dataset(root: Path, name: str = "am", n_train: int = 4, n_val: int = 1, voices=("am",),
                  first: int = 0, max_chars: int = 40) -> Workspace:
     """A dataset folder per the manifest contract, spoken by espeak-ng (short sentences, 24 kHz)."""
@@ -141,9 +154,17 @@ def damage_transcripts(ws: Workspace, name: str, spares: list[str], every: int =
     return damaged
 
 
-def tiny_recognizer(folder: Path) -> Path:
-    """A wav2vec 2.0 CTC recognizer of the real format (Wav2Vec2ForCTC + processor with an Ethiopic vocabulary),
-    random weights, a few thousand parameters, saved with save_pretrained: what a download gives, minus the skill."""
+SPECIALS = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "|": 4}
+TINY_WAV2VEC2 = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                     conv_dim=(32, 32, 32), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4), num_conv_pos_embeddings=16,
+                     num_conv_pos_embedding_groups=2, pad_token_id=0, feat_extract_norm="layer",
+                     do_stable_layer_norm=True)
+
+
+def tiny_recognizer(folder: Path, vocab: dict | None = None, target_lang: str | None = None, **config) -> Path:
+    """A wav2vec 2.0 CTC recognizer of the real format (Wav2Vec2ForCTC + processor with an Ethiopic vocabulary, or
+    `vocab`), random weights, a few thousand parameters, saved with save_pretrained: what a download gives, minus
+    the skill. `target_lang`: the language of a nested (MMS) vocabulary the model's own head speaks."""
     import json
 
     import torch
@@ -152,51 +173,34 @@ def tiny_recognizer(folder: Path) -> Path:
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    letters = sorted({c for s in sentences(200) for c in s if 0x1200 <= ord(c) <= 0x137F})
-    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "|": 4, **{c: i + 5 for i, c in enumerate(letters)}}
+    vocab = vocab or {**SPECIALS, **{c: i + 5 for i, c in enumerate(ethiopic_letters())}}
     (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
-    tokenizer = Wav2Vec2CTCTokenizer(str(folder / "vocab.json"), word_delimiter_token="|")
+    tokenizer = Wav2Vec2CTCTokenizer(str(folder / "vocab.json"), word_delimiter_token="|", target_lang=target_lang)
     extractor = Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
                                          return_attention_mask=True)
     Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(str(folder))
     torch.manual_seed(0)
-    config = Wav2Vec2Config(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                            intermediate_size=64, conv_dim=(32, 32, 32), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4),
-                            num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, pad_token_id=0,
-                            feat_extract_norm="layer", do_stable_layer_norm=True)
-    Wav2Vec2ForCTC(config).save_pretrained(str(folder))
+    head = vocab[target_lang] if target_lang else vocab
+    model = Wav2Vec2ForCTC(Wav2Vec2Config(vocab_size=len(head), **TINY_WAV2VEC2, **config))
+    model.save_pretrained(str(folder))
     return folder
+
+
+def ethiopic_letters() -> list[str]:
+    return sorted({c for s in sentences(200) for c in s if 0x1200 <= ord(c) <= 0x137F})
 
 
 def tiny_multilingual_recognizer(folder: Path, lang: str = "amh") -> Path:
     """The MMS layout (facebook/mms-1b-all) in miniature: a nested vocab.json ({"eng": {...}, lang: {...}}), a
     model with attention adapters (adapter_attn_dim) whose own head is English, and adapter.<lang>.safetensors
     holding the language's adapters and a head of its own size. Random weights, like `tiny_recognizer`."""
-    import json
-
-    import torch
     from safetensors.torch import save_file
-    from transformers import (Wav2Vec2Config, Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor, Wav2Vec2ForCTC,
-                              Wav2Vec2Processor)
+    from transformers import Wav2Vec2Config, Wav2Vec2ForCTC
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    specials = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "|": 4}
-    letters = sorted({c for s in sentences(200) for c in s if 0x1200 <= ord(c) <= 0x137F})
-    vocab = {"eng": {**specials, **{c: i + 5 for i, c in enumerate("abcdefghijklmnopqrstuvwxyz")}},
-             lang: {**specials, **{c: i + 5 for i, c in enumerate(letters)}}}
-    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
-    tokenizer = Wav2Vec2CTCTokenizer(str(folder / "vocab.json"), word_delimiter_token="|", target_lang="eng")
-    extractor = Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
-                                         return_attention_mask=True)
-    Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(str(folder))
-    torch.manual_seed(0)
-    config = Wav2Vec2Config(vocab_size=len(vocab["eng"]), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                            intermediate_size=64, conv_dim=(32, 32, 32), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4),
-                            num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, pad_token_id=0,
-                            feat_extract_norm="layer", do_stable_layer_norm=True, adapter_attn_dim=8)
-    Wav2Vec2ForCTC(config).save_pretrained(str(folder))
-    other = Wav2Vec2ForCTC(Wav2Vec2Config(**{**config.to_dict(), "vocab_size": len(vocab[lang])}))
+    vocab = {"eng": {**SPECIALS, **{c: i + 5 for i, c in enumerate("abcdefghijklmnopqrstuvwxyz")}},
+             lang: {**SPECIALS, **{c: i + 5 for i, c in enumerate(ethiopic_letters())}}}
+    folder = tiny_recognizer(folder, vocab, target_lang="eng", adapter_attn_dim=8)
+    other = Wav2Vec2ForCTC(Wav2Vec2Config(vocab_size=len(vocab[lang]), **TINY_WAV2VEC2, adapter_attn_dim=8))
     save_file({k: v.detach().contiguous() for k, v in other._get_adapters().items()},
               str(folder / f"adapter.{lang}.safetensors"))
     return folder

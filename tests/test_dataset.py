@@ -311,7 +311,7 @@ def test_cli_prepare_prints_summary_and_exits_nonzero_only_when_nothing_usable(t
     (tmp_path / "junk" / "notes.wav").write_text("not audio at all")
     bad = subprocess.run(cmd + [str(tmp_path / "junk"), "--name", "junk"], capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "notes.wav" in bad.stdout + bad.stderr
-    assert "nothing usable" in bad.stderr
+    assert "No clip could be made from junk, so no dataset was made" in bad.stderr
 
 
 def test_batch_feature_pass_matches_the_on_demand_cache(tmp_path):

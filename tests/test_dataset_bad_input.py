@@ -165,8 +165,9 @@ def test_nothing_usable_raises_with_the_reason(tmp_path):
     src.mkdir()
     (src / "x.wav").write_bytes(b"RIFF....garbage")
     ws = Workspace.open(tmp_path / "ws")
-    summary = run(ws, "n", src)
-    assert summary["clips"] == 0 and "x.wav" in messages(ws, "n")
+    with pytest.raises(StudioError, match=r"No clip could be made from n, so no dataset was made: .*x\.wav"):
+        run(ws, "n", src)  # a dataset of no clip would be offered by every picker: none is made
+    assert not ws.dataset_dir("n").exists() and (src / "x.wav").read_bytes() == b"RIFF....garbage"
     (tmp_path / "void").mkdir()
     with pytest.raises(StudioError, match="no files found"):
         run(ws, "v", tmp_path / "void")

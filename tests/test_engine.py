@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 import torch
 
+from utils.jobs import torchrun
 from utils.training import checkpoint as ckpt
 from utils.training.engine import Engine, LoopSettings, Phase, drain
 from utils.training.faults import with_faults
@@ -138,8 +138,28 @@ def test_a_new_model_trains_evaluates_and_checkpoints_through_an_adapter(tmp_pat
     state = ckpt.load_trainer_state(folder)
     assert state["format"] == 2 and state["adapter"] == {"drawn": 16}  # 8 steps x 2 accumulated batches
     weights = ckpt.load_weights(folder)
-    assert torch.equal(weights["weight"], state["ema"][0])  # the checkpoint's model is the averaged weights
+    evaluations = [m for m in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "error" in m]
+    assert [m["weights"] for m in evaluations] and state["winner"] == evaluations[-1]["weights"]
+    # the checkpoint's model is whichever of the averaged and the raw weights the evaluation found better
+    held = state["ema"][0] if state["winner"] == "ema" else state["modules"]["model"]["weight"]
+    assert torch.equal(weights["weight"], held)
     assert result["best_checkpoint"].endswith("step-8") and read_json(tmp_path / "run" / "status.json")["kind"] == "line"
+
+
+@pytest.mark.parametrize("decay,winner", [(0.99, "raw"), (0.5, "ema")])
+def test_the_averaged_and_the_raw_weights_are_both_scored_and_the_better_one_is_kept(tmp_path, decay, winner):
+    """An average that lags (decay 0.99 over 8 steps is mostly the random start) loses to the raw weights; one that
+    smooths the noisy last steps (a large step size on noisy data) wins. The checkpoint holds the winner."""
+    class Noisy(LineAdapter):
+        def lr_at(self, step):
+            return 0.2 if decay > 0.9 else 0.9  # 0.9: the raw weights jump around the answer
+
+    result = train(Noisy(tmp_path / "run", eval_every=8, ema_decay=decay, max_steps=8))
+    row = [m for m in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "error" in m][-1]
+    assert row["weights"] == winner, row
+    state = ckpt.load_trainer_state(Path(result["best_checkpoint"]))
+    held = state["ema"][0] if winner == "ema" else state["modules"]["model"]["weight"]
+    assert torch.equal(ckpt.load_weights(Path(result["best_checkpoint"]))["weight"], held)
 
 
 def test_a_stopped_run_resumes_onto_the_same_curve(tmp_path):
@@ -218,8 +238,7 @@ def test_a_non_finite_loss_on_one_of_two_processes_skips_the_step_on_both(tmp_pa
     script.write_text("import sys\nfrom pathlib import Path\nfrom tests.test_engine import NanLossOnRankOne, train\n"
                       "result = train(NanLossOnRankOne(Path(sys.argv[1]), max_steps=4, checkpoint_every=2))\n"
                       "sys.exit(0 if result['state'] == 'finished' else 1)\n")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
-           str(tmp_path / "run")]
+    cmd = torchrun(2, str(script), str(tmp_path / "run"))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

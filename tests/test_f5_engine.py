@@ -134,16 +134,29 @@ def test_new_rows_start_from_their_latin_spelling():
     assert torch.allclose(row("tʼ"), old("t"))  # the ejective mark has no Latin letter
 
 
+def gpu_machine():
+    """What utils.hardware.detect says of a machine whose GPU can fine-tune the base (a 24 GB L4)."""
+    from utils.hardware import GPUInfo, HardwareReport
+
+    return HardwareReport(gpus=[GPUInfo(0, "NVIDIA L4", 22.0, "8.9")], cpu_count=8, ram_gb=32, disk_free_gb=100)
+
+
 def test_the_public_base_is_downloaded_only_after_a_yes_to_its_licence(corpus, monkeypatch):
-    cfg = f5_config(corpus, "f5-hub", init="SWivid/F5-TTS", preset="small")
-    with pytest.raises(StudioError, match="CC-BY-NC-4.0.*--accept-licence"):
-        prepare_run(cfg)
-    assert not (corpus.root / "pretrained" / "f5tts-v1-base").exists()
-    path = prepare_run(f5_config(corpus, "f5-hub", init="SWivid/F5-TTS", preset="small"), accept_licence=True)
-    assert path.exists()  # accepted: the trainer downloads it in its own process (offline here: a clear failure)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(StudioError, match="Could not download the F5-TTS base from SWivid/F5-TTS"):
+    """On a machine that can fine-tune it; a run prepared there and started on this CPU is refused by the trainer
+    before anything is downloaded (the offline download's message: tests/test_second_hour.py)."""
+    from utils import hardware
+
+    with monkeypatch.context() as gpu:
+        gpu.setattr(hardware, "detect", lambda *a, **k: gpu_machine())
+        cfg = f5_config(corpus, "f5-hub", init="SWivid/F5-TTS", preset="small")
+        with pytest.raises(StudioError, match="CC-BY-NC-4.0.*--accept-licence"):
+            prepare_run(cfg)
+        assert not (corpus.root / "pretrained" / "f5tts-v1-base").exists()
+        path = prepare_run(f5_config(corpus, "f5-hub", init="SWivid/F5-TTS", preset="small"), accept_licence=True)
+        assert path.exists()  # accepted: the trainer downloads it in its own process
+    with pytest.raises(StudioError, match="This machine cannot fine-tune the F5-TTS base: no GPU"):
         run(path)
+    assert not (corpus.root / "pretrained" / "f5tts-v1-base").exists()
 
 
 def test_a_folder_that_is_not_a_base_and_a_mismatched_file_are_refused(corpus, tmp_path):
@@ -185,29 +198,38 @@ def test_an_f5_run_speaks_through_its_prompt_exports_and_speaks_from_the_cli(cor
     assert out.stat().st_size > 1000
 
 
-def test_the_training_tab_asks_for_the_licence_and_a_usable_clip_then_queues_the_fine_tune(corpus):
-    """The tab's F5 start fine-tunes the pretrained base (whatever size is ticked for Matcha): no download without the
-    licence's yes, a reference clip the dataset lacks refused before anything is queued, then a queued job, which
-    here, offline, ends saying it could not download the base."""
-    import time
+def test_the_training_tab_refuses_the_base_on_this_cpu_and_elsewhere_asks_for_the_licence_and_a_usable_clip(
+        corpus, monkeypatch):
+    """The tab's F5 start fine-tunes the pretrained base (whatever size is ticked for Matcha). On this CPU it is
+    refused at once, licence ticked or not, before any run folder, queue entry or download. On a machine whose GPU
+    can run it: no download without the licence's yes, a reference clip the dataset lacks refused before anything is
+    queued, then a queued job; that job, run by this CPU's trainer, is refused there too before downloading."""
 
     from tests.helpers import serve_tab
-    from utils import jobs
+    from utils import hardware, jobs
     from webui import training as tab
 
+    def start(run_name, licence, prompt=""):
+        return str(client.predict("am", "tiny", run_name, 2, "(from scratch)", "full", False, "f5", licence, prompt,
+                                  "", api_name="/start_training")[0])
+
     with serve_tab(tab, corpus, "Training") as client:
-        refused = client.predict("am", "tiny", "", 2, "(from scratch)", "full", False, "f5", False, "",
-                                 api_name="/start_training")
-        assert "CC-BY-NC-4.0" in str(refused[0]) and "licence" in str(refused[0])
+        for licence in (False, True):
+            refused = start("f5-here", licence)
+            assert "Not done:** This machine cannot fine-tune the F5-TTS base: no GPU" in refused
+            assert "Train the Matcha engine here" in refused and "--preset tiny, without --init" in refused
+        assert not corpus.run_dir("f5-here").exists() and "f5-here" not in [r["name"] for r in jobs.list_runs(corpus)]
         assert not (corpus.root / "pretrained" / "f5tts-v1-base").exists()
-        wrong = client.predict("am", "tiny", "f5-typo", 2, "(from scratch)", "full", False, "f5", True, "nope",
-                               api_name="/start_training")
-        assert "F5 reference clip 'nope': dataset am has no usable row with that id" in str(wrong[0])
+
+        monkeypatch.setattr(hardware, "detect", lambda *a, **k: gpu_machine())  # as on a machine with an L4
+        refused = start("", False)
+        assert "CC-BY-NC-4.0" in refused and "licence" in refused
+        assert not (corpus.root / "pretrained" / "f5tts-v1-base").exists()
+        wrong = start("f5-typo", True, "nope")
+        assert "F5 reference clip 'nope': dataset am has no usable row with that id" in wrong
         assert not (corpus.run_dir("f5-typo") / "config.json").exists()  # refused before anything was queued
         prompt = next(r["id"] for r in read_jsonl(corpus.dataset_dir("am") / "manifest.jsonl") if r["split"] == "train")
-        started = client.predict("am", "tiny", "f5-tab", 2, "(from scratch)", "full", False, "f5", True, prompt,
-                                 api_name="/start_training")
-        assert "f5-tab" in str(started[0])
+        assert "f5-tab" in start("f5-tab", True, prompt)
     config = read_config(corpus.run_dir("f5-tab"))
     assert config["train"]["init"] == "SWivid/F5-TTS" and config["train"]["prompt"] == prompt
     assert "CC-BY-NC-4.0" in config["train"]["licence_accepted"]
@@ -215,11 +237,11 @@ def test_the_training_tab_asks_for_the_licence_and_a_usable_clip_then_queues_the
     while jobs.reconcile(corpus.run_dir("f5-tab")).get("state") not in jobs.FINAL and time.time() < end:
         time.sleep(0.5)
     status = jobs.read_status(corpus.run_dir("f5-tab"))
-    assert status["state"] == "failed" and "Could not download the F5-TTS base from SWivid/F5-TTS" in status["message"]
+    assert status["state"] == "failed" and "This machine cannot fine-tune the F5-TTS base" in status["message"]
+    assert not (corpus.root / "pretrained" / "f5tts-v1-base").exists()
 
 
 def test_a_tiny_f5_job_runs_to_the_end_through_the_job_service_with_the_chosen_clip(corpus):
-    import time
 
     from utils import jobs, runs
 
@@ -240,7 +262,7 @@ def test_a_tiny_f5_job_runs_to_the_end_through_the_job_service_with_the_chosen_c
 @pytest.fixture
 def hub_cache(tmp_path, monkeypatch) -> Path:
     """The hub's cache as huggingface_hub lays it out (refs/main -> snapshots/COMMIT/F5TTS_v1_Base/...), holding a
-    tiny base in the public layout; offline, hf_hub_download answers from it as it does after a first download."""
+    tiny base in the public layout; offline, the hub's download functions answer from it as after a first download."""
     repo = tmp_path / "hub" / "models--SWivid--F5-TTS"
     commit = "0123456789abcdef0123456789abcdef01234567"
     public_base(repo / "snapshots" / commit / "F5TTS_v1_Base")
@@ -253,8 +275,8 @@ def hub_cache(tmp_path, monkeypatch) -> Path:
 
 def _fetch_in_a_process(root: str, rank: int, world: int, port: int, record: str, meet) -> None:
     """One process asking for the base, as the adapter's build does: rank `rank` of a run of `world` processes
-    (gloo), or a run of its own (world 1). Each file it downloads adds a line to `record`; with `meet`, it waits
-    inside its first download for the other process to be inside one too (a sure overlap, not a likely one).
+    (gloo), or a run of its own (world 1). Each download it makes adds a line to `record`; with `meet`, it waits
+    inside its download for the other process to be inside one too (a sure overlap, not a likely one).
     What it ends with goes to `record` too."""
     import huggingface_hub
 
@@ -263,7 +285,7 @@ def _fetch_in_a_process(root: str, rank: int, world: int, port: int, record: str
 
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))
-    real = huggingface_hub.hf_hub_download
+    real = huggingface_hub.snapshot_download
 
     def download(*args, **kwargs):
         with open(record, "a") as f:
@@ -275,7 +297,7 @@ def _fetch_in_a_process(root: str, rank: int, world: int, port: int, record: str
                 pass  # the other process failed before it got here: the test fails on its exit code
         return real(*args, **kwargs)
 
-    huggingface_hub.hf_hub_download = download
+    huggingface_hub.snapshot_download = download
     dist = ddp.setup("cpu")
     try:
         path = bases.fetch_for_run(Workspace.open(root), "SWivid/F5-TTS", True, dist)
@@ -304,7 +326,7 @@ def test_two_processes_fetching_the_base_at_once_leave_one_good_copy(hub_cache, 
 
     ws = Workspace.open(tmp_path / "ws")
     lines = _processes(ws.root, tmp_path / "record.txt", world=1, meet=multiprocessing.get_context("spawn").Barrier(2))
-    assert sorted(line.split()[0] for line in lines) == ["download"] * 4 + ["ok"] * 2  # both downloaded, both ok
+    assert sorted(line.split()[0] for line in lines) == ["download"] * 2 + ["ok"] * 2  # both downloaded, both ok
     assert {line.split()[-1] for line in lines if line.startswith("ok")} == {str(pretrained_dir(ws))}
     assert [p.name for p in pretrained_dir(ws).parent.iterdir()] == ["f5tts-v1-base"]  # no temporary folder left
     assert describe_base(pretrained_dir(ws))["licence"].startswith("F5-TTS v1 Base weights")
@@ -342,11 +364,12 @@ def test_only_the_first_process_of_a_run_downloads_and_the_others_read_its_copy(
 
     ws = Workspace.open(tmp_path / "ws")
     lines = _processes(ws.root, tmp_path / "record.txt", world=2)
-    assert sorted(lines) == ["download 0", "download 0", f"ok 0 {pretrained_dir(ws)}", f"ok 1 {pretrained_dir(ws)}"]
+    assert sorted(lines) == ["download 0", f"ok 0 {pretrained_dir(ws)}", f"ok 1 {pretrained_dir(ws)}"]  # rank 0 only
 
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))  # offline with nothing cached: it fails
     lines = _processes(tmp_path / "ws2", tmp_path / "record2.txt", world=2)
-    assert any(line.startswith("refused 0 Could not download the F5-TTS base") for line in lines)
+    assert any(line.startswith("refused 0 This machine cannot reach the Hugging Face hub to download the F5-TTS base")
+               for line in lines)
     assert any(line.startswith("refused 1 The first process on this machine could not download") for line in lines)
     assert not any(line.startswith("download 1") for line in lines)  # the second waited, and did not try itself
 
@@ -495,14 +518,12 @@ def test_the_base_download_reports_its_progress_in_plain_lines(tmp_path):
 
     from utils.f5.base import progress_lines
 
-    lines, blob = [], tmp_path / "blobs" / "model.incomplete"
-    blob.parent.mkdir()
-    with progress_lines(blob.parent, total_mb=4, log=lines.append, every_s=0.02):
-        with open(blob, "wb") as f:
-            for _ in range(4):  # 1 MB at a time, as a download grows its .incomplete file
-                f.write(b"\0" * 2**20)
-                f.flush()
-                time.sleep(0.2)
+    from utils.hub import byte_progress
+
+    lines = []
+    with byte_progress(progress_lines(total_mb=4, log=lines.append))(total=4 * 2**20, unit="B") as bar:
+        for _ in range(4 * 8):  # 128 kB at a time, as the hub's byte bar moves
+            bar.update(2**17)
     shown = [tuple(map(int, re.search(r"(\d+) of about 4 MB \((\d+) %\)", line).groups())) for line in lines]
     assert len(shown) >= 3 and shown == sorted(shown) and shown[-1] == (4, 100), lines
 

@@ -13,7 +13,8 @@ from tests.test_bench_harness import ROOT, run_bench  # puts bench/ on sys.path
 
 import gpu_carry  # noqa: E402  (bench/gpu_carry.py)
 
-LOCAL = {"utils", "models", "webui", "tests", "bench", "common", "app", "gpu_carry"}
+# the project's packages, and the bench scripts one bench imports from another (common, time_to_quality, ...)
+LOCAL = {"utils", "models", "webui", "tests", "bench", "app"} | {p.stem for p in ROOT.glob("bench/*.py")}
 # Imported by code the GPU suite never runs: the web app and its test helper, the G2P bench's optional baseline.
 NOT_RUN_THERE = gpu_carry.UI_ONLY | {"gradio-client", "epitran"}
 

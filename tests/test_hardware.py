@@ -1,14 +1,10 @@
 """Hardware detection and the settings each machine class gets."""
-import json
-import subprocess
-import sys
 from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from tests.conftest import ROOT
 from utils import hardware
 from utils.hardware import GPUInfo, HardwareReport, recommend
 
@@ -145,14 +141,17 @@ def test_many_gpus_keep_each_card_busy_and_scale_the_learning_rate_by_the_square
     ("NVIDIA GeForce GTX 1080", 8.0, (6, 1), False, "use a 16 GiB GPU or larger"),
 ])
 def test_the_f5_engine_verdict_follows_the_gpu_memory(monkeypatch, name, gib, cc, can, words):
+    from utils import families
+
     fake_cuda(monkeypatch, name, gib, cc)
-    verdict = hardware.f5_engine(hardware.detect())
-    assert verdict.value is can and words in verdict.reason
-    assert "F5-TTS engine (fine-tuning the pretrained base): " + ("yes" if can else "no") in \
-        hardware.describe(hardware.detect())
+    verdict, why = families.get("f5").machine_verdict(hardware.detect())
+    assert verdict is can and words in why
+    assert "F5-TTS engine: " + ("yes" if can else "no") in "\n".join(families.machine_lines(hardware.detect()))
 
 
 def test_a_cpu_is_told_it_cannot_fine_tune_f5_and_what_to_use_instead():
+    from utils import families
+
     report = replace(hardware.detect(), gpus=[])
-    verdict = hardware.f5_engine(report)
-    assert verdict.value is False and "Train the Matcha engine here" in verdict.reason
+    verdict, why = families.get("f5").machine_verdict(report)
+    assert verdict is False and "Train the Matcha engine here" in why

@@ -5,7 +5,7 @@ import pytest
 import soundfile as sf
 
 import app
-from tests.helpers import espeak_amharic, sentences
+from tests.helpers import espeak_amharic, sentences, write_clip_row
 from utils.audio import file_digest, load_audio
 from utils.events import StudioError, run_to_end
 from utils.separation import dataset
@@ -22,14 +22,7 @@ def ws(tmp_path):
     (folder / "raw").mkdir(parents=True)
     speech, sr = load_audio(espeak_amharic(sentences(3)[1], tmp_path / "s.wav", "am+m3"), sample_rate=24000)
     mix, _, _ = mix_at_snr(speech, synth_music(len(speech) / sr, sr, seed=5), 0.0)
-    rows = []
-    for clip_id, audio in (("clean", speech), ("song", mix)):
-        sf.write(str(folder / "raw" / f"{clip_id}.wav"), audio, sr, subtype="PCM_16")
-        (folder / "audio").mkdir(exist_ok=True)
-        sf.write(str(folder / "audio" / f"{clip_id}.wav"), audio, sr, subtype="PCM_16")
-        rows.append({"id": clip_id, "audio": f"audio/{clip_id}.wav", "text": "ሰላም", "duration": len(audio) / sr,
-                     "speaker": "s", "split": "train", "flags": [], "excluded": False, "source": f"raw/{clip_id}.wav",
-                     "sha1": file_digest(folder / "audio" / f"{clip_id}.wav"), "music": None})
+    rows = [write_clip_row(folder, clip_id, audio, sr, "raw") for clip_id, audio in (("clean", speech), ("song", mix))]
     write_jsonl(folder / "manifest.jsonl", rows)
     return ws
 
@@ -114,11 +107,11 @@ def test_tab_handlers_run_listen_accept_and_revert(ws, tmp_path):
     *_, (log, table) = list(tab.run_dataset(ws, "news", "dsp", True, progress=None))
     assert "1 of 2 clips had music" in log
     assert list(table["music"]) == ["no", "yes, clearly"]
-    choices = tab.clip_ids(ws, "news")["choices"]  # each clip named with its score
-    assert [value for _, value in choices] == ["clean", "song"] and all("music score 0." in label for label, _ in choices)
+    choices = tab.clip_ids(ws, "news")["choices"]  # each clip named with its score, the music first
+    assert [value for _, value in choices] == ["song", "clean"] and all("music score 0." in label for label, _ in choices)
     before, after = tab.show_clip(ws, "news", "song")
-    assert before.endswith("audio/song.wav") and after.endswith("separated/song.wav")
-    assert tab.show_clip(ws, "news", "clean")[1] is None
+    assert before.endswith("audio/song.wav") and after["value"].endswith("separated/song.wav")
+    assert tab.show_clip(ws, "news", "clean")[1]["value"] is None
     message, table = tab.accept(ws, "news")
     assert message.startswith("1 clip") and list(table["in use"]) == ["original", "separated"]
     message, table = tab.revert(ws, "news")
@@ -137,3 +130,64 @@ def test_tab_builds_inside_the_app(ws):
     demo = build_ui(AppContext(ws))
     names = {d.get("api_name") for d in demo.config["dependencies"]}
     assert {"separation_run_dataset", "separation_accept", "separation_revert", "separation_clip"} <= names
+
+
+def test_music_and_faint_candidates_are_counted_apart_and_the_listen_list_starts_at_the_music(ws):
+    """With the gate's threshold put under the clean clip, it becomes a faint candidate: the run says 1 clip had
+    music and 1 more a faint score (not "2 of 2 had music"), the table agrees, and the listen list starts at the
+    clip with music, strongest first."""
+    result = run_to_end(dataset.process_dataset(ws, "news", backend="dsp", threshold=0.0))
+    assert (result["with_music"], result["faint"], result["separated"]) == (1, 1, 2)
+    message = dataset.done_message(result)
+    assert message.startswith("1 of 2 clips had music and were separated; 1 more had a faint score")
+    assert "left as they are unless picked" in message
+    assert [r["music"] for r in dataset.summary(ws, "news")] == ["faint: listen, pick to use", "yes, clearly"]
+    picker = tab.clip_ids(ws, "news")
+    assert picker["value"] == "song" and [v for _, v in picker["choices"]] == ["song", "clean"]
+    assert picker["choices"][0][0].startswith("song (yes, clearly: music score")
+
+
+def test_the_after_player_says_what_it_plays(ws):
+    """Not "empty: no music found" over the cleaned audio: the label says it is the music-removed audio and whether
+    training uses it (before and after Accept), or that nothing was removed."""
+    assert tab.show_clip(ws, "news", "song")[1]["label"] == "After: nothing yet (press Remove music)"
+    run_to_end(dataset.process_dataset(ws, "news", backend="dsp"))
+    after = tab.show_clip(ws, "news", "song")[1]
+    assert after["value"].endswith("separated/song.wav")
+    assert after["label"] == "After: music removed (not in use: press Accept to use it)"
+    tab.accept(ws, "news")
+    assert tab.show_clip(ws, "news", "song")[1]["label"] == "After: music removed (in use for training)"
+    clean = tab.show_clip(ws, "news", "clean")[1]
+    assert clean["value"] is None and clean["label"].startswith("After: nothing (no music found in this clip")
+
+
+def test_accepted_clips_are_measured_as_they_are_now_and_the_advice_follows(tmp_path):
+    """A prepared clip recorded over music is flagged noisy (low_snr) and the Dataset tab asks for music removal.
+    Once its music-removed audio is accepted, it is measured again on that audio: the flag goes and the advice says
+    what removal did; Re-check keeps it so; Revert brings the preparation's measure (and the flag) back."""
+    from tests.test_curator_journey import make_ljspeech_zip
+    from utils import datasets
+    from utils.datasets import prepare
+    from webui.dataset import summary_markdown
+
+    ws = Workspace.open(tmp_path / "ws")
+    run_to_end(prepare(ws, "abebe", make_ljspeech_zip(tmp_path)))
+
+    def flags():
+        return {r["id"]: r["flags"] for r in read_jsonl(ws.dataset_dir("abebe") / "manifest.jsonl")}
+
+    assert flags()["clip00"] == ["low_snr"]
+    assert "remove background music on the **Music removal** tab" in summary_markdown(ws, "abebe")
+    run_to_end(dataset.process_dataset(ws, "abebe", backend="dsp"))
+    assert dataset.accept(ws, "abebe") == 1
+    assert "low_snr" not in flags()["clip00"]
+    assert datasets.load_report(ws, "abebe")["summary"]["flags"].get("low_snr", 0) == 0
+    advice = summary_markdown(ws, "abebe")
+    assert "remove background music" not in advice
+    assert "music removal found music in 1 clip(s); 1 train on their music-removed audio" in advice
+    datasets.recheck(ws, "abebe")
+    assert "low_snr" not in flags()["clip00"]
+    assert dataset.revert(ws, "abebe") == 1
+    assert flags()["clip00"] == ["low_snr"]
+    assert ("music removal found music in 1 clip(s); 1 with music still train on their original (Accept on the "
+            "**Music removal** tab") in summary_markdown(ws, "abebe")

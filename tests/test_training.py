@@ -196,7 +196,8 @@ def test_evaluation_goes_through_the_chosen_vocoder_and_a_wrong_one_fails_before
     finally:
         hook.remove()
     assert result["state"] == "finished"
-    assert len(calls) == 1 and calls[0][1] == 100  # the held-out clip's 100-mel spectrogram, once
+    # the held-out clip's 100-mel spectrogram, once for the averaged and once for the raw weights
+    assert len(calls) == 2 and all(c[1] == 100 for c in calls)
     run_dir = corpus.run_dir("through-vocoder")
     assert "eval vocoder           vocoders/mine" in (run_dir / "train.log").read_text()
     assert np.isfinite([r["mcd"] for r in read_jsonl(run_dir / "metrics.jsonl") if "mcd" in r]).all()

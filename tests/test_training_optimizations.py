@@ -44,7 +44,7 @@ def test_auto_settings_follow_the_hardware_recommendation_with_reasons():
     assert (cpu.device, cpu.precision, cpu.tf32, cpu.attention, cpu.compile) == ("cpu", "fp32", False, "math", False)
     assert not cpu.pin_memory and not cpu.fused_adamw and not cpu.probe and cpu.length_multiple == 4
     assert gpu.mas == "triton" and cpu.mas == "cython"  # alignment search where the tensors are
-    assert gpu.lr == 2e-4 and cpu.lr == 2e-3 and "time_to_quality" in cpu.reasons["lr"]  # the model size's rate
+    assert gpu.lr == 2e-4 and cpu.lr == 2e-3 and "clearer voice in 3 minutes" in cpu.reasons["lr"]  # the size's rate
     assert opt.resolve(TrainConfig(preset="tiny", lr="1e-3"), cpu_report()).lr == 1e-3  # as the CLI passes it
     with pytest.raises(StudioError, match="mas triton runs on a CUDA GPU"):
         opt.resolve(TrainConfig(preset="tiny", mas="triton"), cpu_report())

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_training import corpus, losses, tiny_config  # noqa: F401  (module fixture)
+from utils.jobs import torchrun
 from utils.training import prepare_run, run
 from utils.training.checkpoint import load_trainer_state, step_folders
 from utils.workspace import read_json, read_jsonl
@@ -24,8 +25,7 @@ def start_trainer(config_path: Path, nproc: int = 1) -> subprocess.Popen:
     """The trainer as its own process; its output goes to a file beside the config (no pipe to fill)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     if nproc > 1:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "-m", "utils.training", "--config", str(config_path)]
+        cmd = torchrun(nproc, "-m", "utils.training", "--config", str(config_path))
     else:
         cmd = [sys.executable, "-m", "utils.training", "--config", str(config_path)]
     out = open(Path(config_path).parent / "stdout.log", "wb")

@@ -9,7 +9,7 @@ import torch
 
 import app
 from tests.helpers import damage_transcripts, make_dataset, sentences
-from utils.workspace import Workspace, read_jsonl
+from utils.workspace import read_jsonl
 
 torch.set_num_threads(1)
 

@@ -304,8 +304,7 @@ def test_a_check_left_by_its_caller_stops_its_training_and_a_second_check_waits_
     """A closed page abandons the check's generator: its aligner training stops with it instead of running on
     in the app unseen; and while one check of a dataset runs, a second is refused (it would delete the first's
     run folder under it)."""
-    import threading
-
+    from utils import jobs
     from utils.transcripts import scoring
 
     events = scoring.train_aligner(ws, "am", 100_000, "cpu")
@@ -318,8 +317,8 @@ def test_a_check_left_by_its_caller_stops_its_training_and_a_second_check_waits_
         with pytest.raises(StudioError, match="already running"):
             run_to_end(scoring.check_transcripts(ws, "am", method="alignment", steps=2))
     events.close()  # what Python does with a generator nobody reads any more
-    assert not any(t.name == "transcript-check-train" for t in threading.enumerate())
     status = json.loads((ws.run_dir(scoring.check_run("am")) / "status.json").read_text())
     assert status["state"] == "stopped" and status["step"] < 100_000
+    assert not jobs.pid_alive(status["pid"]) and not jobs.pid_alive(status["launcher_pid"])
     with scoring.one_check_at_a_time(ws, "am"):  # and the lock is free again
         pass

@@ -20,13 +20,13 @@ from models.vocoder import PRESETS, Vocoder
 from tests.helpers import espeak_amharic, sentences
 from utils.audio import FeatureConfig, load_audio, log_mel, save_audio
 from utils.events import StudioError, run_to_end
+from utils.jobs import torchrun
 from utils.training.checkpoint import load_trainer_state
 from utils.training.engine import Engine, drain
 from utils.training.faults import with_faults
 from utils.vocoder import griffin_lim, load_vocoder, save_vocoder, vocode
 from utils.vocoder.training import (VocoderAdapter, VocoderTrainConfig, frozen, generator_losses, prepare_vocoder_run,
                                     train_vocoder)
-from utils.vocoder.training import main as training_main
 from utils.workspace import Workspace, read_json, read_jsonl, write_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,7 +145,7 @@ def test_hub_id_that_cannot_be_downloaded_says_what_to_do(monkeypatch):
         raise OSError("no network")
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
-    with pytest.raises(StudioError, match="offline"):
+    with pytest.raises(StudioError, match="cannot reach the Hugging Face hub"):
         load_vocoder("charactr/vocos-mel-24khz")
 
 
@@ -275,8 +275,7 @@ def test_two_cpu_processes_with_gloo_train_one_vocoder_in_lock_step(tmp_path):
     ws = Workspace.open(tmp_path / "ws")
     make_dataset(ws, n=3)
     config = prepare_vocoder_run(ws, tiny_config(max_steps=4, eval_every=2, save_every=2, log_every=1))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "utils.vocoder.training", "--config", str(config)]
+    cmd = torchrun(2, "-m", "utils.vocoder.training", "--config", str(config))
     proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -412,8 +411,7 @@ def test_out_of_memory_in_one_of_two_processes_halves_both_batches(tmp_path):
     make_dataset(ws, n=3)
     config = prepare_vocoder_run(ws, tiny_config(max_steps=2, batch_size=4, fault_oom_above_batch=2,
                                                  fault_oom_ranks=[1], eval_every=2))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "utils.vocoder.training", "--config", str(config)]
+    cmd = torchrun(2, "-m", "utils.vocoder.training", "--config", str(config))
     proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -24,7 +24,11 @@ MIN_USEFUL_FRAMES = 8_000
 # checkpointing (an estimate to start from; the probe measures the real number on the GPU).
 BYTES_PER_FRAME_BASE = 240_000
 RESERVED_GB = 2.5  # CUDA context, weights, optimizer state, allocator slack
-F5_FIXED_GB = 7.0  # the 337 M-parameter F5 base: fp32 weights, gradients, AdamW's two moments, the EMA copy
+# optimizer steps a run takes unless the curator says otherwise: a GPU trains a full voice, a CPU a first tiny one in
+# under an hour (their reasons in assets/settings_plain.json, max_steps "why" and "why_cpu"); a vocoder likewise
+STEPS_GPU, STEPS_CPU = 20_000, 2_000
+VOCODER_STEPS_GPU, VOCODER_STEPS_CPU = 20_000, 200
+AMPERE = (8, 0)  # compute capability of bf16 and TF32 tensor cores and FlashAttention
 NOMINAL_SIZES_GB = (4, 6, 8, 10, 11, 12, 16, 20, 24, 32, 40, 48, 64, 80, 94, 96, 141, 180, 192)
 
 # name pattern -> class label, in match order. Capability decides precision and kernels;
@@ -54,11 +58,13 @@ class GPUInfo:
 
     @property
     def bf16(self) -> bool:
-        return self.capability >= (8, 0)
+        """bf16 tensor cores (Ampere, compute 8.0, and newer). torch.cuda.is_bf16_supported() also says yes on a T4
+        (7.5), where bf16 is emulated: slower than fp32 and without cuDNN's bf16 convolutions, so it is not asked."""
+        return self.capability >= AMPERE
 
     @property
     def tf32(self) -> bool:
-        return self.capability >= (8, 0)
+        return self.capability >= AMPERE
 
     @property
     def nominal_gb(self) -> int:
@@ -83,6 +89,20 @@ class GPUInfo:
     def to_dict(self) -> dict:
         return {**asdict(self), "bf16": self.bf16, "tf32": self.tf32, "nominal_gb": self.nominal_gb,
                 "gpu_class": self.gpu_class}
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """What a model needs of a GPU for the first batch guess: memory held whatever the batch (a large pretrained
+    model's weights, gradients, optimizer moments and average) and activation memory per mel frame, as a multiple of
+    BYTES_PER_FRAME_BASE. Each model family says its own (utils/families.py); the probe then measures."""
+    name: str = "base"
+    fixed_gb: float = 0.0
+    frame_factor: float = 1.0
+
+    @property
+    def bytes_per_frame(self) -> float:
+        return BYTES_PER_FRAME_BASE * self.frame_factor
 
 
 @dataclass
@@ -131,6 +151,26 @@ def query_gpus() -> list[GPUInfo]:
     return gpus
 
 
+def bf16_missing(gpus: list[GPUInfo]) -> str:
+    """Why these GPUs cannot train in bf16 ("" when every one has bf16 tensor cores): the one capability check of
+    the studio (the trainer, the vocoder GAN, inference), so that none of them counts an emulated bf16."""
+    if not gpus:
+        return "no GPU was found"
+    weak = [g for g in gpus if not g.bf16]
+    return (f"{weak[0].name} (compute {weak[0].compute_capability}) has no bf16 tensor cores (bf16 needs compute "
+            f">= {AMPERE[0]}.{AMPERE[1]}; below that it is emulated, slower than fp32)") if weak else ""
+
+
+def inference_precision(device: str, gpus: list[GPUInfo] | None = None) -> str:
+    """The autocast dtype a large model speaks in on `device` ("fp32" off a GPU): bf16 on cards with bf16 tensor
+    cores, else fp16 (the reference F5-TTS speaks in fp16 on every GPU). Autocast, not a global TF32 switch: the
+    app's process keeps torch's process-wide settings as they are."""
+    if not str(device).startswith("cuda"):
+        return "fp32"
+    gpus = query_gpus() if gpus is None else gpus
+    return "fp16" if bf16_missing(gpus) else "bf16"
+
+
 def _mps_available() -> bool:
     import torch
 
@@ -165,8 +205,8 @@ def device() -> str:
 
 
 # -------------------------------------------------------------------------- recommendations
-def recommend(report: HardwareReport, preset: str = "base") -> dict[str, Setting]:
-    """Settings for this machine, each with why. Pure: depends only on the report."""
+def recommend(report: HardwareReport, plan: MemoryPlan = MemoryPlan()) -> dict[str, Setting]:
+    """Settings for this machine and a model's memory `plan`, each with why. Pure: depends only on its arguments."""
     gpus = report.gpus
     if not gpus:
         return _recommend_cpu(report) if not report.mps else _recommend_mps(report)
@@ -174,24 +214,30 @@ def recommend(report: HardwareReport, preset: str = "base") -> dict[str, Setting
     g = min(gpus, key=lambda x: (x.capability, x.memory_gb))
     g = replace(g, memory_gb=min(x.memory_gb for x in gpus))
     n = len(gpus)
-    usable = max(1.0, g.memory_gb - RESERVED_GB - (F5_FIXED_GB if preset == "f5" else 0.0))
+    usable = max(1.0, g.memory_gb - RESERVED_GB - plan.fixed_gb)
     r: dict[str, Setting] = {}
 
     if g.bf16:
-        r["precision"] = Setting("bf16", f"{g.name} (compute {g.compute_capability}) has bf16 tensor cores: "
-                                         "half the activation memory of fp32, no loss scaling needed.")
+        r["precision"] = Setting("bf16", f"{g.name} (compute {g.compute_capability}) does half-size maths natively: "
+                                         "half the memory of full-size numbers, with nothing to adjust (bf16 tensor "
+                                         "cores; fp32 is full size).")
     else:
-        r["precision"] = Setting("fp16", f"{g.name} (compute {g.compute_capability}) has no bf16; fp16 tensor "
-                                         "cores with a gradient scaler to keep small gradients from underflowing.")
-    r["tf32"] = Setting(g.tf32, "TF32 matmuls run ~2-8x faster than fp32 on Ampere and newer with negligible "
-                                "accuracy loss for TTS." if g.tf32 else f"compute {g.compute_capability} has no TF32.")
+        r["precision"] = Setting("fp16", f"{g.name} (compute {g.compute_capability}) lacks the newer half-size "
+                                         "numbers; the older ones are used, scaled automatically so small updates do not "
+                                         "vanish (fp16 with a gradient scaler; no bf16).")
+    r["tf32"] = Setting(g.tf32, "on: this GPU does full-size maths 2-8x faster in a slightly shorter format, with no "
+                                "audible loss (TF32 matrix multiplies, Ampere and newer)." if g.tf32 else
+                        f"this GPU (compute {g.compute_capability}) is older than the ones with this speed-up (TF32 "
+                        "needs Ampere).")
     if g.capability >= (8, 0):
-        r["attention"] = Setting("flash", "FlashAttention kernels (SDPA) exist for compute >= 8.0 in half "
-                                          "precision: exact attention without the T x T matrix in memory.")
+        r["attention"] = Setting("flash", "the fastest method, which never holds the whole sentence-by-sentence "
+                                          "table in memory (FlashAttention kernel of SDPA: compute 8.0 and "
+                                          "newer, half-size numbers).")
     else:
-        r["attention"] = Setting("efficient", f"compute {g.compute_capability} has no FlashAttention; the "
-                                              "memory-efficient SDPA kernel avoids the T x T matrix.")
-    plain_fit = _frames_that_fit(usable, preset, 1.0)
+        r["attention"] = Setting("efficient", f"this GPU (compute {g.compute_capability}) lacks the fastest "
+                                              "method; the next one also keeps memory low (memory-efficient SDPA "
+                                              "kernel, no T x T matrix).")
+    plain_fit = frames_that_fit(usable, plan, 1.0)
     checkpointing = plain_fit < MIN_USEFUL_FRAMES
     r["grad_checkpointing"] = Setting(
         checkpointing,
@@ -199,25 +245,30 @@ def recommend(report: HardwareReport, preset: str = "base") -> dict[str, Setting
         "backward pass (~30% slower) fits about 2.5x longer batches." if checkpointing else
         f"~{plain_fit} frames fit in {usable:.1f} GiB without it; recomputation would only cost ~30% speed.")
     compile_ok = platform.system() == "Linux" and g.capability >= (7, 0)
-    r["compile"] = Setting(compile_ok, "torch.compile fuses the decoder's small ops (Triton on Linux, compute >= "
-                                       "7.0); length bucketing keeps shapes few, so recompiles stay rare."
-                           if compile_ok else "torch.compile's GPU backend needs Linux and compute >= 7.0.")
-    fit = _frames_that_fit(usable, preset, 2.5 if checkpointing else 1.0)
+    r["compile"] = Setting(compile_ok, "the model's many small steps become fewer, faster GPU jobs before "
+                                       "training (torch.compile with Triton: Linux, compute 7.0 and newer); clips "
+                                       "grouped by length keep it to a few sizes, each optimised once."
+                           if compile_ok else "needs Linux and a GPU of compute 7.0 or newer (torch.compile's GPU "
+                                              "backend).")
+    fit = frames_that_fit(usable, plan, 2.5 if checkpointing else 1.0)
     r.update(batch_plan(fit, n))
     r["max_frames_per_batch"] = Setting(
         r["max_frames_per_batch"].value,
         f"~{fit} frames fit (first guess from {g.memory_gb:.1f} GiB reported, {g.gpu_class}; {RESERVED_GB} GiB "
-        f"kept for weights, optimizer and allocator; ~{_bytes_per_frame(preset) / 1e3:.0f} kB per frame for the "
-        f"{preset} preset{' with checkpointing' if checkpointing else ''}; the probe measures it at the start). "
+        f"kept for weights, optimizer and allocator{f', {plan.fixed_gb:g} GiB for the model' if plan.fixed_gb else ''}; "
+        f"~{plan.bytes_per_frame / 1e3:.0f} kB per frame for the {plan.name} model"
+        f"{' with checkpointing' if checkpointing else ''}; the probe measures it at the start). "
         + r["max_frames_per_batch"].reason)
     per_gpu = max(1, report.cpu_count // n)
     workers = max(1, min(8, per_gpu - 1))
     r["num_workers"] = Setting(workers, f"{report.cpu_count} CPU cores for {n} GPU process(es): {workers} loader "
                                         f"worker(s) each, one core left for the training process itself.")
-    r["pin_memory"] = Setting(True, "page-locked host buffers let batches copy to the GPU asynchronously.")
+    r["pin_memory"] = Setting(True, "each batch is copied to the GPU while it works on the one before "
+                                    "(page-locked host memory).")
     sep = int(max(1, min(16, usable // 3)))
     r["separation_batch_size"] = Setting(sep, f"~3 GiB per 30 s music-removal chunk; {usable:.1f} GiB usable.")
-    r["distributed"] = Setting(n > 1, f"{n} GPUs: torchrun with DistributedDataParallel, one process per GPU."
+    r["distributed"] = Setting(n > 1, f"{n} GPUs: one training process per GPU, each with its share of the batch "
+                               "(torchrun, DistributedDataParallel)."
                                if n > 1 else "one GPU: a single process.")
     return r
 
@@ -225,20 +276,22 @@ def recommend(report: HardwareReport, preset: str = "base") -> dict[str, Setting
 def _recommend_cpu(report: HardwareReport) -> dict[str, Setting]:
     frames = 2000  # tiny runs: a step takes about a second on a laptop
     r = {
-        "precision": Setting("fp32", "no GPU found: CPUs train in fp32 (bf16 autocast on CPU is slower for "
-                                     "these conv-heavy models on most CPUs)."),
-        "tf32": Setting(False, "off: a speed-up of NVIDIA GPUs (Ampere and newer); a CPU has nothing to gain."),
-        "attention": Setting("math", "the CPU's standard attention kernel (SDPA math): the faster ones "
-                                      "(flash, efficient) exist only on NVIDIA GPUs."),
-        "grad_checkpointing": Setting(False, "memory is rarely the limit on CPU; recomputation would only slow it."),
+        "precision": Setting("fp32", "no GPU found: a CPU trains this model fastest in full-size numbers (fp32); "
+                                     "half-size ones (bf16 autocast) are slower on most CPUs."),
+        "tf32": Setting(False, "off: it speeds up newer NVIDIA GPUs only (TF32, Ampere and newer); a CPU "
+                               "has nothing to gain."),
+        "attention": Setting("math", "the standard method, the only one a CPU has; the faster ones need an "
+                                      "NVIDIA GPU (SDPA attention kernels: math here, flash and efficient on GPUs)."),
+        "grad_checkpointing": Setting(False, "memory is rarely the limit on a CPU; recomputing would only slow it."),
         "compile": Setting(False, "compiling costs minutes of start-up, more than a small CPU run gains."),
         "max_frames_per_batch": Setting(frames, f"{report.ram_gb:.0f} GiB RAM holds far more; kept small so each "
                                                 "CPU step takes seconds, not minutes (tiny runs)."),
     }
     r["grad_accumulation"] = Setting(1, "a CPU trains a small voice in minutes to hours, not days: every batch "
                                         "updates the weights. The GPUs' ~40000-frame effective batch would make "
-                                        "each step 20 batches long here (bench/time_to_quality.py: 23 steps and no "
-                                        "usable voice in 3 minutes, against ~370 steps and MCD 11 dB).")
+                                        "each step 20 batches long here (measured on a 2-core CPU: in 3 minutes, "
+                                        "23 learning steps and no usable voice, against ~370 steps and a first "
+                                        "rough one).")
     workers = 0 if report.cpu_count <= 2 else min(2, report.cpu_count // 4 or 1)
     r["num_workers"] = Setting(workers, f"{report.cpu_count} CPU cores: the model needs them; "
                                         f"{'loading in the main process' if workers == 0 else f'{workers} loader worker(s)'}.")
@@ -250,9 +303,10 @@ def _recommend_cpu(report: HardwareReport) -> dict[str, Setting]:
 
 def _recommend_mps(report: HardwareReport) -> dict[str, Setting]:
     r = _recommend_cpu(report)
-    r["precision"] = Setting("fp32", "Apple GPU (MPS): fp32, since mixed-precision autocast on MPS does not cover "
-                                     "every op this model uses.")
-    r["attention"] = Setting("math", "MPS has no FlashAttention; SDPA's standard kernel.")
+    r["precision"] = Setting("fp32", "Apple GPU: full-size numbers, since half-size maths on Apple GPUs does not cover "
+                                     "every step this model takes (fp32; MPS autocast).")
+    r["attention"] = Setting("math", "Apple GPUs lack the faster methods: the standard one (SDPA math kernel; "
+                                     "no FlashAttention on MPS).")
     r.update(batch_plan(8000, 1))
     r["max_frames_per_batch"] = Setting(8000, "Apple GPU shares system memory; a moderate batch keeps the OS "
                                               "responsive. " + r["max_frames_per_batch"].reason)
@@ -260,14 +314,9 @@ def _recommend_mps(report: HardwareReport) -> dict[str, Setting]:
     return r
 
 
-def _bytes_per_frame(preset: str) -> float:
-    # f5: the 337 M-parameter F5-TTS base (22 blocks of width 1024 over every frame): about 8x Matcha base's bytes a
-    # frame, so an 80 GB card holds ~31000 frames beside F5_FIXED_GB, near the 38400 a GPU of the published recipe took
-    return BYTES_PER_FRAME_BASE * {"tiny": 0.1, "small": 0.45, "base": 1.0, "f5": 8.0}.get(preset, 1.0)
-
-
-def _frames_that_fit(usable_gb: float, preset: str, factor: float) -> int:
-    frames = usable_gb * 2**30 * 0.8 / _bytes_per_frame(preset) * factor
+def frames_that_fit(usable_gb: float, plan: MemoryPlan, factor: float) -> int:
+    """Mel frames a micro-batch of the `plan`'s model can hold in `usable_gb` (x `factor` with recomputation)."""
+    frames = usable_gb * 2**30 * 0.8 / plan.bytes_per_frame * factor
     return int(max(1000, min(400_000, frames)) // 1000 * 1000)
 
 
@@ -302,6 +351,13 @@ def batch_plan(fit: int, n_gpus: int, target: int = TARGET_FRAMES_PER_STEP, accu
             "lr_batch_scale": Setting(round(scale, 4), f"{why}.")}
 
 
+def largest_useful_micro_batch(n_gpus: int, target: int = TARGET_FRAMES_PER_STEP) -> int:
+    """The most frames `batch_plan` ever puts in one micro-batch: the whole target on one GPU, an even share of it
+    (or the floor that keeps a card busy) on several. A probe that finds more room measures nothing it can use."""
+    n = max(1, n_gpus)
+    return max(math.ceil(target / n), 2 * MIN_USEFUL_FRAMES if n > 1 else 0)
+
+
 def with_measured_batch(report: HardwareReport, max_frames: int, detail: str, n_processes: int = 0,
                         accum: int = 0) -> HardwareReport:
     """Hook for the measured batch probe (utils/training): plan the batch from what really fits (`accum`: the
@@ -312,25 +368,6 @@ def with_measured_batch(report: HardwareReport, max_frames: int, detail: str, n_
     rec["max_frames_per_batch"] = Setting(plan["max_frames_per_batch"].value,
                                           f"measured: {detail}. {plan['max_frames_per_batch'].reason}")
     return replace(report, recommended=rec)
-
-
-def f5_engine(report: HardwareReport) -> Setting:
-    """Whether this machine can fine-tune the F5-TTS base (the Training tab and `app.py hardware` say it), and why."""
-    if not report.gpus:
-        return Setting(False, "no GPU: the 337 M-parameter F5-TTS base learns from ~60 mel frames a second on a 2-core "
-                              "CPU (bench/f5_step.py), so one step of a useful 40 000-frame batch takes ~11 minutes "
-                              "and a fine-tune weeks. Train the Matcha engine here, or use a GPU (Colab's free T4 "
-                              "works).")
-    g = min(report.gpus, key=lambda x: x.memory_gb)
-    usable = g.memory_gb - RESERVED_GB - F5_FIXED_GB
-    if usable < 4:
-        return Setting(False, f"{g.name} has {g.memory_gb:.0f} GiB: the base's weights, gradients and optimizer state "
-                              f"take ~{F5_FIXED_GB:.0f} GiB, too little is left for speech; use a 16 GiB GPU or larger.")
-    checkpointing = _frames_that_fit(usable, "f5", 1.0) < MIN_USEFUL_FRAMES
-    fit = _frames_that_fit(usable, "f5", 2.5 if checkpointing else 1.0)
-    return Setting(True, f"{g.name}: about {fit} frames per micro-batch after ~{F5_FIXED_GB:.0f} GiB of weights and "
-                         f"optimizer state" + (", with gradient checkpointing" if checkpointing else "")
-                   + ("; bf16" if g.bf16 else "; fp16 with loss scaling (this card has no bf16)"))
 
 
 def describe(report: HardwareReport) -> str:
@@ -345,8 +382,6 @@ def describe(report: HardwareReport) -> str:
     lines.append("\nRecommended settings:")
     for name, s in report.recommended.items():
         lines.append(f"  {name:22} {str(s.value):8} {s.reason}")
-    f5 = f5_engine(report)
-    lines.append(f"\nF5-TTS engine (fine-tuning the pretrained base): {'yes' if f5.value else 'no'}. {f5.reason}")
     return "\n".join(lines)
 
 
@@ -369,23 +404,51 @@ def live_usage(pids: list[int] | None = None) -> dict:
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             mem = pynvml.nvmlDeviceGetMemoryInfo(h)
-            util = pynvml.nvmlDeviceGetUtilizationRates(h)
-            gpu = {"index": i, "used_gb": mem.used / 2**30, "total_gb": mem.total / 2**30, "util_percent": util.gpu,
-                   "processes": []}
-            try:
-                for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
-                    if pids is None or p.pid in pids:
-                        gpu["processes"].append({"pid": p.pid, "used_gb": (p.usedGpuMemory or 0) / 2**30})
-            except pynvml.NVMLError:
-                gpu["processes"] = None  # the driver hides per-process data (containers)
+            gpu = {"index": i, "used_gb": mem.used / 2**30, "total_gb": mem.total / 2**30,
+                   "util_percent": _utilization(pynvml, h), "processes": _gpu_processes(pynvml, h, pids)}
+            if gpu["processes"] == [] and pids is None and gpu["used_gb"] > HIDDEN_PROCESSES_GB:
+                gpu["processes"] = None  # memory in use, nobody to hold it: a container hides the processes
             out["gpus"].append(gpu)
     finally:
         pynvml.nvmlShutdown()
     return out
 
 
-def process_gpu_usage(pid: int, device_index: int = 0) -> dict:
-    """NVML's view of one process on one GPU (what nvidia-smi shows), for the trainer's metrics.
+HIDDEN_PROCESSES_GB = 0.5  # more than a driver holds by itself on an idle card
+
+
+def _utilization(pynvml, handle) -> int | None:
+    """Percent busy, or None where the driver does not measure it (a MIG slice, some virtual GPUs)."""
+    try:
+        return int(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+    except pynvml.NVMLError:
+        return None
+
+
+def _gpu_processes(pynvml, handle, pids: list[int] | None) -> list[dict] | None:
+    """The compute processes on a GPU (of `pids`, or all), or None where the driver hides them. Inside a container
+    NVML reports the host's process ids (or none): a training process of ours is then not found by its pid."""
+    try:
+        return [{"pid": p.pid, "used_gb": (p.usedGpuMemory or 0) / 2**30}
+                for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle) if pids is None or p.pid in pids]
+    except pynvml.NVMLError:
+        return None
+
+
+def pci_bus_id(index: int) -> str | None:
+    """CUDA device `index`'s PCI address as NVML writes it ("00000000:3B:00.0"). NVML numbers GPUs in PCI order and
+    CUDA fastest first, and CUDA_VISIBLE_DEVICES may hold UUIDs or MIG slices: the address names the same card."""
+    import torch
+
+    p = torch.cuda.get_device_properties(index)
+    if not hasattr(p, "pci_bus_id"):  # torch older than the field
+        return None
+    return f"{p.pci_domain_id:08X}:{p.pci_bus_id:02X}:{p.pci_device_id:02X}.0"
+
+
+def process_gpu_usage(pid: int, device_index: int = 0, bus_id: str | None = None) -> dict:
+    """NVML's view of one process on one GPU (what nvidia-smi shows), for the trainer's metrics: the card at PCI
+    address `bus_id` (see `pci_bus_id`), else NVML's GPU `device_index`.
 
     Empty on machines without NVML; `nvml_process_gb` is missing where the driver hides processes."""
     try:
@@ -395,15 +458,14 @@ def process_gpu_usage(pid: int, device_index: int = 0) -> dict:
     except Exception:
         return {}
     try:
-        h = pynvml.nvmlDeviceGetHandleByIndex(device_index)
-        out = {"gpu_util_percent": float(pynvml.nvmlDeviceGetUtilizationRates(h).gpu),
-               "nvml_device_used_gb": pynvml.nvmlDeviceGetMemoryInfo(h).used / 2**30}
-        try:
-            for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
-                if p.pid == pid and p.usedGpuMemory:
-                    out["nvml_process_gb"] = p.usedGpuMemory / 2**30
-        except pynvml.NVMLError:
-            pass
+        h = (pynvml.nvmlDeviceGetHandleByPciBusId(bus_id) if bus_id else
+             pynvml.nvmlDeviceGetHandleByIndex(device_index))
+        out = {"nvml_device_used_gb": pynvml.nvmlDeviceGetMemoryInfo(h).used / 2**30}
+        if (util := _utilization(pynvml, h)) is not None:
+            out["gpu_util_percent"] = float(util)
+        for p in _gpu_processes(pynvml, h, [pid]) or []:
+            if p["used_gb"]:
+                out["nvml_process_gb"] = p["used_gb"]
         return out
     except Exception:
         return {}

@@ -91,6 +91,20 @@ def pid_alive(pid: int | None) -> bool:
 
 
 # ------------------------------------------------------------------------------------ queries
+def check_run(dataset: str) -> str:
+    """The run the transcript check of `dataset` trains its throwaway aligner in (utils/transcripts/scoring.py)."""
+    return f"{dataset}-transcript-check"
+
+
+def is_check_run(run_dir: Path, doc: dict | None = None) -> bool:
+    """Whether a run is the transcript check's throwaway aligner: the studio's own tool, made again by each check,
+    neither a run the curator started nor a voice, so the run list and the voice pickers leave it out. `doc`: its
+    config.json, if read."""
+    doc = doc if doc is not None else read_json(Path(run_dir) / "config.json", default={}) or {}
+    dataset = (doc.get("train") or {}).get("dataset")
+    return bool(dataset) and Path(run_dir).name == check_run(dataset)
+
+
 def list_runs(ws: Workspace) -> list[dict]:
     """Every run with its status, newest first. Dead runs are marked failed on the way."""
     runs = []
@@ -119,10 +133,37 @@ def reconcile(run_dir: Path) -> dict:
                                  "the machine restarted). Last log lines:\n" + last)
 
 
+def device_units(devices: str | None) -> set[str]:
+    """The devices a key names, one by one: "cuda:0,1" -> {"cuda:0", "cuda:1"}; "cpu" -> {"cpu"}."""
+    kind, _, indices = str(devices or "cpu").partition(":")
+    return {f"{kind}:{i.strip()}" for i in indices.split(",") if i.strip()} if indices else {kind}
+
+
+def shares_device(a: str | None, b: str | None) -> bool:
+    """Whether two runs' device keys have a device in common (a run on every GPU shares GPU 0 with one on GPU 0)."""
+    return bool(device_units(a) & device_units(b))
+
+
 def device_busy(ws: Workspace, devices: str, exclude: str | None = None) -> list[str]:
-    """Runs that hold or wait for the same device."""
-    return [r["name"] for r in list_runs(ws) if r.get("state") in ACTIVE and r.get("devices") == devices
+    """Runs that hold or wait for any of the same devices."""
+    return [r["name"] for r in list_runs(ws) if r.get("state") in ACTIVE and shares_device(r.get("devices"), devices)
             and r["name"] != exclude]
+
+
+def gpu_runs(ws: Workspace) -> list[str]:
+    """Runs that hold or wait for a GPU: work in the app's own process (speech, the recognizer) keeps off it."""
+    return [r["name"] for r in list_runs(ws) if r.get("state") in ACTIVE and str(r.get("devices", "")).startswith("cuda")]
+
+
+def physical_gpus(indices: str, visible: str | None = None) -> str:
+    """The CUDA_VISIBLE_DEVICES of a run on the app's GPUs `indices` ("0,1"): the app numbers the GPUs it sees, and
+    where it was itself started with CUDA_VISIBLE_DEVICES=2,3 its GPU 0 is the machine's GPU 2."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
+    seen = [v.strip() for v in (visible or "").split(",") if v.strip()]
+    wanted = [i.strip() for i in indices.split(",") if i.strip()]
+    if not seen:
+        return ",".join(wanted)
+    return ",".join(seen[int(i)] if int(i) < len(seen) else i for i in wanted)
 
 
 # ---------------------------------------------------------------------------------- actions
@@ -143,7 +184,7 @@ def start(ws: Workspace, run_name: str, config_path: Path, devices: str = "cpu",
     log = open(run_dir / "train.log", "ab")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if devices.startswith("cuda:"):
-        env["CUDA_VISIBLE_DEVICES"] = devices.split(":", 1)[1]
+        env["CUDA_VISIBLE_DEVICES"] = physical_gpus(devices.split(":", 1)[1])
     proc = subprocess.Popen([sys.executable, "-m", "utils.jobs", "launch", str(run_dir)], cwd=ROOT, env=env,
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     log.close()
@@ -163,7 +204,10 @@ def stop(ws: Workspace, run_name: str) -> str:
         if status.get("state") == "running":  # said before the signal: the trainer's own "stopped" comes after
             update_status(run_dir, state="stopping")
         request.write_text("stop requested from the UI\n")
-        for pid in (status.get("pid"), status.get("launcher_pid")):
+        # one process: SIGTERM makes it stop after its step. Under torchrun the ranks read the STOP file at every
+        # step and agree; torchrun itself would pass a SIGTERM on and kill the ranks 30 s later, in their save
+        torchrun = status.get("state") != "queued" and int(status.get("nproc") or 1) > 1
+        for pid in () if torchrun else (status.get("pid"), status.get("launcher_pid")):
             _signal(pid, signal.SIGTERM)
         if status.get("state") == "queued":
             return f"{run_name} left the queue."
@@ -192,33 +236,54 @@ def _kill_group(pid: int | None) -> None:
 
 
 # ----------------------------------------------------------------------------- the launcher
-def _device_lock(run_dir: Path, devices: str):
+def _device_locks(run_dir: Path, devices: str) -> list:
+    """One lock file per device (cuda:0, cuda:1, cpu), in one order: a run on several GPUs holds each of them."""
     lock_dir = run_dir.parent.parent / ".locks"
     lock_dir.mkdir(exist_ok=True)
-    return open(lock_dir / f"{devices.replace(':', '_').replace(',', '-')}.lock", "w")
+    return [open(lock_dir / f"{unit.replace(':', '_')}.lock", "w") for unit in sorted(device_units(devices))]
+
+
+def _take_all(locks: list) -> bool:
+    """Every lock, or none (what was taken is let go again, so two runs never wait on each other's half)."""
+    taken = []
+    for lock in locks:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            for held in taken:
+                fcntl.flock(held, fcntl.LOCK_UN)
+            return False
+        taken.append(lock)
+    return True
 
 
 def _my_turn(run_dir: Path, devices: str) -> bool:
-    """FIFO: only the oldest queued run for a device tries to take it."""
+    """FIFO: only the oldest queued run among those that share a device tries to take them."""
     queued = []
     for other in run_dir.parent.iterdir():
         s = read_status(other)
-        if s.get("state") == "queued" and s.get("devices") == devices and alive_here(s, launcher_only=True):
+        if s.get("state") == "queued" and shares_device(s.get("devices"), devices) and alive_here(s, launcher_only=True):
             queued.append((s.get("queued", 0), other.name))
     return not queued or min(queued)[1] == run_dir.name
 
 
 def _holders(run_dir: Path, devices: str) -> list[str]:
-    """Other runs that have the device now."""
+    """Other runs that have one of the devices now."""
     return sorted(other.name for other in run_dir.parent.iterdir() if other != run_dir and other.is_dir()
-                  and (s := read_status(other)).get("state") in ("running", "stopping") and s.get("devices") == devices)
+                  and (s := read_status(other)).get("state") in ("running", "stopping")
+                  and shares_device(s.get("devices"), devices))
+
+
+def torchrun(nproc: int, *program: str) -> list[str]:
+    """The command that runs `program` (a script and its arguments, or "-m", a module, ...) as `nproc` processes of
+    one machine under torchrun (which sets RANK, WORLD_SIZE, LOCAL_RANK for utils/training/ddp.py)."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *program]
 
 
 def trainer_command(status: dict) -> list[str]:
     module, config = status.get("trainer_module", "utils.training"), status["config"]
     if status.get("nproc", 1) > 1:
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={status['nproc']}",
-                "-m", module, "--config", config]
+        return torchrun(status["nproc"], "-m", module, "--config", config)
     return [sys.executable, "-m", module, "--config", config]
 
 
@@ -234,18 +299,14 @@ def launch(run_dir: Path) -> int:
         stop_requested = True
 
     signal.signal(signal.SIGTERM, on_term)
-    lock = _device_lock(run_dir, status["devices"])
+    locks = _device_locks(run_dir, status["devices"])
     told = status.get("message")
     while True:  # queued: wait for our turn and the device
         if stop_requested or (run_dir / "STOP").exists():
             update_status(run_dir, state="stopped", ended=time.time(), message="removed from the queue before it started")
             return 0
-        if _my_turn(run_dir, status["devices"]):
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                pass
+        if _my_turn(run_dir, status["devices"]) and _take_all(locks):
+            break
         # two runs started at the same moment both read "device free": say who holds it once that is known
         holders = _holders(run_dir, status["devices"])
         if holders and (message := f"waiting for {status['devices']}: {', '.join(holders)} holds it") != told:

@@ -16,16 +16,20 @@ from typing import Any, Iterable
 from utils.events import StudioError
 
 DEFAULT_WORKSPACE = Path(os.environ.get("AMHARIC_TTS_WORKSPACE", "workspace"))
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+# Ethiopic syllables (Ethiopic, its Supplement and Extended blocks); not its punctuation (፡ ። ፣), digits or marks
+_ETHIOPIC = "\u1200-\u135A\u1380-\u138F\u2D80-\u2DDE\uAB01-\uAB2E\U0001E7E0-\U0001E7FE"
+_NAME_RE = re.compile(rf"^[A-Za-z0-9{_ETHIOPIC}][A-Za-z0-9{_ETHIOPIC}._-]{{0,99}}$")
 
 
 def check_name(name: str, what: str = "name") -> str:
-    """Dataset, run and voice names become folder names: keep them plain."""
+    """Dataset, run and voice names become folder, zip and URL path names: letters (Latin or Amharic), digits and
+    three marks, which every file system, zip reader and browser keeps as they are (UTF-8 names on Linux, macOS,
+    Windows and in zips)."""
     name = (name or "").strip()
     if not _NAME_RE.match(name) or ".." in name:
         raise StudioError(
-            f"The {what} {name!r} cannot be used: use letters, digits, '-', '_' or '.', "
-            "start with a letter or digit, at most 100 characters."
+            f"The {what} {name!r} cannot be used: use Latin or Amharic letters, digits, '-', '_' or '.' (no spaces "
+            "or other marks), start with a letter or digit, at most 100 characters."
         )
     return name
 

@@ -9,9 +9,9 @@ Public API (see CONTRIBUTING.md, "Dataset contract"):
 from utils.datasets.config import FLAG_HELP, PrepareConfig
 from utils.datasets.curate import apply_edits, flagged_rows, plot_data, recheck
 from utils.datasets.features import features
-from utils.datasets.manifest import load_manifest, load_report, save_manifest
+from utils.datasets.manifest import load_manifest, load_report, save_manifest, usable_rows
 from utils.datasets.prepare import prepare
 from utils.datasets.sources import FORMATS, inspect_table
 
 __all__ = ["FLAG_HELP", "FORMATS", "PrepareConfig", "apply_edits", "features", "flagged_rows", "inspect_table",
-           "load_manifest", "load_report", "plot_data", "prepare", "recheck", "save_manifest"]
+           "load_manifest", "load_report", "plot_data", "prepare", "recheck", "save_manifest", "usable_rows"]

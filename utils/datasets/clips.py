@@ -118,7 +118,7 @@ def process_clip(task: dict) -> dict:
     if clipped > cfg.clip_fraction:
         notes["clipping"] = f"{clipped:.2%} of samples at full scale"
     if not silent and snr < cfg.min_snr_db:
-        notes["low_snr"] = f"estimated SNR {snr:.0f} dB (minimum {cfg.min_snr_db:.0f} dB)"
+        notes["low_snr"] = noise_note(snr, cfg)
     text = check_text(task.get("text", ""), cfg)
     t5 = time.perf_counter()
     result = {
@@ -174,3 +174,29 @@ def segment_recording(task: dict) -> dict:
     clips = [(s, min(e, length), "") for s, e in clips]
     msgs = [] if clips else [f"{name}: no speech found by voice activity detection."]
     return {"id": task["id"], "segments": clips, "messages": msgs}
+
+
+def noise_note(snr: float, cfg: PrepareConfig, after: str = "") -> str:
+    return f"estimated SNR {snr:.0f} dB (minimum {cfg.min_snr_db:.0f} dB){after}"
+
+
+def measure_in_use(folder: Path, row: dict, cfg: PrepareConfig) -> None:
+    """The noise flag (low_snr) of the audio the row plays now. Preparation measured the upload; once music removal
+    is accepted the row plays separated/<id>.wav, which is measured here (music under speech is what made it
+    noisy), and after a revert the preparation's measure holds again. Other audio flags stay as measured."""
+    notes = row.setdefault("notes", {f: f for f in row.get("flags", [])})
+    metrics = row.setdefault("metrics", {})
+    if row.get("audio", "").startswith("separated/"):
+        from utils.audio import load_audio
+
+        audio, sr = load_audio(folder / row["audio"])
+        snr, after = vad.snr_estimate(vad.frame_db(audio, sr)), " after music removal"
+        metrics["snr_db_in_use"] = round(snr, 1)
+    elif "snr_db" in metrics:
+        snr, after = metrics["snr_db"], ""
+        metrics.pop("snr_db_in_use", None)
+    else:
+        return  # never measured (a manifest from elsewhere): its flags stay as they came
+    notes.pop("low_snr", None)
+    if snr < cfg.min_snr_db and "silent" not in notes:
+        notes["low_snr"] = noise_note(snr, cfg, after)

@@ -25,11 +25,15 @@ def _save(ws: Workspace, name: str, rows: list[dict], cfg: PrepareConfig, meta: 
 
 
 def recheck(ws: Workspace, name: str) -> dict:
-    """Run the text checks (with the current frontend) and the table checks again; audio flags
-    measured at preparation stay. Returns the new report summary."""
+    """Run the text checks (with the current frontend) and the table checks again, and measure the noise of the
+    audio each row plays now (a clip whose music removal was accepted is measured as it is now); the other audio
+    flags measured at preparation stay. Returns the new report summary."""
+    from utils.datasets.clips import measure_in_use
+
     cfg, meta = _context(ws, name)
     rows = load_manifest(ws, name)
     for r in rows:
+        measure_in_use(ws.dataset_dir(name), r, cfg)
         check_row_text(r, cfg)
     return _save(ws, name, rows, cfg, meta)
 

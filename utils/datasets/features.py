@@ -225,3 +225,7 @@ def precompute_gpu(ds_dir: Path, rows: list[dict], cfg: FeatureConfig, device: s
             yield done, len(todo)
         for s in saves:
             s.result()
+    if str(device).startswith("cuda"):  # 10-minute batches leave GBs cached in this (the app's) process
+        import torch
+
+        torch.cuda.empty_cache()

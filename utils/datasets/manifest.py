@@ -23,6 +23,18 @@ def load_manifest(ws: Workspace, name: str) -> list[dict]:
     return read_jsonl(path)
 
 
+def usable_rows(ws: Workspace, name: str) -> list[dict]:
+    """The rows a run trains on (not excluded), or a refusal naming the dataset when there is none: a run started
+    on it would fail seconds later, after its run folder and queue entry were made."""
+    if name not in ws.list_datasets():
+        raise StudioError(f"There is no prepared dataset called {name!r}; prepare it on the Dataset tab.")
+    rows = [r for r in load_manifest(ws, name) if not r.get("excluded")]
+    if not rows:
+        raise StudioError(f"Dataset {name!r} has no usable clip to train on (every row is excluded, or none was "
+                          "made): keep some rows on the Dataset tab, or prepare it again with recordings.")
+    return rows
+
+
 def save_manifest(ws: Workspace, name: str, rows: list[dict]) -> None:
     ids = Counter(r["id"] for r in rows)
     dup = [i for i, n in ids.items() if n > 1]

@@ -260,6 +260,8 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
                      "phonemes": res["phonemes"], "duration": res["duration"], "speaker": it.speaker or DEFAULT_SPEAKER,
                      "split": "train", "flags": [], "excluded": False, "source": it.source, "sha1": res["sha1"],
                      "music": None, "notes": {**it.notes, **res["notes"]}, "metrics": res["metrics"], "review": None})
+    if not rows:  # a dataset of no clip would be offered by every picker and fail every run: none is made
+        raise StudioError(nothing_usable(sources or sorted(p for p in raw.rglob("*") if p.is_file()), errors))
     _carry_decisions(ws, name, rows, cfg)
     finish_rows(rows, cfg)
     save_manifest(ws, name, rows)
@@ -283,6 +285,20 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
     summary = report["summary"]
     level = "info" if rows else "error"
     yield Event("done", len(rows), len(rows), describe(summary), level=level, result={"name": name, **summary})
+
+
+EXPECTED = ("a dataset needs speech recordings with their transcripts: a zip or files in LJSpeech layout "
+            "(metadata.csv + wavs/), a CSV/TSV with audio and text columns, audio files each with a .txt of the same "
+            "name, or long recordings (with .srt/.vtt subtitles, or alone)")
+
+
+def nothing_usable(sources: list[Path], errors: list[dict]) -> str:
+    """Why an import made no clip, naming what was given and what a dataset needs (the errors say what went wrong
+    with each file); the uploads themselves are left as they were."""
+    given = ", ".join(Path(s).name for s in sources[:5]) + (f" and {len(sources) - 5} more" if len(sources) > 5 else "")
+    problems = " ".join(e["message"] for e in errors[:3])
+    return (f"No clip could be made from {given or 'the upload'}, so no dataset was made: {EXPECTED}."
+            + (f" What was found: {problems}" if problems else ""))
 
 
 def _device() -> str:

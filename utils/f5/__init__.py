@@ -1,42 +1,93 @@
-"""The F5-TTS engine: fine-tune the public pretrained multilingual base for Amharic (utils/f5/adapter.py on the
-shared training engine), its text table (text.py) and its weights (base.py). Importing this package needs no torch:
-the UI reads the licence and the engines' one-line descriptions from here, the CLI what the engine refuses."""
-from utils.events import StudioError
+"""The F5-TTS family: fine-tune a pretrained F5 model (the public v1 Base, another F5-format base, or one of this
+studio's F5 fine-tunes) for Amharic on the shared training engine (adapter.py), with its text table (text.py), its
+weights (base.py, hub.py) and its speech (speech.py). This module answers what the studio asks of a model family
+(utils/families.py); importing it needs no torch: the UI reads names, descriptions and licences from here."""
+from utils.f5.about import (DESCRIPTION, FIXED_GB, HUB_ID, LICENCE, NEEDS_BASE, SAMPLE_STEPS, SHORT_LICENCE,  # noqa: F401
+                            SIZE_MB, SMOKE_TEST)
+from utils.f5.request import check_request, machine_verdict  # noqa: F401  (the family's answers)
 
-HUB_ID = "SWivid/F5-TTS"
-LICENCE = ("F5-TTS v1 Base weights by SWivid et al.: Creative Commons Attribution-NonCommercial 4.0 "
-           "(CC-BY-NC-4.0), non-commercial use only; code MIT")
-SHORT_LICENCE = "CC-BY-NC-4.0, non-commercial use only"
-SIZE_MB = 1350
-SAMPLE_STEPS = 32  # steps of F5-TTS's flow sampler by default (its own inference default)
-ENGINES = {
-    "matcha": "Matcha: a small model trained from zero. Fast, runs on any machine (a CPU too); a clear but plain voice.",
-    "f5": "F5-TTS: fine-tunes a large pretrained voice model (337 M parameters). A more natural voice from a few "
-          "hours of speech; needs a GPU.",
-}
-NEEDS_BASE = ("The F5 engine fine-tunes the pretrained base: pass --init SWivid/F5-TTS --accept-licence (the public "
-              "v1 Base, downloaded once), or --init FOLDER holding its model file and vocab.txt. From zero it trains "
-              "only the tiny test configuration (--preset tiny).")
-
-
-def check_request(cfg) -> None:
-    """Refuse, before any data is read, what the F5 engine cannot do, saying what to pass instead. The fine-tuning
-    modes are Matcha's (its text encoder, its speaker table); F5 has neither, and running a full fine-tune under
-    another mode's name would be a silent surprise."""
-    if cfg.finetune_mode != "full":
-        raise StudioError(f"finetune_mode {cfg.finetune_mode} is for Matcha checkpoints (it freezes Matcha's text "
-                          "encoder or trains only its speaker table); the F5 engine always fine-tunes the whole "
-                          "model: leave it at full (drop --finetune-mode).")
-    if not (cfg.init or cfg.preset == "tiny" or _resumes(cfg)):
-        raise StudioError(NEEDS_BASE)
+NAME = "f5"
+TITLE = "F5-TTS"
+SAMPLE_RATE = 24_000
+USES_STEPS = True          # steps of its flow sampler
+USES_TEMPERATURE = False   # its starting noise is always unit: the Inference tab hides the setting
+USES_VOCODER = True        # it makes mels: a vocoder (or Griffin-Lim) makes the sound
+ASKS_LICENCE = True        # the base's weights are CC-BY-NC: the curator says yes before the download
+ASKS_PROMPT = True         # a voice speaks in the voice of its reference clip
+HAS_SIZES = False          # the base's size, not a choice (the tiny random F5 is a CLI smoke test)
+FINETUNE_MODES = ("full",)
+ONNX = False
+STEPS_HELP = (f"more: cleaner speech, made more slowly; {SAMPLE_STEPS} is F5-TTS's own default (steps of its flow "
+              "sampler)")
+GUIDE = "many hours of speech and a big GPU (fine-tunes a 337 M-parameter base; CC-BY-NC-4.0)"
+DICTIONARY_NOTE = ""       # the pronunciation dictionary's phonemes reach it as they are
+BASE_HELP = ("empty: the public base; or another F5 model on the hub (owner/repo[:folder]), a folder in the workspace "
+             "with its model file and vocab.txt, or one of your F5 runs or voices to continue")
 
 
-def _resumes(cfg) -> bool:
-    """Whether the trainer will continue a checkpoint (whose own model then counts, not --init or --preset)."""
-    from utils.training.checkpoint import resume_point
-    from utils.workspace import Workspace
+def default_init(preset: str) -> str:
+    """What a run started without a checkpoint begins from: the public base (the tiny random F5 from zero)."""
+    return "" if preset == "tiny" else HUB_ID
 
-    if cfg.resume == "auto" and not cfg.run:
-        return False  # a new run, named later: nothing to continue yet
-    folder = Workspace.open(cfg.workspace).run_dir(cfg.run) / "checkpoints" if cfg.run else None
-    return resume_point(cfg.resume, folder) is not None
+
+def prepare(ws, cfg, accept_licence: bool = False) -> None:
+    """Settle a new run's start: the base on the hub (licence accepted), in a folder, or a fine-tune to continue;
+    the reference clip named exists."""
+    from utils.datasets.manifest import load_manifest
+    from utils.events import StudioError
+
+    if cfg.init:
+        from utils.f5.base import local_base
+
+        cfg.init, cfg.licence_accepted = local_base(ws, cfg.init, accept_licence or bool(cfg.licence_accepted))
+    if cfg.prompt and cfg.prompt not in {r.get("id") for r in load_manifest(ws, cfg.dataset) if not r.get("excluded")}:
+        raise StudioError(f"F5 reference clip {cfg.prompt!r}: dataset {cfg.dataset} has no usable row with that id "
+                          "(see the Dataset tab's table; excluded rows cannot be used).")
+
+
+def memory_plan(cfg):
+    """Its memory for the batch guess (utils.hardware.MemoryPlan), as its adapter plans it."""
+    from utils.f5.adapter import F5Adapter
+
+    return F5Adapter.memory_plan(cfg)
+
+
+def guidance(ws, cfg) -> list[str]:
+    """What to expect of a fine-tune before Start (utils/f5/expectations.py): the hours against what a new language
+    needed, the time on this machine, the disk."""
+    if not cfg.init:
+        return []  # the tiny random F5: a smoke test
+    from utils.f5.expectations import guidance as expect
+    from utils.f5.hub import HubBase, base_licence
+
+    hub = HubBase.parse(cfg.init)
+    start = (f"It starts from {hub.what}, under its licence: {base_licence(hub)}." if hub is not None else
+             f"It starts from {cfg.init} (its licence travels with it).")
+    return [start, *expect(ws, cfg.dataset, cfg.max_steps, keep_checkpoints=cfg.keep_checkpoints)]
+
+
+def train(cfg, report=None) -> dict:
+    from utils.f5.adapter import train as run
+
+    return run(cfg, report)
+
+
+def load(folder, device: str = "cpu"):
+    """(speaker model with the Voice's calls, config) of an F5 checkpoint or voice folder."""
+    from utils.f5.speech import load_f5
+
+    return load_f5(folder, device)
+
+
+def tokenizer(config: dict):
+    from utils.f5.speech import F5Tokenizer
+    from utils.f5.text import F5Text
+
+    return F5Tokenizer(F5Text.from_dict(config["text"]))
+
+
+def export(folder, vocoder, steps: int) -> list[str]:
+    """What an exported F5 voice adds to its weights, config and licence: nothing (no ONNX graph of the sampler)."""
+    from utils.events import StudioError
+
+    raise StudioError("ONNX export is for Matcha voices; an F5 voice is exported as PyTorch weights (untick ONNX).")

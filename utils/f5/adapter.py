@@ -19,7 +19,6 @@ import torch
 
 from utils.audio import FeatureConfig, save_audio
 from utils.events import StudioError
-from utils.f5 import check_request
 from utils.f5.text import F5Text
 from utils.training import checkpoint as ckpt
 from utils.training import optimization as opt
@@ -29,7 +28,8 @@ from utils.training.engine import Engine, Phase, drain
 from utils.training.faults import with_faults
 
 F5_FEATURES = FeatureConfig(log_floor=1e-5)  # the base was trained on log(clamp(mel, 1e-5)) of the same mels
-FINE_TUNE_LR = 1e-5  # community fine-tunes of v1 Base (F5-TTS issue 87): about 1e-5
+FINE_TUNE_LR = 1e-5  # community fine-tunes of v1 Base (F5-TTS issue 87): about 1e-5; 5e-6 learnt nothing (#849)
+NEW_ROWS_RATE = 10.0  # the rows added for Amharic symbols start from an average and must travel: 10x the body's rate
 TINY_LR = 1e-3
 
 
@@ -44,15 +44,26 @@ def train(cfg: TrainConfig, report=None) -> dict:
 class F5Adapter(TextMelAdapter):
     kind = "f5"
     oom_advice = "turn on gradient checkpointing or lower max_frames_per_batch."
+    state_newest_only = True  # ~5.4 GB of trainer state per checkpoint: only the newest keeps it (it resumes)
+
+    @staticmethod
+    def memory_plan(cfg: TrainConfig):
+        """The full-size base holds ~7 GB whatever the batch; a tiny random F5 next to nothing."""
+        from utils.f5.request import _is_full_base, memory_plan
+
+        return memory_plan(bool(cfg.init) and _is_full_base(cfg.init, cfg.workspace), cfg.preset)
 
     def __init__(self, cfg: TrainConfig, report=None):
-        check_request(cfg)  # before the machine, the data or the model: a wrong request fails in a second
         super().__init__(cfg, report, F5_FEATURES)
         m = self.machine
         if cfg.lr == "auto":
             rate, why = ((FINE_TUNE_LR, "fine-tuning the pretrained base: about 1e-5 (F5-TTS issue 87)") if cfg.init
                          else (TINY_LR, "a random F5 trained from zero (tests and smoke runs)"))
             m.set("lr", rate, why)
+        if m.precision == "fp16":  # a card without bf16 (T4, V100)
+            m.set("precision", "fp16", f"{m.reasons['precision']} F5 fine-tunes in fp16 have gone NaN after an epoch "
+                  "or two (F5-TTS issue 341): if this run's loss scale collapses it goes on in fp32 by itself, from "
+                  "its last good weights (slower), and says so in the log")
         if cfg.init and m.device == "cpu":
             m.set("device", "cpu", "no GPU: the 337 M-parameter base learns from ~60 mel frames a second on a 2-core "
                                    "CPU (bench/f5_step.py), a useful fine-tune would take weeks; it runs, to check the "
@@ -64,14 +75,37 @@ class F5Adapter(TextMelAdapter):
         if kind not in ("phoneme", "char"):
             raise StudioError(f"The F5 engine reads phonemes or characters, not {kind!r}: use --frontend phoneme "
                               "(the default) or char.")
+        note = ""
         if base and base.get("text"):
             text = F5Text.from_dict(base["text"])
+            if not self.ctx.resume_from:  # continuing a fine-tune: its table, trained already, is this run's base
+                text.base_size = len(text.symbols)
+                note = (f"text: the fine-tune's table of {len(text.symbols)} symbols ({text.kind}) is kept as it is"
+                        + (f"; --frontend {kind} does not apply: a checkpoint's own table wins"
+                           if self.cfg.frontend not in ("auto", text.kind) else ""))
         elif base and base.get("vocab_file"):
             text = F5Text.from_vocab_file(base["vocab_file"], kind)
+            note = self._ethiopic_vocabulary(text)
         else:
             text = F5Text(kind=kind)
         self.added = text.grow(rows)
+        self.frontend_note = note + (f"; {len(self.added)} symbol(s) added for this dataset" if note else "")
         return text
+
+    def _ethiopic_vocabulary(self, text: F5Text) -> str:
+        """A base whose vocabulary has Ethiopic characters (one fine-tuned for Amharic already) is read with
+        characters: the syllables it covers keep their trained rows instead of new ones. Returns the log's note."""
+        from utils.text.ethiopic import is_ethiopic
+
+        ethiopic = [s for s in text.symbols if len(s) == 1 and is_ethiopic(s)]
+        if not ethiopic:
+            return ""
+        if self.cfg.frontend == "phoneme":
+            return (f"text: the base's vocab.txt has {len(ethiopic)} Ethiopic characters, but --frontend phoneme was "
+                    "asked for: reading phonemes (leave --frontend at auto, or pass char, to use those rows)")
+        text.kind = "char"
+        return (f"text: the base's vocab.txt has {len(ethiopic)} Ethiopic characters: reading characters (char "
+                "frontend), and the characters it covers keep their pretrained rows")
 
     def mel_normalisation(self, base: dict | None) -> tuple[float, float]:
         return 0.0, 1.0  # F5 models raw log-mels
@@ -84,22 +118,33 @@ class F5Adapter(TextMelAdapter):
             ctx.log(f"resume: continuing from {ctx.resume_from}")
             base = ckpt.read_config(ctx.resume_from)
         elif cfg.init:
-            if bases.looks_like_hub_id(cfg.init):
-                ctx.log(f"downloading the F5-TTS base from {cfg.init} (about {bases.SIZE_MB} MB, once; "
+            hub = bases.HubBase.parse(cfg.init) if bases.looks_like_hub_id(cfg.init, self.ws.root) else None
+            if hub is not None:
+                ctx.log(f"downloading {hub.what} ({f'about {bases.SIZE_MB} MB, ' if hub.is_default else ''}once; "
                         f"licence accepted: {cfg.licence_accepted})")
-                cfg.init = str(bases.fetch_for_run(self.ws, cfg.init, bool(cfg.licence_accepted), ctx.dist, ctx.log))
-            base = bases.describe_base(cfg.init)
-            ctx.log(f"fine-tune: starting from the pretrained F5-TTS base {cfg.init} ({base['licence']})")
+                cfg.init = str(bases.fetch_for_run(self.ws, cfg.init, bool(cfg.licence_accepted), ctx.dist, ctx.log,
+                                                   cfg.licence_accepted or ""))
+            base = bases.describe_base(cfg.init, hub)
+            if base.get("text"):
+                ctx.log(f"fine-tune: continuing from the F5 fine-tune {cfg.init} (licence: "
+                        f"{base['licence'] or 'none, a tiny F5 trained from zero'})")
+            else:
+                ctx.log(f"fine-tune: starting from the pretrained F5-TTS base {cfg.init} ({base['licence']})")
         else:
             base = None
-        self.licence = (base or {}).get("licence") or cfg.licence_accepted  # the base's, kept by every checkpoint
+        # the base's licence (a fine-tune's own: that of the base it came from), kept by every checkpoint
+        self.licence = (base or {}).get("licence") or cfg.licence_accepted
         self._build_data(base, ctx.log)
+        if self.frontend_note:
+            ctx.log(self.frontend_note)
         self.model = bases.build_model(base, cfg.preset, ctx.resume_from, self.frontend, self.added, ctx.log)
         self.model.to(ctx.device)
         self.mcfg = self.model.cfg
-        self.model.transformer.checkpoint_activations = bool(self.machine.grad_checkpointing)  # recompute blocks
+        # attention kernel, recomputation of blocks, FP8 (compile: the engine, after its probe), as for Matcha
+        opt.apply_model_settings(self.model, self.machine, compile=False)
         self.modules = {"model": self.model}
         optimizer = opt.make_optimizer(self.model, cfg, self.machine)
+        self._new_rows_learn_faster(optimizer, base)
         self.optimizers = {"model": optimizer}
         self.phases = [Phase("model", optimizer, [p for p in self.model.parameters() if p.requires_grad], 1.0)]
         self.eval_vocoder = None
@@ -111,6 +156,20 @@ class F5Adapter(TextMelAdapter):
         n = sum(p.numel() for p in self.model.parameters())
         ctx.log(f"model: F5-TTS {n / 1e6:.2f}M parameters, {len(self.frontend.symbols)} text symbols "
                 f"({len(self.added)} added for this dataset, {self.frontend.kind})")
+
+    def _new_rows_learn_faster(self, optimizer, base: dict | None) -> None:
+        """The text rows added for Amharic (a pretrained base's table grown by `utils.f5.text`) learn NEW_ROWS_RATE
+        times faster than the pretrained body, which fine-tuning moves gently; their rate is in the log."""
+        first = self.frontend.base_size + 1  # row 0 is the filler
+        n_new = len(self.frontend.symbols) + 1 - first
+        if base is None or n_new <= 0:
+            self.machine.set("new_rows_lr", 0.0, "no rows added to a pretrained table: every row learns at lr")
+            return
+        opt.faster_rows(optimizer, self.model.transformer.text_embed.text_embed.weight, first, NEW_ROWS_RATE)
+        self.machine.set("new_rows_lr", self.machine.lr * NEW_ROWS_RATE,
+                         f"the {n_new} rows added for Amharic symbols learn {NEW_ROWS_RATE:g}x faster than the "
+                         f"pretrained body ({self.machine.lr:.1e}): they start from an average of similar sounds and "
+                         "have further to go")
 
     def compile_targets(self) -> list:
         return [self.model.transformer]
@@ -206,11 +265,10 @@ class F5Adapter(TextMelAdapter):
 
     # ------------------------------------------------------------------------------ files
     def describe(self) -> list[str]:
-        cfg, m = self.cfg, self.machine
+        m = self.machine
         return [*(line for line in m.describe() if line.split()[0] not in ("mas", "blanks")),
                 f"{'text':22} {self.frontend.kind:<10} see utils/f5/text.py: phonemes keep gemination",
-                f"{'ema':22} {cfg.ema_decay:<10} averaged weights for evaluation and export",
-                f"{'lr schedule':22} {m.lr:<10} warm-up then cosine to {m.lr * cfg.min_lr_ratio:.2e}",
+                *self.schedule_lines(),
                 f"{'mcd':22} {'logmel':<10} log-mel MCD of each held-out sentence spoken from a training prompt"]
 
     def _config_extra(self) -> dict:

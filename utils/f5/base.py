@@ -1,130 +1,144 @@
-"""The pretrained F5-TTS base: its licence, the one-time download into the workspace, and building the model a run
-starts from (the public base, a run's own checkpoint, or a tiny random F5).
+"""The F5 model a run starts from: the pretrained base (the public F5-TTS v1 Base by default, any F5-format model on
+the hub or in a folder), one of this studio's own F5 fine-tunes to continue, or a tiny random F5; its licence, the
+one-time download into the workspace, and building the model.
 
 F5-TTS v1 Base (SWivid/F5-TTS, about 337 M parameters, trained on about 95k hours of Chinese and English): code MIT,
-weights CC-BY-NC-4.0, non-commercial use only. The studio downloads them only after the curator said yes to that
-licence (`--accept-licence`, or the Training tab's checkbox), into workspace/pretrained/f5tts-v1-base/ with the
-licence beside them. A local folder holding a model file (.safetensors or .pt, the public layouts) and vocab.txt
-works the same way, offline: air-gapped machines and the tests.
+weights CC-BY-NC-4.0, non-commercial use only. The studio downloads a hub base only after the curator said yes to
+its licence (`--accept-licence`, or the Training tab's checkbox; for another repo, the licence its model card
+declares), into workspace/pretrained/<its folder>/ (utils/f5/hub.py) with the licence beside it. A local folder
+holding a model file (.safetensors or .pt, the public layouts) and vocab.txt works the same way, offline:
+air-gapped machines and the tests. Each line of vocab.txt is a row of the model's text table: the two are compared
+before any weight is loaded (`check_table`), the F5-TTS community's most common failure otherwise.
 """
 from __future__ import annotations
 
-import contextlib
-import datetime
 import os
 import shutil
-import threading
 import time
 from pathlib import Path
 
 import torch
 
 from utils.events import StudioError
-from utils.workspace import Workspace, atomic_write_text
+from utils.hub import byte_progress, download_error, install_folder
+from utils.workspace import Workspace, atomic_write_text, read_json
 
-from utils.f5 import HUB_ID, LICENCE, NEEDS_BASE, SIZE_MB
+from utils.f5.about import HUB_ID, LICENCE, NEEDS_BASE, SIZE_MB
+from utils.f5.request import safetensors_header
+from utils.f5.hub import DEFAULT_FOLDER as FOLDER  # noqa: F401  (the public base's names, read here before)
+from utils.f5.hub import HUB_FILES  # noqa: F401
+from utils.f5.hub import HubBase, base_files, base_licence, offline_remedy, pick_weights, refusal
 
-HUB_FILES = {"model": "F5TTS_v1_Base/model_1250000.safetensors", "vocab": "F5TTS_v1_Base/vocab.txt"}
-FOLDER = "f5tts-v1-base"
 TABLE = "transformer.text_embed.text_embed.weight"  # the text table's key in a state dict
 FETCH_WAIT_HOURS = 6  # how long a run's other processes wait for the first one's download (1.35 GB)
+WORKSPACE_FOLDERS = ("runs", "voices", "pretrained", "datasets", "exports", "uploads", "vocoders")
+VOCAB_FAILURES = "F5-TTS issues #1181, #915 and #432"  # a vocab.txt that is not the checkpoint's own
 
 
-def pretrained_dir(ws: Workspace) -> Path:
-    return ws.root / "pretrained" / FOLDER
+def pretrained_dir(ws: Workspace, hub: HubBase | None = None) -> Path:
+    return ws.root / "pretrained" / (hub or HubBase(HUB_ID)).folder
 
 
-def looks_like_hub_id(text: str) -> bool:
-    return text.count("/") == 1 and not Path(text).expanduser().exists() and " " not in text
+def looks_like_hub_id(text: str, root: Path | None = None) -> bool:
+    """"owner/repo" or "owner/repo:subfolder" that is no folder here (nor in the workspace `root`, whose own folders
+    are never taken for an owner: a mistyped runs/NAME is a missing folder, not a repo)."""
+    if HubBase.parse(text) is None or Path(text).expanduser().exists() or text.split("/")[0] in WORKSPACE_FOLDERS:
+        return False
+    return root is None or not (Path(root) / text).exists()
 
 
 def local_base(ws: Workspace, init: str, accept_licence: bool = False) -> tuple[str, str]:
-    """(what the run starts from, the licence accepted). A hub id stays an id (the trainer downloads it, in its own
-    process, with progress in its log) and needs the licence's yes now; a folder is checked where it is."""
-    if looks_like_hub_id(init):
-        if _complete(pretrained_dir(ws)):
-            return str(pretrained_dir(ws)), LICENCE
+    """(what the run starts from, its licence). A hub id stays an id (the trainer downloads it, in its own process,
+    with progress in its log) and needs the licence's yes now, unless the workspace holds it already; a run or voice
+    name becomes its checkpoint folder; a folder is checked where it is (its vocabulary against its weights too)."""
+    if looks_like_hub_id(init, ws.root):
+        hub = HubBase.parse(init)
+        folder = pretrained_dir(ws, hub)
+        if _complete(folder):
+            return str(folder), describe_base(folder, hub)["licence"]
+        licence = base_licence(hub)
         if not accept_licence:
-            raise StudioError(refusal())
-        return init, LICENCE
-    folder = ws.inside(init)
-    return str(folder), describe_base(folder)["licence"]  # refuses a folder without a model file and vocab.txt
+            raise StudioError(refusal(hub, licence))
+        return init, licence
+    folder = finetune_folder(ws, init)
+    return str(folder), describe_base(folder)["licence"] or ""  # refuses a folder without a model file and vocab.txt
 
 
-def refusal() -> str:
-    return (f"{LICENCE}. Fine-tuning starts by downloading about {SIZE_MB} MB of these weights: say yes to the "
-            "licence (--accept-licence on the command line, the licence box on the Training tab) to go on.")
+def finetune_folder(ws: Workspace, init: str) -> Path:
+    """A run name (its best checkpoint, else its newest), a voice name, a run's folder, or any folder in the
+    workspace -> the folder a run starts from."""
+    from utils.voice_folders import best_checkpoint
+
+    name = init.strip()
+    plain = "/" not in name and "\\" not in name
+    if plain and (ws.voices / name).is_dir():
+        return ws.voice_dir(name)
+    folder = ws.run_dir(name) if plain and (ws.runs / name).is_dir() else ws.inside(name)
+    if folder.parent == ws.runs and (folder / "checkpoints").is_dir():  # a run: its best checkpoint, else newest
+        found = best_checkpoint(ws, folder.name)
+        if found is None:
+            raise StudioError(f"Run {folder.name} has no checkpoint yet to continue from.")
+        return found
+    return folder
 
 
-def fetch_for_run(ws: Workspace, repo_id: str, accept_licence: bool, dist, log=print) -> Path:
+def fetch_for_run(ws: Workspace, repo_id: str, accept_licence: bool, dist, log=print, licence: str = "") -> Path:
     """The base for a run of `dist.world_size` processes. Every torchrun process builds the adapter, but only the
     first process of each machine (local rank 0) downloads; the others wait at a barrier and then read its copy.
-    The barrier is on a gloo group with a long timeout: NCCL's own 10 minutes is shorter than a slow download."""
-    if not dist.enabled:
-        return fetch(ws, repo_id, accept_licence, log)
-    import torch.distributed as td
+    The wait has hours of patience: NCCL's own 10 minutes is shorter than a slow download (ddp.first_on_each_machine)."""
+    from utils.training.ddp import first_on_each_machine
 
-    group = td.new_group(backend="gloo", timeout=datetime.timedelta(hours=FETCH_WAIT_HOURS))
-    error = None
-    if dist.local_rank == 0:
-        try:
-            fetch(ws, repo_id, accept_licence, log)
-        except Exception as exc:  # held until every process is past the barrier, so none waits for nothing
-            error = exc
-    td.barrier(group=group)
-    td.destroy_process_group(group)
-    if error is not None:
-        raise error
-    if not _complete(pretrained_dir(ws)):
-        raise StudioError(f"The first process on this machine could not download the F5-TTS base from {repo_id} "
+    first_on_each_machine(lambda: fetch(ws, repo_id, accept_licence, log, licence), dist, FETCH_WAIT_HOURS)
+    hub = _hub(repo_id)
+    if not _complete(pretrained_dir(ws, hub)):
+        raise StudioError(f"The first process on this machine could not download {hub.what} "
                           "(its reason is in train.log).")
-    return pretrained_dir(ws)
+    return pretrained_dir(ws, hub)
 
 
-def fetch(ws: Workspace, repo_id: str = HUB_ID, accept_licence: bool = False, log=print) -> Path:
+def fetch(ws: Workspace, repo_id: str = HUB_ID, accept_licence: bool = False, log=print, licence: str = "") -> Path:
     """Download the base's model and vocabulary into the workspace, once; refuses without the licence's yes.
+    `licence`: the one the curator said yes to (else read again from the model card), written to LICENSE.txt.
     Safe with several processes at once (the ranks of runs on several machines sharing a disk, two runs started
     together): each downloads into its own temporary folder and renames it into place, and one that finds a
     complete copy there already (another finished first) uses that one."""
-    target = pretrained_dir(ws)
+    hub = _hub(repo_id)
+    target = pretrained_dir(ws, hub)
     if _complete(target):
         return target
     if not accept_licence:
-        raise StudioError(refusal())
-    _clear_stale(target)
-    tmp = target.with_name(f"{_tmp_prefix(target)}{os.getpid()}-{threading.get_ident()}")  # one per fetcher
-    tmp.mkdir(parents=True)
-    try:
-        _download(repo_id, tmp, log)
-        _install(tmp, target)
-    except Exception:
-        if not _complete(target):
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
+        raise StudioError(refusal(hub))
+    return install_folder(target, lambda tmp: _download(hub, tmp, log, licence), _complete)
+
+
+def _hub(repo_id: str) -> HubBase:
+    hub = HubBase.parse(repo_id)
+    if hub is None:
+        raise StudioError(f"{repo_id!r} is not a Hugging Face model id: owner/repo, or owner/repo:folder.")
+    return hub
 
 
 def _complete(folder: Path) -> bool:
-    return (folder / "vocab.txt").is_file() and any(folder.glob("model*.safetensors"))
+    return (folder / "vocab.txt").is_file() and folder.is_dir() and pick_weights([p.name for p in folder.iterdir()]) \
+        is not None
 
 
-def _download(repo_id: str, tmp: Path, log=print) -> None:
-    from huggingface_hub import constants, hf_hub_download
-    from huggingface_hub.utils import disable_progress_bars
+def _download(hub: HubBase, tmp: Path, log=print, licence: str = "") -> None:
+    from huggingface_hub import snapshot_download
 
-    disable_progress_bars()  # tqdm's bars would fill train.log with carriage returns: progress_lines says it plainly
-    cache = Path(constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}" / "blobs"
     try:
-        with progress_lines(cache, SIZE_MB, log):
-            for name in HUB_FILES.values():
-                _place(Path(hf_hub_download(repo_id, name)), tmp / Path(name).name)
+        licence = licence or base_licence(hub)
+        model, vocab, mb = base_files(hub)
+        report = progress_lines(mb or SIZE_MB, log, hub.what)
+        folder = Path(snapshot_download(hub.repo, allow_patterns=[model, vocab], tqdm_class=byte_progress(report)))
+        for name in (model, vocab):
+            _place(folder / name, tmp / Path(name).name)
+    except StudioError:
+        raise  # ours already says what to do (a repo without vocab.txt, the hub offline while listing)
     except Exception as exc:
-        raise StudioError(f"Could not download the F5-TTS base from {repo_id} ({type(exc).__name__}: {exc}). "
-                          "Check the connection, or put a copy (model file + vocab.txt) in a workspace folder "
-                          "and give that folder as the starting point.") from exc
-    atomic_write_text(tmp / "LICENSE.txt", f"Source: https://huggingface.co/{repo_id}\nLicence: {LICENCE}\n"
-                                           f"Fetched: {time.strftime('%Y-%m-%d %H:%M')} after the user accepted it.\n")
+        raise download_error(hub.what, exc, offline_remedy(hub)) from exc
+    atomic_write_text(tmp / "LICENSE.txt", f"Source: {hub.url}" + (f" ({hub.subfolder}/)" if hub.subfolder else "")
+                      + f"\nLicence: {licence}\nFetched: {time.strftime('%Y-%m-%d %H:%M')} after the user accepted it.\n")
 
 
 def _place(cached: Path, dest: Path) -> None:
@@ -137,69 +151,101 @@ def _place(cached: Path, dest: Path) -> None:
         shutil.copyfile(source, dest)
 
 
-@contextlib.contextmanager
-def progress_lines(folder: Path, total_mb: float, log, every_s: float = 10.0):
-    """While the body downloads into `folder`, a line in the run's log whenever another tenth of `total_mb` has
-    arrived ("downloading the F5-TTS base: 540 of about 1350 MB (40 %)"): the Training tab shows the log, so a
-    curator sees a 1.35 GB download move instead of a run that looks stuck."""
-    done, told = threading.Event(), [0]
+def progress_lines(total_mb: float, log, what: str = "the F5-TTS base"):
+    """A `report(bytes so far)` for the download's byte bars (utils.hub.byte_progress) that writes a line in the run's
+    log whenever another tenth of `total_mb` has arrived ("downloading the F5-TTS base: 540 of about 1350 MB (40 %)"):
+    the Training tab shows the log, so a curator sees a 1.35 GB download move instead of a run that looks stuck."""
+    told = [0.0]
 
-    def watch():
-        finished = False
-        while not finished:  # one last look once the body is done: the line that says it all arrived
-            finished = done.wait(every_s)
-            mb = sum(f.stat().st_size for f in folder.glob("*") if f.is_file()) / 2**20 if folder.is_dir() else 0
-            if mb >= told[0] + total_mb / 10:
-                told[0] = mb
-                log(f"downloading the F5-TTS base: {mb:.0f} of about {total_mb:.0f} MB "
-                    f"({min(100, 100 * mb / total_mb):.0f} %)")
+    def report(done_bytes: int) -> None:
+        mb = done_bytes / 2**20
+        if mb >= told[0] + total_mb / 10 or (mb >= total_mb > told[0]):
+            told[0] = mb
+            log(f"downloading {what}: {mb:.0f} of about {total_mb:.0f} MB ({min(100, 100 * mb / total_mb):.0f} %)")
 
-    watcher = threading.Thread(target=watch, daemon=True, name="f5-download-progress")
-    watcher.start()
-    try:
-        yield
-    finally:
-        done.set()
-        watcher.join()
+    return report
 
 
-def _install(tmp: Path, target: Path) -> None:
-    """Rename the finished copy into place. A complete copy there already stays (another process may be reading
-    it: the rename then fails and the caller keeps it); an incomplete folder (not one of ours) is replaced."""
-    if target.exists() and not _complete(target):
-        shutil.rmtree(target, ignore_errors=True)
-    tmp.rename(target)
-
-
-def _tmp_prefix(target: Path) -> str:
-    from utils.jobs import machine_id
-
-    return f".{target.name}.tmp-{machine_id()}-"
-
-
-def _clear_stale(target: Path) -> None:
-    """Remove the temporary folders of downloads on this machine whose process is gone (killed mid-download:
-    up to 1.35 GB each). Folders of other machines sharing the disk, and of live processes, are left alone."""
-    from utils.jobs import pid_alive
-
-    prefix = _tmp_prefix(target)
-    for folder in target.parent.glob(prefix + "*"):
-        pid = folder.name[len(prefix):].split("-")[0]
-        if pid.isdigit() and not pid_alive(int(pid)):
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def describe_base(folder) -> dict:
-    """{"weights", "vocab_file", "licence"} of a base folder; a clear message when something is missing."""
+def describe_base(folder, hub: HubBase | None = None) -> dict:
+    """What a run starts from, read from its folder without loading a weight; a clear message when something is
+    missing or does not fit:
+    - one of this studio's F5 checkpoints or exported voices (config.json with "engine": "f5" and its "text" table):
+      that config, with "weights" (its model.safetensors) and "licence" (its own: the licence of the base it was
+      fine-tuned from, or none for a tiny F5 trained from zero);
+    - a base in the public layout: {"weights", "vocab_file", "licence"}: the model file (`pick_weights`), vocab.txt,
+      and LICENSE.txt's licence (else `hub`'s, else the public base's).
+    Either way the symbols are checked against the rows of the text table (`check_table`)."""
     folder = Path(folder)
-    weights = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.pt"))
+    config = read_json(folder / "config.json", None) if folder.is_dir() else None
+    if isinstance(config, dict) and config.get("engine") == "f5" and config.get("text"):
+        weights = folder / "model.safetensors"
+        if not weights.is_file():
+            raise StudioError(f"{folder} has no model.safetensors beside its config.json.")
+        check_table(list(config["text"]["symbols"]), table_rows(weights), weights, "config.json's text table",
+                    "config.json and model.safetensors come from different checkpoints: copy both from the same "
+                    "checkpoint folder (or continue from that folder itself)")
+        return {**config, "weights": str(weights), "licence": config.get("licence") or ""}
+    if isinstance(config, dict) and "model" in config and "frontend" in config:
+        raise StudioError(f"{folder} is a Matcha checkpoint: the F5 engine continues only F5 checkpoints (a run of "
+                          "--engine f5, its exported voice, or an F5 model file with its vocab.txt).")
+    chosen = pick_weights([p.name for p in folder.iterdir()]) if folder.is_dir() else None
     vocab = folder / "vocab.txt"
-    if not folder.is_dir() or not weights or not vocab.is_file():
+    if chosen is None or not vocab.is_file():
         raise StudioError(f"{folder} is not an F5-TTS base: it needs a model file (.safetensors or .pt, as published "
                           "by SWivid/F5-TTS) and vocab.txt side by side.")
+    weights = folder / chosen
+    check_table(vocab_symbols(vocab), table_rows(weights), weights, "vocab.txt")
     notice = folder / "LICENSE.txt"
-    licence = LICENCE if not notice.is_file() else notice.read_text(encoding="utf-8").splitlines()[1][9:]
-    return {"weights": str(weights[0]), "vocab_file": str(vocab), "licence": licence}
+    if notice.is_file():  # ours: "Licence: ..." on its second line
+        licence = next((line[9:] for line in notice.read_text(encoding="utf-8").splitlines()
+                        if line.startswith("Licence: ")), f"as {notice} says")
+    else:  # a copy put there by hand: the hub repo's licence (the public base's when it is that one)
+        licence = LICENCE if hub is None or hub.is_default else base_licence(hub)
+    return {"weights": str(weights), "vocab_file": str(vocab), "licence": licence}
+
+
+def vocab_symbols(path) -> list[str]:
+    from utils.f5.text import F5Text
+
+    return F5Text.from_vocab_file(path, "char").symbols
+
+
+def table_rows(weights: Path) -> int | None:
+    """Rows of the text table (filler included) from a .safetensors header, no tensor read; None for a .pt (its
+    shapes are only known once loaded) or a file without the table (its loading then names what is missing)."""
+    if Path(weights).suffix != ".safetensors":
+        return None
+    try:
+        header = safetensors_header(weights)
+    except (OSError, ValueError) as exc:
+        raise StudioError(f"{weights}: not a readable safetensors file ({exc}).") from exc
+    for key in ("ema_model." + TABLE, TABLE):
+        if key in header:
+            return int(header[key]["shape"][0])
+    return None
+
+
+def check_table(symbols: list[str], rows: int | None, weights: Path, listed_in: str,
+                remedy: str = "use the vocab.txt saved with that checkpoint, beside its model file") -> None:
+    """Refuse symbols that are not the table's rows (row 0 is the filler: rows = symbols + 1). Each line of vocab.txt
+    is the id of one row, so a vocab.txt from another model, or from the base before a fine-tune grew it, shifts
+    every symbol after the first difference: the model loads and speaks gibberish. `rows` None: not known yet."""
+    if rows is None or len(symbols) == rows - 1:
+        return
+    have = rows - 1
+    if len(symbols) > have:
+        extra = symbols[have:]
+        what = f"its last {len(extra)} line(s), {_shown(extra)}, have no row in the table"
+    else:
+        last = f"; {listed_in} ends at {symbols[-1]!r}" if symbols else ""
+        what = f"{have - len(symbols)} row(s) of the table (ids {len(symbols) + 1} to {have}) have no symbol{last}"
+    raise StudioError(f"{listed_in} of {weights.parent} lists {len(symbols)} symbols but the text table of "
+                      f"{weights.name} has rows for {have}: {what}. A vocabulary that is not the model's own reads "
+                      f"each symbol as another one and the voice speaks gibberish ({VOCAB_FAILURES}): {remedy}.")
+
+
+def _shown(symbols: list[str], n: int = 8) -> str:
+    return ", ".join(map(repr, symbols[:n])) + (f" and {len(symbols) - n} more" if len(symbols) > n else "")
 
 
 def build_model(base: dict | None, preset: str, resume_from: Path | None, text, added: dict, log):
@@ -211,8 +257,13 @@ def build_model(base: dict | None, preset: str, resume_from: Path | None, text, 
     if resume_from is not None:
         model = F5TTS(F5Config.from_dict(base["model"]))
         model.load_state_dict(model_weights(ckpt.load_weights(resume_from)))
+    elif base is not None and base.get("text"):  # one of the studio's F5 fine-tunes (a checkpoint or a voice)
+        model = F5TTS(F5Config.from_dict(base["model"]))
+        model.load_state_dict(model_weights(ckpt.load_weights(Path(base["weights"]).parent)))
     elif base is not None:
-        weights = _public_weights(base["weights"], public_state_dict)
+        weights = _public_weights(base["weights"], public_state_dict)  # a .pt: read safely (weights only), then
+        check_table(vocab_symbols(base["vocab_file"]), weights[TABLE].shape[0] if TABLE in weights else None,
+                    Path(base["weights"]), "vocab.txt")  # checked before it goes into a model
         model = F5TTS(_config_of(weights, PRESETS, F5Config))
         try:
             check_state_dict(weights, model.state_dict(), Path(base["weights"]).name)

@@ -16,12 +16,12 @@ import time
 import zipfile
 from pathlib import Path
 
+from utils import families
 from utils.events import StudioError
 from utils.inference.voices import GRIFFIN_LIM, auto_vocoder, resolve_voice, vocoder_source
 from utils.vocoder.default import NOTICE, notice
 from utils.workspace import Workspace, atomic_write_json, atomic_write_text, read_json
 
-ONNX_OPSET = 17
 WEIGHTS_LICENCE = "LICENSE.txt"  # beside model.safetensors: the licence of a voice fine-tuned from a licensed base
 CC_BY_NC = "https://creativecommons.org/licenses/by-nc/4.0/legalcode"
 
@@ -64,11 +64,17 @@ def _readme(name: str, config: dict, onnx_files: list[str]) -> str:
             + (f"**Licence: {licence}.** These weights were fine-tuned from a pretrained model under that licence "
                f"and keep it: see {WEIGHTS_LICENCE}.\n\n" if licence else "")
             + f"- speakers: {', '.join(speakers) or 'one'}\n"
-            f"- vocoder: {voice['vocoder_source'] or 'none (Griffin-Lim)'}"
+            f"- vocoder: {voice['vocoder_source'] or _no_vocoder(config)}"
             + (f" ({voice['vocoder_licence']}; see vocoder/{NOTICE})" if voice.get("vocoder_licence") else "") + "\n"
             f"- sample rate: {(config.get('features') or {}).get('sample_rate', 24000)} Hz\n"
-            + (f"- ONNX: {', '.join(onnx_files)} ({voice.get('onnx_steps')} flow steps)\n" if onnx_files else "")
+            + (f"- ONNX: {', '.join(onnx_files)}" + (f" ({voice.get('onnx_steps')} flow steps)" if
+                                                     families.of(config).USES_STEPS else "") + "\n" if onnx_files else "")
             + "\n## Use it\n\n" + usage_snippet(name, speakers, bool(onnx_files)))
+
+
+def _no_vocoder(config: dict) -> str:
+    family = families.of(config)
+    return "none (Griffin-Lim)" if family.USES_VOCODER else f"none: {family.TITLE} makes the waveform itself"
 
 
 def _licence_notice(licence: str) -> str:
@@ -103,7 +109,9 @@ def export_voice(ws: Workspace, source: str, voice_name: str, vocoder: str | Non
         config = read_json(folder / "config.json")
         config.pop("voice", None)
         vocoder_label, voc, licence = None, None, None
-        if vocoder in (None, "", "auto"):  # the voice's own (re-exporting keeps it), else the workspace default
+        if not families.of(config).USES_VOCODER:  # its model makes the waveform itself (MMS): nothing to copy
+            vocoder = GRIFFIN_LIM
+        elif vocoder in (None, "", "auto"):  # the voice's own (re-exporting keeps it), else the workspace default
             chosen = auto_vocoder(ws, folder)
             vocoder = str(chosen.relative_to(ws.root)) if chosen is not None else None
         if vocoder and vocoder != GRIFFIN_LIM:
@@ -120,7 +128,7 @@ def export_voice(ws: Workspace, source: str, voice_name: str, vocoder: str | Non
         atomic_write_json(tmp / "config.json", config)
         if config.get("licence"):
             atomic_write_text(tmp / WEIGHTS_LICENCE, _licence_notice(config["licence"]))
-        onnx_files = export_onnx(tmp, voc, onnx_steps) if onnx else []
+        onnx_files = families.of(config).export(tmp, voc, onnx_steps) if onnx else []  # its family's files
         if onnx_files:
             config["voice"].update(onnx_steps=int(onnx_steps), onnx=onnx_files)
             atomic_write_json(tmp / "config.json", config)
@@ -147,57 +155,3 @@ def zip_voice(ws: Workspace, voice_name: str) -> Path:
                 zf.write(path, f"{voice_name}/{path.relative_to(folder)}")
     tmp.replace(out)
     return out
-
-
-def export_onnx(folder: Path, vocoder, steps: int) -> list[str]:
-    """acoustic.onnx (and vocoder.onnx) in `folder`, each checked against PyTorch with ONNX Runtime when
-    it is installed. Raises StudioError naming the part that failed."""
-    import torch
-
-    from models.onnx_graphs import AcousticGraph, VocoderGraph
-    from utils.training import load_checkpoint
-
-    model, config = load_checkpoint(folder, device="cpu")
-    if config.get("engine") == "f5":
-        raise StudioError("ONNX export is for Matcha voices; an F5 voice is exported as PyTorch weights (untick ONNX).")
-    written = []
-    with torch.no_grad():
-        tokens = torch.arange(3, 13).reshape(1, -1) % model.cfg.n_symbols
-        args = (tokens, torch.zeros(1, dtype=torch.long), torch.zeros(1), torch.ones(1))
-        _export(AcousticGraph(model, int(steps)).eval(), args, folder / "acoustic.onnx",
-                ["tokens", "speaker", "temperature", "length_scale"], ["mel", "mel_length"],
-                {"tokens": {1: "symbols"}, "mel": {2: "frames"}})
-        written.append("acoustic.onnx")
-        if vocoder is not None:
-            mel = torch.randn(1, vocoder.cfg.n_mels, 40) - 5
-            _export(VocoderGraph(vocoder.cpu()).eval(), (mel,), folder / "vocoder.onnx", ["mel"],
-                    ["magnitude", "phase"], {"mel": {0: "batch", 2: "frames"}, "magnitude": {0: "batch", 2: "frames"},
-                                              "phase": {0: "batch", 2: "frames"}})
-            written.append("vocoder.onnx")
-    return written
-
-
-def _export(graph, args, path: Path, inputs: list[str], outputs: list[str], axes: dict) -> None:
-    import warnings
-
-    import numpy as np
-    import torch
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the TorchScript exporter warns about traced shapes it handles
-            torch.onnx.export(graph, args, str(path), input_names=inputs, output_names=outputs, dynamic_axes=axes,
-                              opset_version=ONNX_OPSET, dynamo=False)
-    except Exception as exc:  # exporter failures are many types; the user needs the part and the reason
-        raise StudioError(f"ONNX export of {path.name} failed ({type(exc).__name__}: {str(exc)[:300]}); "
-                          "the PyTorch voice works without it.") from None
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return  # exported but not checked: onnxruntime is optional
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    got = session.run(None, {name: a.numpy() for name, a in zip(inputs, args)})
-    want = graph(*args)
-    err = max(float(np.abs(g - w.numpy()).max()) for g, w in zip(got, want) if w.is_floating_point())
-    if not err < 1e-2:
-        raise StudioError(f"ONNX export of {path.name} does not match PyTorch (max difference {err:.3g}).")

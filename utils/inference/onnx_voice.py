@@ -10,8 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
+from utils import families
 from utils.inference.speech import split_sentences
-from utils.text.tokenizers import Tokenizer
+from utils.matcha.onnx import graph_inputs
 
 
 def istft(magnitude: np.ndarray, phase: np.ndarray, n_fft: int, hop: int) -> np.ndarray:
@@ -33,11 +34,14 @@ class OnnxVoice:
 
         self.folder = Path(folder)
         self.config = json.loads((self.folder / "config.json").read_text(encoding="utf-8"))
-        frontend = self.config.get("frontend") or {}
-        self.tokenizer = Tokenizer.from_dict(frontend.get("tokenizer", frontend))
+        self.tokenizer = families.of(self.config).tokenizer(self.config)  # its family's text frontend
         self.speakers = list(self.config.get("speakers") or [])
         self.features = self.config.get("features") or {}
         providers = ["CPUExecutionProvider"]
+        voice = self.folder / "voice.onnx"  # a family whose model makes the waveform (MMS): one graph, ids -> audio
+        self.voice = ort.InferenceSession(str(voice), providers=providers) if voice.exists() else None
+        if self.voice is not None:
+            return
         self.acoustic = ort.InferenceSession(str(self.folder / "acoustic.onnx"), providers=providers)
         vocoder = self.folder / "vocoder.onnx"
         self.vocoder = ort.InferenceSession(str(vocoder), providers=providers) if vocoder.exists() else None
@@ -52,9 +56,16 @@ class OnnxVoice:
             ids = self.tokenizer.encode(sentence.text)
             if not ids:
                 continue
-            mel, length = self.acoustic.run(None, {
+            if self.voice is not None:
+                wave, length = self.voice.run(None, graph_inputs(self.voice, {
+                    "tokens": np.array([ids], np.int64), "noise_scale": np.array([temperature], np.float32),
+                    "noise_scale_duration": np.array([self.config["model"].get("noise_scale_duration", 0.8)],
+                                                     np.float32), "length_scale": np.array([length_scale], np.float32)}))
+                pieces += [wave[0, : int(length[0])], np.zeros(int(sentence.pause_s * sr), np.float32)]
+                continue
+            mel, length = self.acoustic.run(None, graph_inputs(self.acoustic, {
                 "tokens": np.array([ids], np.int64), "speaker": spk,
-                "temperature": np.array([temperature], np.float32), "length_scale": np.array([length_scale], np.float32)})
+                "temperature": np.array([temperature], np.float32), "length_scale": np.array([length_scale], np.float32)}))
             mel = mel[0, :, : int(length[0])]
             pieces += [self.vocode(mel), np.zeros(int(sentence.pause_s * sr), np.float32)]
         if not pieces:

@@ -14,6 +14,7 @@ from typing import Iterator
 
 import numpy as np
 
+from utils import families
 from utils.events import StudioError
 from utils.text.ethiopic import is_ethiopic
 from utils.inference.voices import (GRIFFIN_LIM, check_features_match, load_acoustic, load_vocoder_for,
@@ -121,7 +122,8 @@ def _frontend_row(tokenizer, sentence: str, user_dict: dict) -> tuple[list[int],
     units = tokenizer.units(sentence, user_dict)
     ids = tokenizer.encode(sentence, user_dict)
     known = set(tokenizer.symbols)
-    shown = phonemes_string(phonemize(sentence, user_dict)) if tokenizer.kind == "phoneme" else " ".join(units)
+    shown = (phonemes_string(phonemize(sentence, user_dict)) if tokenizer.kind == "phoneme" else
+             getattr(tokenizer, "shown", " ".join)(units))  # a tokenizer may say how its units read (MMS: letters)
     return ids, {"text": sentence, "normalized": norm.text, "phonemes": shown,
                  "skipped": " ".join(sorted({u for u in units if u not in known and u.strip()})),
                  "warnings": list(norm.warnings)}
@@ -137,19 +139,12 @@ class Voice:
     def __init__(self, folder: Path, model, config: dict, vocoder=None, vocoder_label: str = GRIFFIN_LIM,
                  device: str = "cpu", device_note: str = ""):
         from utils.audio import FeatureConfig
-        from utils.text.tokenizers import Tokenizer
 
         self.folder, self.model, self.config, self.vocoder = Path(folder), model, config, vocoder
         self.vocoder_label, self.device, self.device_note = vocoder_label, device, device_note or device
         self.features = FeatureConfig.from_dict(config.get("features") or {})
-        if config.get("engine") == "f5":
-            from utils.f5.speech import F5Tokenizer
-            from utils.f5.text import F5Text
-
-            self.tokenizer = F5Tokenizer(F5Text.from_dict(config["text"]))
-        else:
-            frontend = config.get("frontend") or {}
-            self.tokenizer = Tokenizer.from_dict(frontend.get("tokenizer", frontend))
+        self.family = families.of(config)
+        self.tokenizer = self.family.tokenizer(config)  # the family's text frontend, as it was trained
         self.speakers = list(config.get("speakers") or [])
         if vocoder is not None:
             check_features_match(self.features, vocoder, self.folder.name, vocoder_label)
@@ -157,11 +152,12 @@ class Voice:
     @classmethod
     def load(cls, folder: str | Path, device: str = "cpu", vocoder: str | Path | None = None) -> "Voice":
         """A voice or checkpoint folder (its own vocoder/ when present, else `vocoder`, else Griffin-Lim)."""
-        from utils.training import load_checkpoint
         from utils.vocoder import load_vocoder
 
         folder = Path(folder)
-        model, config = load_checkpoint(folder, device=device)
+        model, config = families.load(folder, device)
+        if not families.of(config).USES_VOCODER:
+            return cls(folder, model, config, None, own_sound(config), device)
         own = folder / "vocoder"
         source = own if own.is_dir() else vocoder
         voc = load_vocoder(source, device) if source else None
@@ -176,7 +172,7 @@ class Voice:
 
     @property
     def default_steps(self) -> int:
-        return engine_steps(self.config.get("engine"))
+        return self.family.SAMPLE_STEPS
 
     def stream(self, text: str, speaker: str | None = None, steps: int | None = None,
                temperature: float = DEFAULT_TEMPERATURE, length_scale: float = 1.0, seed: int | None = 0,
@@ -214,7 +210,8 @@ class Voice:
             pieces, mels = [], []
             for i, out in zip(idx, outs):
                 mel = out["mel"]
-                wave = vocode(self.vocoder, mel) if self.vocoder is not None else griffin_lim(mel.cpu(), self.features)
+                wave = (out["wave"] if "wave" in out else  # a family that makes its waveform itself (MMS)
+                        vocode(self.vocoder, mel) if self.vocoder is not None else griffin_lim(mel.cpu(), self.features))
                 peak = float(np.abs(wave).max()) if wave.size else 0.0
                 if peak > 0.99:  # an undertrained model or Griffin-Lim can overshoot: scale rather than clip
                     wave = wave * (0.99 / peak)
@@ -236,10 +233,8 @@ class Voice:
 
 
 def engine_steps(engine: str | None) -> int:
-    """The sampler's usual steps for an engine: F5's flow sampler wants more than Matcha's decoder."""
-    from utils.f5 import SAMPLE_STEPS
-
-    return SAMPLE_STEPS if engine == "f5" else DEFAULT_STEPS
+    """The sampler's usual steps for a model family: F5's flow sampler wants more than Matcha's decoder."""
+    return families.get(engine).SAMPLE_STEPS
 
 
 def _check_request(text: str, steps: int | None, length_scale: float) -> None:
@@ -274,8 +269,15 @@ def workspace_voice(ws: Workspace, voice: str, vocoder: str | None = None, devic
     folder = resolve_voice(ws, voice)
     device, note = pick_device(ws, device)
     model, config = load_acoustic(folder, device)
-    voc, label = load_vocoder_for(ws, folder, vocoder, device)
+    voc, label = (load_vocoder_for(ws, folder, vocoder, device) if families.of(config).USES_VOCODER
+                  else (None, own_sound(config)))
     return Voice(folder, model, config, voc, label, device, note)
+
+
+def own_sound(config: dict) -> str:
+    """The vocoder line of a voice whose model makes the waveform itself: none is used, whatever is picked."""
+    family = families.of(config)
+    return f"none ({family.TITLE} makes the waveform itself, at {family.SAMPLE_RATE / 1000:g} kHz)"
 
 
 def speak(ws: Workspace, voice: str, text: str, speaker: str | None = None, steps: int | None = None,
@@ -309,7 +311,8 @@ def synthesize(ws: Workspace, voice: str, text: str, **options) -> tuple[np.ndar
 
 def describe(info: dict) -> str:
     """One readable paragraph for the UI and the CLI."""
-    text = (f"{info['duration_s']:.2f} s of audio in {info['seconds']:.2f} s (real-time factor {info['rtf']:.3f}; "
+    text = (f"{info['duration_s']:.2f} s of audio at {info['sample_rate'] / 1000:g} kHz in {info['seconds']:.2f} s "
+            f"(real-time factor {info['rtf']:.3f}; "
             f"first audio after {info.get('first_audio_s', 0):.2f} s; loading {info.get('load_s', 0):.2f} s) on "
             f"{info.get('device_note') or info['device']}. {info['spoken']} sentence(s), {info['tokens']} symbols, "
             f"vocoder: {info['vocoder']}" + (f", speaker {info['speaker']}" if info.get("speaker") else "")

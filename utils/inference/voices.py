@@ -12,48 +12,23 @@ from collections import OrderedDict
 from pathlib import Path
 
 from utils.events import StudioError
+from utils.voice_folders import (best_checkpoint, is_acoustic, is_vocoder, list_voices, resolve_voice, run_folders,
+                                 checkpoints_of, vocoder_source)
 from utils.workspace import Workspace, read_json
 
 GRIFFIN_LIM = "griffin-lim"
 _STEP_RE = re.compile(r"^step-(\d+)$")
 
 
-# ----------------------------------------------------------------------------- what a folder is
-def is_acoustic(folder: Path) -> bool:
-    config = read_json(folder / "config.json", {}) or {}
-    return (folder / "model.safetensors").exists() and "model" in config and (
-        "frontend" in config or config.get("engine") == "f5")
-
-
-def is_vocoder(folder: Path) -> bool:
-    config = read_json(folder / "config.json", {}) or {}
-    return (folder / "model.safetensors").exists() and config.get("kind") == "vocos"
-
-
-def _steps(run: Path) -> list[Path]:
-    """A run's checkpoint folders, oldest first."""
-    ck = run / "checkpoints"
-    found = [p for p in ck.iterdir() if p.is_dir() and _STEP_RE.match(p.name)] if ck.is_dir() else []
-    return sorted(found, key=lambda p: int(p.name.split("-")[1]))
-
-
-def _runs(ws: Workspace) -> list[Path]:
-    return sorted(p for p in ws.runs.iterdir() if p.is_dir()) if ws.runs.exists() else []
-
-
 # ----------------------------------------------------------------------------------- listing
-def list_voices(ws: Workspace) -> list[str]:
-    return sorted(p.name for p in ws.voices.iterdir() if p.is_dir() and is_acoustic(p)) if ws.voices.exists() else []
-
-
 def list_acoustic_checkpoints(ws: Workspace) -> list[str]:
     """Acoustic-model checkpoints under runs/, relative to the workspace (vocoder runs left out)."""
-    return [str(p.relative_to(ws.root)) for run in _runs(ws) for p in _steps(run) if is_acoustic(p)]
+    return [str(p.relative_to(ws.root)) for run in run_folders(ws) for p in checkpoints_of(run) if is_acoustic(p)]
 
 
 def list_vocoders(ws: Workspace) -> list[str]:
     """Vocoder checkpoints under runs/ (from `train-vocoder`) and vocoders/ (supplied weights)."""
-    found = [str(p.relative_to(ws.root)) for run in _runs(ws) for p in _steps(run) if is_vocoder(p)]
+    found = [str(p.relative_to(ws.root)) for run in run_folders(ws) for p in checkpoints_of(run) if is_vocoder(p)]
     supplied = ws.root / "vocoders"
     if supplied.is_dir():
         found += [str(p.relative_to(ws.root)) for p in sorted(supplied.iterdir())
@@ -94,22 +69,12 @@ def auto_vocoder_label(ws: Workspace) -> str:
     return f"auto: the voice's own vocoder, else {fallback}"
 
 
-def best_checkpoint(ws: Workspace, run: str) -> Path | None:
-    """The run's checkpoint with the lowest validation MCD when it still exists, else its newest."""
-    run_dir = ws.run_dir(run)
-    best = (read_json(run_dir / "status.json", {}) or {}).get("best_checkpoint")
-    if best and is_acoustic(Path(best)) and Path(best).resolve().is_relative_to(ws.root):
-        return Path(best).resolve()
-    steps = [p for p in _steps(run_dir) if is_acoustic(p)]
-    return steps[-1] if steps else None
-
-
 def voice_choices(ws: Workspace) -> list[tuple[str, str]]:
     """(label, value) pairs for a picker: exported voices, then each run's checkpoints, newest first,
     the best one marked with its MCD."""
     choices = [(f"{name} (exported voice)", name) for name in list_voices(ws)]
-    for run in _runs(ws):
-        steps = [p for p in _steps(run) if is_acoustic(p)]
+    for run in run_folders(ws):
+        steps = [p for p in checkpoints_of(run) if is_acoustic(p)]
         if not steps:
             continue
         status = read_json(run / "status.json", {}) or {}
@@ -122,53 +87,39 @@ def voice_choices(ws: Workspace) -> list[tuple[str, str]]:
     return choices
 
 
-def resolve_voice(ws: Workspace, voice: str) -> Path:
-    """A voice name, a run name or a checkpoint folder -> the acoustic checkpoint folder."""
-    name = (voice or "").strip()
-    if not name:
-        raise StudioError("Pick a voice or a checkpoint first.")
-    plain = "/" not in name and "\\" not in name
-    if plain and (ws.voices / name).is_dir():
-        folder = ws.voice_dir(name)
-    elif plain and (ws.runs / name).is_dir():
-        folder = best_checkpoint(ws, name)
-        if folder is None:
-            raise StudioError(f"Run {name} has no checkpoint yet; it writes one at each evaluation and when stopped.")
-    else:
-        folder = ws.inside(name)
-    if not folder.exists():
-        raise StudioError(f"There is no voice, run or checkpoint called {name!r}. Voices: "
-                          f"{', '.join(list_voices(ws)) or 'none yet'}; runs: {', '.join(ws.list_runs()) or 'none yet'}.")
-    if not is_acoustic(folder):
-        raise StudioError(f"{name} is not an acoustic-model checkpoint (model.safetensors + config.json with "
-                          "model and frontend); a vocoder folder goes in the vocoder field instead.")
-    return folder
+def default_voice(ws: Workspace) -> str | None:
+    """The picker's value before the curator picks: the best checkpoint (else the newest) of the run training now,
+    else of the run or exported voice written last. During a run this follows its newest best, where the first
+    value offered used to stay on the run's first, oldest checkpoint."""
+    from utils.jobs import ACTIVE
+
+    found = []  # (active, when, value)
+    for run in run_folders(ws):
+        folder = best_checkpoint(ws, run.name)
+        if folder is not None:
+            status = run / "status.json"
+            state = (read_json(status, {}) or {}).get("state")
+            found.append((state in ACTIVE, status.stat().st_mtime if status.exists() else folder.stat().st_mtime,
+                          str(folder.relative_to(ws.root))))
+    found += [(False, ws.voice_dir(name).stat().st_mtime, name) for name in list_voices(ws)]
+    return max(found)[2] if found else None
 
 
 def voice_engine(ws: Workspace, voice: str | None) -> str:
-    """"f5" or "matcha", as the voice's checkpoint says (Matcha checkpoints written before the field say nothing):
-    the two engines' samplers take different steps and settings."""
+    """The model family of a voice, as its checkpoint says (utils/families.py; checkpoints written before the field
+    say nothing and are the default family's): the families' samplers take different steps and settings."""
+    from utils import families
+
     try:
         folder = resolve_voice(ws, voice) if voice else None
     except StudioError:
-        return "matcha"
-    return ((read_json(folder / "config.json", {}) or {}) if folder else {}).get("engine") or "matcha"
+        return families.DEFAULT
+    return families.of((read_json(folder / "config.json", {}) or {}) if folder else {}).NAME
 
 
 def speakers(ws: Workspace, voice: str) -> list[str]:
     config = read_json(resolve_voice(ws, voice) / "config.json", {}) or {}
     return list(config.get("speakers") or [])
-
-
-def vocoder_source(ws: Workspace, vocoder: str) -> Path | str:
-    """A vocoder folder/file in the workspace (paths outside it are refused), else a hub id as given."""
-    path = Path(vocoder)
-    if path.is_absolute() or (ws.root / path).exists():
-        return ws.inside(path)
-    if path.parts and path.parts[0] in ("vocoders", "runs", "voices"):  # meant the workspace, not the hub
-        raise StudioError(f"No vocoder at {ws.root / path}: choose one the workspace lists (Inference tab), "
-                          "or add the public Vocos there.")
-    return vocoder
 
 
 # ------------------------------------------------------------------------------------ device
@@ -187,13 +138,25 @@ def pick_device(ws: Workspace, requested: str = "auto") -> tuple[str, str]:
         raise StudioError(f"Device {requested!r}: use one of {', '.join(DEVICES)}.")
     if requested == "cpu" or not torch.cuda.is_available():
         return "cpu", "CPU" if requested == "cpu" else "CPU (no GPU here)"
-    training = [r["name"] for r in jobs.list_runs(ws)
-                if r.get("state") in jobs.ACTIVE and str(r.get("devices", "")).startswith("cuda")]
+    training = jobs.gpu_runs(ws)
     if requested == "cuda":
         return "cuda", "GPU" + (f", shared with training run {', '.join(training)}" if training else "")
     if training:
+        release_gpu_models()  # the models this process keeps on the GPU would sit on memory the run needs
         return "cpu", f"CPU: the GPU is busy with training run {', '.join(training)} (choose GPU to share it)"
     return "cuda", "GPU"
+
+
+def release_gpu_models() -> int:
+    """Forget the loaded models that live on the GPU and hand their memory back; returns how many."""
+    import torch
+
+    gone = [key for key in _MODELS if key[0].endswith(":cuda")]
+    for key in gone:
+        del _MODELS[key]
+    if gone:
+        torch.cuda.empty_cache()
+    return len(gone)
 
 
 # ------------------------------------------------------------------------------ loaded models
@@ -214,9 +177,9 @@ def _cached(kind: str, folder: Path, load):
 
 def load_acoustic(folder: Path, device: str):
     """(model, config) of a checkpoint folder, loaded once per device."""
-    from utils.training import load_checkpoint
+    from utils import families
 
-    return _cached(f"acoustic:{device}", folder, lambda: load_checkpoint(folder, device=device))
+    return _cached(f"acoustic:{device}", folder, lambda: families.load(folder, device))
 
 
 def load_vocoder_for(ws: Workspace, voice_folder: Path, vocoder: str | None, device: str):

@@ -8,7 +8,7 @@ from typing import Iterator
 from utils.events import Event, StudioError
 from utils.text.g2p import phonemes_string, phonemize
 from utils.text.lexicon import load_user_dict
-from utils.text.normalize import normalize
+from utils.text.normalize import ASK_ENTRY, LATIN_WORDS, normalize
 from utils.text.tokenizers import Tokenizer, make_tokenizer
 from utils.workspace import Workspace, read_jsonl, write_jsonl
 
@@ -31,7 +31,22 @@ def analyze(text: str, user_dict: dict | None = None, tokenizer: Tokenizer | Non
     segments = phonemize(text, user_dict)
     ids = tokenizer.encode_units(segments)
     missing = sorted({s for s in segments if s not in tokenizer.symbols})
-    return Analysis(norm.text, norm.warnings, phonemes_string(segments), tokenizer.decode(ids), ids, missing)
+    return Analysis(norm.text, without_covered(norm.warnings, user_dict), phonemes_string(segments),
+                    tokenizer.decode(ids), ids, missing)
+
+
+def without_covered(warnings: list[str], user_dict: dict | None) -> list[str]:
+    """The normalizer's warnings less the words the pronunciation dictionary reads: a word given an entry is read
+    exactly as written there, and a warning still asking for its entry would no longer be true."""
+    out = []
+    for warning in warnings:
+        if user_dict and warning.startswith(LATIN_WORDS) and warning.endswith(ASK_ENTRY):
+            words = [w for w in warning[len(LATIN_WORDS):-len(ASK_ENTRY)].split(", ") if w not in user_dict]
+            if not words:
+                continue
+            warning = LATIN_WORDS + ", ".join(words) + ASK_ENTRY
+        out.append(warning)
+    return out
 
 
 def convert_dataset(ws: Workspace, name: str, user_dict: dict | None = None) -> Iterator[Event]:
@@ -53,7 +68,7 @@ def convert_dataset(ws: Workspace, name: str, user_dict: dict | None = None) -> 
         if not segments:
             empty += 1
             warnings.append(f"row {row.get('id', i)}: the transcript has nothing to pronounce")
-        warnings += [f"row {row.get('id', i)}: {w}" for w in norm.warnings]
+        warnings += [f"row {row.get('id', i)}: {w}" for w in without_covered(norm.warnings, user_dict)]
         missing.update(s for s in segments if s not in tokenizer.symbols)
         if any(row.get(k) != v for k, v in new.items()):
             changed += 1

@@ -17,11 +17,10 @@ import re
 from dataclasses import dataclass
 
 from utils.text.ethiopic import GEMINATION_MARKS, LARYNGEALS, syllable, with_order
+from utils.text.inventory import PAUSE_TOKENS, WORD_BOUNDARY
 from utils.text.lexicon import gemination_lexicon
 from utils.text.normalize import fold, normalize
 
-PAUSE_TOKENS = (",", ".", "?", "!")
-WORD_BOUNDARY = " "
 PREPOSITIONS = ("የ", "በ", "ለ", "ከ", "እንደ", "ስለ", "ወደ", "እስከ", "ያለ", "ሲ", "ስ", "እየ", "የሚ", "ሊ")
 SUFFIXES = ("ን", "ም", "ና", "ው", "ዋ", "ኛ", "ችሁ", "ቸው", "ችን", "ዎች", "ዎቹ", "ነት", "ነው", "ናቸው", "ሽ", "ህ")
 CH_ROW = set("ቸቹቺቻቼችቾቿ")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from utils.events import StudioError
 from utils.text.ethiopic import GEMINATION_MARKS
+from utils.text.inventory import phoneme_inventory
 from utils.text.normalize import fold
 from utils.workspace import Workspace, atomic_write_text
 
@@ -85,8 +86,6 @@ TYPED = (("g", "ɡ"), (":", "ː"), ("ˑ", "ː"), ("'", "ʼ"), ("’", "ʼ"), ("�
 
 def word_symbols() -> list[str]:
     """The symbols a dictionary word can use: the phoneme tokenizer's, less word boundaries and pauses."""
-    from utils.text.tokenizers import phoneme_inventory  # the tokenizer imports the G2P, which imports this
-
     return [s for s in phoneme_inventory() if s not in " ,.?!"]
 
 

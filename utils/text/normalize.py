@@ -40,6 +40,9 @@ class Normalized:
     warnings: list[str] = field(default_factory=list)
 
 
+LATIN_WORDS = "Latin-script word(s) read with approximate letter rules: "  # then the words, then ASK_ENTRY
+ASK_ENTRY = ". Add them to the pronunciation dictionary for an exact reading."
+
 def fold(text: str) -> str:
     """Unify the letters Amharic pronounces alike (ሐ/ኀ -> ሀ, ሠ -> ሰ, ዐ -> አ, ፀ -> ጸ)."""
     return "".join(HOMOPHONES.get(ch, ch) for ch in text)
@@ -181,8 +184,7 @@ def _punctuate(text: str, warnings: list[str]) -> str:
             latin.append(tok)
         merged.append(tok)
     if latin:
-        warnings.append("Latin-script word(s) read with approximate letter rules: " + ", ".join(dict.fromkeys(latin))
-                        + ". Add them to the pronunciation dictionary for an exact reading.")
+        warnings.append(LATIN_WORDS + ", ".join(dict.fromkeys(latin)) + ASK_ENTRY)
     text = ""
     for tok in merged:
         text += tok if tok in ".,?!" else (" " if text else "") + tok

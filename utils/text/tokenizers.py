@@ -15,24 +15,12 @@ from pathlib import Path
 
 from utils.events import StudioError
 from utils.text.ethiopic import all_syllables
-from utils.text.g2p import PAUSE_TOKENS, WORD_BOUNDARY, phonemize
+from utils.text.g2p import phonemize
+from utils.text.inventory import PAUSE_TOKENS, phoneme_inventory
 from utils.text.normalize import normalize
 
 PAD = "<pad>"
 KINDS = ("phoneme", "char", "bpe")
-VOWELS = ["ə", "u", "i", "a", "e", "ɨ", "o"]
-LATIN_ONLY = ["p", "v", "d͡ʒ"]  # already Amharic; listed so loanword letters are never missing
-
-
-def phoneme_inventory() -> list[str]:
-    """Every segment phonemize can output: consonants (plain, labialized, geminate), vowels, pauses."""
-    consonants = sorted({s.consonant.rstrip("ʷ") for s in all_syllables().values()} | {"j", "ŋ"} | set(LATIN_ONLY))
-    out = [WORD_BOUNDARY, *PAUSE_TOKENS, *VOWELS]
-    for c in consonants:
-        out += [c, c + "ʷ", c + "ː", c + "ːʷ"]
-    return out
-
-
 @dataclass
 class Tokenizer:
     kind: str

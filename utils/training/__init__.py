@@ -1,4 +1,4 @@
-"""Training the acoustic model (Matcha-TTS style): config, data, loop, checkpoints, optimizations.
+"""Training a voice model of any family (utils/families.py): config, data, loop, checkpoints, optimizations.
 
     from utils.training import TrainConfig, prepare_run, run, load_checkpoint
     path = prepare_run(TrainConfig(dataset="am", run="r1", preset="tiny", max_steps=200))
@@ -6,13 +6,14 @@
     model, config = load_checkpoint(result["last_checkpoint"])
 
 The run folder (workspace/runs/RUN/) holds config.json, status.json, train.log, metrics.jsonl,
-events/, checkpoints/step-N/ and samples/step-N/ (see utils/training/engine.py; the model: acoustic.py).
+events/, checkpoints/step-N/ and samples/step-N/ (see utils/training/engine.py; each family's adapter says the
+rest: utils/training/acoustic.py for Matcha, utils/f5/adapter.py for F5).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from utils.events import StudioError
+from utils import families
 from utils.training.config import TrainConfig, read_run_config, write_run_config
 
 __all__ = ["TrainConfig", "prepare_run", "run", "load_checkpoint"]
@@ -20,30 +21,18 @@ __all__ = ["TrainConfig", "prepare_run", "run", "load_checkpoint"]
 
 def prepare_run(cfg: TrainConfig, accept_licence: bool = False) -> Path:
     """Check the names and paths (inside the workspace), pick a run name if none, write
-    runs/RUN/config.json; returns its path. `accept_licence`: the curator said yes to the F5 base's licence."""
+    runs/RUN/config.json; returns its path. `accept_licence`: the curator said yes to a pretrained base's licence."""
     import time
 
+    from utils.datasets.manifest import usable_rows
     from utils.vocoder.default import resolve
     from utils.workspace import Workspace, check_name
 
     ws = Workspace.open(cfg.workspace)
     check_name(cfg.dataset, "dataset name")
-    if cfg.engine == "f5":
-        from utils.f5 import check_request
-
-        check_request(cfg)  # before any run folder or queued job: what the F5 engine cannot do, and what to pass
-    if cfg.engine == "f5" and cfg.init:
-        from utils.f5.base import local_base
-
-        cfg.init, cfg.licence_accepted = local_base(ws, cfg.init, accept_licence or bool(cfg.licence_accepted))
-    elif cfg.init:
-        cfg.init = str(ws.inside(cfg.init))
-    if cfg.engine == "f5" and cfg.prompt:
-        from utils.datasets.manifest import load_manifest
-
-        if cfg.prompt not in {r.get("id") for r in load_manifest(ws, cfg.dataset) if not r.get("excluded")}:
-            raise StudioError(f"F5 reference clip {cfg.prompt!r}: dataset {cfg.dataset} has no usable row with that "
-                              "id (see the Dataset tab's table; excluded rows cannot be used).")
+    family = families.get(cfg.engine)
+    family.check_request(cfg)  # before any run folder or queued job: what the family cannot do, and what to pass
+    family.prepare(ws, cfg, accept_licence)  # its start settled: a base's licence, paths inside the workspace
     if cfg.resume not in ("auto", "none", ""):
         cfg.resume = str(ws.inside(cfg.resume))
     if not cfg.run:
@@ -51,23 +40,20 @@ def prepare_run(cfg: TrainConfig, accept_licence: bool = False) -> Path:
     cfg.workspace = str(ws.root)
     cfg.eval_vocoder = resolve(ws, cfg.eval_vocoder)  # "auto" fixed now, not at each resume: one curve, one vocoder
     path = ws.run_dir(cfg.run) / "config.json"
+    usable_rows(ws, cfg.dataset)  # a dataset with no clip to learn from is refused before the run folder is made
     path.parent.mkdir(parents=True, exist_ok=True)
     write_run_config(path, cfg)
     return path
 
 
 def load_checkpoint(path, device: str = "cpu"):
-    """(model, config) from a checkpoint folder; imported lazily so the CLI starts without torch."""
-    from utils.training.checkpoint import load_checkpoint as load
-
-    return load(path, device=device)
+    """(model, config) from a checkpoint or voice folder of any model family."""
+    return families.load(path, device)
 
 
 def run(config_path: str | Path, report=None) -> dict:
     """Train from a run config file (what `python -m utils.training --config` does)."""
     cfg, _ = read_run_config(Path(config_path))
-    if cfg.engine == "f5":
-        from utils.f5.adapter import train
-    else:
-        from utils.training.acoustic import train
-    return train(cfg, report)
+    family = families.get(cfg.engine)
+    family.check_request(cfg)  # in the trainer's own process too, of this machine: a run queued elsewhere, resumed here
+    return family.train(cfg, report)

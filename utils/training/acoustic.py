@@ -53,12 +53,9 @@ class TextMelAdapter:
         self.cfg = cfg
         self.ws = Workspace.open(cfg.workspace)
         self.run_dir = self.ws.run_dir(cfg.run)
-        self.machine = opt.resolve(cfg, report, world_size=int(os.environ.get("WORLD_SIZE", "1")))
-        self.settings = LoopSettings(
-            max_steps=cfg.max_steps, seed=cfg.seed, resume=cfg.resume, log_every=cfg.log_every,
-            eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every, keep_checkpoints=cfg.keep_checkpoints,
-            max_bad_steps=cfg.max_bad_steps, ema_decay=cfg.ema_decay, patience=cfg.patience,
-            on_overfit=cfg.on_overfit)
+        self.machine = opt.resolve(cfg, report, world_size=int(os.environ.get("WORLD_SIZE", "1")),
+                                   plan=self.memory_plan(cfg))
+        self.settings = LoopSettings.of_train_config(cfg, self.machine.ema_decay)
         self.feat_cfg = feat_cfg or FeatureConfig()
         self.pos = (0, 0)  # (epoch, batch index) of the next batch to read
 
@@ -154,6 +151,21 @@ class TextMelAdapter:
         """config.json of a checkpoint: the model's own part (`_config_extra`) + the run's settings."""
         return {**self._config_extra(), "step": step, "train": self.cfg.to_dict(), "resolved": self.machine.values}
 
+    def schedule_lines(self) -> list[str]:
+        """The schedule as this run will make it, in optimizer updates: warm-up (never over a tenth of the run,
+        whatever the GPU count: the updates are counted, not the processes), decay, passes over the data and the
+        evaluations."""
+        cfg, m, s = self.cfg, self.machine, self.settings
+        warmup = min(cfg.warmup_steps, max(1, cfg.max_steps // 10))
+        per_pass = self.sampler.batches_per_epoch() // max(1, m.grad_accumulation)
+        early = f"at steps {', '.join(map(str, s.early_evals))}, then " if s.early_evals else ""
+        return [f"{'lr schedule':22} {m.lr:<10} warm-up {warmup} updates (at most a tenth of the run), cosine to "
+                f"{m.lr * cfg.min_lr_ratio:.2e} at update {cfg.max_steps}",
+                f"{'passes over the data':22} {cfg.max_steps / max(1, per_pass):<10.1f} {per_pass} updates a pass "
+                f"({len(self.items)} clips, {m.effective_batch} frames an update)",
+                f"{'evaluations':22} {s.eval_every or 'end':<10} {early}every {s.eval_every or cfg.max_steps} "
+                "updates: held-out MCD (and CER with a recognizer) of the averaged and the raw weights, samples"]
+
     # ------------------------------------------------------------------------------ trainer state
     def state_dict(self) -> dict:
         m = self.machine
@@ -170,6 +182,13 @@ class TextMelAdapter:
 
 class MatchaAdapter(TextMelAdapter):
     """The Matcha acoustic model: symbols from utils.text, mels normalised by the dataset's mean and std."""
+
+    @staticmethod
+    def memory_plan(cfg: TrainConfig):
+        from models.matcha import FRAME_MEMORY
+        from utils.hardware import MemoryPlan
+
+        return MemoryPlan(f"Matcha {cfg.preset}", 0.0, FRAME_MEMORY.get(cfg.preset, 1.0))
 
     # ------------------------------------------------------------------------------ build
     def build(self, ctx) -> None:
@@ -258,17 +277,12 @@ class MatchaAdapter(TextMelAdapter):
 
     def describe(self) -> list[str]:
         cfg, m = self.cfg, self.machine
-        ema = ("weights averaged every step, warming up as (1 + step) / (10 + step) so a short run's average is not "
-               "mostly its random start; evaluation and export use the average" if cfg.ema_decay > 0 else "off")
         vocoder = ("MCD and samples through this vocoder: what the Inference tab will play with it" if self.eval_vocoder
                    else "MCD and samples through Griffin-Lim (buzzy; a vocoder lowers both): new runs use the "
                    "workspace's default vocoder (vocoders/vocos-mel-24khz, fetched when online) once it is there")
         return [*m.describe(),
-                f"{'ema':22} {cfg.ema_decay:<10} {ema}",
                 f"{'grad_clip':22} {cfg.grad_clip:<10} global norm clip (Matcha: 5)",
-                f"{'lr schedule':22} {m.lr:<10} warm-up {min(cfg.warmup_steps, max(1, cfg.max_steps // 10))} steps, "
-                f"cosine to {m.lr * cfg.min_lr_ratio:.2e} at step {cfg.max_steps}",
-                f"{'batches per epoch':22} {self.sampler.batches_per_epoch():<10} (per process)",
+                *self.schedule_lines(),
                 f"{'eval vocoder':22} {cfg.eval_vocoder or 'griffin-lim':<10} {vocoder}"]
 
     def _config_extra(self) -> dict:

@@ -15,18 +15,17 @@ torch.load(weights_only=True), and a file that would run code when unpickled is 
 """
 from __future__ import annotations
 
-import io
+import errno
 import json
 import os
 import re
 import shutil
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import torch
-from safetensors.torch import save
+from safetensors.torch import save_file
 
-from models.matcha import MatchaConfig, MatchaTTS
 from utils.events import StudioError
 from utils.safeload import load_safetensors, load_torch_plain
 
@@ -41,17 +40,39 @@ def save_checkpoint(folder: Path, weights: dict[str, torch.Tensor], config: dict
 
 
 def checkpoint_files(weights: dict[str, torch.Tensor], config: dict,
-                     trainer_state: dict | None = None) -> Iterator[tuple[str, bytes | memoryview]]:
-    """(file name, bytes) of a checkpoint in the order they are written, each made when the writer asks for it: a
-    wrapper can act between two files (utils/training/faults.py pauses a save there, half written). Serialized in
-    memory and written by plain file calls: a full disk is then an OSError(ENOSPC) the trainer can name, not a
-    library's own error text."""
-    yield "model.safetensors", save({k: v.detach().float().contiguous().cpu() for k, v in weights.items()})
+                     trainer_state: dict | None = None) -> Iterator[tuple[str, bytes | Callable]]:
+    """(file name, bytes or a function that writes the file to a path) of a checkpoint, in the order they are
+    written, each made when the writer asks for it: a wrapper can act between two files (utils/training/faults.py
+    pauses a save there, half written). Streamed to disk, not serialized in memory first: F5's weights (1.35 GB)
+    and trainer state (~5.4 GB) would need that much RAM again (a Colab has 12 GB). A full disk is an
+    OSError(ENOSPC) the trainer can name, whatever library wrote."""
+    yield "model.safetensors", lambda path: save_file(
+        {k: v.detach().float().contiguous().cpu() for k, v in weights.items()}, str(path))
     yield "config.json", (json.dumps(config, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
     if trainer_state is not None:
-        buffer = io.BytesIO()
-        torch.save(trainer_state, buffer)
-        yield "trainer_state.pt", buffer.getbuffer()
+        yield "trainer_state.pt", lambda path: _save_torch(trainer_state, path)
+
+
+def _save_torch(obj, path: Path) -> None:
+    with open(path, "wb", buffering=0) as raw:
+        torch.save(obj, _WholeWrites(raw))
+
+
+class _WholeWrites:
+    """A file torch.save can write to whose every write is whole or an OSError: an unbuffered file returns a short
+    count when the disk fills, which torch reports as "unexpected pos" instead of the full disk it is."""
+
+    def __init__(self, raw):
+        self.raw = raw
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        while view:
+            view = view[self.raw.write(view):]
+        return len(data)
+
+    def flush(self) -> None:
+        self.raw.flush()
 
 
 def write_atomically(folder: Path, files: Iterable[tuple[str, bytes | memoryview]]) -> Path:
@@ -81,10 +102,29 @@ def write_atomically(folder: Path, files: Iterable[tuple[str, bytes | memoryview
 
 
 def _write(path: Path, data) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
+    try:
+        if callable(data):
+            data(path)
+        else:
+            with open(path, "wb") as f:
+                f.write(data)
+    except Exception as exc:  # a library's own wording of a full disk: safetensors' "os error 28", or torch's zip
+        if _full_disk(exc):     # writer failing again in its clean-up over the OSError it met ("unexpected pos")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from exc
+        raise
+    with open(path, "rb+") as f:
         os.fsync(f.fileno())  # on disk before the rename makes the folder visible
+
+
+def _full_disk(exc: BaseException | None) -> bool:
+    """Whether a full disk (or quota) is behind `exc`, its cause or the error it interrupted."""
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if "os error 28" in str(exc) or "No space left" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def step_folders(checkpoints: Path) -> list[tuple[int, Path]]:
@@ -135,14 +175,19 @@ def resume_point(resume: str | None, checkpoints: Path) -> Path | None:
     return Path(resume) if resume not in ("none", "", None) else None
 
 
-def prune(checkpoints: Path, keep: int, protect: set[Path] = frozenset()) -> list[Path]:
-    """Delete all but the newest `keep` checkpoints (never those in `protect`, e.g. the best one)."""
+def prune(checkpoints: Path, keep: int, protect: set[Path] = frozenset(), state_newest_only: bool = False) -> list[Path]:
+    """Delete all but the newest `keep` checkpoints (never those in `protect`, e.g. the best one). With
+    `state_newest_only`, also the trainer state of every one but the newest: a run resumes from its newest
+    checkpoint, and F5's state is ~5.4 GB a checkpoint (two fill a free 15 GB Drive); the older ones keep what
+    export and speech need."""
     folders = step_folders(checkpoints)
     removed = []
     for _, p in folders[: max(0, len(folders) - keep)]:
         if p.resolve() not in {Path(x).resolve() for x in protect}:
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p)
+    for _, p in folders[:-1] if state_newest_only else []:
+        (p / "trainer_state.pt").unlink(missing_ok=True)
     return removed
 
 
@@ -152,35 +197,6 @@ def read_config(path: str | Path) -> dict:
         return json.loads((path / "config.json").read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise StudioError(f"{path} is not a checkpoint folder (no config.json).") from exc
-
-
-def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> tuple[MatchaTTS, dict]:
-    """Checkpoint folder -> (MatchaTTS in eval mode on `device`, config dict).
-
-    config["frontend"] = {"kind", "symbols": list (index = token id, 0 = padding), ...},
-    config["speakers"] = list of speaker names (index = speaker id), config["features"] = FeatureConfig dict,
-    config["model"] = MatchaConfig dict (incl. mel_mean / mel_std). Synthesis:
-
-        model, config = load_checkpoint("workspace/runs/r/checkpoints/step-1000")
-        out = model.synthesise(token_ids, speaker=config["speakers"].index("am"), n_steps=10,
-                               temperature=0.667, length_scale=1.0)
-        out["mel"]  # [1, 100, T] denormalised natural-log mel -> utils.vocoder.griffin_lim / Vocos
-    """
-    path = Path(path)
-    config = read_config(path)
-    weights = path / "model.safetensors"
-    if not weights.exists():
-        raise StudioError(f"{path} has no model.safetensors.")
-    if config.get("engine") == "f5":  # the same calls, spoken through the voice's reference clip
-        from utils.f5.speech import load_f5
-
-        return load_f5(path, device)
-    model = MatchaTTS(MatchaConfig.from_dict(config["model"]))
-    state = load_safetensors(weights)
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    if missing or unexpected:
-        raise StudioError(f"{path}: weights do not match config.json (missing {missing[:3]}, unexpected {unexpected[:3]}).")
-    return model.to(device).eval(), config
 
 
 def load_weights(path: str | Path) -> dict[str, torch.Tensor]:

@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from utils.events import StudioError
+from utils.families import DEFAULT as DEFAULT_FAMILY, FAMILIES
+from utils.hardware import STEPS_GPU
 
 AUTO = "auto"
 
@@ -29,11 +31,19 @@ class TrainConfig:
     run: str = _f("", "run name under workspace/runs")
     preset: str = _f("small", "model size: tiny (3 M parameters, CPU runs), small (10 M), base (21 M)",
                      choices=["tiny", "small", "base"])
-    engine: str = _f("matcha", "matcha: the small model trained from zero, fast, runs anywhere | f5: fine-tunes the "
-                               "pretrained F5-TTS base (337 M parameters; needs a GPU; --init SWivid/F5-TTS), or a "
-                               "tiny random F5 with --preset tiny", choices=["matcha", "f5"])
-    init: str = _f("", "fine-tune from this checkpoint folder (model.safetensors + config.json); with --engine f5 "
-                       "the pretrained base: a Hugging Face id (SWivid/F5-TTS) or a folder with its files")
+    engine: str = _f(DEFAULT_FAMILY, "the model family (utils/families.py): matcha, the small model trained from "
+                                     "zero, fast, runs anywhere | f5, fine-tunes a pretrained F5-TTS model (337 M "
+                                     "parameters; a GPU; --init), or a tiny random F5 with --preset tiny | mms, "
+                                     "fine-tunes Meta's Amharic MMS-TTS voice (VITS, 36 M parameters, 16 kHz; an hour "
+                                     "or two of one speaker, any GPU or a CPU; --init)",
+                     choices=list(FAMILIES))
+    init: str = _f("", "fine-tune from this checkpoint folder (model.safetensors + config.json); with --engine f5: "
+                       "a hub base, SWivid/F5-TTS (the public v1 Base) or any F5 model as owner/repo[:folder] (with "
+                       "--accept-licence); a folder holding an F5 model file (.safetensors or .pt) and its own "
+                       "vocab.txt; or an F5 fine-tune of this studio to continue: a run name, a checkpoint folder or "
+                       "an exported voice; with --engine mms: facebook/mms-tts-amh (with --accept-licence), a folder "
+                       "holding its files (config.json, model.safetensors, vocab.json, tokenizer_config.json, "
+                       "optionally D_100000.pth), or an MMS run or voice to continue")
     prompt: str = _f("", "--engine f5: the dataset row (id) whose clip and transcript the voice speaks from; empty: the "
                          "training clip closest to 6 s (F5 prompts work best at 5-10 s)")
     licence_accepted: str = _f("", "the licence of the pretrained base the user said yes to (set by --accept-licence or "
@@ -47,7 +57,8 @@ class TrainConfig:
     frontend: str = _f(AUTO, "model input symbols: phoneme (auto) | char | bpe; a checkpoint's own table wins",
                        choices=[AUTO, "phoneme", "char", "bpe"])
     # ------------------------------------------------------------------ schedule
-    max_steps: int = _f(20_000, "optimizer steps to train")
+    max_steps: int = _f(STEPS_GPU, "optimizer steps to train (the Training tab starts from this machine's "
+                                   "recommendation: fewer on a CPU)")
     lr: float | str = _f(AUTO, "peak learning rate (AdamW), or auto: the model size's (tiny 2e-3; small, base 2e-4)")
     min_lr_ratio: float = _f(0.1, "cosine decay ends at lr * this")
     warmup_steps: int = _f(500, "linear warm-up steps from 0 to lr (capped at max_steps / 10)")
@@ -55,7 +66,9 @@ class TrainConfig:
     beta1: float = _f(0.9, "AdamW beta1")
     beta2: float = _f(0.99, "AdamW beta2")
     grad_clip: float = _f(5.0, "clip the global gradient norm to this (Matcha uses 5); 0 = off")
-    ema_decay: float = _f(0.999, "exponential moving average of the weights used for evaluation and export; 0 = off")
+    ema_decay: float | str = _f(AUTO, "exponential moving average of the weights, scored beside the raw weights at every "
+                                      "evaluation (the better becomes the best checkpoint); 0 = off; auto = fitted "
+                                      "to the run: its average spans about a tenth of the run's updates")
     seed: int = _f(1234, "random seed (data order, noise, dropout)")
     # ------------------------------------------------------------------ machine (auto = hardware recommendation)
     device: str = _f(AUTO, "cuda | cpu | mps | auto")
@@ -83,6 +96,9 @@ class TrainConfig:
     # ------------------------------------------------------------------ logging / evaluation / checkpoints
     log_every: int = _f(10, "steps between metric lines")
     eval_every: int = _f(1000, "steps between evaluations (val loss, MCD, audio samples); 0 = only at the end")
+    early_evals: str = _f(AUTO, "extra evaluations at these steps, so the first samples come within minutes: auto = "
+                                "200, 500 and 1000 where they come before the first scheduled one | none | a list "
+                                "such as 100,300")
     checkpoint_every: int = _f(1000, "steps between checkpoints")
     keep_checkpoints: int = _f(3, "newest checkpoints kept (the best by MCD is kept too)")
     eval_clips: int = _f(8, "held-out clips synthesised for MCD at each evaluation (all of them when fewer); the "
@@ -100,6 +116,8 @@ class TrainConfig:
                                  "tab says so; the best checkpoint stays marked for export) | stop (end the run there)",
                          choices=["warn", "stop"])
     max_bad_steps: int = _f(5, "consecutive NaN/Inf steps before the run stops with a clear message")
+    evaluate: bool = _f(True, "false: no evaluation at all, not even at the end (a throwaway run such as the "
+                              "transcript check's aligner)")
     # ------------------------------------------------------------------ fault injection (tests)
     fault_oom_above_frames: int = _f(0, "TEST HOOK: raise out-of-memory for micro-batches above this many frames")
     fault_oom_ranks: list = _f([], "TEST HOOK: only these DDP ranks raise the injected out-of-memory (all if empty)")
@@ -124,7 +142,7 @@ class TrainConfig:
         return {f.name: f.metadata.get("help", "") for f in fields(cls)}
 
 
-CLI_HIDDEN = ("workspace", "licence_accepted", "fault_oom_above_frames", "fault_oom_ranks", "fault_nan_steps", "fault_pause_checkpoint_step")
+CLI_HIDDEN = ("workspace", "licence_accepted", "evaluate", "fault_oom_above_frames", "fault_oom_ranks", "fault_nan_steps", "fault_pause_checkpoint_step")
 
 
 def cli_fields():

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+
+COLLECTIVE_TIMEOUT = timedelta(minutes=45)  # how long ranks wait for each other before giving up on a run
 
 
 @dataclass
@@ -34,7 +38,10 @@ def setup(device: str) -> Dist:
     if device == "cuda":
         torch.cuda.set_device(d.local_rank)
     if not dist.is_initialized():
-        dist.init_process_group(backend=backend)
+        # rank 0 alone evaluates and saves while the others wait in a collective: an F5 evaluation (recognizer
+        # loaded from disk, WORLD MCD) and a 7 GB save can outlast NCCL's 10-minute default and kill a healthy run
+        extra = {"device_id": torch.device("cuda", d.local_rank)} if device == "cuda" else {}
+        dist.init_process_group(backend=backend, timeout=COLLECTIVE_TIMEOUT, **extra)
     return d
 
 
@@ -111,3 +118,27 @@ def cleanup(d: Dist, together: bool = False) -> None:
         if together:
             dist.barrier()
         dist.destroy_process_group()
+
+
+def first_on_each_machine(work, d: Dist, wait_hours: float):
+    """Run `work()` in the first process of each machine (local rank 0) while the others wait, then re-raise its
+    error on every process (held until all are past the wait, so none waits for nothing). The wait is on a gloo
+    group of its own with `wait_hours` of patience: NCCL's own timeout is shorter than, say, a 1.35 GB download.
+    Without torchrun, `work()` simply runs."""
+    if not d.enabled:
+        return work()
+    from datetime import timedelta
+
+    group = dist.new_group(backend="gloo", timeout=timedelta(hours=wait_hours))
+    result, error = None, None
+    if d.local_rank == 0:
+        try:
+            result = work()
+        except Exception as exc:
+            error = exc
+    dist.barrier(group=group)
+    dist.destroy_process_group(group)
+    if error is not None:
+        raise error
+    return result
+

@@ -8,11 +8,13 @@ probe, resume, then the loop:
                      for each phase (one optimizer: the acoustic model has one, the GAN two):
                          forward/backward of every micro-batch -> ranks agree nobody ran out of memory ->
                          average gradients (and the loss) -> unscale, clip -> finite on every rank? step : skip
-                     -> EMA -> log -> evaluate (best checkpoint) -> checkpoint -> stop?
+                     -> EMA -> log -> evaluate the raw and the averaged weights (the better: best checkpoint)
+                     -> checkpoint -> stop?
 
 What is the same for every model lives here once: micro-batching and accumulation, out-of-memory recovery
 agreed across ranks (the micro-batch halves, and grows back after a stretch of good steps), the non-finite
-guard, agreed across ranks too (fp16 loss-scale calibration is not a failure), atomic checkpoints with exact
+guard, agreed across ranks too (fp16 loss-scale calibration is not a failure; a run whose mixed precision keeps
+failing goes on in fp32 from its last good weights, for good), atomic checkpoints with exact
 resume (weights, optimizers, scaler, EMA, data position, the out-of-memory and non-finite counters; each rank's
 noise is a function of (seed, rank, step)), data parallelism under torchrun (one flat gradient all-reduce per
 phase, after the out-of-memory agreement), stop requests, heartbeat, metrics.jsonl / TensorBoard, evaluation
@@ -31,6 +33,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import shutil
 import signal
 import threading
 import time
@@ -44,7 +47,7 @@ from utils.events import Event, StudioError
 from utils.training import checkpoint as ckpt
 from utils.training import ddp
 from utils.training import optimization as opt
-from utils.training.probe import probe_max_frames
+from utils.training.probe import optimizer_state_ballast, probe_limit, probe_max_frames
 from utils.training.runfiles import RunFiles, disk_full_message
 
 GROW_BACK_STEPS = 200  # good steps after an out-of-memory before a halved micro-batch is tried whole again
@@ -69,7 +72,17 @@ class LoopSettings:
     on_overfit: str = "warn"       # warn | stop
     eval_at_start: bool = False    # score the starting weights once (fine-tuning a vocoder: the "before")
     eval_at_end: bool = True       # False: no evaluation at all (a throwaway run, e.g. the transcript check's aligner)
+    early_evals: tuple = ()        # extra evaluations at these steps: the first samples come early
     save_untrained: bool = False   # a run stopped before its first step still leaves a checkpoint
+
+    @classmethod
+    def of_train_config(cls, cfg, ema_decay: float) -> "LoopSettings":
+        """A TrainConfig run's schedule, read the same way by every text-to-speech family's adapter."""
+        return cls(max_steps=cfg.max_steps, seed=cfg.seed, resume=cfg.resume, log_every=cfg.log_every,
+                   eval_every=cfg.eval_every if cfg.evaluate else 0, checkpoint_every=cfg.checkpoint_every,
+                   keep_checkpoints=cfg.keep_checkpoints, max_bad_steps=cfg.max_bad_steps, ema_decay=ema_decay,
+                   patience=cfg.patience, on_overfit=cfg.on_overfit, eval_at_end=cfg.evaluate,
+                   early_evals=opt.early_evaluations(cfg) if cfg.evaluate else ())
 
 
 @dataclass
@@ -167,7 +180,7 @@ class Engine:
 
     def _record_failure(self, exc: BaseException, run_dir: Path) -> None:
         full = disk_full_message(exc, run_dir, ckpt.step_folders(run_dir / "checkpoints"))
-        message = full or f"{type(exc).__name__}: {exc}"
+        message = full or f"{type(exc).__name__}: {exc}{opt.explain_failure(exc)}"
         try:
             self.files.status(state="failed", message=message[:2000], ended=time.time())
         except OSError:
@@ -202,19 +215,23 @@ class Engine:
         a.build(Context(self.device, self.dist, self.log, resume_from, lambda: opt.autocast(m)))
         yield from self._events()
         self.scaler = opt.grad_scaler(m)  # loss scaling for fp16 only
-        self.split, self.lr_scale, self.bad_steps = 1, 1.0, 0
+        self.split, self.lr_scale, self.bad_steps, self.good_lr_scale = 1, 1.0, 0, 1.0
+        self.fallback = None  # {"from", "step", "why"} once mixed precision failed and the run went on in fp32
+        self.winner = "ema" if s.ema_decay > 0 else "raw"  # whose weights checkpoints hold (decided at evaluations)
         # steps since the last out-of-memory, and how many a halved micro-batch waits before it grows back
         self.good_steps, self.grow_after = 0, GROW_BACK_STEPS // 2
         self.best = {"mcd": math.inf, "path": None, "since": 0}
-        if m.probe and not resume_from and hasattr(a, "probe_batch"):
-            self._probe()  # a resumed run keeps its batch size (the data order depends on it)
-        if m.values.get("compile"):  # after the probe: every probed size would be a new shape to compile
-            for module in a.compile_targets():
-                module.compile()
-        for module in a.modules.values():  # every rank starts from rank 0's weights
-            ddp.broadcast_parameters(module, self.dist)
+        # the averaged weights exist before the probe, so that what it measures leaves room for them
         self.ema = ([p.detach().clone() for p in a.modules[a.inference].parameters()]
                     if s.ema_decay > 0 else None)
+        if m.probe and not resume_from and hasattr(a, "probe_batch"):
+            self._probe()  # a resumed run keeps its batch size (the data order depends on it)
+        self.compiled = a.compile_targets() if m.values.get("compile") else []
+        opt.compile_modules(self.compiled, m)  # after the probe: every probed size would be a new shape to compile
+        for module in a.modules.values():  # every rank starts from rank 0's weights
+            ddp.broadcast_parameters(module, self.dist)
+        if self.ema is not None:  # ... and averages them from there
+            torch._foreach_copy_(self.ema, [p.detach() for p in a.modules[a.inference].parameters()])
         if resume_from:
             self._load_state(resume_from)
         a.start_data(self.step)
@@ -222,7 +239,10 @@ class Engine:
         return (yield from self._loop(resume_from))
 
     def _probe(self) -> None:
-        """The largest micro-batch that fits: real steps on batches of the longest items, then bisection."""
+        """The largest micro-batch that fits: real steps on batches of the longest items, then bisection. The
+        optimizers' state (AdamW's two moments, made at their first step) is held as ballast meanwhile, and the
+        EMA already exists: the probe measures what is left beside everything the run will hold. It tries no
+        batch larger than the batch plan can use (hardware.largest_useful_micro_batch)."""
         a, m = self.a, self.m
         phase = a.phases[0]
 
@@ -232,10 +252,16 @@ class Engine:
             phase.optimizer.zero_grad(set_to_none=True)
 
         longest = a.probe_unit()
-        fitted, _ = probe_max_frames(try_frames, m.max_frames_per_batch, longest,
-                                     cleanup=functools.partial(self._drop_step, phase), log=self.log)
+        limit = probe_limit(self.dist.world_size, getattr(a.cfg, "probe_headroom", 1.0))
+        self.probe_ballast = optimizer_state_ballast(a.optimizers.values(), self.device)
+        try:
+            fitted, _ = probe_max_frames(try_frames, min(m.max_frames_per_batch, limit), longest, limit=limit,
+                                         cleanup=functools.partial(self._drop_step, phase), log=self.log)
+        finally:
+            self.probe_ballast = []
         a.apply_probe(fitted, longest)
         if m.device == "cuda":
+            torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
 
     def _load_state(self, folder: Path) -> None:
@@ -244,16 +270,19 @@ class Engine:
             self.a.modules[name].load_state_dict(module_state)
         for name, opt_state in state["optimizers"].items():
             self.a.optimizers[name].load_state_dict(opt_state)
+        if state.get("precision_fallback"):  # a run that went on in fp32 stays in fp32
+            self._use_fp32(state["precision_fallback"], resumed=True)
         if state.get("scaler"):
-            self.scaler.load_state_dict(state["scaler"])
+            self.scaler.load_state_dict(state["scaler"])  # a disabled scaler ignores it
         if self.ema is not None and state.get("ema"):
             for e, saved in zip(self.ema, state["ema"]):
                 e.copy_(saved)
         self.step, self.split = int(state["step"]), state.get("split", 1)
-        self.lr_scale = state.get("lr_scale", 1.0)
+        self.lr_scale = self.good_lr_scale = state.get("lr_scale", 1.0)
         for name in COUNTERS:  # older checkpoints have none: the values of a fresh start
             setattr(self, name, state.get(name, getattr(self, name)))
         self.best = {"since": 0, **state.get("best", self.best)}
+        self.winner = state.get("winner", self.winner)
         self.a.load_state_dict(state.get("adapter", {}))
 
     def _describe(self) -> Iterator[Event]:
@@ -267,8 +296,12 @@ class Engine:
     # ------------------------------------------------------------------------------ the loop
     def _loop(self, resume_from: Path | None) -> Iterator[Event]:
         s, dist = self.s, self.dist
-        self.files.status(message="training", step=self.step)
+        self.files.status(message="compiling (the first steps build the model's graphs)" if self.compiled
+                          else "training", step=self.step)
         self.log(f"training from step {self.step} to {s.max_steps}")
+        if self.compiled:  # nothing else reaches the log until the graphs are built
+            self.log(f"compiling {len(self.compiled)} part(s) of the model with torch.compile: the first steps take "
+                     "longer (minutes on a machine with few CPU cores); later steps run faster")
         start_step, self.last_saved, self.last_eval = self.step, (self.step if resume_from else -1), -1
         state, message, step_times = "finished", "", []
         if s.eval_at_start and self.step == 0 and dist.main:
@@ -284,6 +317,9 @@ class Engine:
             losses, grad_norms, skipped, overflow = self._step()
             self.step += 1
             step_times = (step_times + [time.perf_counter() - t0])[-50:]
+            if self.compiled and self.step == start_step + 1:
+                self.files.status(message="training")
+                self.log(f"first step took {step_times[-1]:.0f} s (compilation included)")
             if skipped and (message := self._on_skipped(skipped, overflow)):
                 state = "failed"
                 break
@@ -423,11 +459,32 @@ class Engine:
                      f"(x{self.lr_scale:g}); the weights were not touched")
         if self.bad_steps < self.s.max_bad_steps:
             return ""
+        if self.m.precision != "fp32":  # fp16's range (or bf16's precision) is what fails: go on in fp32
+            scale = f", loss scale down to {self.scaler.get_scale():g}" if self.m.precision == "fp16" else ""
+            self._use_fp32({"from": self.m.precision, "step": self.step, "why": f"{self.bad_steps} steps in a row "
+                            f"had non-finite loss or gradients in {self.m.precision}{scale}"})
+            return ""
         message = (f"stopped: {self.bad_steps} steps in a row had non-finite loss or gradients (step {self.step}). "
                    "The skipped updates never touched the weights, so the checkpoint holds the last good ones. "
                    "Lower the learning rate, use bf16/fp32, or check the data.")
         self.log(message)
         return message
+
+    def _use_fp32(self, fallback: dict, resumed: bool = False) -> None:
+        """Mixed precision kept failing: the run goes on in fp32 from its last good state (a skipped update never
+        touched the weights or the optimizer's moments; the learning rate is put back to what it was before the
+        failing steps halved it) instead of failing. Saved in every checkpoint: a resume stays in fp32."""
+        self.fallback = dict(fallback)
+        self.m.set("precision", "fp32", f"switched from {fallback['from']} at step {fallback['step']}: "
+                   f"{fallback['why']}; the run goes on in fp32 (slower, but every number fits)")
+        self.scaler = torch.amp.GradScaler(self.m.device if self.m.device in ("cuda", "cpu") else "cpu", enabled=False)
+        if resumed:
+            return
+        self.bad_steps, self.lr_scale = 0, self.good_lr_scale
+        note = (f"{fallback['why']} (step {fallback['step']}): continuing in fp32 from the last good weights; it is "
+                "slower, and the run stays in fp32 from here on, also after a resume")
+        self.files.status(precision_note=note)
+        self.log(f"warning: {note}", "warning")
 
     # ------------------------------------------------------------------------------ bookkeeping
     def _new_window(self) -> dict:
@@ -437,6 +494,7 @@ class Engine:
         """metrics.jsonl every log_every steps (the only host syncs), progress for the heartbeat every step."""
         w, s = self.window, self.s
         self.bad_steps = self.bad_steps if skipped else 0
+        self.good_lr_scale = self.good_lr_scale if skipped else self.lr_scale  # before a run of bad steps
         w["steps"] += 0 if skipped else 1
         if self.step % s.log_every == 0 or self.step == s.max_steps:
             elapsed, good = time.perf_counter() - w["t0"], max(1, w["steps"])
@@ -459,7 +517,7 @@ class Engine:
     def _evaluate_on_schedule(self) -> bool:
         """Evaluate and save at eval_every (rank 0; the others wait). True on every rank when held-out quality
         has stopped improving for `patience` evaluations."""
-        if not (self.s.eval_every and self.step % self.s.eval_every == 0):
+        if not ((self.s.eval_every and self.step % self.s.eval_every == 0) or self.step in self.s.early_evals):
             return False
         self._check_ranks_agree()
         overfit = self._evaluate_and_save() if self.dist.main else False
@@ -468,15 +526,33 @@ class Engine:
         return ddp.any_flag(overfit, self.dist, self.device)
 
     def _evaluate(self, step: int) -> dict:
-        """The adapter's evaluation, on the averaged (EMA) weights when there are any."""
+        """The adapter's evaluation of the raw weights and, when there is an average, of the averaged (EMA) ones: an
+        average lags on a short fine-tune and leads on a long one, so both are scored and the better one wins. Its
+        metrics are the evaluation's ("mcd", samples in samples/step-N, the checkpoint's weights); both scores are
+        kept ("mcd_ema", "mcd_raw"), and the other's samples in samples/step-N/<ema|raw>."""
+        samples = self.a.run_dir / "samples" / f"step-{step}"
+        if self.ema is None or step == 0:  # at step 0 the average is the weights themselves
+            self.winner = "ema" if self.ema is not None else "raw"
+            return self._evaluate_weights(step, samples, averaged=self.ema is not None)
+        scored = {kind: self._evaluate_weights(step, samples / kind, averaged=kind == "ema") for kind in ("ema", "raw")}
+        self.winner = min(scored, key=lambda kind: self.a.score(scored[kind]))
+        for wav in (samples / self.winner).glob("*.wav"):  # the winner's samples are the step's
+            wav.replace(samples / wav.name)
+        shutil.rmtree(samples / self.winner, ignore_errors=True)
+        both = {f"{key}_{kind}": scored[kind][key] for kind in scored for key in ("mcd", "cer") if key in scored[kind]}
+        return {**scored[self.winner], **both, "weights": self.winner}
+
+    def _evaluate_weights(self, step: int, samples: Path, averaged: bool) -> dict:
+        """The adapter's evaluation with the averaged weights swapped in (`averaged`) or the raw ones as they are."""
         module = self.a.modules[self.a.inference]
         raw = None
-        if self.ema is not None:
+        if averaged:
             raw = [p.detach().clone() for p in module.parameters()]
             for p, e in zip(module.parameters(), self.ema):
                 p.data.copy_(e)
-        try:
-            return self.a.evaluate(step, self.a.run_dir / "samples" / f"step-{step}")
+        try:  # eager: eval mode and synthesis lengths would each compile the graphs again, for a few calls
+            with opt.eager(self.compiled):
+                return self.a.evaluate(step, samples)
         finally:
             if raw is not None:
                 for p, r in zip(module.parameters(), raw):
@@ -533,7 +609,7 @@ class Engine:
     def _write_checkpoint(self, step: int) -> Path:
         a = self.a
         weights = dict(a.modules[a.inference].state_dict())
-        if self.ema is not None:
+        if self.ema is not None and self.winner == "ema":  # the weights the last evaluation found better
             for (name, _), e in zip(a.modules[a.inference].named_parameters(), self.ema):
                 weights[name] = e
         weights.update(getattr(a, "extra_weights", dict)())  # tensors inference needs beside the model (F5's prompt)
@@ -544,11 +620,13 @@ class Engine:
             "modules": {name: mod.state_dict() for name, mod in a.modules.items()},
             "optimizers": {name: o.state_dict() for name, o in a.optimizers.items()},
             "scaler": self.scaler.state_dict(), "ema": self.ema, "adapter": a.state_dict(),
+            "precision_fallback": self.fallback, "winner": self.winner,
         }
         save = getattr(a, "save_checkpoint", ckpt.save_checkpoint)
         folder = save(a.run_dir / "checkpoints" / f"step-{step}", weights, a.checkpoint_config(step), trainer_state)
         ckpt.prune(a.run_dir / "checkpoints", self.s.keep_checkpoints,
-                   {Path(self.best["path"])} if self.best["path"] else set())
+                   {Path(self.best["path"])} if self.best["path"] else set(),
+                   state_newest_only=getattr(a, "state_newest_only", False))  # large models: one resumable copy
         self.files.status(last_checkpoint=str(folder))
         return folder
 
@@ -582,7 +660,7 @@ def _memory(device: str) -> dict:
     """torch's allocator view of this process, plus NVML's (what nvidia-smi shows) and GPU utilization."""
     if device != "cuda":
         return {}
-    from utils.hardware import process_gpu_usage
+    from utils.hardware import pci_bus_id, process_gpu_usage
 
     g = 2 ** 30
     index = torch.cuda.current_device()
@@ -591,4 +669,4 @@ def _memory(device: str) -> dict:
     return {"gpu_mem_allocated_gb": torch.cuda.memory_allocated() / g,
             "gpu_mem_reserved_gb": torch.cuda.memory_reserved() / g,
             "gpu_mem_peak_gb": torch.cuda.max_memory_allocated() / g,
-            **process_gpu_usage(os.getpid(), nvml_index)}
+            **process_gpu_usage(os.getpid(), nvml_index, pci_bus_id(index))}

@@ -34,7 +34,7 @@ def load_eval_vocoder(ws, name: str, device: str, feat_cfg: FeatureConfig):
     if name in ("", "griffin-lim"):
         return None
     from utils.events import StudioError
-    from utils.inference import vocoder_source
+    from utils.voice_folders import vocoder_source
     from utils.vocoder import load_vocoder
 
     try:

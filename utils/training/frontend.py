@@ -36,7 +36,7 @@ class Frontend:
     def units(self, row: dict) -> list[str]:
         """The manifest's reviewed phonemes when present ('|' = word boundary), else the tokenizer's own units."""
         if self.kind == "phoneme" and row.get("phonemes"):
-            from utils.text.g2p import WORD_BOUNDARY
+            from utils.text.inventory import WORD_BOUNDARY
 
             return [WORD_BOUNDARY if s == "|" else s for s in row["phonemes"].split()]
         return self.tokenizer.units(row.get("normalized") or row.get("text") or "")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from models.alignment import _mas_cython, mas_disagreement
+from utils import hardware
 from utils.events import StudioError
 from utils.training.config import AUTO, TrainConfig, as_bool
 
@@ -38,17 +39,15 @@ class Machine:
         return [f"{k:22} {str(v):10} {self.reasons[k]}" for k, v in self.values.items()]
 
 
-def resolve(cfg: TrainConfig, report=None, world_size: int = 1) -> Machine:
-    """TrainConfig (with "auto") + hardware report -> Machine with a value and a reason per setting."""
+def resolve(cfg: TrainConfig, report=None, world_size: int = 1, plan: hardware.MemoryPlan | None = None) -> Machine:
+    """TrainConfig (with "auto") + hardware report -> Machine with a value and a reason per setting. `plan`: the
+    model's memory for the batch guess (its family says it, utils/families.py; None: a `base`-sized model)."""
     if report is None:
-        from utils import hardware
         report = hardware.detect()
     rec = dict(report.recommended)
-    from utils import hardware
-    if report.gpus:  # the preset changes how many frames fit; the batch is planned for the processes that run
+    if report.gpus:  # the model changes how many frames fit; the batch is planned for the processes that run
         gpus = report.gpus[:world_size] if 1 < world_size < len(report.gpus) else report.gpus
-        preset = "f5" if cfg.engine == "f5" and cfg.init else cfg.preset  # the 337 M base needs its own memory plan
-        rec = {**rec, **hardware.recommend(replace(report, gpus=gpus), preset=preset)}
+        rec = {**rec, **hardware.recommend(replace(report, gpus=gpus), plan or hardware.MemoryPlan())}
     m = Machine()
 
     def pick(name: str, requested, convert=lambda v: v, fallback=None):
@@ -67,17 +66,18 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1) -> Machine:
     on_gpu = device == "cuda"
 
     pick("precision", cfg.precision)
-    if cfg.precision == "bf16" and on_gpu and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
-        raise StudioError("bf16 was asked for but this GPU has no bf16 support; use fp16 or auto.")
+    if cfg.precision == "bf16" and on_gpu and (why := hardware.bf16_missing(report.gpus)):
+        raise StudioError(f"bf16 was asked for but {why}; use fp16 or auto.")
     if m.precision == "fp16" and not on_gpu:
-        m.set("precision", "fp16", "set by the user: fp16 autocast with loss scaling runs on the CPU too, "
-                                   "but slowly; it is there to exercise the loss-scaling path")
+        m.set("precision", "fp16", "set by the user: half-size numbers with automatic scaling run on a CPU "
+                                   "too, but slowly; it is there to test that path (fp16 autocast, loss scaling)")
     pick("tf32", cfg.tf32, lambda v: as_bool(v, "tf32"))
     if m.tf32 and not on_gpu:
-        m.set("tf32", False, "TF32 is a GPU feature: off on the CPU")
+        m.set("tf32", False, "off: it speeds up newer NVIDIA GPUs only (TF32); this run is on the CPU")
     pick("attention", cfg.attention)
     if m.attention in ("efficient",) and not on_gpu:
-        m.set("attention", "math", "the memory-efficient SDPA kernel exists only on CUDA: math kernel on the CPU")
+        m.set("attention", "math", "the memory-saving method needs an NVIDIA GPU: the standard one on the CPU "
+                                    "(SDPA math kernel; memory-efficient is CUDA only)")
     pick("grad_checkpointing", cfg.grad_checkpointing, lambda v: as_bool(v, "grad_checkpointing"))
     pick("compile", cfg.compile, lambda v: as_bool(v, "compile"))
     pick("max_frames_per_batch", cfg.max_frames_per_batch, int)
@@ -87,40 +87,49 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1) -> Machine:
     if m.pin_memory and not on_gpu:
         m.set("pin_memory", False, "nothing to copy to without a GPU")
     pick("fused_adamw", cfg.fused_adamw, lambda v: as_bool(v, "fused_adamw"),
-         (on_gpu, "one fused kernel updates all parameters on the GPU (fewer launches)" if on_gpu else
-          "on the CPU the for-each AdamW is used (the fused CPU kernel gains little at these sizes)"))
+         (on_gpu, "the GPU updates all the weights in one go (one fused AdamW kernel, fewer launches)" if on_gpu else
+          "on a CPU the weights are updated group by group, as fast at this size (for-each AdamW; the "
+          "fused CPU kernel gains little)"))
     pick("cudnn_benchmark", cfg.cudnn_benchmark, lambda v: as_bool(v, "cudnn_benchmark"),
-         (on_gpu, "length bucketing keeps conv shapes few, so timing cuDNN algorithms once per shape pays off"
-          if on_gpu else "off: cuDNN is NVIDIA's GPU library, a CPU has nothing to time"))
+         (on_gpu, "clips grouped by length make the same sizes recur, so timing the GPU's convolution methods "
+          "once per size pays off (cuDNN benchmark)"
+          if on_gpu else "off: only an NVIDIA GPU has convolution methods to time (cuDNN); a CPU has nothing to gain"))
     _resolve_fp8(cfg, m, report, on_gpu)
     _resolve_mas(cfg, m, on_gpu)
     pick("lr", cfg.lr, float, PRESET_LR.get(cfg.preset, PRESET_LR["base"]))
+    pick("ema_decay", cfg.ema_decay, float, ema_for_run(cfg.max_steps))
     m.auto_lr = (m.lr, m.reasons["lr"]) if cfg.lr == AUTO else None
     set_effective_batch(m, cfg, world_size, rec)
     pick("blanks", cfg.blanks, lambda v: as_bool(v, "blanks"), BLANKS_DEFAULT)
     workers = m.num_workers
     pick("persistent_workers", cfg.persistent_workers, lambda v: as_bool(v, "persistent_workers"),
-         (workers > 0, "loader workers stay alive between iterations (no re-fork, warm feature cache)"
+         (workers > 0, "the loading helpers keep running between rounds, their cache warm "
+          "(persistent workers, no re-fork)"
           if workers > 0 else "no worker processes: loading happens in the training process"))
     if cfg.length_multiple != AUTO:
         m.set("length_multiple", int(cfg.length_multiple), "set by the user")
     elif m.compile:
-        m.set("length_multiple", 64, "torch.compile: mel lengths padded to multiples of 64 frames so a few shapes "
-                                     "recur and compiled graphs are reused instead of recompiled every step")
+        m.set("length_multiple", 64, "the code is optimised before training, so clip lengths are padded to "
+                                     "multiples of 64 frames: a few sizes recur and the optimised code is reused "
+                                     "instead of redone every step (torch.compile graphs)")
     else:
-        m.set("length_multiple", 4, "no compile: pad only to the decoder's multiple of 4 (least wasted compute)")
+        m.set("length_multiple", 4, "clips padded only to the multiple of 4 frames the decoder needs: the least "
+                                    "wasted work (no compile)")
     probe = cfg.probe if cfg.probe != AUTO else on_gpu and cfg.max_frames_per_batch == AUTO
     m.set("probe", as_bool(probe, "probe"),
           "set by the user" if cfg.probe != AUTO else
-          "GPU with an automatic batch size: one real step on the longest batch, then bisection" if probe else
+          "a GPU and an automatic batch: one real step on the longest batch, then halving the gap to "
+          "the largest that fits (bisection)" if probe else
           "no GPU (RAM is not the limit) or the batch size was set by hand")
     return m
 
 
-def resolve_gan(device: str = AUTO, precision: str = AUTO) -> Machine:
-    """The vocoder GAN's machine. bf16 autocast where the GPU has it: bf16 keeps fp32's exponent range, so the GAN
-    needs no loss scaling; fp16 is refused (the generator's log-magnitudes and the discriminators' feature maps
-    overflow it). TF32 and cuDNN autotuning on a GPU: every batch is the same crop shape."""
+def resolve_gan(device: str = AUTO, precision: str = AUTO, gpus: list | None = None) -> Machine:
+    """The vocoder GAN's machine. bf16 autocast where the GPU has bf16 tensor cores (compute >= 8.0; a T4 only
+    emulates it, slower than fp32): bf16 keeps fp32's exponent range, so the GAN needs no loss scaling; fp16 is
+    refused (the generator's log-magnitudes and the discriminators' feature maps overflow it). TF32 and cuDNN
+    autotuning on a GPU: every batch is the same crop shape. `gpus`: utils.hardware's GPUInfo list (queried when
+    None; tests pass a T4's)."""
     if precision not in (AUTO, "bf16", "fp32"):
         raise StudioError(f"Vocoder precision {precision!r} is not one of auto, bf16, fp32.")
     asked = device
@@ -134,9 +143,11 @@ def resolve_gan(device: str = AUTO, precision: str = AUTO) -> Machine:
     m = Machine()
     m.set("device", device, "set by the user" if asked != AUTO else "the GPU" if device == "cuda" else "no GPU found")
     on_gpu = device == "cuda"
-    gpu_bf16 = on_gpu and torch.cuda.is_bf16_supported()
+    gpus = (hardware.query_gpus() if gpus is None else gpus) if on_gpu else []
+    no_bf16 = hardware.bf16_missing(gpus) if on_gpu else "there is no GPU"
+    gpu_bf16 = on_gpu and not no_bf16
     if precision == "bf16" and on_gpu and not gpu_bf16:
-        raise StudioError("bf16 was asked for but this GPU has no bf16 support; use fp32 or auto.")
+        raise StudioError(f"bf16 was asked for but {no_bf16}; use fp32 or auto.")
     if precision == "fp32":
         m.set("precision", "fp32", "fp32: set by the user")
     elif precision == "bf16" or gpu_bf16:
@@ -144,12 +155,12 @@ def resolve_gan(device: str = AUTO, precision: str = AUTO) -> Machine:
               "the ISTFT head, STFTs, mel loss and loss sums stay fp32" + ("" if gpu_bf16 else " (set by the user)"))
     else:
         m.set("precision", "fp32", "fp32: no GPU here; bf16 autocast would be slower on this CPU" if not on_gpu
-              else "fp32: this GPU has no bf16")
-    ampere = on_gpu and torch.cuda.get_device_capability() >= (8, 0)
-    m.set("tf32", ampere, "on: fp32 matmuls and convolutions on tensor cores (Ampere+)" if ampere else
-          "off: TF32 needs an Ampere or newer GPU")
-    m.set("cudnn_benchmark", on_gpu, "on: every batch is the same crop shape, so timing cuDNN's algorithms once pays "
-          "off" if on_gpu else "cuDNN is a GPU library")
+              else f"fp32: {no_bf16}")
+    ampere = on_gpu and bool(gpus) and all(g.tf32 for g in gpus)
+    m.set("tf32", ampere, "on: the GPU's fast matrix units take ordinary numbers too, slightly less exact and much "
+          "faster (TF32, Ampere or newer)" if ampere else "off: it speeds up newer NVIDIA GPUs only (TF32, Ampere or newer)")
+    m.set("cudnn_benchmark", on_gpu, "on: every batch has the same shape, so timing the GPU's convolution "
+          "methods once pays off (cuDNN benchmark)" if on_gpu else "off: only an NVIDIA GPU has convolution methods to time (cuDNN)")
     for name, value, reason in (("grad_accumulation", 1, "one batch of crops per step (the Vocos recipe)"),
                                 ("probe", False, "fixed-size crops: the batch is set in crops, not measured"),
                                 ("compile", False, "the GAN runs eager"), ("pin_memory", False, "crops are made per step")):
@@ -182,7 +193,8 @@ BLANKS_DEFAULT = (True, "a blank between symbols gives transitions and pauses fr
 def fp8_unavailable(report, on_gpu: bool) -> str:
     """Why FP8 training cannot run here ("" when it can): it needs FP8 tensor cores and torchao."""
     if not on_gpu or not report.gpus:
-        return "FP8 matmuls need a CUDA GPU with compute capability >= 8.9 (Ada, Hopper); this run has none"
+        return ("quarter-size maths needs a CUDA GPU of compute 8.9 or newer (FP8 matmuls: Ada, Hopper); this "
+                "run has none")
     weakest = min(report.gpus, key=lambda g: g.capability)
     if weakest.capability < (8, 9):
         return f"{weakest.name} (compute {weakest.compute_capability}) has no FP8 tensor cores (needs >= 8.9)"
@@ -196,9 +208,9 @@ def fp8_unavailable(report, on_gpu: bool) -> str:
 def _resolve_fp8(cfg: TrainConfig, m: Machine, report, on_gpu: bool) -> None:
     if cfg.fp8 == AUTO or not as_bool(cfg.fp8, "fp8"):
         m.set("fp8", False, "set by the user" if cfg.fp8 != AUTO else
-              "off unless asked: FP8 (torchao float8) pays off on large matmuls, while this model's Linear layers "
-              "are at most 768 wide and much of its time is in convolutions, which it leaves alone; measure with "
-              "bench/train_throughput.py --fp8 before turning it on")
+              "off unless asked: quarter-size numbers pay off only in much bigger layers than this model's (at most "
+              "768 wide), and much of its time goes to convolutions, which they leave alone (FP8 matmuls, torchao "
+              "float8)")
         return
     why_not = fp8_unavailable(report, on_gpu)
     m.set("fp8", not why_not, f"asked for, but off: {why_not}" if why_not else
@@ -206,9 +218,9 @@ def _resolve_fp8(cfg: TrainConfig, m: Machine, report, on_gpu: bool) -> None:
 
 
 PRESET_LR = {  # (peak learning rate, why) per model size, for lr "auto"
-    "tiny": (2e-3, "tiny model, small batches: on the CPU 2e-3 reached held-out MCD 11.1 dB in 3 minutes where 2e-4 "
-                   "reached 12.1 (bench/time_to_quality.py, 2026-11-23)"),
-    "small": (2e-4, "Matcha's scale of rate for a model this size at ~40000 frames per step"),
+    "tiny": (2e-3, "tiny model, small batches: on a CPU this rate made a clearer voice in 3 minutes than one ten "
+                   "times lower (held-out MCD 11.1 against 12.1 dB, measured 2026-11-23)"),
+    "small": (2e-4, "the rate Matcha-TTS learns a model this size with, at ~40000 frames per step"),
     "base": (2e-4, "Matcha's scale of rate (1e-4 at batch 32) for the 21M model at ~40000 frames per step"),
 }
 
@@ -223,14 +235,14 @@ def _resolve_mas(cfg: TrainConfig, m: Machine, on_gpu: bool) -> None:
             raise StudioError("mas triton runs on a CUDA GPU; use cython (or auto) on this machine.")
         m.set("mas", cfg.mas, "set by the user")
     elif on_gpu and importlib.util.find_spec("triton") is not None:
-        m.set("mas", "triton", "alignment search on the GPU as one Triton kernel: each step no longer copies the "
-                               "log-likelihoods to the CPU and leaves the GPU idle while the Cython kernel searches")
+        m.set("mas", "triton", "words are lined up with the audio on the GPU in one go, so no step waits while "
+                               "the CPU does it (one Triton kernel for the monotonic alignment search)")
     elif _mas_cython is not None:
-        m.set("mas", "cython", "the compiled Cython search, the fastest on a CPU (the whole batch in parallel)"
+        m.set("mas", "cython", "the fastest way on a CPU, every clip of a batch at once (the compiled Cython search)"
               if not on_gpu else
-              "Triton is not installed: the Cython kernel on the CPU (the GPU waits for it each step)")
+              "done on the CPU while the GPU waits each step, since Triton is not installed (Cython kernel)")
     else:
-        m.set("mas", "torch", "the monotonic-alignment-search package is missing: the torch version (slower)")
+        m.set("mas", "torch", "a slower way, since its compiled package is missing (torch monotonic alignment search)")
 
 
 # ---------------------------------------------------------------------------- apply settings
@@ -255,24 +267,70 @@ def grad_scaler(m: Machine) -> torch.amp.GradScaler:
 
 
 def apply_model_settings(model, m: Machine, compile: bool = True) -> None:
-    """`compile=False` leaves torch.compile for `compile_model` (the trainer compiles after its batch probe:
-    every probed size would otherwise be a new shape to compile, minutes each)."""
-    model.set_attention_backend(m.attention)  # the SDPA kernel every attention layer runs
-    if m.mas == "triton" and (why := mas_disagreement("triton", m.device)):  # never train on a wrong alignment
-        m.set("mas", "cython", f"the Triton kernel did not match the reference on this GPU ({why}): Cython kernel")
-    model.mas_implementation = m.mas  # where monotonic alignment search runs
+    """Put the machine's settings on a model (Matcha, F5), and make the Machine say what really runs: the log and
+    config.json never claim a kernel, FP8 or an alignment kernel that did not happen. `compile=False` leaves
+    torch.compile to the engine (the trainer compiles after its batch probe: every probed size would otherwise be a
+    new shape to compile, minutes each)."""
+    set_attention_honestly(model, m)  # the SDPA kernel every attention layer runs
+    if hasattr(model, "mas_implementation"):  # models with an aligner (Matcha): where alignment search runs
+        if m.mas == "triton" and (why := mas_disagreement("triton", m.device)):  # never train on a wrong alignment
+            m.set("mas", "cython", f"the Triton kernel did not match the reference on this GPU ({why}): Cython kernel")
+        model.mas_implementation = m.mas
     model.set_grad_checkpointing(m.grad_checkpointing)  # recompute block activations in backward
     if m.values.get("fp8"):  # before compile, so the compiled graphs contain the FP8 casts
-        convert_to_fp8(model)
+        swapped = convert_to_fp8(model)
+        m.set("fp8", swapped > 0, f"{swapped} Linear layers run FP8 matmuls (torchao float8 training)" if swapped else
+              "asked for, but off: no Linear layer of this model has sizes FP8 matmuls accept (multiples of 16)")
     if compile:
         compile_model(model, m)
+
+
+def set_attention_honestly(model, m: Machine) -> None:
+    """Point the model's attention layers at m.attention, then say which kernel runs: FlashAttention needs bf16 or
+    fp16 and takes no padding mask, so in fp32 it never runs and with masks only on unpadded batches."""
+    if not model.set_attention_backend(m.attention):
+        m.set("attention", "none", "this model has no attention layers")
+        return
+    if m.attention != "flash" or m.device != "cuda":
+        return
+    if m.precision == "fp32":
+        m.set("attention", "efficient", "memory-efficient kernel: FlashAttention needs bf16 or fp16, this run is fp32")
+        model.set_attention_backend("efficient")
+    elif getattr(model, "masks_attention", True):
+        m.set("attention", "flash", "FlashAttention on batches without padding; padded batches (most of them) run "
+                                    "the memory-efficient kernel, since FlashAttention takes no padding mask")
 
 
 def compile_model(model, m: Machine) -> None:
     if m.compile:
         # compile in place (module.compile): state_dict keys stay clean, MAS (numpy) stays eager
-        model.encoder.compile()
-        model.decoder.estimator.compile()
+        compile_modules([model.encoder, model.decoder.estimator], m)
+
+
+COMPILE_OPTIONS: dict = {}  # extra torch.compile arguments (tests count compilations with their own backend)
+
+
+def compile_modules(modules: list, m: Machine) -> int:
+    """torch.compile each module in place (state_dict keys stay clean). Nothing is compiled yet: the first training
+    steps do it (minutes for a large model on a few CPU cores), which the engine says in the log."""
+    for module in modules:
+        module.compile(**COMPILE_OPTIONS)
+    return len(modules)
+
+
+@contextlib.contextmanager
+def eager(modules):
+    """Run modules compiled in place without their compiled graphs for a while: evaluation and inference switch to
+    eval mode and meet new lengths, each of which would be compiled again (minutes each on a small machine) for a
+    few calls."""
+    saved = [(mod, mod.__dict__.get("_compiled_call_impl")) for mod in modules]
+    for mod, _ in saved:
+        mod._compiled_call_impl = None
+    try:
+        yield
+    finally:
+        for mod, compiled in saved:
+            mod._compiled_call_impl = compiled
 
 
 def convert_to_fp8(model) -> int:
@@ -304,6 +362,53 @@ def make_optimizer(model, cfg: TrainConfig, m: Machine) -> torch.optim.Optimizer
     return torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=m.lr, betas=(cfg.beta1, cfg.beta2), **kind)
 
 
+def ema_for_run(max_steps: int) -> tuple[float, str]:
+    """(decay, why) of an EMA whose average spans about a tenth of the run (20 to 1000 updates)."""
+    span = int(min(1000, max(20, max_steps // 10)))
+    return round(1.0 - 1.0 / span, 6), (f"the average spans about the last {span} updates, a tenth of this "
+                                       f"{max_steps}-step run (a fixed 0.999 spans 1000: on a short fine-tune the "
+                                       "average lags behind what the weights have learnt, F5-TTS issue 1238); "
+                                       "evaluations score it beside the raw weights and keep the better")
+
+
+def early_evaluations(cfg) -> tuple[int, ...]:
+    """The extra evaluation steps of `cfg.early_evals` (see TrainConfig): a curator hears early whether the voice,
+    or the language, is coming, instead of waiting for the first scheduled evaluation."""
+    value = str(cfg.early_evals).strip().lower()
+    if value in ("none", "", "0"):
+        return ()
+    if value == AUTO:
+        first = cfg.eval_every or cfg.max_steps
+        return tuple(s for s in EARLY_EVALS if s < first and s < cfg.max_steps)
+    try:
+        steps = sorted({int(s) for s in value.replace(" ", "").split(",") if s})
+    except ValueError:
+        raise StudioError(f"early_evals must be auto, none or steps such as 100,300; not {cfg.early_evals!r}.") from None
+    return tuple(s for s in steps if 0 < s < cfg.max_steps)
+
+
+EARLY_EVALS = (200, 500, 1000)
+
+
+def faster_rows(optimizer: torch.optim.Optimizer, table: torch.nn.Parameter, first: int, factor: float) -> None:
+    """Rows `first`.. of `table` learn `factor` times faster than the rest: each step's change to them is scaled.
+    For AdamW that is exactly a `factor` times larger learning rate (its update and decoupled decay are both
+    proportional to it). Rows of one tensor cannot be a parameter group of their own; this gives them one's rate
+    while the table stays one tensor for every checkpoint, voice and the reference's loader."""
+    before = {}
+
+    def keep(opt, args, kwargs):
+        before["rows"] = table.detach()[first:].clone()
+
+    def scale(opt, args, kwargs):
+        old = before.pop("rows")
+        with torch.no_grad():
+            table[first:] = old + factor * (table[first:] - old)
+
+    optimizer.register_step_pre_hook(keep)
+    optimizer.register_step_post_hook(scale)
+
+
 def ema_decay_at(step: int, cfg) -> float:
     """The EMA's decay after `step` updates: (1 + step) / (10 + step) until it reaches cfg.ema_decay (`cfg`: a
     TrainConfig or the engine's LoopSettings). A constant 0.999 from the first step would leave a 2000-step run's
@@ -325,10 +430,21 @@ def lr_at(step: int, cfg: TrainConfig, peak: float | None = None) -> float:
 
 
 def is_oom(exc: BaseException) -> bool:
-    """Out-of-memory by type or by message (CUDA, MPS and CPU allocators word it differently)."""
+    """Out-of-memory by type or by message (CUDA, MPS and CPU allocators word it differently). cuDNN's
+    NOT_SUPPORTED is not one: it refuses a setting (a dtype, a layout), and halving the batch would only hide that
+    until "out of memory even with one utterance" names the wrong cause (see `explain_failure`)."""
     if isinstance(exc, torch.OutOfMemoryError):
         return True
     text = str(exc).lower()
     return isinstance(exc, RuntimeError) and any(s in text for s in (
-        "out of memory", "cuda error: out of memory", "cudnn_status_not_supported", "can't allocate memory",
-        "dnn_status_alloc_failed", "mps backend out of memory"))
+        "out of memory", "cuda error: out of memory", "can't allocate memory", "dnn_status_alloc_failed",
+        "mps backend out of memory"))
+
+
+def explain_failure(exc: BaseException) -> str:
+    """A sentence on what to change, for errors whose own text does not say ("" for the others)."""
+    text = str(exc).lower()
+    if "cudnn_status_not_supported" in text:
+        return (" cuDNN (NVIDIA's convolution library) does not support this combination of settings on this GPU: "
+                "set precision to fp32, or turn off cudnn_benchmark, in the Optimizations tab and press Resume.")
+    return ""

@@ -16,6 +16,8 @@ go through the same loading and decoding code.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import shutil
 import threading
@@ -26,6 +28,7 @@ from typing import Iterator
 import numpy as np
 
 from utils.events import Event, StudioError
+from utils.hub import install_folder
 from utils.workspace import Workspace, atomic_write_json, atomic_write_text, read_json
 
 DEFAULT_MODEL = "facebook/mms-1b-all"
@@ -37,6 +40,9 @@ SAMPLE_RATE = 16_000  # what wav2vec 2.0 models hear
 FILES = ("config.json", "preprocessor_config.json", "tokenizer_config.json", "vocab.json",
          "special_tokens_map.json", "model.safetensors")
 CHOSEN = "chosen.json"  # recognizers/chosen.json: the folder name used by default
+OFFLINE_REMEDY = ("copy its files (config.json, model.safetensors and the processor's files) from a machine that has "
+                  "them into a folder here, and give that folder in the Recognizer box (--model FOLDER on the command "
+                  "line)")
 
 
 def recognizers_dir(ws: Workspace) -> Path:
@@ -74,8 +80,8 @@ def required(ws: Workspace) -> Path:
 def how_to_get() -> str:
     return (f"connect to the internet and fetch one (Dataset tab, *Get recognizer*, or "
             f"`python app.py transcribe --dataset NAME`, which fetches it once, then drafts): the default is "
-            f"{DEFAULT_MODEL} (Amharic adapter '{DEFAULT_LANG}', licence {DEFAULT_LICENCE}, about 3.9 GB); or set "
-            f"${SOURCE_ENV} to a folder holding a downloaded copy.")
+            f"{DEFAULT_MODEL} (Amharic adapter '{DEFAULT_LANG}', licence {DEFAULT_LICENCE}, about 3.9 GB); or give "
+            "a folder holding a downloaded copy in the Recognizer box (--model FOLDER).")
 
 
 def status_line(ws: Workspace) -> str:
@@ -140,14 +146,13 @@ def ensure(ws: Workspace, source: str | None = None, lang: str | None = None) ->
 def _download(repo_id: str, lang: str | None) -> Path:
     from huggingface_hub import snapshot_download
 
+    from utils.hub import download_error, hub_offline
+
     patterns = list(FILES) + ["pytorch_model.bin", "README.md"] + ([f"adapter.{lang}.safetensors"] if lang else [])
-    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
     try:
-        return Path(snapshot_download(repo_id, allow_patterns=patterns, local_files_only=offline))
+        return Path(snapshot_download(repo_id, allow_patterns=patterns, local_files_only=hub_offline()))
     except Exception as exc:
-        raise StudioError(f"Could not get the recognizer {repo_id} ({type(exc).__name__}: {exc}). "
-                          + ("HF_HUB_OFFLINE is set: " if offline else "") + "To use one offline, "
-                          f"set ${SOURCE_ENV} to a folder holding a downloaded copy.") from exc
+        raise download_error(f"the recognizer {repo_id}", exc, OFFLINE_REMEDY) from exc
 
 
 def languages(folder: Path) -> list[str]:
@@ -187,10 +192,9 @@ def _licence(folder: Path, source: str) -> str:
 
 
 def _install(folder: Path, target: Path, about: dict) -> None:
-    """Copy beside the target, check it loads and decodes, then rename into place (atomic, like the vocoder)."""
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-    tmp.mkdir(parents=True)
-    try:
+    """Copied into the workspace with its licence and checked to load and decode (utils.hub makes the folder whole
+    or not at all, as for the vocoder); a recognizer there already is replaced by the new one."""
+    def fill(tmp: Path) -> None:
         for f in Path(folder).iterdir():
             if f.is_file() and not f.name.startswith("."):
                 shutil.copyfile(f, tmp / f.name)  # copyfile: the hub cache holds symlinks
@@ -198,11 +202,8 @@ def _install(folder: Path, target: Path, about: dict) -> None:
         atomic_write_text(tmp / "LICENSE.md", f"Source: {about['source']}\nLicence: {about['licence']}\n"
                                               f"Fetched: {about['fetched']}\n")
         Recognizer(tmp, "cpu").transcribe([np.zeros(SAMPLE_RATE // 2, np.float32)])
-        shutil.rmtree(target, ignore_errors=True)
-        tmp.rename(target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    install_folder(target, fill, _complete, replace=True)
 
 
 # ------------------------------------------------------------------------------------ decoding
@@ -214,10 +215,16 @@ class Recognizer:
             from transformers import Wav2Vec2ForCTC, Wav2Vec2Processor
         except ImportError as exc:
             raise StudioError("The speech recognizer needs the transformers package: pip install transformers") from exc
+        import torch
+
+        from utils.hardware import inference_precision
+
         lang = notice(folder).get("lang") or None
         self.processor = Wav2Vec2Processor.from_pretrained(str(folder))
         kw = {"target_lang": lang, "ignore_mismatched_sizes": True} if lang else {}
-        self.model = Wav2Vec2ForCTC.from_pretrained(str(folder), **kw).to(device).eval()
+        # half precision on a GPU: MMS-1B takes ~2 GB instead of ~4 beside a training run (a T4 has 15)
+        self.dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(inference_precision(device), torch.float32)
+        self.model = Wav2Vec2ForCTC.from_pretrained(str(folder), **kw).to(device, self.dtype).eval()
         if lang:
             self.processor.tokenizer.set_target_lang(lang)
         self.device = device
@@ -231,7 +238,7 @@ class Recognizer:
                                 padding=True, return_tensors="pt")
         mask = inputs.get("attention_mask")
         with torch.no_grad():
-            logits = self.model(inputs.input_values.to(self.device),
+            logits = self.model(inputs.input_values.to(self.device, self.dtype),
                                 attention_mask=None if mask is None else mask.to(self.device)).logits.float()
         frames = self.model._get_feat_extract_output_lengths(torch.tensor([len(w) for w in waves])).tolist()
         probs, ids = logits.softmax(-1).max(-1)  # [B, T]
@@ -249,7 +256,7 @@ _LOCK = threading.Lock()
 
 
 def load(folder: Path, device: str = "auto") -> Recognizer:
-    """One loaded recognizer per (folder, device) for the life of the process (a 1 B model loads in seconds)."""
+    """One loaded recognizer per (folder, device) until `unload` (a 1 B model loads in seconds)."""
     import torch
 
     if device == "auto":
@@ -269,7 +276,31 @@ def unload(folder: Path, device: str) -> None:
     with _LOCK:
         _LOADED.pop((str(Path(folder).resolve()), device), None)
     if device.startswith("cuda"):
+        gc.collect()  # the model's tensors go once nothing refers to them; only then can the cache give them back
         torch.cuda.empty_cache()
+
+
+def work_device(ws: Workspace, device: str = "auto") -> str:
+    """Where recognition in the app's own process runs: `auto` is the GPU unless a training run holds or waits for
+    it (its memory is the run's; the CPU is slower but takes nothing from it)."""
+    import torch
+
+    from utils import jobs
+
+    if device != "auto":
+        return device
+    return "cuda" if torch.cuda.is_available() and not jobs.gpu_runs(ws) else "cpu"
+
+
+@contextlib.contextmanager
+def released(folder: Path | None, device: str):
+    """Recognition work in the app's process, after which a recognizer on the GPU is let go (a queued training run
+    needs its memory; the next work loads it again in seconds)."""
+    try:
+        yield
+    finally:
+        if folder is not None and device.startswith("cuda"):
+            unload(folder, device)
 
 
 def load_problem(folder: Path, device: str = "auto") -> str | None:
@@ -355,7 +386,9 @@ def transcribe_missing(ws: Workspace, dataset: str, batch_size: int | None = Non
     if len(todo) < len(rows):
         yield Event(STAGE, 0, len(rows), f"{len(rows) - len(todo)} clip(s) keep the draft this recognizer made of the "
                                          "same audio (it would write the same again)")
-    heard = (yield from transcribe_rows(ws, dataset, todo, batch_size, device, folder)) if todo else {}
+    device = work_device(ws, device)
+    with released(folder, device):
+        heard = (yield from transcribe_rows(ws, dataset, todo, batch_size, device, folder)) if todo else {}
     for r in todo:
         text, confidence = heard[r["id"]]
         drafts[r["id"]] = {"text": text, "confidence": round(confidence, 3), "machine_draft": True,
@@ -412,12 +445,13 @@ def intelligibility(ws: Workspace, waves: list[np.ndarray], sample_rate: int, te
     rec = load(folder, device)
     order = sorted(range(len(waves)), key=lambda i: len(waves[i]))
     heard: dict[int, str] = {}
-    try:
-        for start in range(0, len(order), EVAL_BATCH):
-            batch = order[start:start + EVAL_BATCH]
-            out = rec.transcribe([resample(np.asarray(waves[i], np.float32), sample_rate, SAMPLE_RATE) for i in batch])
-            heard.update({i: text for i, (text, _) in zip(batch, out)})
-    finally:
-        if rec.device.startswith("cuda"):
-            unload(folder, rec.device)
+    with released(folder, rec.device):
+        try:
+            for start in range(0, len(order), EVAL_BATCH):
+                batch = order[start:start + EVAL_BATCH]
+                out = rec.transcribe([resample(np.asarray(waves[i], np.float32), sample_rate, SAMPLE_RATE)
+                                      for i in batch])
+                heard.update({i: text for i, (text, _) in zip(batch, out)})
+        finally:
+            rec = None  # the last reference: unloading can free the model only without it
     return {"cer": float(np.mean([cer(texts[i], heard[i]) for i in range(len(waves))]))}

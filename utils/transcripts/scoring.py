@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import math
 import shutil
-import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -23,6 +22,7 @@ from typing import Iterator
 import numpy as np
 
 from utils.events import Event, StudioError
+from utils.jobs import check_run
 from utils.workspace import Workspace, atomic_write_json, read_json
 
 STAGE = "check"
@@ -30,10 +30,6 @@ METHODS = ("auto", "alignment", "asr")
 CHECK_FILE = "transcript_check.json"
 FRAMES_PER_BATCH = 2000  # mel frames per training batch on a CPU (about 20 s of audio)
 MIN_STEPS, MAX_STEPS = 300, 500  # a short training: enough for the aligner to know the sounds, not the clips
-
-
-def check_run(dataset: str) -> str:
-    return f"{dataset}-transcript-check"
 
 
 def check_path(ws: Workspace, dataset: str) -> Path:
@@ -76,9 +72,11 @@ def check_transcripts(ws: Workspace, dataset: str, method: str = "auto", steps: 
     if len(rows) < 5:
         raise StudioError(f"Dataset {dataset!r} has {len(rows)} row(s) with a transcript; the check compares "
                           "clips with each other and needs at least 5.")
-    with one_check_at_a_time(ws, dataset):  # before loading a recognizer: a refused second check loads nothing
-        recognizer = yield from _loadable(recognizer, method, device)
-        result = yield from _check(ws, dataset, method, steps, device, rows, skipped, recognizer)
+    heard_on = asr.work_device(ws, device)  # the recognizer keeps off a GPU that a training run holds
+    with one_check_at_a_time(ws, dataset), asr.released(recognizer, heard_on):
+        # the lock before loading a recognizer: a refused second check loads nothing
+        recognizer = yield from _loadable(recognizer, method, heard_on)
+        result = yield from _check(ws, dataset, method, steps, device, rows, skipped, recognizer, heard_on)
     return result
 
 
@@ -101,7 +99,7 @@ def one_check_at_a_time(ws: Workspace, dataset: str):
 
 
 def _check(ws: Workspace, dataset: str, method: str, steps: int | None, device: str, rows: list[dict],
-           skipped: list[dict], recognizer: Path | None) -> Iterator[Event]:
+           skipped: list[dict], recognizer: Path | None, heard_on: str) -> Iterator[Event]:
     """The check itself, once the request is known to be sound (see check_transcripts)."""
     from utils.transcripts import asr
     from utils.transcripts.ranking import score
@@ -118,7 +116,7 @@ def _check(ws: Workspace, dataset: str, method: str, steps: int | None, device: 
         used.append("alignment")
     if method == "asr" or (method == "auto" and recognizer is not None):
         heard = yield from asr.compare_with_transcripts(ws, dataset, [r for r in rows if r["id"] not in problems],
-                                                        device, recognizer)
+                                                        heard_on, recognizer)
         for rid, cer in heard.items():
             signals[rid]["cer"] = cer
         used.append("asr")
@@ -184,7 +182,22 @@ def _alignment(ws: Workspace, dataset: str, rows: list[dict], steps: int | None,
                              f"timed just now; other work on this machine slows it): a {steps}-step training of the "
                              f"tiny voice model on {len(rows)} clips, then aligning each clip")
     checkpoint = yield from train_aligner(ws, dataset, steps, device)
-    return (yield from align_all(ws, dataset, rows, checkpoint, device))
+    try:
+        return (yield from align_all(ws, dataset, rows, checkpoint, device))
+    finally:
+        release_gpu_memory()
+
+
+def release_gpu_memory() -> None:
+    """Hand the GPU memory this process cached for the aligner back to the driver: the app's process must not sit on
+    memory that a queued training run needs."""
+    import gc
+
+    import torch
+
+    if torch.cuda.is_available():
+        gc.collect()
+        torch.cuda.empty_cache()
 
 
 def align_all(ws: Workspace, dataset: str, rows: list[dict], checkpoint: Path, device: str = "auto"):
@@ -283,11 +296,23 @@ def estimate_seconds(n_clips: int, longest: int, steps: int, device: str = "auto
 
 
 def _time_tiny_model(longest: int, dev: str) -> tuple[float, float]:
-    """(seconds per training step, seconds per alignment) of the tiny model at this batch shape."""
+    """(seconds per training step, seconds per alignment) of the tiny model at this batch shape, in the precision
+    the aligner's trainer will use on this device (bf16 or fp16 autocast on a GPU), its memory handed back after."""
+    try:
+        return _timed_steps(longest, dev)
+    finally:
+        release_gpu_memory()
+
+
+def _timed_steps(longest: int, dev: str) -> tuple[float, float]:
     import torch
 
     from models.matcha import MatchaConfig, MatchaTTS
+    from utils.training import TrainConfig
+    from utils.training import optimization as opt
 
+    machine = opt.resolve(TrainConfig(preset="tiny", device=dev, compile="false", probe="false",
+                                      max_frames_per_batch=FRAMES_PER_BATCH, grad_accumulation=1))
     model = MatchaTTS(MatchaConfig.preset_config("tiny", n_symbols=80, add_blank=True)).to(dev)
     per = int(math.ceil(longest / 4) * 4)
     batch = max(1, FRAMES_PER_BATCH // per)
@@ -295,81 +320,91 @@ def _time_tiny_model(longest: int, dev: str) -> tuple[float, float]:
     tokens = torch.randint(1, 80, (batch, n_tok), device=dev)
     mels = torch.randn(batch, 100, per, device=dev)
     lens = torch.full((batch,), n_tok), torch.full((batch,), per)
-    opt = torch.optim.AdamW(model.parameters(), 1e-4)
+    optimizer = torch.optim.AdamW(model.parameters(), 1e-4)
+    sync = torch.cuda.synchronize if dev.startswith("cuda") else (lambda: None)  # a GPU step ends when it has run
     times, started = [], time.perf_counter()
     while len(times) < 7 and (len(times) < 3 or time.perf_counter() - started < 10.0):
         t0 = time.perf_counter()
-        model(tokens, lens[0], mels, lens[1])["loss"].backward()
-        opt.step()
-        opt.zero_grad()
+        with opt.autocast(machine):
+            loss = model(tokens, lens[0], mels, lens[1])["loss"]
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        sync()
         times.append(time.perf_counter() - t0)
     # the fastest step after the first: what a step costs when the machine is free (the first ones, and others'
     # work on a shared machine, only ever add time; the real training then takes somewhat longer, not less)
     model.eval()
     model.align(tokens[0], mels[0])  # the first call pays one-time costs
+    sync()
     t0 = time.perf_counter()
     model.align(tokens[0], mels[0])
+    sync()
     return min(times[1:]), time.perf_counter() - t0
 
 
+def aligner_config(ws: Workspace, dataset: str, steps: int, device: str = "auto"):
+    """The short training's settings: the tiny model at a fixed batch of FRAMES_PER_BATCH frames on any device, eager
+    (compiling would cost more than these few hundred steps), no probe (the batch is fixed), no evaluation."""
+    from utils.training import TrainConfig
+
+    return TrainConfig(workspace=str(ws.root), dataset=dataset, run=check_run(dataset), preset="tiny",
+                       max_steps=steps, lr=2e-3, warmup_steps=min(50, steps // 10), eval_every=0,
+                       checkpoint_every=steps, keep_checkpoints=1, mcd="logmel", eval_clips=1, sample_clips=0,
+                       ode_steps=2, eval_vocoder="griffin-lim", resume="none", ema_decay=0.0, patience=0,
+                       log_every=max(10, steps // 10), device=device, compile="false", probe="false",
+                       max_frames_per_batch=FRAMES_PER_BATCH, grad_accumulation=1, evaluate=False)
+
+
 def train_aligner(ws: Workspace, dataset: str, steps: int, device: str = "auto"):
-    """The short training, prepared through the public training API and run on the engine without evaluation, in
-    a thread; its status.json becomes progress events. Returns the checkpoint folder. The run folder is this
-    check's own and is started afresh."""
-    from utils.training import TrainConfig, prepare_run
+    """The short training, as a training run of its own process through the job queue (utils.jobs): the app's
+    process keeps no GPU memory of it and none of its process-wide switches (TF32, cuDNN), and on a GPU it waits
+    for a run that holds the GPU instead of sharing its memory. Its status.json becomes progress events. Returns
+    the checkpoint folder. The run folder is this check's own and is started afresh."""
+    from utils import jobs
+    from utils.training import prepare_run
 
     name = check_run(dataset)
     shutil.rmtree(ws.run_dir(name), ignore_errors=True)  # a check never resumes an older check's weights
-    cpu = device == "cpu" or (device == "auto" and not _has_cuda())
-    cfg = TrainConfig(workspace=str(ws.root), dataset=dataset, run=name, preset="tiny", max_steps=steps, lr=2e-3,
-                      warmup_steps=min(50, steps // 10), eval_every=0, checkpoint_every=steps, keep_checkpoints=1,
-                      mcd="logmel", eval_clips=1, sample_clips=0, ode_steps=2, eval_vocoder="griffin-lim",
-                      resume="none", ema_decay=0.0, patience=0, log_every=max(10, steps // 10), device=device,
-                      max_frames_per_batch=FRAMES_PER_BATCH if cpu else "auto", grad_accumulation=1)
+    cfg = aligner_config(ws, dataset, steps, device)
     path = prepare_run(cfg)
-    outcome, stop = {}, threading.Event()
-
-    def work():
-        try:
-            outcome["result"] = _train_without_evaluation(path, stop)
-        except BaseException as exc:  # raised again in the caller's thread
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=work, daemon=True, name="transcript-check-train")
-    thread.start()
-    status, shown = path.parent / "status.json", -1
+    gpu = device == "cuda" or (device == "auto" and _has_cuda())
+    jobs.start(ws, name, path, devices="cuda:0" if gpu else "cpu")
+    shown, status = (-1, ""), {}
     try:
-        while thread.is_alive():
-            thread.join(1.0)
-            step = int((read_json(status, default={}) or {}).get("step") or 0)
-            if step != shown:
-                shown = step
-                yield Event(STAGE, step, steps, "training the aligner on this dataset")
+        while (status := jobs.reconcile(path.parent)).get("state") in jobs.ACTIVE:
+            step = int(status.get("step") or 0)
+            waiting = status.get("state") == "queued" and status.get("message", "").startswith("waiting")
+            if (step, waiting) != shown:
+                shown = (step, waiting)
+                yield Event(STAGE, step, steps, f"{status['message']} (the aligner waits its turn)" if waiting
+                            else "training the aligner on this dataset")
+            time.sleep(0.5)
     finally:  # the caller went away (a closed page, Ctrl-C): the training stops with it, not behind its back
-        if thread.is_alive():
-            stop.set()
-            thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    result = outcome["result"]
-    if result["state"] != "finished" or not result.get("last_checkpoint"):
-        raise StudioError(f"The aligner's training did not finish ({result['state']}: {result['message']}); "
-                          f"see {path.parent / 'train.log'}.")
-    return Path(result["last_checkpoint"])
+        if status.get("state") in jobs.ACTIVE:
+            _stop_and_wait(ws, name)
+    if status.get("state") != "finished" or not status.get("last_checkpoint"):
+        raise StudioError(f"The aligner's training did not finish ({status.get('state')}: "
+                          f"{status.get('message', '')[:400]}); see {path.parent / 'train.log'}.")
+    return Path(status["last_checkpoint"])
 
 
-def _train_without_evaluation(config_path: Path, stop: threading.Event | None = None) -> dict:
-    """The acoustic trainer with its evaluation off: the aligner is thrown away after the check, so synthesising
-    held-out clips, their MCD and the recognizer's CER (the engine evaluates at the end) would only cost time."""
-    from utils.training.acoustic import MatchaAdapter
-    from utils.training.config import read_run_config
-    from utils.training.engine import Engine, drain
+def _stop_and_wait(ws: Workspace, name: str, patience_s: float = 60.0) -> None:
+    """Ask the aligner's trainer to stop (it saves and exits), and wait for it; kill it if it does not end."""
+    from utils import jobs
 
-    cfg, _ = read_run_config(config_path)
-    adapter = MatchaAdapter(cfg)
-    adapter.settings.eval_every, adapter.settings.eval_at_end = 0, False
-    adapter.stop_event = stop  # the engine's stop request: finish the step and end
-    return drain(Engine(adapter).run())
+    run_dir = ws.run_dir(name)
+
+    def running() -> bool:  # the trainer says "stopped" a moment before its processes end
+        status = jobs.reconcile(run_dir)
+        return status.get("state") in jobs.ACTIVE or any(jobs.pid_alive(status.get(k)) for k in ("pid", "launcher_pid"))
+
+    jobs.stop(ws, name)
+    deadline = time.time() + patience_s
+    while running() and time.time() < deadline:
+        time.sleep(0.2)
+    if running():
+        jobs.stop(ws, name)  # a second Stop kills the process group
 
 
 def _has_cuda() -> bool:

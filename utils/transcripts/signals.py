@@ -41,7 +41,7 @@ CODEBOOK_CLIPS, CODEBOOK_SIZE = 64, 4096
 def codebook(model, encoded: list[tuple[list[int], int]]) -> torch.Tensor:
     """The sounds of the dataset as the model predicts them: encoder means [F, K] of up to 64 transcripts."""
     gen = torch.Generator().manual_seed(0)
-    pick = torch.randperm(len(encoded), generator=gen)[:CODEBOOK_CLIPS].tolist()
+    pick = torch.randperm(len(encoded), generator=gen, device=gen.device)[:CODEBOOK_CLIPS].tolist()
     device = next(model.parameters()).device
     mus = []
     for i in pick:
@@ -50,7 +50,7 @@ def codebook(model, encoded: list[tuple[list[int], int]]) -> torch.Tensor:
         mu, _, _, _ = model.encode(ids, torch.tensor([ids.shape[1]]), torch.tensor([speaker], device=device))
         mus.append(mu[0].float())
     book = torch.cat(mus, dim=1)
-    return book[:, torch.randperm(book.shape[1], generator=gen)[:CODEBOOK_SIZE].to(book.device)]
+    return book[:, torch.randperm(book.shape[1], generator=gen, device=gen.device)[:CODEBOOK_SIZE].to(book.device)]
 
 
 def free_nll(y: torch.Tensor, book: torch.Tensor) -> torch.Tensor:

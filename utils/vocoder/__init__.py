@@ -188,8 +188,14 @@ def public_config(config_yaml: Path):
             or b_args.get("adanorm_num_embeddings") or "ISTFTHead" not in str(head.get("class_path", "ISTFTHead")):
         raise StudioError(f"{config_yaml}: only mel-input Vocos models with an ISTFT head are supported "
                           "(the EnCodec variant is not).")
-    if h_args.get("padding", "center") != "center" or feats.get("padding", "center") != "center":
-        raise StudioError(f"{config_yaml}: padding must be 'center' to match this app's mel features.")
+    # the reference package's defaults when a key is absent: "center" for the mel extractor, "same" for the head
+    head_padding, feat_padding = h_args.get("padding", "same"), feats.get("padding", "center")
+    if head_padding != "center" or feat_padding != "center":
+        unsaid = " (its head names none, which Vocos reads as 'same')" if "padding" not in h_args else ""
+        raise StudioError(f"{config_yaml}: this vocoder pads its frames as {head_padding!r} (head){unsaid} and "
+                          f"{feat_padding!r} (mel features); this app's mels and vocoder use 'center' padding, as "
+                          "the public vocos-mel-24khz does, so its audio would come out shifted. Use a Vocos model "
+                          "whose config.yaml says padding: center.")
     return VocoderConfig(
         n_mels=int(b_args.get("input_channels", feats.get("n_mels", 100))), dim=int(b_args.get("dim", 512)),
         intermediate_dim=int(b_args.get("intermediate_dim", 1536)), num_layers=int(b_args.get("num_layers", 8)),
@@ -231,6 +237,10 @@ def _looks_like_repo_id(text: str) -> bool:
     return len(parts) == 2 and all(parts) and not text.startswith((".", "~"))
 
 
+OFFLINE_REMEDY = ("upload its config.yaml and pytorch_model.bin, copied from a machine that has them, under Add Vocos "
+                  "weights on the Inference tab (on the command line, give their folder as --vocoder)")
+
+
 def _download(repo_id: str, tqdm_class=None, cache_only: bool = False) -> Path:
     """Fetch config.yaml + pytorch_model.bin from the hub cache, or the network when online (and not
     `cache_only`); `tqdm_class` receives the download's progress (utils/vocoder/default.py shows it)."""
@@ -246,19 +256,11 @@ def _download(repo_id: str, tqdm_class=None, cache_only: bool = False) -> Path:
             return folder
     except Exception:  # not in the local cache: try the network
         pass
-    if cache_only:
-        raise StudioError(f"{repo_id} is not in the Hugging Face cache and HF_HUB_OFFLINE is set: unset it on a "
-                          "machine with internet, or give a folder holding config.yaml and pytorch_model.bin.")
+    from utils.hub import download_error, unreachable
+
+    if cache_only:  # HF_HUB_OFFLINE: the cache was the only place to look
+        raise unreachable(f"the vocoder {repo_id}", OFFLINE_REMEDY)
     try:
         return Path(snapshot_download(repo_id, allow_patterns=patterns, tqdm_class=tqdm_class))
     except Exception as exc:
-        raise StudioError(f"Could not download the vocoder {repo_id} ({type(exc).__name__}). This machine may be "
-                          "offline: download config.yaml and pytorch_model.bin on another machine and give "
-                          "their folder instead.") from None
-
-
-def train_vocoder(*args, **kwargs):
-    """GAN fine-tuning/training of a vocoder on a prepared dataset (see utils/vocoder/training.py)."""
-    from utils.vocoder.training import train_vocoder as _train
-
-    return _train(*args, **kwargs)
+        raise download_error(f"the vocoder {repo_id}", exc, OFFLINE_REMEDY) from exc

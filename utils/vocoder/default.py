@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Iterator
 
 from utils.events import Event, StudioError
+from utils.hub import HubUnreachable, byte_progress, hub_offline, install_folder
 from utils.vocoder import PUBLIC_VOCOS, _looks_like_repo_id
 from utils.workspace import Workspace, atomic_write_text
 
@@ -91,10 +92,6 @@ def notice(folder: Path) -> dict[str, str]:
     return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in head.splitlines()) if v}
 
 
-def hub_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-
-
 # ------------------------------------------------------------------------------------ fetching
 def fetch(ws: Workspace, source: str | Path | None = None) -> Iterator[Event]:
     """Put the public Vocos into vocoders/vocos-mel-24khz/ with its licence, once; the last event carries the folder.
@@ -129,7 +126,7 @@ def _from_hub(repo_id: str) -> Iterator[Event]:
 
     def work():
         try:
-            outcome["folder"] = _download(repo_id, tqdm_class=_reporting(received.put))
+            outcome["folder"] = _download(repo_id, tqdm_class=byte_progress(received.put))
         except BaseException as exc:  # handed to the generator's thread, raised there
             outcome["error"] = exc
         finally:
@@ -146,48 +143,26 @@ def _from_hub(repo_id: str) -> Iterator[Event]:
     return outcome["folder"]
 
 
-def _reporting(report):
-    """A tqdm class for huggingface_hub whose byte bars call report(bytes so far); it prints nothing."""
-    import io
-
-    from tqdm import tqdm
-
-    class Reporting(tqdm):
-        def __init__(self, *args, **kwargs):
-            kwargs.update(file=io.StringIO(), disable=False)
-            super().__init__(*args, **kwargs)
-
-        def update(self, n=1):
-            out = super().update(n)
-            if self.unit == "B":
-                report(self.n)
-            return out
-
-    return Reporting
 
 
 def _install(folder: Path, target: Path, source: str) -> None:
-    """Copy the two files beside the target, check they load, write the licence, then rename into place."""
+    """The two files copied into the workspace, checked to load, with the licence beside them (utils.hub makes the
+    folder whole or not at all)."""
     from utils.vocoder import load_vocoder
 
     missing = [f for f in FILES if not (folder / f).is_file()]
     if missing:
         raise StudioError(f"{folder} lacks {', '.join(missing)}: the public Vocos is config.yaml + pytorch_model.bin.")
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")  # one per fetcher
-    tmp.mkdir(parents=True)
-    try:
+
+    def fill(tmp: Path) -> None:
         for name in FILES:
             shutil.copyfile(folder / name, tmp / name)  # copyfile: the hub cache holds symlinks
         load_vocoder(tmp)  # refuses weights that would not load (or would run code), with its message
         atomic_write_text(tmp / NOTICE, f"Source: {source} (https://huggingface.co/{PUBLIC_VOCOS})\n"
                                         f"Licence: {LICENCE}\nFetched: {time.strftime('%Y-%m-%d %H:%M')}\n\n"
                                         f"{CREDIT}, fetched by Amharic TTS Studio.\n\n{MIT_TEXT}")
-        tmp.rename(target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if (target / "pytorch_model.bin").is_file():
-            return  # another process of this workspace finished first: its copy is as good
-        raise
+
+    install_folder(target, fill, lambda path: (path / "pytorch_model.bin").is_file())
 
 
 # --------------------------------------------------------------------------- in the background
@@ -195,6 +170,7 @@ def _install(folder: Path, target: Path, source: str) -> None:
 class FetchState:
     state: str = "idle"  # idle | fetching | ready | failed
     message: str = ""    # the newest progress line, or why it failed
+    offline: bool = False  # it failed because this machine cannot reach the Hugging Face hub
 
 
 _STATES: dict[Path, FetchState] = {}
@@ -225,7 +201,7 @@ def _fetch_into(ws: Workspace, source, state: FetchState) -> None:
             state.message = event.message
         state.state = "ready"
     except StudioError as exc:
-        state.state, state.message = "failed", str(exc)
+        state.state, state.message, state.offline = "failed", str(exc), isinstance(exc, HubUnreachable)
     except Exception as exc:  # a network or library failure of any type: the UI says it, the app goes on
         state.state, state.message = "failed", f"{type(exc).__name__}: {exc}"
     print(f"vocoder: {state.state}: {state.message}", flush=True)
@@ -244,8 +220,12 @@ def status_line(ws: Workspace, training: bool = False) -> str:
     if state.state == "fetching":
         return (f"Getting the neural vocoder, {CREDIT}, {LICENCE}: {state.message}. "
                 "Until it is here, Griffin-Lim makes the sound (buzzy).")
-    why = ("HF_HUB_OFFLINE is set" if hub_offline() else "the download failed" if state.state == "failed"
-           else "none is in this workspace")
+    if state.offline or (hub_offline() and state.state != "failed"):  # offline: one way to a neural voice
+        return (f"The {'samples sound' if training else 'voice sounds'} buzzy because Griffin-Lim makes the sound: "
+                "this machine cannot reach the Hugging Face hub to download the public Vocos, so upload its two files "
+                "(config.yaml and pytorch_model.bin, copied from a machine that has them) under Add Vocos weights on "
+                f"the Inference tab, named {DEFAULT_NAME}.")
+    why = "the download failed" if state.state == "failed" else "none is in this workspace"
     return (f"The {'samples sound' if training else 'voice sounds'} buzzy because Griffin-Lim makes the sound: "
             f"no neural vocoder ({why}). To get one, "
             "connect to the internet and restart the app (it fetches the public Vocos, MIT licence), upload its "

@@ -34,6 +34,7 @@ import numpy as np
 
 from utils.audio import MODEL_SAMPLE_RATE, FeatureConfig, load_audio, log_mel, save_audio
 from utils.events import Event, StudioError
+from utils.hardware import VOCODER_STEPS_GPU
 from utils.workspace import Workspace, atomic_write_json, read_json, read_jsonl
 
 # (multi-period widths, multi-resolution width) per preset: Vocos/HiFi-GAN sizes, small ones for CPU smoke runs
@@ -48,7 +49,7 @@ class VocoderTrainConfig:
     preset: str = "mel-24khz"         # generator size when training from scratch (models.vocoder.PRESETS)
     init: str | None = None           # public Vocos folder/file/hub id, or one of our vocoder folders
     resume: str | None = None         # "auto": continue from the run's newest checkpoint
-    max_steps: int = 20_000           # generator updates (each paired with one discriminator update)
+    max_steps: int = VOCODER_STEPS_GPU  # generator updates (each paired with one discriminator update)
     batch_size: int = 16              # Vocos: 16 x 16 384 samples
     segment: int = 16_384             # samples per crop (0.68 s, 65 mel frames)
     lr: float | None = None           # None: 5e-4 from scratch, 1e-4 when fine-tuning (see reasons)
@@ -473,4 +474,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from utils.training.__main__ import leave
+
+    leave(main())

@@ -1,0 +1,116 @@
+"""What to expect of an F5 fine-tune, said before Start: is there enough speech, how long will a pass over the data
+and the whole run take on this machine, and will the checkpoints fit on the disk.
+
+    lines = guidance(ws, "abebe", max_steps=20_000)   # the Training tab and `app.py train --engine f5` show them
+
+Hours: people who fine-tuned F5-TTS for a new language needed 10-15 h of speech (F5-TTS issue 87); 10 h of one
+speaker still mispronounced (#665). A base that already speaks Amharic needs only enough to adapt a voice.
+Speed: measured where it can be (the newest F5 run of this workspace on this kind of device: its frames a second),
+else estimated from the card's half-precision tensor throughput at a typical 35 % utilisation, or the 2-core CPU
+figure of bench/f5_step.py. Disk: a checkpoint is the 1.35 GB of weights; only the newest keeps the trainer state
+(weights, AdamW's two moments, the average: ~5.4 GB more).
+"""
+from __future__ import annotations
+
+import shutil
+
+from utils.workspace import Workspace
+
+NEW_LANGUAGE_HOURS = (10.0, 15.0)    # F5-TTS issue 87
+ADAPT_HOURS = 1.0                    # a base that speaks Amharic: an hour or two adapts a voice
+FRAMES_PER_S_CPU = 60.0              # the v1 Base on 2 CPU cores (bench/f5_step.py, RESULTS.md)
+FLOPS_PER_FRAME = 6 * 337e6          # forward + backward of 337 M parameters per mel frame (attention aside)
+UTILISATION = 0.35                   # a fair share of a card's peak for this model's mix of matmuls and norms
+FRAMES_PER_SECOND_OF_AUDIO = 24_000 / 256
+WEIGHTS_GB, STATE_GB = 1.35, 5.4     # one checkpoint's weights; the newest one's trainer state on top
+# dense half-precision tensor TFLOPS by name pattern (first match), as published by NVIDIA
+PEAK_TFLOPS = (("H200", 989.0), ("H100 PCIe", 756.0), ("H100", 989.0), ("A100", 312.0), ("L40S", 362.0),
+               ("L40", 181.0), ("L4", 121.0), ("A10", 125.0), ("A6000", 155.0), ("V100", 125.0), ("T4", 65.0),
+               ("4090", 165.0), ("3090", 71.0))
+
+
+def usable_hours(ws: Workspace, dataset: str) -> float:
+    from utils.datasets.manifest import load_manifest
+
+    return sum(float(r.get("duration") or 0.0) for r in load_manifest(ws, dataset)
+               if not r.get("excluded") and (r.get("normalized") or r.get("text"))) / 3600.0
+
+
+def training_speed(ws: Workspace, report) -> tuple[float, str]:
+    """(mel frames a second the v1 Base trains at here, where the number comes from)."""
+    measured = _measured(ws, "cuda" if report.gpus else "cpu")
+    if measured:
+        return measured
+    if not report.gpus:
+        return FRAMES_PER_S_CPU, "measured on a 2-core CPU (bench/f5_step.py)"
+    gpu = min(report.gpus, key=lambda g: g.memory_gb)
+    peak = next((tflops for pattern, tflops in PEAK_TFLOPS if pattern in gpu.name), 30.0 if not gpu.bf16 else 120.0)
+    per_gpu = peak * 1e12 * UTILISATION / FLOPS_PER_FRAME
+    return per_gpu * len(report.gpus), (f"estimated for {len(report.gpus)} x {gpu.name} ({peak:.0f} TFLOPS at "
+                                        f"{UTILISATION:.0%}); the run's own log gives the measured speed")
+
+
+def _measured(ws: Workspace, device: str) -> tuple[float, str] | None:
+    """The frames a second of the newest F5 run of this workspace that trained on this kind of device."""
+    import json
+
+    from utils.workspace import read_jsonl
+
+    runs = sorted((p for p in ws.runs.glob("*/metrics.jsonl")), key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in runs:
+        try:
+            config = json.loads((path.parent / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        train, resolved = config.get("train") or {}, config.get("resolved") or {}
+        if train.get("engine") != "f5" or not train.get("init") or resolved.get("device") != device:
+            continue
+        speeds = [r["frames_per_s"] for r in read_jsonl(path) if r.get("frames_per_s")]
+        if speeds:
+            return float(speeds[-1]), f"measured by run {path.parent.name} on this kind of machine"
+    return None
+
+
+def say_time(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172_800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.0f} days"
+
+
+def guidance(ws: Workspace, dataset: str, max_steps: int, report=None, keep_checkpoints: int = 3,
+             speaks_amharic: bool = False, frames_per_update: int | None = None) -> list[str]:
+    """Three lines in plain words: the data against what a new language needed, the time a pass and the run take
+    here, and the disk the checkpoints take against what is free where the workspace lives."""
+    from utils import hardware
+
+    report = report if report is not None else hardware.detect(ws.root)
+    frames_per_update = frames_per_update or hardware.TARGET_FRAMES_PER_STEP
+    hours = usable_hours(ws, dataset)
+    low, high = NEW_LANGUAGE_HOURS
+    if speaks_amharic:
+        data = (f"{hours:.1f} h of usable speech: the base already speaks Amharic, so {ADAPT_HOURS:.0f} h or more "
+                "adapts it to this voice" + ("." if hours >= ADAPT_HOURS else "; record more if you can."))
+    elif hours < low:
+        data = (f"{hours:.1f} h of usable speech: teaching the base a new language took people {low:.0f}-{high:.0f} h "
+                f"(F5-TTS issue 87; 10 h of one speaker still mispronounced some words). With {hours:.1f} h expect "
+                "an accent and mistakes; a base that already speaks Amharic, or more recordings, helps.")
+    else:
+        data = f"{hours:.1f} h of usable speech: within or above the {low:.0f}-{high:.0f} h a new language needed."
+    speed, source = training_speed(ws, report)
+    one_pass = hours * 3600 * FRAMES_PER_SECOND_OF_AUDIO / speed
+    run_s = max_steps * frames_per_update / speed
+    passes = max_steps * frames_per_update / max(1.0, hours * 3600 * FRAMES_PER_SECOND_OF_AUDIO)
+    time = (f"About {say_time(one_pass)} for one pass over the data and {say_time(run_s)} for the {max_steps} updates "
+            f"({passes:.0f} passes of {frames_per_update} frames an update; {speed:,.0f} frames a second, {source}).")
+    need = (keep_checkpoints + 1) * WEIGHTS_GB + STATE_GB
+    free = shutil.disk_usage(ws.root).free / 2**30
+    disk = (f"Checkpoints need up to {need:.0f} GB ({keep_checkpoints + 1} x {WEIGHTS_GB} GB of weights: the newest "
+            f"{keep_checkpoints} and the best; and {STATE_GB} GB to resume from the newest); {free:.0f} GB are free "
+            "where the workspace is"
+            + ("." if free >= need + 2 else ": free space first, or keep fewer checkpoints (a free Google Drive "
+                                            "holds 15 GB)."))
+    return [data, time, disk]

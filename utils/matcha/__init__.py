@@ -1,0 +1,81 @@
+"""The Matcha family: a small non-autoregressive model (models/matcha.py) trained from zero, or fine-tuned from one of
+this studio's Matcha checkpoints, on the shared training engine (utils/training/acoustic.py's MatchaAdapter). It runs
+on any machine, and its weights are the curator's own: the one voice free of a non-commercial licence. This module
+answers what the studio asks of a model family (utils/families.py); importing it needs no torch."""
+from __future__ import annotations
+
+NAME = "matcha"
+TITLE = "Matcha"
+DESCRIPTION = "Matcha: a small model trained from zero. Fast, runs on any machine (a CPU too); a clear but plain voice."
+LICENCE = ""               # weights trained here from zero: the curator's own
+SHORT_LICENCE = ""
+SAMPLE_STEPS = 10          # Euler steps of the flow decoder (Matcha-TTS's default)
+SAMPLE_RATE = 24_000
+USES_STEPS = True          # Euler steps of its flow decoder
+USES_TEMPERATURE = True
+USES_VOCODER = True        # it makes mels: a vocoder (or Griffin-Lim) makes the sound
+ASKS_LICENCE = False
+ASKS_PROMPT = False
+HAS_SIZES = True           # tiny, small, base
+FINETUNE_MODES = ("full", "freeze_encoder", "new_speaker")
+ONNX = True
+STEPS_HELP = "more: cleaner speech, made more slowly; 4-10 is usual (ODE steps of the flow decoder)"
+GUIDE = "when the voice must be free of a non-commercial licence (trained from zero: many hours of speech)"
+DICTIONARY_NOTE = ""       # the pronunciation dictionary's phonemes reach it as they are
+
+
+def default_init(preset: str) -> str:
+    return ""  # from zero
+
+
+def machine_verdict(report) -> tuple[bool, str]:
+    return True, ("any machine: a CPU trains the tiny size in minutes, a GPU the larger ones 10-100x faster"
+                  if not report.gpus else "a GPU trains it 10-100x faster than a CPU")
+
+
+def check_request(cfg, report=None) -> None:
+    """Nothing Matcha cannot do here: every mode and size runs on any machine (slowly on a CPU)."""
+
+
+def prepare(ws, cfg, accept_licence: bool = False) -> None:
+    """A checkpoint to fine-tune must be inside the workspace."""
+    if cfg.init:
+        cfg.init = str(ws.inside(cfg.init))
+
+
+def memory_plan(cfg):
+    """Its memory for the batch guess (utils.hardware.MemoryPlan), as its adapter plans it."""
+    from utils.training.acoustic import MatchaAdapter
+
+    return MatchaAdapter.memory_plan(cfg)
+
+
+def guidance(ws, cfg) -> list[str]:
+    return []  # the Training tab's steps box and the run's own ETA say enough
+
+
+def train(cfg, report=None) -> dict:
+    from utils.training.acoustic import train as run
+
+    return run(cfg, report)
+
+
+def load(folder, device="cpu"):
+    """(MatchaTTS in eval mode on `device`, config) of a checkpoint or voice folder (utils/matcha/checkpoint.py)."""
+    from utils.matcha.checkpoint import load_matcha
+
+    return load_matcha(folder, device)
+
+
+def tokenizer(config: dict):
+    from utils.text.tokenizers import Tokenizer
+
+    frontend = config.get("frontend") or {}
+    return Tokenizer.from_dict(frontend.get("tokenizer", frontend))
+
+
+def export(folder, vocoder, steps: int) -> list[str]:
+    """acoustic.onnx (and vocoder.onnx with a vocoder) beside the exported weights."""
+    from utils.matcha.onnx import export_onnx
+
+    return export_onnx(folder, vocoder, steps)

@@ -1,0 +1,90 @@
+"""What the folders of a workspace hold: acoustic checkpoints and voices, vocoders, a run's best checkpoint, and what a
+VOICE argument names. Below inference, training and the model families, so that each can ask.
+
+A VOICE argument (UI picker, CLI `--voice`, `--init`) is one of
+  - an exported voice's name            -> workspace/voices/<name>/
+  - a run's name                        -> that run's best checkpoint (lowest validation MCD), else its newest
+  - a checkpoint folder in the workspace -> runs/<run>/checkpoints/step-N (relative or absolute inside it)
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from utils.events import StudioError
+from utils.jobs import is_check_run
+from utils.workspace import Workspace, read_json
+
+_STEP_RE = re.compile(r"^step-(\d+)$")
+
+
+# ----------------------------------------------------------------------------- what a folder is
+def is_acoustic(folder: Path) -> bool:
+    config = read_json(folder / "config.json", {}) or {}
+    return (folder / "model.safetensors").exists() and "model" in config and config.get("kind") != "vocos"
+
+
+def is_vocoder(folder: Path) -> bool:
+    config = read_json(folder / "config.json", {}) or {}
+    return (folder / "model.safetensors").exists() and config.get("kind") == "vocos"
+
+
+def checkpoints_of(run: Path) -> list[Path]:
+    """A run's checkpoint folders, oldest first."""
+    ck = run / "checkpoints"
+    found = [p for p in ck.iterdir() if p.is_dir() and _STEP_RE.match(p.name)] if ck.is_dir() else []
+    return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+
+
+def run_folders(ws: Workspace) -> list[Path]:
+    """Run folders whose checkpoints are offered (the transcript check's throwaway aligner is not a voice)."""
+    found = sorted(p for p in ws.runs.iterdir() if p.is_dir()) if ws.runs.exists() else []
+    return [p for p in found if not is_check_run(p)]
+
+
+def list_voices(ws: Workspace) -> list[str]:
+    return sorted(p.name for p in ws.voices.iterdir() if p.is_dir() and is_acoustic(p)) if ws.voices.exists() else []
+
+
+def best_checkpoint(ws: Workspace, run: str) -> Path | None:
+    """The run's checkpoint with the lowest validation MCD when it still exists, else its newest."""
+    run_dir = ws.run_dir(run)
+    best = (read_json(run_dir / "status.json", {}) or {}).get("best_checkpoint")
+    if best and is_acoustic(Path(best)) and Path(best).resolve().is_relative_to(ws.root):
+        return Path(best).resolve()
+    steps = [p for p in checkpoints_of(run_dir) if is_acoustic(p)]
+    return steps[-1] if steps else None
+
+
+def resolve_voice(ws: Workspace, voice: str) -> Path:
+    """A voice name, a run name or a checkpoint folder -> the acoustic checkpoint folder."""
+    name = (voice or "").strip()
+    if not name:
+        raise StudioError("Pick a voice or a checkpoint first.")
+    plain = "/" not in name and "\\" not in name
+    if plain and (ws.voices / name).is_dir():
+        folder = ws.voice_dir(name)
+    elif plain and (ws.runs / name).is_dir():
+        folder = best_checkpoint(ws, name)
+        if folder is None:
+            raise StudioError(f"Run {name} has no checkpoint yet; it writes one at each evaluation and when stopped.")
+    else:
+        folder = ws.inside(name)
+    if not folder.exists():
+        raise StudioError(f"There is no voice, run or checkpoint called {name!r}. Voices: "
+                          f"{', '.join(list_voices(ws)) or 'none yet'}; runs: {', '.join(ws.list_runs()) or 'none yet'}.")
+    if not is_acoustic(folder):
+        raise StudioError(f"{name} is not an acoustic-model checkpoint (model.safetensors + config.json with "
+                          "model and frontend); a vocoder folder goes in the vocoder field instead.")
+    return folder
+
+
+def vocoder_source(ws: Workspace, vocoder: str) -> Path | str:
+    """A vocoder folder/file in the workspace (paths outside it are refused), else a hub id as given."""
+    path = Path(vocoder)
+    if path.is_absolute() or (ws.root / path).exists():
+        return ws.inside(path)
+    if path.parts and path.parts[0] in ("vocoders", "runs", "voices"):  # meant the workspace, not the hub
+        raise StudioError(f"No vocoder at {ws.root / path}: choose one the workspace lists (Inference tab), "
+                          "or add the public Vocos there.")
+    return vocoder
