@@ -12,4 +12,29 @@
       if (box.dataset.pinned === "1") box.scrollTop = box.scrollHeight;
     });
   }, 500);
+
+  // The open tab is kept in the address (#training) and in this browser: a reload opens it again instead of the
+  // Dataset tab. Only the studio's own tabs count (not a tab row inside a tab, such as Music removal's).
+  const KEY = "amharic-tts-tab";
+  const studioTab = (el) => {
+    const button = el && el.closest ? el.closest("button[data-tab-id]") : null;
+    return button && !button.closest('[role="tabpanel"]') ? button : null;
+  };
+  document.addEventListener("click", (event) => {
+    const button = studioTab(event.target);
+    if (!button) return;
+    history.replaceState(null, "", "#" + encodeURIComponent(button.dataset.tabId));
+    try { localStorage.setItem(KEY, button.dataset.tabId); } catch (e) { /* storage off: the address keeps it */ }
+  }, true);
+  let wanted = decodeURIComponent(location.hash.slice(1));
+  try { wanted = wanted || localStorage.getItem(KEY) || ""; } catch (e) { /* storage off */ }
+  if (wanted) {
+    const started = Date.now();
+    const reopen = setInterval(() => {  // the tab buttons appear once Gradio has drawn the page
+      const button = [...document.querySelectorAll("button[data-tab-id]")]
+        .find((b) => b.dataset.tabId === wanted && studioTab(b));
+      if (button && button.getAttribute("aria-selected") !== "true") button.click();  // Gradio's own select runs
+      if (button || Date.now() - started > 15000) clearInterval(reopen);
+    }, 100);
+  }
 }

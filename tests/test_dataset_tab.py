@@ -33,9 +33,10 @@ def test_tab_builds_with_named_api_events(tmp_path):
     names = {getattr(fn, "api_name", None) for fn in demo.fns.values()}
     assert {"dataset_prepare", "dataset_view", "dataset_inspect", "dataset_exclude", "dataset_keep",
             "dataset_text", "dataset_recheck"} <= names
-    (on_load, inputs, outputs), (lists, _, lists_outputs) = hooks  # page load: the workspace as it is now
-    assert len(on_load(None)) == len(outputs) == 5
+    (on_load, inputs, outputs), (lists, _, lists_outputs), (opened, _, view_outputs, when) = hooks
+    assert len(on_load(None)) == len(outputs) == 5  # page load: the workspace as it is now
     assert len(lists(None)) == len(lists_outputs) == 2  # the transcript review and drafts lists
+    assert when == "open" and len(opened(None, False)) == len(view_outputs) == 4  # the tab opened again: redrawn
 
 
 def test_upload_inspect_prepare_review_and_edit_through_the_handlers(tmp_path):

@@ -1,6 +1,7 @@
 """The Inference tab in a real browser: speak (streamed), see what was spoken, compare, export."""
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -8,10 +9,10 @@ from playwright.sync_api import expect
 
 from tests.conftest import serve
 from tests.helpers import make_dataset, screenshot
-from tests.test_inference import voice_workspace
+from tests.test_inference import CKPT, voice_workspace
 from utils.training import TrainConfig, prepare_run, run
 
-F5_RUN = "tigist-f5"  # listed after the Matcha run r1, which stays the picker's first voice
+F5_RUN = "tigist-f5"  # dated before the Matcha run r1 (see `server`): r1 stays the picker's default voice
 
 
 def add_f5_voice(ws) -> None:
@@ -26,6 +27,8 @@ def add_f5_voice(ws) -> None:
 def server(tmp_path_factory):
     ws = voice_workspace(tmp_path_factory.mktemp("inference") / "workspace")
     add_f5_voice(ws)
+    ended = os.stat(ws.root / CKPT).st_mtime - 60  # the F5 run ended before r1's checkpoint was written, so the
+    os.utime(ws.run_dir(F5_RUN) / "status.json", (ended, ended))  # picker starts on r1 (the newest run's best)
     s = serve(ws)
     yield s
     s.stop()
@@ -63,7 +66,7 @@ def test_speak_see_the_phonemes_compare_and_export(server, page, tmp_path):
     expect(info).to_contain_text("Not done: The text has no Amharic")  # kept under the player, not only a toast
 
     page.locator("#inference-text textarea").fill("ሰላም ነው።")
-    page.get_by_text("A/B: one sentence from two checkpoints").click()
+    page.get_by_text("A/B: the same text from two voices or checkpoints").click()
     page.locator("#inference-compare").click()
     for side in ("a", "b"):
         # Gradio's waveform player loads the WAV into an <audio> inside wavesurfer's shadow root

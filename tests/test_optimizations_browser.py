@@ -89,3 +89,50 @@ def test_steps_start_where_the_optimizations_tab_says_and_the_system_tab_uses_it
                   "(max_frames_per_batch)", "Train on every GPU at once, one process each (distributed)"):
         expect(table).to_contain_text(words)
     screenshot(page.locator("#recommended-settings"), app_server.workspace.parent, "system-settings")
+
+
+JARGON = ("SDPA", "TF32", "cuDNN", "page-locked", "AdamW", "torch.compile", "FP8", "NaN", "Euler")
+
+
+def only_in_brackets(text: str, term: str) -> list[str]:
+    """The places where `term` is said outside brackets (a curator's plain words come first, the technical name in
+    brackets after them), as short excerpts."""
+    out = []
+    for line in text.splitlines():
+        for found in re.finditer(re.escape(term), line):
+            before = line[:found.start()]
+            if before.count("(") <= before.count(")"):
+                out.append(line[max(0, found.start() - 40):found.end() + 20])
+    return out
+
+
+def test_a_curator_reads_plain_words_first_and_the_technical_names_in_brackets(app_server, page):
+    """The Optimizations tab's labels, help lines, reasons and trades, the System tab's machine and settings, and the
+    Training tab's F5 line: no pointer to a bench file, every technical name after plain words, in brackets; no
+    CUDA version beside "No GPU was found" as if one were there."""
+    page.goto(app_server.url)
+    page.get_by_role("tab", name="Optimizations").click()
+    page.get_by_text("Every setting: speed and memory").click()
+    page.get_by_text("Every setting: training length, quality checks, saved copies").click()
+    expect(page.locator("#why-beta1")).to_contain_text("How much each update carries on from the updates before it")
+    expect(page.get_by_text("the method every attention layer uses: flash (fastest)").first).to_be_visible()
+    shown = page.get_by_role("tabpanel").filter(visible=True).last.inner_text()
+    assert "bench/" not in shown and "RESULTS.md" not in shown
+    said = {term: only_in_brackets(shown, term) for term in JARGON}
+    assert not any(said.values()), said
+    screenshot(page.locator("#why-attention"), app_server.workspace.parent, "attention-in-plain-words")
+
+    page.get_by_role("tab", name="System").click()
+    card = page.locator("#hardware-card")
+    expect(card).to_contain_text("No GPU was found")
+    assert re.search(r"CUDA [\d.]+: unused here", card.inner_text()) or "CUDA" not in card.inner_text()
+    table = page.locator("#recommended-settings")
+    expect(table).to_contain_text("no GPU found")
+    said = {term: only_in_brackets(table.inner_text(), term) for term in JARGON}
+    assert not any(said.values()) and "bench/" not in table.inner_text(), said
+
+    page.get_by_role("tab", name="Training").click()
+    engine = page.locator("#engine")
+    expect(engine).to_contain_text("F5-TTS on this machine: no. no GPU")
+    f5_line = re.search(r"F5-TTS on this machine: no\. .*?T4 works\)", engine.inner_text(), re.S).group(0)
+    assert "bench/" not in f5_line and "mel frames" not in f5_line, f5_line

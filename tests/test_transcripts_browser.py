@@ -6,7 +6,7 @@ import re
 
 from playwright.sync_api import expect
 
-from tests.helpers import make_dataset, tiny_recognizer
+from tests.helpers import make_dataset, screenshot, tiny_recognizer
 from utils.events import run_to_end
 from utils.transcripts import asr
 from utils.workspace import read_jsonl, write_jsonl
@@ -67,3 +67,85 @@ def test_check_review_fix_exclude_and_accept_a_draft_in_the_browser(start_app, p
     expect(page.locator("#transcripts-status")).to_contain_text("am-006: text fixed saved")
     expect(drafts.get_by_test_id("cell-0-0")).to_have_count(0)  # typed rows leave the drafts list
     assert {r["id"]: r for r in read_jsonl(manifest)}["am-006"]["text"] == " ".join(draft.split())
+
+
+def ranked_dataset(root):
+    """Dataset 'am' (7 espeak-ng clips) with its report and a transcript check's ranking already written, as the
+    check leaves them (method alignment: this workspace has no recognizer), every transcript the one it scored."""
+    from utils import datasets
+    from utils.audio import file_digest
+    from utils.workspace import atomic_write_json
+
+    ws = make_dataset(root, name="am", n_train=6, n_val=1)
+    manifest = ws.dataset_dir("am") / "manifest.jsonl"
+    rows = read_jsonl(manifest)
+    for r in rows:
+        r["sha1"] = file_digest(ws.dataset_dir("am") / r["audio"])
+    write_jsonl(manifest, rows)
+    datasets.recheck(ws, "am")  # the report the Dataset tab's summary reads
+    reason = "the speech is much longer than the text: part of what is said is not written"
+    atomic_write_json(ws.dataset_dir("am") / "transcript_check.json", {
+        "dataset": "am", "method": "alignment", "created": "2026-11-25 10:00", "seconds": 1.0, "skipped": [],
+        "rows": [{"id": r["id"], "score": 9.0 - i, "reason": reason, "text": r["text"], "z": {}}
+                 for i, r in enumerate(rows)]})
+    return ws
+
+
+def test_a_suspicious_clip_opens_under_its_list_with_every_column_on_screen_and_a_second_press_is_answered(
+        start_app, page, tmp_path):
+    """The clip picked in "Most suspicious first" opens right under that list (not under the drafts section), the
+    list's columns all fit on screen with "rank" on one line, an exclusion there updates the Dataset tab's "N of M
+    clips" at once, and Check transcripts pressed while a check runs, or while the ranking is current, says so."""
+    from utils.transcripts.scoring import one_check_at_a_time
+
+    ws = ranked_dataset(tmp_path / "workspace")
+    server = start_app(workspace=ws.root)
+    page.goto(server.url)
+    page.get_by_role("tab", name="Dataset").click()
+    summary = page.locator("#dataset-summary")
+    expect(summary).to_contain_text("7 of 7 clips", timeout=60_000)
+    review = page.locator("#transcripts-review")
+    first = review.get_by_test_id("cell-0-1")
+    expect(first).to_have_text("am-000", timeout=30_000)
+
+    # every column inside the list's box, and the header "rank" on one line
+    box = review.bounding_box()
+    heads = page.evaluate("""() => [...document.querySelectorAll('#transcripts-review th')].map(h => {
+        const r = h.getBoundingClientRect(), span = h.querySelector('.header') || h, range = document.createRange();
+        range.selectNodeContents(span);
+        return {name: h.innerText.trim(), right: r.right, lines: new Set([...range.getClientRects()].map(x => Math.round(x.top))).size};
+    })""")
+    assert [h["name"] for h in heads] == ["rank", "id", "score", "reason", "text", "decision"]
+    assert all(h["right"] <= box["x"] + box["width"] + 1 for h in heads), heads
+    assert heads[0]["lines"] == 1, heads[0]
+
+    # the clip opens right under the list it was picked in
+    first.click()
+    row = page.locator("#transcripts-row textarea, #transcripts-row input")
+    expect(row).to_have_value("am-000")
+    listed, editor, drafts_head = (page.locator(f"#{i}").bounding_box()  # measured together: the page scrolls
+                                   for i in ("transcripts-review", "transcripts-text", "transcripts-drafts-head"))
+    assert listed["y"] + listed["height"] <= editor["y"] < drafts_head["y"], (listed, editor, drafts_head)
+    screenshot(page.locator("#transcripts-review"), tmp_path, "review-list-and-its-clip")
+
+    # excluding it there: the Dataset tab's summary counts it out at once, without Refresh
+    page.locator("#transcripts-exclude").click()
+    expect(page.locator("#transcripts-status")).to_contain_text("am-000: exclude saved")
+    expect(summary).to_contain_text("6 of 7 clips")
+
+    # a second press is answered: the ranking is current (nothing changed but a decision), or a check is running
+    note = page.locator("#transcripts-check-note")
+    page.locator("#transcripts-check").click()
+    expect(note).to_contain_text("The ranking below is current: the check of 2026-11-25 10:00")
+    with one_check_at_a_time(ws, "am"):  # as a check started from another browser or the command line holds it
+        page.locator("#transcripts-check").click()
+        expect(note).to_contain_text("A check of am is already running")
+    assert "Not done" in note.inner_text()
+
+
+def test_auto_says_it_checks_by_alignment_alone_when_there_is_no_recognizer(tmp_path):
+    from webui.transcripts import run_check
+
+    ws = make_dataset(tmp_path / "workspace", name="am", n_train=4, n_val=1)
+    said = next(run_check(ws, "am", "auto"))  # the first line, before any training starts
+    assert said.startswith("auto: no speech recognizer in this workspace, so this check uses the alignment alone")

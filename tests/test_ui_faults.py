@@ -30,7 +30,7 @@ def ws(tmp_path):
 def start_from_ui(url: str, name: str) -> str:
     """What the Start button sends (api_name start_training); returns the message shown under it."""
     note, _, _ = Client(url, verbose=False).predict("am", "tiny", name, 100_000, FROM_SCRATCH, "full", False,
-                                                     "matcha", False, "", api_name="/start_training")
+                                                     "matcha", False, "", "", api_name="/start_training")
     return note
 
 

@@ -13,8 +13,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from utils import families
 from utils.events import StudioError
-from utils.jobs import ACTIVE, reconcile, tail
+from utils.jobs import ACTIVE, is_check_run, reconcile, tail
 from utils.workspace import Workspace, read_json, read_jsonl_from
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
@@ -87,6 +88,8 @@ class RunView:
             text += f"\n\n⚠ {s['warning']}"
         if s.get("overfitting"):
             text += f"\n\n⚠ {s['overfitting']}"
+        if s.get("precision_note"):  # mixed precision failed and the run went on in fp32 (utils/training/engine.py)
+            text += f"\n\n⚠ {s['precision_note']}"
         return text
 
 
@@ -119,6 +122,22 @@ def view(ws: Workspace, name: str, log_lines: int = 300) -> RunView:
     checkpoints = [(s, d) for s, d in _step_dirs(run_dir / "checkpoints") if (d / "model.safetensors").exists()]
     return RunView(name=name, status=reconcile(run_dir), log=tail(run_dir / "train.log", log_lines),
                    metrics=metrics(run_dir / "metrics.jsonl"), samples=samples, checkpoints=checkpoints)
+
+
+def fingerprint(ws: Workspace, name: str) -> tuple:
+    """(mtime, size) of the files a run's view is made of (status.json, train.log, metrics.jsonl, the newest samples
+    folder): while it stays the same, nothing `view` shows can have changed. A few stat calls, no file read, so a
+    watching browser costs the app nothing between two log lines."""
+    run_dir = ws.run_dir(name)
+    newest = _step_dirs(run_dir / "samples")[-1:]
+    seen = []
+    for path in [run_dir / "status.json", run_dir / "train.log", run_dir / "metrics.jsonl"] + [d for _, d in newest]:
+        try:
+            stat = path.stat()
+            seen.append((path.name, stat.st_mtime_ns, stat.st_size))
+        except OSError:
+            seen.append((path.name, None, None))
+    return tuple(seen)
 
 
 _METRICS: dict[Path, tuple[int, int, list[dict]]] = {}  # metrics.jsonl -> (inode, bytes parsed, rows)
@@ -172,8 +191,13 @@ def run_table(ws: Workspace) -> list[dict]:
     rows = []
     for r in list_runs(ws):
         doc = read_json(ws.run_dir(r["name"]) / "config.json", {}) or {}
+        if is_check_run(ws.run_dir(r["name"]), doc):
+            continue
         config = doc if doc.get("kind") == "vocoder" else doc.get("train", {})
         preset = f"vocoder ({config.get('preset', '')})" if doc.get("kind") == "vocoder" else config.get("preset", "")
+        if doc.get("kind") != "vocoder" and config.get("engine") in families.names() \
+                and not families.get(config["engine"]).HAS_SIZES:
+            preset = families.get(config["engine"]).TITLE  # its size is its base's: the family says what it is
         rows.append({
             "run": r["name"], "status": r.get("state", "?"), "step": r.get("step") or 0,
             "dataset": config.get("dataset", ""), "preset": preset,
@@ -184,6 +208,43 @@ def run_table(ws: Workspace) -> list[dict]:
                                                                                    or r.get("started")) else "",
         })
     return rows
+
+
+
+# ------------------------------------------------------------------------------------ deleting a dataset
+def trained_on(ws: Workspace, name: str) -> list[str]:
+    """The runs (acoustic and vocoder) whose config names dataset `name`, newest first."""
+    return [r["run"] for r in run_table(ws) if r["dataset"] == name]
+
+
+def delete_dataset(ws: Workspace, name: str, confirmed: bool = False, how_to_confirm: str = "confirm") -> str:
+    """Remove datasets/<name>/ (its uploads, clips, features and reviews), once the curator confirmed it, having been
+    told which runs were trained on it. Those runs and their exported voices stay and still speak (a checkpoint
+    holds its model, symbols and speakers, an F5 voice its reference clip's mel); they cannot resume or evaluate
+    again. Refused while a run on it is active or its transcript check runs; without `confirmed`, the refusal says
+    what would go, and `how_to_confirm`."""
+    from utils.jobs import read_status
+    from utils.transcripts.scoring import check_run, one_check_at_a_time
+
+    folder = ws.dataset_dir(name)
+    if not folder.is_dir():
+        raise StudioError(f"There is no dataset called {name!r}.")
+    runs = trained_on(ws, name)
+    busy = [r for r in runs if read_status(ws.run_dir(r)).get("state") in ACTIVE]
+    if busy:
+        raise StudioError(f"Run {busy[0]} is training on dataset {name!r}: stop it (Training tab) before deleting "
+                          "the dataset.")
+    if not confirmed:
+        used = (f" Runs trained on it: {', '.join(runs)}. They keep their checkpoints, and they and their exported "
+                "voices go on speaking, but they cannot resume or be evaluated again." if runs else
+                " No run was trained on it.")
+        raise StudioError(f"Deleting dataset {name!r} removes its uploads, clips and reviews from the workspace; it "
+                          f"cannot be undone.{used} To delete it, {how_to_confirm}.")
+    with one_check_at_a_time(ws, name):  # a running transcript check says so instead of losing its files
+        shutil.rmtree(folder)
+    shutil.rmtree(ws.run_dir(check_run(name)), ignore_errors=True)  # the check's own aligner, of no other use
+    return f"Deleted dataset {name}" + (f"; runs {', '.join(runs)} keep their checkpoints." if runs else ".")
+
 
 
 def last_cer(run_dir: Path, tail_bytes: int = 65536) -> str:
@@ -231,6 +292,19 @@ def state_line(ws: Workspace, name: str) -> str:
     if config.get("eval_every") and state in ("queued", "running"):
         line += f" · quality (MCD and samples) checked every {config['eval_every']} steps"
     return line
+
+
+DOUBLE_PRESS_S = 5.0  # a second Start this soon after the first, for the same run, is the same wish
+
+
+def just_started(ws: Workspace, name: str, within_s: float = DOUBLE_PRESS_S) -> bool:
+    """Whether run `name` was queued less than `within_s` ago and is still queued or training: a Start pressed
+    again now is a double press, not a wish for a second run."""
+    run_dir = ws.run_dir(name)
+    if not (run_dir / "status.json").exists():
+        return False
+    status = reconcile(run_dir)
+    return status.get("state") in ACTIVE and time.time() - (status.get("created") or 0) < within_s
 
 
 def last_choices(ws: Workspace) -> dict:
@@ -310,7 +384,7 @@ def eval_schedule(max_steps: int, longest: int) -> int:
 
 def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str = "", init: str = "",
                    finetune_mode: str = "full", max_steps: int | None = None, all_gpus: bool = False,
-                   overrides: dict | None = None, engine: str = "matcha", accept_licence: bool = False) -> dict:
+                   overrides: dict | None = None, engine: str = families.DEFAULT, accept_licence: bool = False) -> dict:
     """Write the run's config (saved optimization settings + this form) and hand it to the job service. The F5
     engine starts from the public pretrained base unless a checkpoint or the tiny test size is chosen."""
     from utils.training import TrainConfig, prepare_run
@@ -320,12 +394,9 @@ def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str 
     if dataset not in ws.list_datasets():
         raise StudioError(f"There is no prepared dataset called {dataset!r}; prepare it on the Dataset tab.")
     values = {**saved_settings(ws), **(overrides or {})}
-    if engine == "f5" and not init and preset != "tiny":
-        from utils.f5.base import HUB_ID
-
-        init = HUB_ID
+    init = init or families.get(engine).default_init(preset)  # the family's start: from zero, or its base
     values.update(workspace=str(ws.root), dataset=dataset, preset=preset, run=run.strip(), engine=engine,
-                  init=init if engine == "f5" else str(ws.inside(init)) if init else "", finetune_mode=finetune_mode)
+                  init=init, finetune_mode=finetune_mode)  # paths are checked by the family's prepare
     if max_steps:
         values["max_steps"] = int(max_steps)
     if values["run"] and (ws.run_dir(values["run"]) / "config.json").exists():
@@ -339,11 +410,23 @@ def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str 
 
 def queue(ws: Workspace, config_path: Path, all_gpus: bool = False, **job) -> dict:
     """Hand a prepared run to the job service on the device(s) a run started from the UI would get: a free
-    GPU, every GPU under torchrun, or the CPU; the queue is per device, so CLI and UI runs queue together."""
-    from utils import hardware, jobs
+    GPU, every GPU under torchrun, or the CPU (also for a run set to train on the CPU, which must not hold a
+    GPU's place); the queue is per device, so CLI and UI runs queue together."""
+    from utils import jobs
 
-    devices, nproc = pick_devices(ws, len(hardware.query_gpus()), all_gpus)
+    devices, nproc = run_devices(ws, config_path, all_gpus)
     return jobs.start(ws, config_path.parent.name, config_path, devices=devices, nproc=nproc, **job)
+
+
+def run_devices(ws: Workspace, config_path: Path, all_gpus: bool) -> tuple[str, int]:
+    """The devices a run gets on this machine now (also at Resume: the machine may have other GPUs than when the
+    run began, after a Colab runtime reset or on another machine sharing the Drive)."""
+    from utils import hardware
+
+    doc = read_json(config_path, {}) or {}
+    if (doc.get("train") or doc).get("device") == "cpu":
+        return "cpu", 1
+    return pick_devices(ws, len(hardware.query_gpus()), all_gpus)
 
 
 def vocoder_config(ws: Workspace, dataset: str, init: str = "", preset: str = "mel-24khz", run: str = "",
@@ -351,15 +434,18 @@ def vocoder_config(ws: Workspace, dataset: str, init: str = "", preset: str = "m
     """The config of a vocoder run: the form's choices, the batch for this machine (with its reason), then
     any explicit `overrides` (CLI flags)."""
     from utils import hardware
+    from utils.datasets.manifest import usable_rows
     from utils.vocoder.training import VocoderTrainConfig
 
     if dataset not in ws.list_datasets():
         raise StudioError("Choose a prepared dataset first (Dataset tab)." if not dataset else
                           f"There is no prepared dataset called {dataset!r}; prepare it on the Dataset tab.")
+    usable_rows(ws, dataset)  # no clip to learn from: refused before a run folder or a queue entry
     gpus = len(hardware.query_gpus())
     cfg = VocoderTrainConfig(dataset=dataset, run=run.strip() or f"{dataset}-vocoder-{time.strftime('%Y%m%d-%H%M%S')}",
                              preset=preset, init=str(ws.inside(init)) if init else None, resume="auto",
-                             max_steps=int(max_steps or 20_000), batch_size=16 if gpus else 4)
+                             max_steps=int(max_steps or (hardware.VOCODER_STEPS_GPU if gpus else hardware.VOCODER_STEPS_CPU)),
+                             batch_size=16 if gpus else 4)
     cfg.reasons["batch_size"] = ("16 crops of 0.68 s: the Vocos recipe" if gpus else
                                  "4 crops: no GPU here, where the recipe's 16 would make each step minutes long")
     for key, value in (overrides or {}).items():
@@ -393,8 +479,10 @@ def resume_training(ws: Workspace, name: str) -> dict:
     if not config_path.exists():
         raise StudioError(f"There is no run called {name}.")
     status = jobs.read_status(ws.run_dir(name))
-    return {"run": name, **jobs.start(ws, name, config_path, devices=status.get("devices", "cpu"),
-                                      nproc=status.get("nproc", 1),
+    # devices picked again: a run begun on 2 GPUs resumes on the one a new runtime has (its batch plan, kept in the
+    # checkpoint, is per process), and one begun on GPU 1 of a machine that now has only GPU 0 takes GPU 0
+    devices, nproc = run_devices(ws, config_path, all_gpus=int(status.get("nproc") or 1) > 1)
+    return {"run": name, **jobs.start(ws, name, config_path, devices=devices, nproc=nproc,
                                       trainer_module=status.get("trainer_module", "utils.training"))}
 
 
@@ -430,7 +518,8 @@ def settings_form(ws: Workspace, preset: str = "small", use_saved: bool = True) 
     from utils.training.optimization import resolve
 
     saved = saved_settings(ws) if use_saved else {}
-    machine = resolve(TrainConfig(preset=preset))  # what "auto" means on this machine
+    cfg = TrainConfig(preset=preset)
+    machine = resolve(cfg, plan=families.get(cfg.engine).memory_plan(cfg))  # what "auto" means on this machine
     trades = json.loads((ASSETS / "optimization_trades.json").read_text(encoding="utf-8"))
     plain = plain_words()
     meta = {f.name: f for f in fields(TrainConfig)}
@@ -458,16 +547,13 @@ def settings_form(ws: Workspace, preset: str = "small", use_saved: bool = True) 
     return rows
 
 
-STEPS_GPU, STEPS_CPU = 20_000, 2_000  # reasons in assets/settings_plain.json (max_steps "why", "why_cpu")
-
-
 def recommended_steps() -> tuple[int, str]:
     """(steps, why) for this machine: a GPU trains a full voice, a CPU a first tiny one in under an hour. The
     Optimizations tab shows it and the Training tab's steps box starts from it, so both say the same number."""
     from utils import hardware
 
     why = plain_words()["max_steps"]
-    return (STEPS_GPU, why["why"]) if hardware.query_gpus() else (STEPS_CPU, why["why_cpu"])
+    return (hardware.STEPS_GPU, why["why"]) if hardware.query_gpus() else (hardware.STEPS_CPU, why["why_cpu"])
 
 
 def default_steps(ws: Workspace) -> int:

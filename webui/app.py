@@ -23,16 +23,19 @@ def build_ui(ctx: AppContext) -> gr.Blocks:
     with gr.Blocks(title="Amharic TTS Studio") as demo:
         gr.Markdown("# Amharic TTS Studio\nFrom raw Amharic recordings to a working voice. "
                     f"Workspace: `{ctx.workspace.root}`")
-        on_load, tab_timers = [], []
+        on_load, on_open, tab_timers = [], [], []
         with gr.Tabs():
             for label, module in TABS:
                 with gr.Tab(label, id=label.lower().replace(" ", "-")) as tab:
                     entries = module.build(ctx) or []
                 on_load += [e for e in entries if len(e) == 3]
-                for fn, inputs, outputs, _ in [e for e in entries if len(e) == 4]:  # "open": each time it is opened
-                    tab.select(fn, inputs, outputs, show_progress="hidden")
+                on_open += [(tab, e[:3]) for e in entries if len(e) == 4]  # "open": each time it is opened
                 tab_timers.append((tab, [b for b in _descendants(tab) if isinstance(b, gr.Timer)]))
+        # the timers' select first: a browser sends one trigger's events one after another, and the page's first
+        # select (of the first tab) must not wait behind that tab's refresh and arrive after the curator's click
         _tick_only_on_the_open_tab(tab_timers)
+        for tab, (fn, inputs, outputs) in on_open:
+            tab.select(fn, inputs, outputs, show_progress="hidden")
         # a tab may return (fn, inputs, outputs) to refresh from the workspace at every page load
         for fn, inputs, outputs in on_load:
             demo.load(fn, inputs, outputs, show_progress="hidden")
@@ -94,6 +97,19 @@ def timers_for(timers: list, every: list, newest: _NewestSelection):
     return select
 
 
+QUEUE_IDLE_S = 0.02  # how often an idle event queue looks for work
+
+
+def quiet_queue(demo: gr.Blocks) -> gr.Blocks:
+    """Gradio's event queue looks for new work every millisecond while it has none (gradio/queueing.py,
+    `sleep_when_free`): about 8 % of a core, all day, in an app nobody is using, taken from a training run on
+    a laptop. Every 20 ms adds at most 20 ms to an event and costs a tenth of that (bench/ui_polling.py --browser)."""
+    queue = getattr(demo, "_queue", None)
+    if queue is not None and getattr(queue, "sleep_when_free", 0) < QUEUE_IDLE_S:
+        queue.sleep_when_free = QUEUE_IDLE_S
+    return demo
+
+
 def launch(workspace: Workspace, host: str = "127.0.0.1", port: int = 7860, share: bool = False,
            auth: tuple[str, str] | None = None, max_upload_mb: int = 4096) -> None:
     from utils.vocoder.default import start_fetch
@@ -101,7 +117,7 @@ def launch(workspace: Workspace, host: str = "127.0.0.1", port: int = 7860, shar
     start_fetch(workspace)  # the public Vocos, once, in the background: a neural voice by default, not Griffin-Lim
     ctx = AppContext(workspace=workspace, max_upload_mb=max_upload_mb)
     demo = build_ui(ctx)
-    demo.queue(default_concurrency_limit=4).launch(
+    quiet_queue(demo.queue(default_concurrency_limit=4)).launch(
         server_name=host, server_port=port, share=share, auth=auth,
         auth_message="Amharic TTS Studio: log in with the user and password printed where the app started.",
         allowed_paths=[str(workspace.root), str(ASSETS)],  # nothing else on the machine is served

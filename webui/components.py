@@ -34,6 +34,17 @@ def _action_name(fn) -> str:
     return name.capitalize() if name and "<" not in name else "This action"
 
 
+def plain_text(markdown: str) -> str:
+    """A message written for a Markdown box as a toast shows it: toasts print text as it is, so `**`, backticks,
+    `*emphasis*` and [links](...) would show as typed. The words stay; only the marks go."""
+    import re
+
+    text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", markdown)  # [words](address) -> words
+    text = re.sub(r"^#+\s*", "", text, flags=re.M)  # headings
+    text = text.replace("**", "").replace("__", "").replace("`", "")
+    return re.sub(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])", r"\1", text)  # *emphasis*, not 2 * 3
+
+
 def says_errors(fn, outputs: list, box, log: bool = False, also: dict | None = None, what: str = ""):
     """`fn` with its refusals written into `box` (one of its `outputs`), where the curator can read them for as
     long as they like: a raised error would leave only a red 'Error' badge on every output once its toast
@@ -59,7 +70,7 @@ def says_errors(fn, outputs: list, box, log: bool = False, also: dict | None = N
             logging.getLogger("webui").exception("%s failed", what)
             text = (f"{what} failed on an unexpected error ({type(exc).__name__}: {exc}). The app's log (the "
                     "terminal or log file it was started from) has the details.")
-        gr.Warning(text)  # a toast as well, for a box out of sight; the box keeps the text
+        gr.Warning(plain_text(text))  # a toast as well, for a box out of sight; the box keeps the text
         said = f"{before}\nNot done: {text}".lstrip() if log else f"**Not done:** {text}"
         updates = [(also or {}).get(o, gr.update()) for o in outputs]
         updates[at] = said

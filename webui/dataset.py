@@ -11,13 +11,14 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from utils import datasets
+from utils import datasets, runs
 from utils.events import StudioError
 from webui import transcripts
 from webui.components import says_errors
 from webui.context import AppContext
 
-FRONTENDS = ("phoneme", "char", "bpe")
+FRONTENDS = (("Amharic pronunciation rules (phoneme), recommended", "phoneme"), ("letters as written (char)", "char"),
+             ("word pieces learned from the transcripts (bpe)", "bpe"))
 TABLE_COLUMNS = ["id", "flags", "excluded", "decision", "duration", "speaker", "text", "messages"]
 # column types of the two plots, kept even when empty: a plot keeps the axis types of the first frame it gets
 HIST_TYPES = {"seconds": str, "start": float, "clips": int}
@@ -76,9 +77,24 @@ def summary_markdown(ws, name: str) -> str:
             f"{s['clips']} clips · **{s['speakers']}** speaker(s) · {s['train_clips']} train / {s['val_clips']} val · "
             f"format {s.get('format')}\n\n**Flagged rows by kind**\n{flags or '- none: every clip passed the checks'}\n\n"
             f"**Files that could not be used** ({s.get('errors', 0)})\n{errors or '- none'}\n\n"
-            f"**Next:** review the flagged rows below (listen, then Exclude / Keep / fix the text); remove "
-            f"background music on the **Music removal** tab if the recordings have any; then train on the "
-            f"**Training** tab.")
+            f"**Next:** review the flagged rows below (listen, then Exclude / Keep / fix the text); "
+            f"{music_advice(ws, name)}; then train on the **Training** tab.")
+
+
+def music_advice(ws, name: str) -> str:
+    """The Next line's word on music: what removal did, once it ran, instead of asking for it again."""
+    from utils.separation.dataset import progress
+
+    done = progress(ws, name)
+    if done is None:
+        return "remove background music on the **Music removal** tab if the recordings have any"
+    said = f"music removal found music in {done['music']} clip(s)" if done["music"] else "music removal found no music"
+    if done["in_use"]:
+        said += f"; {done['in_use']} train on their music-removed audio"
+    if done["waiting"]:
+        said += (f"; {done['waiting']} with music still train on their original (Accept on the **Music removal** "
+                 "tab to use the music-removed audio)")
+    return said
 
 
 def load_view(ws, name: str, show_all: bool = False):
@@ -135,9 +151,9 @@ def build(ctx: AppContext) -> list:
             name = gr.Textbox(label="Dataset name", placeholder="my-voice", elem_id="dataset-name")
             with gr.Row():
                 fmt = gr.Dropdown(list(datasets.FORMATS), value="auto", label="Format")
-                frontend = gr.Dropdown(list(FRONTENDS), value="phoneme", label="Text frontend",
-                                       info="phoneme: Amharic pronunciation rules (recommended); char: letters "
-                                            "as written; bpe: learned word pieces")
+                frontend = gr.Dropdown(list(FRONTENDS), value="phoneme", label="What the model reads (text frontend)",
+                                       info="the rules say each word as Amharic is spoken, numbers and "
+                                            "abbreviations read out; letters or word pieces need more data")
     with gr.Accordion("CSV columns (chosen automatically unless the header is ambiguous)", open=False) as csv_box:
         csv_info = gr.Markdown()
         with gr.Row():
@@ -174,9 +190,19 @@ def build(ctx: AppContext) -> list:
         keep_btn = gr.Button("Keep")
         save_btn = gr.Button("Save text")
     status = gr.Markdown(elem_id="dataset-status")
+    with gr.Accordion("Delete the dataset shown", open=False, elem_id="dataset-delete-panel"):
+        gr.Markdown("Removes the dataset's folder: its uploads, clips and reviews. Runs trained on it keep their "
+                    "checkpoints, and they and their exported voices go on speaking; they cannot resume.")
+        with gr.Row():
+            delete_confirm = gr.Checkbox(False, label="yes, delete the dataset shown", elem_id="dataset-delete-confirm")
+            delete_btn = gr.Button("Delete dataset", variant="stop", elem_id="dataset-delete")
+        delete_msg = gr.Markdown(elem_id="dataset-delete-msg")
     # a new stamp each time a prepare remakes the dataset already picked: the picker's value does not change then,
     # so its .change (which clears the picked rows and reloads the transcript lists) would not fire
     prepared = gr.State()
+    # a new stamp each time a row decision is saved, here or in the transcript panel: both panels redraw from it, so
+    # neither says "40 of 42 clips" or shows a decision column from before the change
+    decided = gr.State()
 
     # ---- wiring
     def on_upload(f, p):
@@ -223,6 +249,18 @@ def build(ctx: AppContext) -> list:
                                   [status], status), dataset, status, api_name="dataset_recheck").then(
         on_view, [dataset, show_all], view_outputs)
 
+    def on_delete(n, confirmed):  # unconfirmed: says which runs were trained on it, and how to confirm
+        if not n:
+            raise StudioError("Pick the dataset to delete first.")
+        said = runs.delete_dataset(ws, n, confirmed=bool(confirmed), how_to_confirm="tick 'yes, delete the "
+                                       "dataset shown' and press Delete dataset again")
+        names = ws.list_datasets()
+        return said, gr.update(choices=names, value=names[0] if names else None), False
+
+    deleted = [delete_msg, dataset, delete_confirm]
+    delete_btn.click(says_errors(on_delete, deleted, delete_msg), [dataset, delete_confirm], deleted,
+                     api_name="dataset_delete").then(on_view, [dataset, show_all], view_outputs)
+
     def on_select(n, frame, evt: gr.SelectData):  # the status line is about the row picked before: cleared
         return (*select_row(ws, n, str(frame.iloc[evt.index[0]]["id"])), "")
 
@@ -234,8 +272,10 @@ def build(ctx: AppContext) -> list:
     picked = [row_id, player, text, status]  # a row gone since the table was drawn is said in the status line
     table.select(says_errors(on_select, picked, status, what="Picking the row"), [dataset, table], picked)
     for btn, action in ((exclude_btn, "exclude"), (keep_btn, "keep"), (save_btn, "text")):
-        btn.click(says_errors(lambda n, r, t, a=action: edit_row(ws, n, r, a, t), [status], status),
-                  [dataset, row_id, text], status,
-                  api_name=f"dataset_{action}").then(on_view, [dataset, show_all], view_outputs)
-    lists_on_load = transcripts.build(ctx, dataset, prepared)  # transcripts to check and machine drafts
-    return [(on_page_load, [dataset], [dataset, *view_outputs]), lists_on_load]
+        btn.click(says_errors(lambda n, r, t, a=action: (edit_row(ws, n, r, a, t), time.time_ns()), [status, decided],
+                              status), [dataset, row_id, text], [status, decided], api_name=f"dataset_{action}")
+    decided.change(on_view, [dataset, show_all], view_outputs, show_progress="hidden")
+    lists_on_load = transcripts.build(ctx, dataset, prepared, decided)  # transcripts to check and machine drafts
+    # opened again: what another tab did meanwhile (music removal accepted, a check's exclusions) is shown
+    return [(on_page_load, [dataset], [dataset, *view_outputs]), lists_on_load,
+            (on_view, [dataset, show_all], view_outputs, "open")]

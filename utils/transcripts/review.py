@@ -71,3 +71,35 @@ def decide(ws: Workspace, dataset: str, row_id: str, action: str, text: str = ""
                 r["decision"] = action
         atomic_write_json(check_path(ws, dataset), ranking)
     return f"{row_id}: {DECISIONS[action]} saved · {summary['usable_clips']} usable clips"
+
+
+def check_running(ws: Workspace, dataset: str) -> bool:
+    """Whether a transcript check of the dataset runs now (in this app or from the command line): it holds the
+    dataset's check lock."""
+    from utils.transcripts.scoring import one_check_at_a_time
+
+    try:
+        with one_check_at_a_time(ws, dataset):
+            return False
+    except StudioError:
+        return True
+
+
+def still_current(ws: Workspace, dataset: str, method: str) -> str | None:
+    """When the last check was made, if a new check would only repeat it: the same method (for "auto", alignment
+    plus the recognizer when the workspace has one) and every transcript it would score the one it scored. None
+    when a new check may find something else."""
+    from utils.transcripts import asr
+    from utils.transcripts.scoring import candidate_rows
+
+    ranking = load_ranking(ws, dataset)
+    if not ranking:
+        return None
+    wanted = {"auto": "alignment+asr" if asr.available(ws) else "alignment"}.get(method, method)
+    if ranking.get("method") != wanted:
+        return None
+    checked = {r["id"]: r.get("text") for r in ranking.get("rows", [])}
+    rows, _ = candidate_rows(ws, dataset)
+    if any(checked.get(r["id"]) != (r.get("text") or "") for r in rows):
+        return None
+    return ranking.get("created") or "before"

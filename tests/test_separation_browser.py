@@ -1,0 +1,51 @@
+"""The Music removal tab in a real browser (issue 35, item 3): a run says how many clips had music, the listen list
+opens on the clip with music, and the After player says what it plays, before and after Accept."""
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import expect
+
+from tests.helpers import espeak_amharic, screenshot, sentences, write_clip_row
+from utils.audio import load_audio
+from utils.separation.evaluation import mix_at_snr, synth_music
+from utils.workspace import Workspace, write_jsonl
+
+
+def music_dataset(root, tmp) -> Workspace:
+    """Dataset 'news': two clean clips, then 'song' (speech over music at 0 dB), at 24 kHz."""
+    ws = Workspace.open(root)
+    folder = ws.dataset_dir("news")
+    rows = []
+    for i, clip_id in enumerate(("calm", "quiet", "song")):
+        speech, sr = load_audio(espeak_amharic(sentences(3)[i], tmp / f"{clip_id}.wav", "am+m3"), sample_rate=24000)
+        audio = mix_at_snr(speech, synth_music(len(speech) / sr, sr, seed=5), 0.0)[0] if clip_id == "song" else speech
+        rows.append(write_clip_row(folder, clip_id, audio, sr))
+    write_jsonl(folder / "manifest.jsonl", rows)
+    return ws
+
+
+def test_the_music_is_listened_to_first_and_the_after_player_tells_the_truth(start_app, page, tmp_path):
+    ws = music_dataset(tmp_path / "workspace", tmp_path)
+    server = start_app(workspace=ws.root)
+    page.goto(server.url)
+    page.get_by_role("tab", name="Music removal").click()
+    expect(page.locator("#sep-table")).to_contain_text("not checked", timeout=30_000)
+    page.get_by_label("no trained model: sound processing only, rougher (dsp)").check()
+    page.locator("#sep-run").click()
+    expect(page.locator("#sep-log textarea")).to_have_value(re.compile("1 of 3 clips had music and were separated"),
+                                                            timeout=120_000)
+
+    # the listen list opens on the clip with music, and its After player says what it holds
+    clip = page.locator("#sep-clip input")
+    expect(clip).to_have_value(re.compile(r"^song \(yes, clearly: music score 0\.\d+\)$"), timeout=30_000)
+    after = page.locator("#sep-after")
+    expect(after).to_contain_text("After: music removed (not in use: press Accept to use it)")
+    page.locator("#sep-accept").click()
+    expect(page.locator("#sep-status")).to_contain_text("1 clip(s) with clear music")
+    expect(after).to_contain_text("After: music removed (in use for training)")
+    screenshot(page.locator("#sep-after"), tmp_path, "after-player-in-use")
+
+    clip.click()
+    page.get_by_role("option", name="calm").click()
+    expect(after).to_contain_text("After: nothing (no music found in this clip; training uses it as it is)")

@@ -1,0 +1,156 @@
+"""The Training tab watching a run (issue 35, items 4 and 7): one poll brings the live panel, the message line and
+the run list together, sends only what changed, and comes less often while the run is quiet; a message that stops
+being true (a run deleted, another run shown, a double press of Start) is taken down or rewritten. Driven through
+the tab's own events (gradio_client), on run folders written as the trainer writes them."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from tests.helpers import make_dataset, serve_tab
+from tests.test_jobs import TINY
+from utils import jobs, runs
+from utils.workspace import Workspace, append_jsonl, atomic_write_json
+from webui import training
+
+# the poll's outputs as the API returns them (gr.State left out): summary, log, six plots, four players, message,
+# run list, run picker, vocoder line, recognizer line, three pickers' choices, the timer
+SUMMARY, LOG, LOSS, MCD, MESSAGE, RUN_LIST, PICKER, TIMER = 0, 1, 2, 3, 12, 13, 14, 20
+SKIP = {"__type__": "update"}
+
+
+def metric(step: int) -> dict:
+    return {"step": step, "loss": 3.0 - step / 1000, "dur": 1.0, "prior": 1.0, "cfm": 1.0, "lr": 2e-4,
+            "samples_per_s": 40.0, "time": time.time()}
+
+
+def fake_run(ws: Workspace, name: str, state: str = "running", steps: int = 50, **status) -> None:
+    """A run folder as the trainer leaves it: config, status (a live pid while "running"), log and metrics."""
+    run_dir = ws.run_dir(name)
+    run_dir.mkdir(parents=True)
+    atomic_write_json(run_dir / "config.json", {"train": {"dataset": "am", "preset": "tiny", "max_steps": 1000}})
+    atomic_write_json(run_dir / "status.json", {"state": state, "pid": os.getpid(), "launcher_pid": os.getpid(),
+                                                "created": time.time(), "step": steps, "max_steps": 1000, **status})
+    for step in range(10, steps + 1, 10):
+        append_jsonl(run_dir / "metrics.jsonl", metric(step))
+        with open(run_dir / "train.log", "a", encoding="utf-8") as log:
+            log.write(f"12:00:00 step {step}/1000 loss {metric(step)['loss']:.3f}\n")
+
+
+@pytest.fixture
+def ws(tmp_path, monkeypatch):
+    monkeypatch.setattr(training, "PLOTS_EVERY_S", 0.0)  # curves as soon as new rows come (the 5 s limit aside)
+    return Workspace.open(tmp_path / "workspace")
+
+
+def test_a_quiet_run_is_polled_less_and_less_and_one_that_talks_at_its_own_pace():
+    interval, seen = 1.0, []
+    for _ in range(6):  # nothing new: twice as long each time, up to 10 s
+        interval = training.next_interval(interval, news=False, gap_s=None)
+        seen.append(interval)
+    assert seen == [2.0, 4.0, 8.0, 10.0, 10.0, 10.0]
+    # news: half its rhythm (a GPU run logging every second, a CPU run every ~20 s), or 1 s after a long silence
+    assert training.next_interval(10.0, news=True, gap_s=1.0) == 1.0
+    assert training.next_interval(1.0, news=True, gap_s=20.0) == 10.0
+    assert training.next_interval(10.0, news=True, gap_s=6.0) == 3.0
+    assert training.next_interval(10.0, news=True, gap_s=300.0) == 1.0
+    assert training.next_interval(10.0, news=True, gap_s=None) == 1.0
+
+
+def test_a_poll_sends_only_what_changed_and_the_run_list_moves_with_the_details(ws):
+    fake_run(ws, "watched")
+    with serve_tab(training, ws, "Training") as client:
+        interval = [1.0]  # the timer's interval, as the browser sends it back with each tick
+
+        def poll():
+            out = client.predict("watched", interval[0], api_name="/refresh_run")
+            interval[0] = out[TIMER].get("value", interval[0]) if isinstance(out[TIMER], dict) else interval[0]
+            return out
+
+        first = poll()  # a page just opened: everything, the curves drawn into its empty boxes at once
+        assert "**watched**: running" in first[SUMMARY] and "step 50/1000" in first[LOG]
+        assert "running" in json.dumps(first[RUN_LIST]) and first[LOSS]["data"] and first[MCD] is None
+        second = poll()  # nothing changed: nothing is sent, and the next poll comes later
+        assert all(out == SKIP for out in second[:TIMER]) and second[TIMER]["value"] == 2.0
+        third = poll()
+        assert all(out == SKIP for out in third[:TIMER]) and third[TIMER]["value"] == 4.0
+
+        fake_more = ws.run_dir("watched")
+        append_jsonl(fake_more / "metrics.jsonl", metric(60))
+        with open(fake_more / "train.log", "a", encoding="utf-8") as log:
+            log.write("12:00:01 step 60/1000 loss 2.940\n")
+        fourth = poll()
+        assert fourth[LOG].endswith("step 60/1000 loss 2.940") and fourth[LOSS]["data"][-1][0] == 60.0
+        assert fourth[MCD] == SKIP  # only the curves that moved are drawn again
+        assert fourth[TIMER]["value"] < 4.0  # the run said something: polled sooner again
+
+        # the run fails: the summary and the run list say so in the same poll, not seconds apart
+        atomic_write_json(fake_more / "status.json", {**json.loads((fake_more / "status.json").read_text()),
+                                                       "state": "failed", "message": "out of memory"})
+        fifth = poll()
+        assert "**watched**: failed" in fifth[SUMMARY] and "failed" in json.dumps(fifth[RUN_LIST])
+
+
+def test_a_deleted_run_leaves_the_picker_and_the_list_at_once(ws):
+    fake_run(ws, "older", state="finished")
+    fake_run(ws, "newer", state="finished")
+    with serve_tab(training, ws, "Training") as client:
+        message, picker, table = client.predict("older", True, api_name="/delete_run")
+        assert message == "Deleted run older." and picker["value"] == "newer"
+        assert "older" not in json.dumps(table) and "newer" in json.dumps(table)
+        # deleted elsewhere (another browser, the command line) while shown here: the next poll picks a run that is
+        runs.delete(ws, "newer")
+        fake_run(ws, "third", state="finished")
+        polled = client.predict("newer", api_name="/refresh_run")
+        assert polled[PICKER]["value"] == "third" and "newer" not in json.dumps(polled[RUN_LIST])
+
+
+def test_a_message_about_one_run_is_cleared_when_another_run_is_shown(ws):
+    fake_run(ws, "broken", state="failed", message="the trainer ran out of memory")
+    fake_run(ws, "fine", state="finished")
+    with serve_tab(training, ws, "Training") as client:
+        said = client.predict("broken", api_name="/stop_training")
+        assert said == "broken is not running (failed)."
+        polled = client.predict("broken", api_name="/refresh_run")
+        assert "Run **broken**" in polled[MESSAGE] and "failed" in polled[MESSAGE]  # the line follows that run
+        shown = client.predict("fine", api_name="/show_run")
+        assert shown[SUMMARY].startswith("**fine**: finished") and shown[MESSAGE] == ""
+        assert client.predict("fine", api_name="/refresh_run")[MESSAGE] == SKIP  # and it stays cleared
+
+
+def test_pressing_start_twice_starts_one_run_and_the_line_keeps_following_it(tmp_path):
+    """The second press of a double press (the same name, moments later) used to leave "Not done: A run called ...
+    exists already" on screen for the whole run the first press started."""
+    ws = make_dataset(tmp_path / "workspace", n_train=3, n_val=1, max_chars=25)
+    runs.save_settings(ws, TINY)
+    with serve_tab(training, ws, "Training") as client:
+        def start():
+            return client.predict("am", "tiny", "twice", 2, "(from scratch)", "full", False, "matcha", False, "", "",
+                                  api_name="/start_training")[0]
+
+        try:
+            assert "Run **twice**" in start()
+            again = start()
+            assert "Not done" not in again and again.startswith("Run **twice**")
+            assert "Start was pressed twice: the first press started it, the second nothing" in again
+            assert [r["run"] for r in runs.run_table(ws)] == ["twice"]
+            followed = client.predict("twice", api_name="/refresh_run")[MESSAGE]  # then the run as it is
+            assert followed.startswith("Run **twice**") and "pressed twice" not in followed
+        finally:
+            end = time.time() + 240
+            while jobs.reconcile(ws.run_dir("twice")).get("state") in jobs.ACTIVE and time.time() < end:
+                time.sleep(1)
+    assert jobs.read_status(ws.run_dir("twice"))["state"] == "finished"
+
+
+def test_an_idle_app_looks_for_work_every_20_ms_not_every_millisecond(tmp_path):
+    """Gradio's queue polls for events every millisecond while it has none: ~8 % of a core of a 2-core laptop, all
+    day, taken from the training run (bench/ui_polling.py --browser measures the app's CPU)."""
+    from webui.app import QUEUE_IDLE_S, build_ui, quiet_queue
+    from webui.context import AppContext
+
+    demo = quiet_queue(build_ui(AppContext(Workspace.open(tmp_path / "workspace"))).queue())
+    assert demo._queue.sleep_when_free == QUEUE_IDLE_S == 0.02
