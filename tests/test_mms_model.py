@@ -1,0 +1,131 @@
+"""The MMS-TTS model pieces, on tiny random bases in the public layout (tests/mms_fixtures.py): speech equal to
+transformers' own VitsModel sample for sample, text ids equal to transformers' VitsTokenizer (uroman) after the
+studio's normaliser, what the pronunciation dictionary can and cannot change, the discriminator read from the
+original VITS checkpoint layout, and the training forward's losses reaching every part of the generator."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.mms_fixtures import LETTERS, original_discriminator, tiny_base
+from utils.events import StudioError
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    return tiny_base(tmp_path_factory.mktemp("mms") / "base")
+
+
+def test_speech_is_transformers_own_vits_sample_for_sample(base):
+    from transformers import VitsModel, VitsTokenizer
+
+    from utils.mms.base import build_generator, describe_base
+    from utils.mms.speech import MmsSpeaker, speak_ids
+    from utils.text import normalize
+
+    start = describe_base(base)
+    ours, theirs = build_generator(start).eval(), VitsModel.from_pretrained(base).eval()
+    tokenizer = VitsTokenizer.from_pretrained(base)
+    text = "ሰላም ነው። እንዴት ነህ?"
+    inputs = tokenizer(normalize(text).text, return_tensors="pt")
+    torch.manual_seed(7)
+    with torch.no_grad():
+        expected = theirs(**inputs).waveform[0]
+    spoken = speak_ids(ours, [start["text"].encode(text)], seed=7)[0]
+    assert torch.equal(spoken, expected)
+
+    # the Voice's call: its generator's draw seeds the same noise; a batch trims each sentence to its own length
+    outs = MmsSpeaker(ours).synthesise_batch([start["text"].encode(text), start["text"].encode("ሰላም")], [0, 0], 1,
+                                             0.667, 1.0, torch.Generator().manual_seed(0))
+    assert len(outs[0]["wave"]) > len(outs[1]["wave"]) > 0 and outs[0]["mel"].shape[0] == 80
+    slower = speak_ids(ours, [start["text"].encode(text)], seed=7, length_scale=1.5)[0]
+    assert len(slower) > len(spoken)
+
+
+def test_text_is_read_as_vits_tokenizer_reads_the_normalised_text_numbers_read_out(base):
+    from transformers import VitsTokenizer
+
+    from utils.mms.text import MmsText, romanize
+    from utils.text import normalize
+
+    text = MmsText.from_folder(base)
+    tokenizer = VitsTokenizer.from_pretrained(base)
+    for sentence in ("ሰላም ነው። እንዴት ነህ?", "በ1987 ዓ.ም ዶ/ር አበበ 25 ብር ከፈሉ።", "ቋንቋ ጨረስኩት፤ ኮምፒዩተር!"):
+        assert text.encode(sentence) == tokenizer(normalize(sentence).text)["input_ids"], sentence
+    assert romanize("ሰላም ነው") == "salaame nawe"
+    assert text.latin("በ1987 ዓ.ም") == "baaseraa zatanye mato samaaneyaa sabaate amata meherate"  # read out
+    ids = text.encode("ሰላም")
+    assert ids[0::2] == [0] * (len(ids) // 2 + 1) and set(ids[1::2]) <= set(range(len(LETTERS)))  # blanks (id 0)
+
+
+def test_the_dictionary_changes_consonants_and_vowels_but_not_length_or_ejectives(base):
+    from utils.mms.text import MmsText, respell
+
+    text = MmsText.from_folder(base)
+    assert respell("s ə l a m".split()) == "salaame"        # uroman's own spelling of ሰላም
+    assert respell("s ə lː a m".split()) == "salaame"       # gemination cannot be written
+    assert respell("kʼʷ a n kʼʷ a".split()) == "qwaaneqwaa"  # labialised, sixth order between consonants
+    assert respell("tʼ ɨ r u".split()) == respell("t ɨ r u".split())  # ejective t reads as plain t
+    plain = text.encode("ሰላም ነው")
+    assert text.encode("ሰላም ነው", {"ሰላም": "s ə lː a m".split()}) == plain
+    changed = text.encode("ሰላም ነው", {"ሰላም": "s e l a m".split()})
+    assert changed != plain and text.latin("ሰላም ነው", {"ሰላም": "s e l a m".split()}) == "seelaame nawe"
+
+
+def test_a_base_that_is_not_mms_is_refused_naming_the_files(base, tmp_path):
+    from utils.mms.base import describe_base
+
+    with pytest.raises(StudioError, match="is not an MMS-TTS base: it needs transformers' VITS files"):
+        describe_base(tmp_path)
+    (tmp_path / "tokenizer_config.json").write_text('{"is_uroman": false}')
+    for name in ("config.json", "model.safetensors", "vocab.json"):
+        (tmp_path / name).write_bytes((base / name).read_bytes())
+    with pytest.raises(StudioError, match="is_uroman: true"):
+        describe_base(tmp_path)
+
+
+def test_the_discriminator_loads_from_the_original_vits_checkpoint_layout(tmp_path):
+    from models.vits_discriminator import VitsDiscriminator, sizes_of
+    from utils.mms.base import build_discriminator
+
+    expected = original_discriminator(tmp_path / "D_100000.pth")
+    logged = []
+    model = build_discriminator({"discriminator": tmp_path / "D_100000.pth"}, logged.append)
+    state = model.state_dict()
+    assert state.keys() == expected.keys() and all(torch.equal(state[k], expected[k]) for k in state)
+    assert "D_100000.pth" in logged[0]
+    logits, features = model(torch.randn(2, 8192))
+    assert len(logits) == 3 and [len(f) for f in features] == [7, 4, 4]  # every layer's map, the first included
+    published = VitsDiscriminator()
+    assert sizes_of(published.state_dict())["scale_channels"] == (16, 64, 256, 1024, 1024, 1024)
+    assert round(sum(p.numel() for p in published.parameters()) / 1e6, 1) == 46.7
+
+    logged.clear()
+    random = build_discriminator({"discriminator": None}, logged.append)
+    assert isinstance(random, VitsDiscriminator) and "slower, less stable start" in logged[0]
+
+
+def test_the_training_forward_reaches_every_part_of_the_generator(base):
+    from models.alignment import sequence_mask
+    from models.vits_training import training_forward
+    from utils.mms.base import build_generator, describe_base
+    from utils.mms.features import spectrogram
+
+    start = describe_base(base)
+    vits = build_generator(start).train()
+    ids = [start["text"].encode("ሰላም ነው"), start["text"].encode("ዛሬ ጥሩ ቀን ነው")]
+    waves = [torch.randn(16000) * 0.1, torch.randn(24000) * 0.1]
+    specs = [spectrogram(w) for w in waves]
+    batch_ids = torch.zeros(2, max(map(len, ids)), dtype=torch.long)
+    batch_spec = torch.zeros(2, 513, max(s.shape[-1] for s in specs))
+    for i in range(2):
+        batch_ids[i, : len(ids[i])] = torch.tensor(ids[i])
+        batch_spec[i, :, : specs[i].shape[-1]] = specs[i]
+    out = training_forward(vits, batch_ids, sequence_mask(torch.tensor(list(map(len, ids)))),
+                           batch_spec, sequence_mask(torch.tensor([s.shape[-1] for s in specs])), segment=32)
+    assert out.wave.shape == (2, 32 * 256) and torch.isfinite(out.kl) and torch.isfinite(out.duration)
+    assert (out.starts >= 0).all() and (out.starts <= torch.tensor([62 - 32, 93 - 32])).all()
+    (out.wave.abs().mean() + out.kl + out.duration).backward()
+    for part in ("text_encoder", "posterior_encoder", "flow", "decoder", "duration_predictor"):
+        grads = [p.grad for p in getattr(vits, part).parameters() if p.requires_grad]
+        assert any(g is not None and g.abs().sum() > 0 for g in grads), part
