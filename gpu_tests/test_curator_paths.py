@@ -5,7 +5,8 @@ A tiny F5 voice and a Matcha voice train, speak with seed 0 (the Inference tab's
 does, and export (Matcha also to ONNX) from their GPU checkpoints; the T4 path (no bf16: fp16 with its gradient
 scaler, memory-efficient attention, no TF32) is forced on the big card for Matcha, F5 and the vocoder; the
 transcript check runs its aligner on the GPU in a process of its own and leaves the app's process as it was;
-music removal batches its chunks on the GPU.
+music removal batches its chunks on the GPU; an MMS-TTS fine-tune (a tiny random VITS in Meta's layout) trains in the
+card's precision and the T4's, speaks at 16 kHz and exports with voice.onnx.
 """
 from __future__ import annotations
 
@@ -133,3 +134,49 @@ def test_music_removal_batches_its_chunks_on_cuda_as_on_the_cpu(monkeypatch):
     cpu = api.separate_verbose(mixture, 44_100, backend="spleeter", gate=False, batch=1, device="cpu")
     assert gpu.speech.shape == mixture.shape and np.isfinite(gpu.speech).all()
     assert np.abs(gpu.speech - cpu.speech).max() < 1e-2 * np.abs(cpu.speech).max()
+
+
+@pytest.fixture(scope="module")
+def one_voice(tmp_path_factory):
+    """The MMS engine adapts one speaker: a one-voice espeak-ng dataset and a tiny random base in MMS's layout."""
+    from tests.helpers import make_dataset
+    from tests.mms_fixtures import tiny_base
+
+    ws = make_dataset(tmp_path_factory.mktemp("mms"), name="one", n_train=8, n_val=1, voices=("am",), max_chars=60)
+    tiny_base(ws.root / "pretrained" / "tiny-mms")
+    return ws
+
+
+@pytest.mark.parametrize("card", ["this", "t4"])
+def test_an_mms_fine_tune_trains_speaks_and_exports_on_cuda(one_voice, monkeypatch, card):
+    """The third family's GAN on the GPU: the card's own precision (bf16 on an H100) and the T4's (fp16 with the
+    gradient scaler on both optimizers); its voice speaks with seed 0 at 16 kHz, the same twice, and exports with
+    voice.onnx."""
+    from utils.inference import Voice
+    from utils.inference.export import export_voice
+
+    if card == "t4":
+        real = hardware.query_gpus()
+        monkeypatch.setattr(hardware, "query_gpus", lambda: [replace(g, name="Tesla T4 (forced)",
+                                                                     compute_capability="7.5") for g in real])
+    name = f"mms-{card}"
+    cfg = TrainConfig(workspace=str(one_voice.root), dataset="one", run=name, engine="mms", init="pretrained/tiny-mms",
+                      max_steps=6, log_every=1, eval_every=3, checkpoint_every=3, eval_clips=1, sample_clips=1,
+                      device="auto")
+    result = run(prepare_run(cfg))
+    assert result["state"] == "finished", result
+    resolved = json.loads((one_voice.run_dir(name) / "config.json").read_text())["resolved"]
+    assert resolved["device"] == "cuda" and resolved["precision"] == ("fp16" if card == "t4" else "bf16"), resolved
+    rows = [r for r in read_jsonl(one_voice.run_dir(name) / "metrics.jsonl") if "loss_g" in r]
+    assert len(rows) == 6 and all(np.isfinite([r["loss_g"], r["loss_d"]]).all() for r in rows)
+    assert any("mcd" in r for r in read_jsonl(one_voice.run_dir(name) / "metrics.jsonl"))
+    from utils import inference
+
+    (wave, sr, info), (again, _, _) = (inference.synthesize(one_voice, name, TEXT, device="cuda", seed=0)
+                                       for _ in range(2))
+    assert sr == 16_000 and info["device"] == "cuda" and np.isfinite(wave).all() and len(wave) > sr // 4
+    assert len(again) == len(wave) and np.abs(again - wave).max() < 1e-2 * max(1e-6, np.abs(wave).max())
+    folder = export_voice(one_voice, name, f"exported-{name}", onnx=True)  # "auto": no vocoder for this family
+    assert (folder / "voice.onnx").exists() and "CC-BY-NC-4.0" in (folder / "LICENSE.txt").read_text()
+    spoken, _, _ = Voice.load(folder, device="cuda").synthesize(TEXT, seed=0)
+    assert np.isfinite(spoken).all() and len(spoken) > 0

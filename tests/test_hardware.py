@@ -154,4 +154,4 @@ def test_a_cpu_is_told_it_cannot_fine_tune_f5_and_what_to_use_instead():
 
     report = replace(hardware.detect(), gpus=[])
     verdict, why = families.get("f5").machine_verdict(report)
-    assert verdict is False and "Train the Matcha engine here" in why
+    assert verdict is False and "Train the MMS-TTS engine here" in why and "Matcha" in why

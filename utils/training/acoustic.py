@@ -156,7 +156,7 @@ class TextMelAdapter:
         whatever the GPU count: the updates are counted, not the processes), decay, passes over the data and the
         evaluations."""
         cfg, m, s = self.cfg, self.machine, self.settings
-        warmup = min(cfg.warmup_steps, max(1, cfg.max_steps // 10))
+        warmup = opt.warmup_updates(cfg)
         per_pass = self.sampler.batches_per_epoch() // max(1, m.grad_accumulation)
         early = f"at steps {', '.join(map(str, s.early_evals))}, then " if s.early_evals else ""
         return [f"{'lr schedule':22} {m.lr:<10} warm-up {warmup} updates (at most a tenth of the run), cosine to "

@@ -416,13 +416,19 @@ def ema_decay_at(step: int, cfg) -> float:
     return min(cfg.ema_decay, (1 + step) / (10 + step))
 
 
+def warmup_updates(cfg: TrainConfig) -> int:
+    """The warm-up's updates: the asked number, never more than a tenth of the run (a finetune CLI's 20 000 would be
+    the whole of a small run, F5-TTS issue 1259). Counted in updates, so more GPUs do not lengthen it."""
+    return min(cfg.warmup_steps, max(1, cfg.max_steps // 10))
+
+
 def lr_at(step: int, cfg: TrainConfig, peak: float | None = None) -> float:
     """Linear warm-up to `peak` (the resolved lr; cfg.lr when it is a number), then cosine decay to
     peak * min_lr_ratio at max_steps."""
     import math
 
     peak = float(cfg.lr) if peak is None else peak
-    warmup = min(cfg.warmup_steps, max(1, cfg.max_steps // 10))
+    warmup = warmup_updates(cfg)
     if step < warmup:
         return peak * (step + 1) / warmup
     progress = min(1.0, (step - warmup) / max(1, cfg.max_steps - warmup))
