@@ -507,8 +507,9 @@ class Engine:
                    **_memory(self.m.device)}
             self.files.metrics(row)
             shown = " ".join(f"{k} {row[k]:.4f}" for k in sorted(w["losses"], key=lambda k: k != "loss"))
+            gnorm = " ".join(f"{k.removeprefix('grad_norm').strip('_')} {v:.2f}".strip() for k, v in norms.items())
             self.log(f"step {self.step}/{s.max_steps} {shown} lr {w['lr']:.2e} gnorm "
-                     f"{' '.join(f'{v:.2f}' for v in norms.values())} {row.get('samples_per_s', 0):.1f} samples/s "
+                     f"{gnorm} {row.get('samples_per_s', 0):.1f} samples/s "
                      f"wait {row['data_wait']:.0%}")
             self.window = self._new_window()
         eta = (s.max_steps - self.step) * sum(step_times) / len(step_times)
