@@ -15,7 +15,7 @@
 
   // The open tab is kept in the address (#training) and in this browser: a reload opens it again instead of the
   // Dataset tab. Only the studio's own tabs count (not a tab row inside a tab, such as Music removal's).
-  const KEY = "amharic-tts-tab";
+  const KEY = "amharic-tts-tab", SETTLE_MS = 1500;
   const studioTab = (el) => {
     const button = el && el.closest ? el.closest("button[data-tab-id]") : null;
     return button && !button.closest('[role="tabpanel"]') ? button : null;
@@ -29,12 +29,20 @@
   let wanted = decodeURIComponent(location.hash.slice(1));
   try { wanted = wanted || localStorage.getItem(KEY) || ""; } catch (e) { /* storage off */ }
   if (wanted) {
+    // The tab buttons appear once Gradio has drawn the page; the click waits a little longer, until Gradio's own
+    // first events (the first tab's select, the page's loads) are out: a tab opened in their midst could keep
+    // its live timers off.
     const started = Date.now();
-    const reopen = setInterval(() => {  // the tab buttons appear once Gradio has drawn the page
+    let seen = 0;
+    const reopen = setInterval(() => {
       const button = [...document.querySelectorAll("button[data-tab-id]")]
         .find((b) => b.dataset.tabId === wanted && studioTab(b));
-      if (button && button.getAttribute("aria-selected") !== "true") button.click();  // Gradio's own select runs
-      if (button || Date.now() - started > 15000) clearInterval(reopen);
+      seen = button ? seen || Date.now() : 0;
+      if (button && Date.now() - seen >= SETTLE_MS) {
+        if (button.getAttribute("aria-selected") !== "true") button.click();  // Gradio's own select runs
+        clearInterval(reopen);
+      }
+      if (Date.now() - started > 15000) clearInterval(reopen);
     }, 100);
   }
 }

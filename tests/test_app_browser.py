@@ -29,8 +29,9 @@ def test_every_tab_is_shown_and_system_tab_reports_cpu_count(app_server, page):
 
 
 def test_a_tab_selection_answered_after_a_newer_one_changes_no_timer():
-    """Gradio selects the first tab as the page mounts; answered late on a busy server it must not switch
-    off the timers of the tab the curator clicked since (what left the System tab blank in a CI run)."""
+    """Gradio selects the first tab as the page mounts; sent or answered late on a busy server it must not switch
+    off the timers of the tab the curator clicked since (what left the System tab blank in a CI run), nor of the
+    tab a reload reopened."""
     import types
 
     import gradio as gr
@@ -40,12 +41,16 @@ def test_a_tab_selection_answered_after_a_newer_one_changes_no_timer():
     with gr.Blocks():
         dataset_timer, system_timer = gr.Timer(1.0), gr.Timer(2.0)
     every, newest = [dataset_timer, system_timer], _NewestSelection()
-    open_dataset, open_system = timers_for([dataset_timer], every, newest), timers_for([system_timer], every, newest)
+    open_dataset = timers_for([dataset_timer], every, newest, "dataset")
+    open_system = timers_for([system_timer], every, newest, "system")
     browser, other = types.SimpleNamespace(session_hash="a"), types.SimpleNamespace(session_hash="b")
 
-    clicked = open_system(2000.0, browser)
+    clicked = open_system(2000.0, "system", browser)
     assert [u.active for u in clicked] == [False, True]
-    late = open_dataset(1000.0, browser)  # the mount-time select, answered after the click
+    late = open_dataset(1000.0, "system", browser)  # the mount-time select, answered after the click
     assert late == [gr.skip(), gr.skip()]
-    assert [u.active for u in open_dataset(1000.0, other)] == [True, False]  # another browser's clock is its own
-    assert [u.active for u in open_dataset(3000.0, browser)] == [True, False]  # a newer click still switches
+    sent_late = open_dataset(2500.0, "system", browser)  # sent after the click: the page shows System
+    assert sent_late == [gr.skip(), gr.skip()]
+    assert [u.active for u in open_dataset(1000.0, "dataset", other)] == [True, False]  # another browser's own clock
+    assert [u.active for u in open_dataset(3000.0, "dataset", browser)] == [True, False]  # a newer click switches
+    assert [u.active for u in open_system(4000.0, "", browser)] == [False, True]  # no tab found: the select decides

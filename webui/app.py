@@ -68,28 +68,41 @@ class _NewestSelection:
             return True
 
 
+# The studio tab the page shows when a select is sent (not a tab row inside a tab), and the browser's clock.
+OPEN_TAB_JS = """() => {
+  const open = [...document.querySelectorAll('button[data-tab-id][aria-selected="true"]')]
+    .find((b) => !b.closest('[role="tabpanel"]'));
+  return [Date.now(), open ? open.dataset.tabId : ""];
+}"""
+
+
 def _tick_only_on_the_open_tab(tab_timers: list) -> None:
     """A tab's timers tick only while it is open, so a browser polls for what it shows, not for every tab
     (a second each for the training log, every two for the System tab...): many people can watch a run
     (bench/ui_polling.py). The page opens on the first tab, so only its timers start on: set in the page's
-    config, not by a page-load event. Each select carries the browser's clock, and one answered after a
-    newer one changes nothing."""
+    config, not by a page-load event. Each select carries the browser's clock and the tab the page shows as it is
+    sent: a select answered after a newer one, or sent for a tab the page no longer shows (the first tab's select at
+    page load, sent after a reload already reopened another tab, or after a fast first click), changes nothing."""
     every = [t for _, timers in tab_timers for t in timers]
     newest = _NewestSelection()
-    stamp = gr.Number(visible=False)
+    stamp, shown = gr.Number(visible=False), gr.Textbox(visible=False)
 
     for tab, timers in tab_timers:
-        tab.select(timers_for(timers, every, newest), stamp, every, js="() => Date.now()", show_progress="hidden")
+        tab.select(timers_for(timers, every, newest, tab.id), [stamp, shown], every, js=OPEN_TAB_JS,
+                   show_progress="hidden")
     first = {id(t) for t in tab_timers[0][1]}
     for timer in every:
         timer.active = id(timer) in first
 
 
-def timers_for(timers: list, every: list, newest: _NewestSelection):
-    """The select handler of one tab: its timers on, the others off, unless a newer selection was answered."""
+def timers_for(timers: list, every: list, newest: _NewestSelection, tab_id: str | None = None):
+    """The select handler of one tab: its timers on, the others off, unless a newer selection was answered or the
+    page shows another tab by now."""
     on = {id(t) for t in timers}
 
-    def select(stamp: float | None, request: gr.Request):
+    def select(stamp: float | None, shown: str | None, request: gr.Request):
+        if shown and tab_id and shown != tab_id:
+            return [gr.skip() for _ in every]
         if stamp is not None and not newest.is_newest(request.session_hash or "", stamp):
             return [gr.skip() for _ in every]
         return [gr.Timer(active=id(t) in on) for t in every]
