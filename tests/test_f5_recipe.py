@@ -90,7 +90,7 @@ def test_the_added_rows_learn_at_ten_times_the_bodys_rate_exactly_as_their_own_a
     opt.faster_rows(body, table, 3, 10.0)
     before = table.detach()[:3].clone()
     for step in range(5):
-        grad = torch.randn(6, 4, generator=torch.Generator().manual_seed(step))
+        grad = torch.randn(6, 4, generator=torch.Generator().manual_seed(step), device="cpu")
         table.grad, alone.grad = grad.clone(), grad[3:].clone()
         body.step()
         own.step()
