@@ -149,6 +149,21 @@ def cmd_prepare(args) -> None:
                           f"{workspace.dataset_dir(args.name) / 'report.json'} for what was wrong with each file.")
 
 
+def add_export_dataset_command(sub) -> None:
+    p = sub.add_parser("export-dataset", help="write a dataset's rows to a .csv (a spreadsheet) or .jsonl file")
+    p.add_argument("name", help="the dataset (a folder under workspace/datasets)")
+    p.add_argument("out", help="the file to write: NAME.csv or NAME.jsonl")
+    p.set_defaults(func=cmd_export_dataset)
+
+
+def cmd_export_dataset(args) -> None:
+    from pathlib import Path
+
+    from utils.datasets import export_rows
+
+    print(f"wrote {export_rows(Workspace.open(args.workspace), args.name, Path(args.out))}")
+
+
 def add_delete_dataset_command(sub) -> None:
     p = sub.add_parser("delete-dataset", help="delete a dataset folder (runs trained on it keep their checkpoints)")
     p.add_argument("name", help="the dataset (a folder under workspace/datasets)")
@@ -171,7 +186,9 @@ def add_separate_command(sub) -> None:
     p.add_argument("output", nargs="?", help="where to write the speech")
     p.add_argument("--backend", default="auto", choices=["auto", "spleeter", "demucs", "dsp"])
     p.add_argument("--residual", metavar="FILE", help="also write what was removed")
-    p.add_argument("--dataset", metavar="NAME", help="process every clip of a dataset instead")
+    p.add_argument("--dataset", metavar="NAME", help="process every clip of a dataset instead (a run cut off goes "
+                   "on where it stopped)")
+    p.add_argument("--redo", action="store_true", help="with --dataset: check again the clips done before")
     p.set_defaults(func=cmd_separate)
 
 
@@ -180,7 +197,8 @@ def cmd_separate(args) -> None:
     from utils.separation import dataset
 
     if args.dataset:
-        events = dataset.process_dataset(Workspace.open(args.workspace), args.dataset, backend=args.backend)
+        events = dataset.process_dataset(Workspace.open(args.workspace), args.dataset, backend=args.backend,
+                                         redo=args.redo)
     elif args.input and args.output:
         events = separation.separate_file(args.input, args.output, args.residual, backend=args.backend)
     else:
@@ -449,8 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workspace", default=str(DEFAULT_WORKSPACE), help="folder holding all user data")
     add_ui_arguments(parser)
     sub = parser.add_subparsers(dest="command", parser_class=lambda **kw: argparse.ArgumentParser(parents=[common], **kw))
-    for add in (add_hardware_command, add_g2p_command, add_prepare_command, add_delete_dataset_command,
-                add_separate_command,
+    for add in (add_hardware_command, add_g2p_command, add_prepare_command, add_export_dataset_command,
+                add_delete_dataset_command, add_separate_command,
                 add_train_command, add_synth_command, add_export_command, add_train_vocoder_command,
                 add_check_transcripts_command, add_transcribe_command):
         add(sub)

@@ -64,9 +64,9 @@ def main() -> None:
 
 
 def _rows(ws) -> list[dict]:
-    from utils.workspace import read_jsonl
+    from utils.datasets import load_manifest
 
-    return [r for r in read_jsonl(ws.dataset_dir("bench") / "manifest.jsonl") if r["split"] == "train"]
+    return [r for r in load_manifest(ws, "bench") if r["split"] == "train"]
 
 
 def _train(root: str, max_frames: int, steps: int, threads: int | None, result) -> None:

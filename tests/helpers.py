@@ -10,6 +10,7 @@ import numpy as np
 import soundfile as sf
 
 from utils.audio import MODEL_SAMPLE_RATE, load_audio, save_audio
+from utils.datasets import load_manifest, save_manifest
 from utils.workspace import Workspace, write_jsonl
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -138,10 +139,7 @@ def damage_transcripts(ws: Workspace, name: str, spares: list[str], every: int =
     """Spoil every `every`-th transcript of a dataset the way real mislabels look, in turn: swapped with another
     sentence (of `spares`, not spoken in the dataset, the one closest in length, so the speaking rate alone does
     not give it away), cut in half, a sentence added. Returns {row id: damage}."""
-    from utils.workspace import read_jsonl
-
-    path = ws.dataset_dir(name) / "manifest.jsonl"
-    rows = read_jsonl(path)
+    rows = load_manifest(ws, name)
     damaged = {}
     for k, i in enumerate(range(every // 2, len(rows), every)):
         kind, row, spare = DAMAGES[k % 3], rows[i], spares[k % len(spares)]
@@ -150,7 +148,7 @@ def damage_transcripts(ws: Workspace, name: str, spares: list[str], every: int =
                 "add": f"{row['text']} {spare}"}[kind]
         row["text"] = row["normalized"] = text
         damaged[row["id"]] = kind
-    write_jsonl(path, rows)
+    save_manifest(ws, name, rows)
     return damaged
 
 

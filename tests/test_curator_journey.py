@@ -19,7 +19,8 @@ from utils import jobs, runs
 from utils.audio import load_audio, save_audio
 from utils.separation.evaluation import mix_at_snr, synth_music
 from utils.separation.gate import CLEAR
-from utils.workspace import Workspace, read_jsonl
+from utils.workspace import Workspace
+from utils.datasets import load_manifest
 
 pytestmark = pytest.mark.slow
 
@@ -90,7 +91,7 @@ def test_a_curator_goes_from_a_recordings_zip_to_hearing_the_trained_voice(journ
     expect(summary).to_contain_text(re.compile(rf"of {N_CLIPS} clips"))
     expect(summary).to_contain_text(re.compile(r"usable of [\d.]+ (h|min)"))
     expect(tab.locator("#dataset-log textarea")).to_have_value(re.compile(r"done"))
-    assert (ws.dataset_dir("abebe") / "manifest.jsonl").is_file()
+    assert "abebe" in ws.list_datasets()
     assert len(list((ws.dataset_dir("abebe") / "audio").glob("*.wav"))) == N_CLIPS
 
     # the check report: totals and the table of flagged rows are there
@@ -107,7 +108,7 @@ def test_a_curator_goes_from_a_recordings_zip_to_hearing_the_trained_voice(journ
     expect(log).to_have_value(re.compile(r"clip01 clean: passed through"))
     tab.locator("#sep-accept").click()  # nothing picked: only where music was clearly found
     expect(tab.locator("#sep-status")).to_contain_text("with clear music", timeout=60_000)
-    rows = {r["id"]: r for r in read_jsonl(ws.dataset_dir("abebe") / "manifest.jsonl")}
+    rows = {r["id"]: r for r in load_manifest(ws, "abebe")}
     assert rows["clip00"]["audio"].startswith("separated/") and rows["clip01"]["audio"].startswith("audio/")
     assert all(r["music"]["score"] >= CLEAR for r in rows.values() if r["audio"].startswith("separated/"))
 

@@ -9,7 +9,7 @@ import soundfile as sf
 
 from tests.helpers import espeak_amharic, sentences, tone, write_wav
 from utils.audio import load_audio
-from utils.datasets import apply_edits, load_manifest, load_report, prepare, recheck
+from utils.datasets import apply_edits, load_manifest, prepare, recheck, review_row
 from utils.datasets.config import PrepareConfig
 from utils.events import StudioError, run_to_end
 from utils.workspace import Workspace
@@ -71,10 +71,8 @@ def test_each_problem_is_flagged_with_a_message(checked):
     assert "duplicate_audio" in f["copy"]
     assert "duplicate_id" in f["good1-dup2"] and "duplicate_audio" in f["good1-dup2"]
     assert not any(f[f"good{i}"] for i in range(8))
-    report = load_report(ws, "chk")
-    by_id = {r["id"]: r for r in report["rows"]}
-    assert any("dBFS" in m for m in by_id["silent"]["messages"])
-    assert any("☺" in m for m in by_id["odd"]["messages"])
+    assert "dBFS" in review_row(ws, "chk", "silent")["messages"]
+    assert "☺" in review_row(ws, "chk", "odd")["messages"]
     assert summary["flags"]["too_short"] == 1 and summary["speakers"] >= 2
     assert summary["hours"] > summary["usable_hours"] > 0
 

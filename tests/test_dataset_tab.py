@@ -34,9 +34,9 @@ def test_tab_builds_with_named_api_events(tmp_path):
     assert {"dataset_prepare", "dataset_view", "dataset_inspect", "dataset_exclude", "dataset_keep",
             "dataset_text", "dataset_recheck"} <= names
     (on_load, inputs, outputs), (lists, _, lists_outputs), (opened, _, view_outputs, when) = hooks
-    assert len(on_load(None)) == len(outputs) == 5  # page load: the workspace as it is now
+    assert len(on_load(None)) == len(outputs) == 7  # page load: the workspace as it is now
     assert len(lists(None)) == len(lists_outputs) == 2  # the transcript review and drafts lists
-    assert when == "open" and len(opened(None, False)) == len(view_outputs) == 4  # the tab opened again: redrawn
+    assert when == "open" and len(opened(None, False, 1)) == len(view_outputs) == 6  # the tab opened again: redrawn
 
 
 def test_upload_inspect_prepare_review_and_edit_through_the_handlers(tmp_path):
@@ -49,7 +49,7 @@ def test_upload_inspect_prepare_review_and_edit_through_the_handlers(tmp_path):
     logs = list(tab.run_prepare(ws, files, "", "up", "auto", "phoneme", info["audio"], info["text"], "", None))
     assert "usable of 4 clip(s)" in logs[-1]
 
-    summary, hist, rates, table = tab.load_view(ws, "up")
+    summary, hist, rates, table, page, where = tab.load_view(ws, "up")
     assert "**3** of 4 clips" in summary and "too_short" in summary
     assert hist["clips"].sum() == 4 and len(rates) == 4
     assert list(table["id"]) == ["u3"] and "too_short" in table.iloc[0]["flags"]
@@ -60,7 +60,7 @@ def test_upload_inspect_prepare_review_and_edit_through_the_handlers(tmp_path):
     assert not {r["id"]: r for r in load_manifest(ws, "up")}["u3"]["excluded"]
     tab.edit_row(ws, "up", "u1", "text", SENTS[2])
     assert {r["id"]: r for r in load_manifest(ws, "up")}["u1"]["text"] == SENTS[2]
-    _, _, _, everything = tab.load_view(ws, "up", show_all=True)
+    everything = tab.load_view(ws, "up", show_all=True)[3]
     assert set(everything["id"]) == {"u0", "u1", "u2", "u3"}
     with pytest.raises(StudioError, match="Pick a row"):
         tab.edit_row(ws, "up", "", "keep")
@@ -90,7 +90,7 @@ def test_running_app_prepares_and_shows_a_dataset_through_gradio_client(start_ap
     client = Client(server.wait_ready().url, verbose=False)
     log = client.predict(None, "uploads/pairs", "api", "auto", "phoneme", None, None, None, api_name="/dataset_prepare")
     assert "2 usable of 2 clip(s)" in log
-    summary, hist, rates, table = client.predict("api", False, api_name="/dataset_view")
+    summary, hist, rates, table, page, where = client.predict("api", False, api_name="/dataset_view")
     assert "**2** of 2 clips" in summary and sum(row[-1] for row in hist["data"]) == 2
     assert "saved" in client.predict("api", "a1", "", api_name="/dataset_exclude")
     assert "**1** of 2 clips" in client.predict("api", False, api_name="/dataset_view")[0]

@@ -19,7 +19,7 @@ from utils.f5.text import F5Text
 from utils.training import prepare_run, run
 from utils.text.ethiopic import is_ethiopic
 from utils.training.checkpoint import read_config
-from utils.workspace import read_jsonl
+from utils.datasets import load_manifest
 
 TABLE = "transformer.text_embed.text_embed.weight"
 
@@ -46,7 +46,7 @@ def saved_table(folder: Path) -> torch.Tensor:
 
 # ------------------------------------------------------------------------------------ a base that reads Ethiopic
 def test_a_base_whose_vocabulary_has_ethiopic_characters_is_read_as_characters_with_no_new_rows(corpus):
-    rows = read_jsonl(corpus.dataset_dir("am") / "manifest.jsonl")
+    rows = load_manifest(corpus, "am")
     ethiopic = sorted({u for r in rows for u in F5Text(kind="char").units(r)} - set(BASE_SYMBOLS))
     assert any(map(is_ethiopic, ethiopic))
     symbols = BASE_SYMBOLS + ethiopic

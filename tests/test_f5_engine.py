@@ -28,6 +28,8 @@ from utils.f5.text import F5Text, latin_spelling
 from utils.training import TrainConfig, prepare_run, run
 from utils.training.checkpoint import load_trainer_state, read_config
 from utils.workspace import Workspace, read_jsonl
+from utils.datasets import load_manifest
+from utils.datasets import save_manifest
 
 BASE_SYMBOLS = [" ", ",", ".", "?", "!", *"abcdefghijklmnopqrstuvwxyz", "ni", "hao"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -228,7 +230,7 @@ def test_the_training_tab_refuses_the_base_on_this_cpu_and_elsewhere_asks_for_th
         wrong = start("f5-typo", True, "nope")
         assert "F5 reference clip 'nope': dataset am has no usable row with that id" in wrong
         assert not (corpus.run_dir("f5-typo") / "config.json").exists()  # refused before anything was queued
-        prompt = next(r["id"] for r in read_jsonl(corpus.dataset_dir("am") / "manifest.jsonl") if r["split"] == "train")
+        prompt = next(r["id"] for r in load_manifest(corpus, "am") if r["split"] == "train")
         assert "f5-tab" in start("f5-tab", True, prompt)
     config = read_config(corpus.run_dir("f5-tab"))
     assert config["train"]["init"] == "SWivid/F5-TTS" and config["train"]["prompt"] == prompt
@@ -245,7 +247,7 @@ def test_a_tiny_f5_job_runs_to_the_end_through_the_job_service_with_the_chosen_c
 
     from utils import jobs, runs
 
-    prompt = next(r["id"] for r in read_jsonl(corpus.dataset_dir("am") / "manifest.jsonl") if r["split"] == "train")
+    prompt = next(r["id"] for r in load_manifest(corpus, "am") if r["split"] == "train")
     runs.start_training(corpus, "am", "tiny", "f5-job", engine="f5", max_steps=2,
                         overrides={"prompt": prompt, "max_frames_per_batch": 600, "grad_accumulation": 1,
                                    "eval_vocoder": "griffin-lim", "ode_steps": 2, "eval_clips": 1})
@@ -418,13 +420,11 @@ def test_resuming_after_the_dataset_gained_a_symbol_grows_the_model_and_goes_on(
     ws = Workspace.open(tmp_path / "ws")
     shutil.copytree(corpus.dataset_dir("am"), ws.dataset_dir("am"), dirs_exist_ok=True)  # its features too
     assert run(prepare_run(f5_config(ws, "f5-grow", max_steps=2)))["step"] == 2
-    manifest = ws.dataset_dir("am") / "manifest.jsonl"
-    rows = read_jsonl(manifest)
+    rows = load_manifest(ws, "am")
     row = next(r for r in rows if r["split"] == "train")
     row["phonemes"] = "ʕ a | " + (row["phonemes"] or "s ə l a m")  # a reviewed phoneme the table has never seen
-    from utils.workspace import write_jsonl
 
-    write_jsonl(manifest, rows)
+    save_manifest(ws, "am", rows)
     result = run(prepare_run(f5_config(ws, "f5-grow", max_steps=4)))
     assert result["state"] == "finished" and result["step"] == 4
     saved = read_config(ws.run_dir("f5-grow") / "checkpoints" / "step-4")

@@ -14,7 +14,9 @@ from tests.test_inference import CKPT, voice_workspace
 from tests.test_separation_dataset import ws  # noqa: F401  (fixture: dataset "news", a clean and a musical clip)
 from utils import inference, runs
 from utils.transcripts.scoring import check_path
-from utils.workspace import atomic_write_json, read_jsonl, write_jsonl
+from utils.workspace import atomic_write_json
+from utils.datasets import load_manifest
+from utils.datasets import save_manifest
 
 
 def shot(page, locator, tmp_path, name: str) -> None:
@@ -66,8 +68,7 @@ def test_a_pick_or_form_that_fails_says_why_in_a_box_that_stays(server, page, tm
     table, review = page.locator("#dataset-flagged"), page.locator("#transcripts-review")
     expect(table).to_contain_text("song", timeout=30_000)
     expect(review).to_contain_text("the recognizer heard other words", timeout=30_000)
-    manifest = ws.dataset_dir("news") / "manifest.jsonl"
-    write_jsonl(manifest, [r for r in read_jsonl(manifest) if r["id"] != "song"])  # another browser removed it
+    save_manifest(ws, "news", [r for r in load_manifest(ws, "news") if r["id"] != "song"])  # another browser removed it
 
     id_cell(table, 0, "song").click()
     boxes = {"#dataset-status": "Not done: Dataset 'news' has no row 'song'",

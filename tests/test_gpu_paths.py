@@ -22,6 +22,7 @@ from utils import hardware
 from utils.events import StudioError
 from utils.training import optimization as opt
 from utils.training.config import TrainConfig
+from utils.datasets import load_manifest
 
 torch.set_num_threads(1)
 T4 = hardware.GPUInfo(0, "Tesla T4", 14.7, "7.5", 40)
@@ -534,10 +535,10 @@ def test_recognition_in_the_app_lets_the_gpu_go_and_keeps_off_a_gpu_a_run_holds(
     from tests.helpers import tiny_recognizer
     from utils.events import run_to_end
     from utils.transcripts import asr
-    from utils.workspace import read_jsonl, write_jsonl
+    from utils.workspace import write_jsonl
 
     ws = make_dataset(tmp_path / "ws", n_train=3, n_val=0)
-    rows = read_jsonl(ws.dataset_dir("am") / "manifest.jsonl")
+    rows = load_manifest(ws, "am")
     rows[0].update(text="", normalized="")
     write_jsonl(ws.dataset_dir("am") / "manifest.jsonl", rows)
     monkeypatch.setenv(asr.SOURCE_ENV, str(tiny_recognizer(tmp_path / "rec" / "tiny-amharic-ctc")))

@@ -17,9 +17,10 @@ import pytest
 import torch
 
 from tests.helpers import make_dataset, serve_tab
+from utils.datasets import load_manifest, save_manifest
 from utils.events import StudioError
 from utils.training import TrainConfig, prepare_run, run
-from utils.workspace import Workspace, read_json, write_jsonl
+from utils.workspace import Workspace, read_json
 
 ROOT = Path(__file__).resolve().parent.parent
 RAW_CLASS_NAMES = ("LocalEntryNotFoundError", "ConnectError", "OfflineModeIsEnabled", "HfHubHTTPError", "OSError",
@@ -138,8 +139,7 @@ def test_start_refuses_a_dataset_with_no_usable_clip_before_any_run_is_made(ws):
     source = ws.dataset_dir("am")
     target = ws.dataset_dir("all-excluded")
     shutil.copytree(source, target)
-    rows = [{**json.loads(line), "excluded": True} for line in (source / "manifest.jsonl").read_text().splitlines()]
-    write_jsonl(target / "manifest.jsonl", rows)
+    save_manifest(ws, "all-excluded", [{**r, "excluded": True} for r in load_manifest(ws, "am")])
     before = sorted(p.name for p in ws.runs.iterdir())
     for start in (lambda: runs.start_training(ws, "all-excluded", "tiny", "no-clips"),
                   lambda: runs.start_vocoder_training(ws, "all-excluded", preset="tiny", run="no-clips-voc")):

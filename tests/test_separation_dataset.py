@@ -10,7 +10,8 @@ from utils.audio import file_digest, load_audio
 from utils.events import StudioError, run_to_end
 from utils.separation import dataset
 from utils.separation.evaluation import mix_at_snr, synth_music
-from utils.workspace import Workspace, read_jsonl, write_jsonl
+from utils.workspace import Workspace, write_jsonl
+from utils.datasets import load_manifest
 from webui import separation as tab
 
 
@@ -37,14 +38,14 @@ def test_dataset_separates_only_clips_with_music_and_accept_revert_keep_original
     result = run_to_end(dataset.process_dataset(ws, "news", backend="spleeter"))
     assert result["clips"] == 2 and result["separated"] == 1 and not result["errors"]
     folder = ws.dataset_dir("news")
-    rows = {r["id"]: r for r in read_jsonl(folder / "manifest.jsonl")}
+    rows = {r["id"]: r for r in load_manifest(ws, "news")}
     assert rows["song"]["music"]["separated"] and rows["song"]["music"]["score"] > 0.05
     assert not rows["clean"]["music"]["separated"] and rows["clean"]["music"]["score"] < 0.015
     assert (folder / "separated" / "song.wav").exists() and not (folder / "separated" / "clean.wav").exists()
     assert rows["song"]["audio"] == "audio/song.wav"  # nothing changes until the curator accepts
 
     assert dataset.accept(ws, "news") == 1
-    rows = {r["id"]: r for r in read_jsonl(folder / "manifest.jsonl")}
+    rows = {r["id"]: r for r in load_manifest(ws, "news")}
     assert rows["song"]["audio"] == "separated/song.wav" and rows["clean"]["audio"] == "audio/clean.wav"
     assert rows["song"]["sha1"] == file_digest(folder / "separated" / "song.wav")  # the feature cache key follows
     out, sr = sf.read(str(folder / "separated" / "song.wav"))
@@ -52,11 +53,11 @@ def test_dataset_separates_only_clips_with_music_and_accept_revert_keep_original
 
     # Running again after accepting separates the original, not the separated file.
     run_to_end(dataset.process_dataset(ws, "news", backend="dsp"))
-    rows = {r["id"]: r for r in read_jsonl(folder / "manifest.jsonl")}
+    rows = {r["id"]: r for r in load_manifest(ws, "news")}
     assert rows["song"]["music"]["original"] == "audio/song.wav"
 
     assert dataset.revert(ws, "news") == 1
-    rows = {r["id"]: r for r in read_jsonl(folder / "manifest.jsonl")}
+    rows = {r["id"]: r for r in load_manifest(ws, "news")}
     assert rows["song"]["audio"] == "audio/song.wav"
     assert rows["song"]["sha1"] == file_digest(folder / "audio" / "song.wav")
     assert _digests(ws) == before  # raw/ and audio/ were never written
@@ -68,16 +69,20 @@ def test_accept_uses_only_clear_music_unless_the_curator_picks_clips(ws):
     from utils.separation.gate import CLEAR
 
     run_to_end(dataset.process_dataset(ws, "news", backend="dsp", threshold=0.0))
-    folder = ws.dataset_dir("news")
-    rows = {r["id"]: r for r in read_jsonl(folder / "manifest.jsonl")}
+    rows = {r["id"]: r for r in load_manifest(ws, "news")}
     assert rows["clean"]["music"]["separated"] and rows["clean"]["music"]["score"] < CLEAR <= rows["song"]["music"]["score"]
     assert [r["music"] for r in dataset.summary(ws, "news")] == ["faint: listen, pick to use", "yes, clearly"]
 
+    assert [r["id"] for r in dataset.listening_order(ws, "news")] == ["song", "clean"]  # clear music first
+    assert dataset.progress(ws, "news") == {"music": 1, "faint": 1, "in_use": 0, "waiting": 1}
     message, table = tab.accept(ws, "news", [])
-    assert message.startswith("1 clip(s) with clear music") and list(table["in use"]) == ["original", "separated"]
+    assert message.startswith("1 clip(s) with clear music") and list(table["id"]) == ["song", "clean"]
+    assert list(table["in use"]) == ["separated", "original"]
+    assert dataset.progress(ws, "news") == {"music": 1, "faint": 1, "in_use": 1, "waiting": 0}
     message, table = tab.accept(ws, "news", ["clean"])
     assert message.startswith("1 clip(s) picked") and list(table["in use"]) == ["separated", "separated"]
-    assert tab.faint_ids(ws, "news")["choices"] == ["clean", "song"]
+    assert tab.faint_ids(ws, "news")["choices"] == ["song", "clean"]
+    assert [r["id"] for r in dataset.listening_order(ws, "news", limit=1)] == ["song"]
     with pytest.raises(StudioError, match="no clip 'nope'"):
         dataset.accept(ws, "news", ["nope"])
 
@@ -91,7 +96,7 @@ def test_unreadable_clip_is_reported_and_the_rest_goes_on(ws):
 
 
 def test_missing_dataset_is_a_clear_error(ws):
-    with pytest.raises(StudioError, match="no manifest"):
+    with pytest.raises(StudioError, match="has no rows yet; prepare it"):
         run_to_end(dataset.process_dataset(ws, "nothing-here"))
 
 
@@ -106,14 +111,14 @@ def test_tab_handlers_run_listen_accept_and_revert(ws, tmp_path):
     assert tab.dataset_choices(ws)["choices"] == ["news"]
     *_, (log, table) = list(tab.run_dataset(ws, "news", "dsp", True, progress=None))
     assert "1 of 2 clips had music" in log
-    assert list(table["music"]) == ["no", "yes, clearly"]
+    assert list(table["music"]) == ["yes, clearly", "no"]  # in listening order: the music first
     choices = tab.clip_ids(ws, "news")["choices"]  # each clip named with its score, the music first
     assert [value for _, value in choices] == ["song", "clean"] and all("music score 0." in label for label, _ in choices)
     before, after = tab.show_clip(ws, "news", "song")
     assert before.endswith("audio/song.wav") and after["value"].endswith("separated/song.wav")
     assert tab.show_clip(ws, "news", "clean")[1]["value"] is None
     message, table = tab.accept(ws, "news")
-    assert message.startswith("1 clip") and list(table["in use"]) == ["original", "separated"]
+    assert message.startswith("1 clip") and list(table["in use"]) == ["separated", "original"]
     message, table = tab.revert(ws, "news")
     assert list(table["in use"]) == ["original", "original"]
 
@@ -174,7 +179,7 @@ def test_accepted_clips_are_measured_as_they_are_now_and_the_advice_follows(tmp_
     run_to_end(prepare(ws, "abebe", make_ljspeech_zip(tmp_path)))
 
     def flags():
-        return {r["id"]: r["flags"] for r in read_jsonl(ws.dataset_dir("abebe") / "manifest.jsonl")}
+        return {r["id"]: r["flags"] for r in load_manifest(ws, "abebe")}
 
     assert flags()["clip00"] == ["low_snr"]
     assert "remove background music on the **Music removal** tab" in summary_markdown(ws, "abebe")
@@ -191,3 +196,30 @@ def test_accepted_clips_are_measured_as_they_are_now_and_the_advice_follows(tmp_
     assert flags()["clip00"] == ["low_snr"]
     assert ("music removal found music in 1 clip(s); 1 with music still train on their original (Accept on the "
             "**Music removal** tab") in summary_markdown(ws, "abebe")
+
+
+def test_a_run_cut_off_goes_on_where_it_stopped_and_says_what_is_left(ws):
+    calls = []
+
+    def stop_after_one():
+        calls.append(1)
+        return len(calls) > 1  # asked before each clip: the second clip is never started
+
+    with pytest.raises(StudioError, match="Cancelled after 1 of 2 clips"):
+        run_to_end(dataset.process_dataset(ws, "news", backend="dsp", should_stop=stop_after_one))
+    first = {r["id"]: r["music"] for r in load_manifest(ws, "news")}
+    assert first["clean"]["backend"] == "dsp" and first["song"] is None  # the clip done was saved at the cancel
+
+    said = []
+    result = run_to_end(dataset.process_dataset(ws, "news", backend="dsp"), printer=said.append)
+    assert "1 of 2 clips to check" in said[0] and "1 checked before with these settings are kept" in said[0]
+    assert [line for line in said if "song" in line] and not [line for line in said if "clean " in line]
+    assert result["clips"] == 2 and result["with_music"] == 1  # the summary counts the clip kept from before
+    assert load_manifest(ws, "news")[0]["music"] == first["clean"]
+
+    said.clear()
+    run_to_end(dataset.process_dataset(ws, "news", backend="dsp", redo=True), printer=said.append)
+    assert "2 of 2 clips to check" in said[0] and "left" in said[1] and "left" not in said[2]
+    said.clear()
+    run_to_end(dataset.process_dataset(ws, "news", backend="dsp", gate=False), printer=said.append)
+    assert "2 of 2 clips to check" in said[0]  # other settings: every clip again

@@ -3,7 +3,8 @@ import gradio as gr
 import pytest
 
 from utils.text import load_user_dict
-from utils.workspace import Workspace, read_jsonl, write_jsonl
+from utils.workspace import Workspace, write_jsonl
+from utils.datasets import load_manifest
 from webui import g2p
 
 
@@ -67,7 +68,7 @@ def test_converting_a_dataset_fills_normalized_and_phonemes(ws):
     name = make_dataset(ws)
     seen = []
     message = g2p.convert(ws, name, progress=lambda fraction, desc=None: seen.append(fraction))
-    rows = read_jsonl(ws.dataset_dir(name) / "manifest.jsonl")
+    rows = load_manifest(ws, name)
     assert rows[0]["normalized"] == "ሰላም ነው." and rows[0]["phonemes"] == "s ə l a m | n ə w ."
     assert "m ə tː o" in rows[1]["phonemes"] and rows[2]["phonemes"] is None
     assert rows[0]["audio"] == "audio/u0.wav" and rows[0]["speaker"] == "s"  # other fields untouched
@@ -78,7 +79,7 @@ def test_converting_a_dataset_fills_normalized_and_phonemes(ws):
 def test_converting_needs_an_existing_dataset(ws):
     with pytest.raises(gr.Error):
         g2p.convert(ws, "", progress=lambda *a, **k: None)
-    with pytest.raises(gr.Error, match="manifest"):
+    with pytest.raises(gr.Error, match="has no rows yet"):
         g2p.convert(ws, "missing", progress=lambda *a, **k: None)
 
 
@@ -91,4 +92,4 @@ def test_tab_api_through_gradio_client(ws):
         message = client.predict("viaapi", api_name="/g2p_convert")
     assert normalized == "ሰላም አንድ" and ipa == "s ə l a m | ʔ a n d"
     assert "3 of 3" in message.replace("**", "")
-    assert read_jsonl(ws.dataset_dir("viaapi") / "manifest.jsonl")[0]["phonemes"] == "s ə l a m | n ə w ."
+    assert load_manifest(ws, "viaapi")[0]["phonemes"] == "s ə l a m | n ə w ."

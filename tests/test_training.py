@@ -21,6 +21,7 @@ torch.set_num_threads(1)
 # ---------------------------------------------------------------------------------- fixtures
 from utils.training import TrainConfig, load_checkpoint, prepare_run, run  # noqa: E402
 from utils.training.checkpoint import load_trainer_state, step_folders  # noqa: E402
+from utils.datasets import load_manifest
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +143,7 @@ def test_resume_reports_settings_changed_since_the_checkpoint(corpus):
 
 def test_out_of_memory_halves_the_micro_batch_and_continues(corpus):
     # one batch of all 4 clips; a micro-batch of more than 2 longest clips "runs out of memory"
-    rows = [r for r in read_jsonl(corpus.dataset_dir("am") / "manifest.jsonl") if r["split"] == "train"]
+    rows = [r for r in load_manifest(corpus, "am") if r["split"] == "train"]
     longest = max(int(r["duration"] * MODEL_SAMPLE_RATE) // 256 + 1 for r in rows)
     longest = -(-longest // 4) * 4
     result = run(prepare_run(tiny_config(corpus, "oom", max_steps=3, max_frames_per_batch=4 * longest,
@@ -213,8 +214,8 @@ def test_finetune_grows_symbols_and_speakers_and_new_speaker_mode_trains_only_th
     base_model, base_cfg = load_checkpoint(base_dir)
     # a second dataset: a new voice and sentences with characters the first one never saw
     ws2 = make_dataset(tmp_path / "ws2", name="new", n_train=2, n_val=0, voices=("am+m3",), first=20)
-    text_chars = {ch for r in read_jsonl(ws2.dataset_dir("new") / "manifest.jsonl") for ch in r["normalized"]}
-    rows = read_jsonl(ws2.dataset_dir("new") / "manifest.jsonl")
+    text_chars = {ch for r in load_manifest(ws2, "new") for ch in r["normalized"]}
+    rows = load_manifest(ws2, "new")
     for r in rows:  # make sure at least one symbol is new
         r["normalized"] = r["text"] = r["text"] + " x"
     write_jsonl(ws2.dataset_dir("new") / "manifest.jsonl", rows)
@@ -285,7 +286,7 @@ def test_a_halved_micro_batch_grows_back_after_a_stretch_of_good_steps(corpus, m
     from utils.training import engine
 
     monkeypatch.setattr(engine, "GROW_BACK_STEPS", 4)  # 4 good steps after the first out-of-memory, then 8
-    rows = [r for r in read_jsonl(corpus.dataset_dir("am") / "manifest.jsonl") if r["split"] == "train"]
+    rows = [r for r in load_manifest(corpus, "am") if r["split"] == "train"]
     longest = -(-max(int(r["duration"] * MODEL_SAMPLE_RATE) // 256 + 1 for r in rows) // 4) * 4
     result = run(prepare_run(tiny_config(corpus, "regrow", max_steps=13, max_frames_per_batch=4 * longest,
                                          fault_oom_above_frames=2 * longest, checkpoint_every=13)))

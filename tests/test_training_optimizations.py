@@ -11,6 +11,7 @@ import torch
 from models.matcha import MatchaConfig, MatchaTTS
 from tests.test_training import corpus, tiny_config  # noqa: F401  (module fixture)
 from utils import hardware
+from utils.datasets import load_manifest
 from utils.events import StudioError
 from utils.training import prepare_run, run
 from utils.training import optimization as opt
@@ -168,7 +169,7 @@ def test_probe_bisects_to_the_largest_batch_that_fits():
 
 
 def test_trainer_probe_replaces_the_batch_guess_with_the_measured_one(corpus):
-    rows = json.loads("[" + ",".join((corpus.dataset_dir("am") / "manifest.jsonl").read_text().splitlines()) + "]")
+    rows = load_manifest(corpus, "am")
     longest = max(int(r["duration"] * 24000) // 256 + 1 for r in rows if r["split"] == "train")
     longest = -(-longest // 4) * 4
     cap = 3 * longest + 10  # more than 3 longest clips in one batch 'runs out of memory'

@@ -16,7 +16,8 @@ from tests.test_training import corpus, losses, tiny_config  # noqa: F401  (modu
 from utils.jobs import torchrun
 from utils.training import prepare_run, run
 from utils.training.checkpoint import load_trainer_state, step_folders
-from utils.workspace import read_json, read_jsonl
+from utils.workspace import read_json
+from utils.datasets import load_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -173,7 +174,7 @@ def test_app_train_background_queues_the_run_as_a_job_on_the_device_the_ui_would
 
 def test_ddp_out_of_memory_on_one_rank_is_recovered_by_all_ranks_together(corpus):
     """Only rank 1 runs out of memory: both ranks halve their micro-batch and go on; none waits for ever."""
-    rows = [r for r in read_jsonl(corpus.dataset_dir("am") / "manifest.jsonl") if r["split"] == "train"]
+    rows = [r for r in load_manifest(corpus, "am") if r["split"] == "train"]
     longest = -(-max(int(r["duration"] * 24000) // 256 + 1 for r in rows) // 4) * 4
     path = prepare_run(tiny_config(corpus, "ddp-oom", max_steps=3, checkpoint_every=3, eval_every=0,
                                    max_frames_per_batch=4 * longest, fault_oom_above_frames=2 * longest,

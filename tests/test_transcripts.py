@@ -9,7 +9,7 @@ import torch
 
 import app
 from tests.helpers import damage_transcripts, make_dataset, sentences
-from utils.workspace import read_jsonl
+from utils.datasets import load_manifest
 
 torch.set_num_threads(1)
 
@@ -43,7 +43,7 @@ def test_damaged_transcripts_rank_at_the_top(checked, cli_run):
     ranking = json.loads(out)  # stdout is the JSON alone; the trainer's log went to stderr
     rows = ranking["rows"]
     assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
-    assert {r["id"] for r in rows} == {r["id"] for r in read_jsonl(ws.dataset_dir("am") / "manifest.jsonl")}
+    assert {r["id"] for r in rows} == {r["id"] for r in load_manifest(ws, "am")}
     k = len(damaged)
     top = [r["id"] for r in rows]
     assert sum(i in top[:k] for i in damaged) >= k - 1, rows[: 2 * k]
@@ -85,7 +85,7 @@ def test_review_decisions_are_saved_like_row_edits(checked, cli_run):
     decide(ws, "am", worst["id"], "exclude")
     fixed = "ሰላም ነው ።"
     decide(ws, "am", second["id"], "text", fixed)
-    manifest = {r["id"]: r for r in read_jsonl(ws.dataset_dir("am") / "manifest.jsonl")}
+    manifest = {r["id"]: r for r in load_manifest(ws, "am")}
     assert manifest[worst["id"]]["excluded"] and manifest[worst["id"]]["review"] == "exclude"
     assert manifest[second["id"]]["text"] == fixed and manifest[second["id"]]["text_fixed"]
     again = {r["id"]: r for r in review_rows(ws, "am")}

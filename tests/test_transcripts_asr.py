@@ -15,7 +15,9 @@ from tests.helpers import make_dataset, tiny_recognizer
 from utils.events import StudioError, run_to_end
 from utils.transcripts import asr, decide
 from utils.transcripts.cer import cer
-from utils.workspace import read_jsonl, write_jsonl
+from utils.workspace import read_jsonl
+from utils.datasets import load_manifest
+from utils.datasets import save_manifest
 
 torch.set_num_threads(1)
 
@@ -29,11 +31,10 @@ def source(tmp_path_factory):
 def ws(tmp_path, source, monkeypatch):
     """6 clips; the transcripts of two are gone (as after cutting a long recording by voice activity)."""
     ws = make_dataset(tmp_path, name="am", n_train=5, n_val=1)
-    path = ws.dataset_dir("am") / "manifest.jsonl"
-    rows = read_jsonl(path)
+    rows = load_manifest(ws, "am")
     for r in rows[1:3]:
         r.update(text="", normalized="", flags=["missing_text"])
-    write_jsonl(path, rows)
+    save_manifest(ws, "am", rows)
     monkeypatch.setenv(asr.SOURCE_ENV, str(source))
     run_to_end(asr.fetch(ws))
     return ws
@@ -53,11 +54,10 @@ def test_without_a_recognizer_the_line_says_what_would_enable_it(tmp_path):
 
 
 def test_drafts_only_for_clips_without_text_and_the_manifest_is_untouched(ws):
-    manifest = ws.dataset_dir("am") / "manifest.jsonl"
-    before = manifest.read_bytes()
+    before = load_manifest(ws, "am")
     said = []
     result = run_to_end(asr.transcribe_missing(ws, "am"), printer=said.append)
-    assert manifest.read_bytes() == before  # a draft never becomes text by itself
+    assert load_manifest(ws, "am") == before  # a draft never becomes text by itself
     progress = [line for line in said if "recognising speech" in line]  # one clip at a time on a CPU
     assert "left)" in progress[0] and "left" not in progress[-1], said  # how long the rest takes, from the first
     assert set(result["rows"]) == {"am-001", "am-002"}
@@ -75,26 +75,25 @@ def test_a_row_the_curator_typed_is_never_drafted_again(ws):
     decide(ws, "am", "am-001", "text", "ሰላም ነው ።")
     assert [d["id"] for d in asr.draft_rows(ws, "am")] == ["am-002"]
     result = run_to_end(asr.transcribe_missing(ws, "am"))
-    rows = {r["id"]: r for r in read_jsonl(ws.dataset_dir("am") / "manifest.jsonl")}
+    rows = {r["id"]: r for r in load_manifest(ws, "am")}
     assert rows["am-001"]["text"] == "ሰላም ነው ።" and rows["am-001"]["text_fixed"]
     assert [d["id"] for d in asr.draft_rows(ws, "am")] == ["am-002"]
     assert result["rows"]["am-002"]["machine_draft"]
 
 
 def test_drafts_of_unchanged_audio_are_kept_and_changed_audio_or_redo_drafts_again(ws, capsys):
-    path = ws.dataset_dir("am") / "manifest.jsonl"
-    rows = read_jsonl(path)
+    rows = load_manifest(ws, "am")
     for r in rows:
         r["sha1"] = f"sha1-of-{r['id']}"  # as preparation writes them
-    write_jsonl(path, rows)
+    save_manifest(ws, "am", rows)
     first = run_to_end(asr.transcribe_missing(ws, "am"))
     said = []
     again = run_to_end(asr.transcribe_missing(ws, "am"), printer=said.append)
     assert again["rows"] == first["rows"] and not any("recognising speech" in line for line in said)
-    assert any("2 clip(s) keep the draft" in line for line in said), said
+    assert any("0 clip(s) to draft (0.00 h of audio); 2 keep the draft" in line for line in said), said
 
     rows[2]["sha1"] = "sha1-of-new-audio"  # am-002 prepared again from another recording
-    write_jsonl(path, rows)
+    save_manifest(ws, "am", rows)
     said.clear()
     third = run_to_end(asr.transcribe_missing(ws, "am"), printer=said.append)
     assert third["rows"]["am-002"]["sha1"] == "sha1-of-new-audio" and third["rows"]["am-001"] == first["rows"]["am-001"]
@@ -115,11 +114,10 @@ def test_drafts_of_unchanged_audio_are_kept_and_changed_audio_or_redo_drafts_aga
 
 def check_by_the_recognizer(ws) -> list[dict]:
     """Give the two untranscribed rows a text (the check needs 5), then check by the recognizer; the rows."""
-    path = ws.dataset_dir("am") / "manifest.jsonl"
-    rows = read_jsonl(path)
+    rows = load_manifest(ws, "am")
     for r in rows[1:3]:
         r.update(text=rows[0]["text"], normalized=rows[0]["text"], flags=[])
-    write_jsonl(path, rows)
+    save_manifest(ws, "am", rows)
     assert app.main(["check-transcripts", "--workspace", str(ws.root), "--dataset", "am", "--method", "asr"]) == 0
     return rows
 
@@ -240,16 +238,15 @@ def cli(*args, env_source=None):
 
 def test_transcribe_on_the_command_line_drafts_only_clips_without_text(tmp_path, source):
     ws = make_dataset(tmp_path, name="am", n_train=3, n_val=0)
-    path = ws.dataset_dir("am") / "manifest.jsonl"
-    rows = read_jsonl(path)
+    rows = load_manifest(ws, "am")
     rows[1].update(text="", normalized="")
-    write_jsonl(path, rows)
-    before = path.read_bytes()
+    save_manifest(ws, "am", rows)
+    before = load_manifest(ws, "am")
     done = cli("transcribe", "--workspace", str(ws.root), "--dataset", "am", "--json", env_source=source)
     assert done.returncode == 0, done.stderr
     drafts = json.loads(done.stdout)
     assert [d["id"] for d in drafts] == ["am-001"] and 0.0 <= drafts[0]["confidence"] <= 1.0
-    assert path.read_bytes() == before and asr.available(ws) is not None  # fetched once; text untouched
+    assert load_manifest(ws, "am") == before and asr.available(ws) is not None  # fetched once; text untouched
     # the command the tabs print when no recognizer is installed, as written there
     command = asr.how_to_get().split("`")[1].replace("NAME", "am").split()
     assert command[:3] == ["python", "app.py", "transcribe"]
@@ -279,7 +276,7 @@ def test_a_multilingual_recognizer_decodes_with_its_amharic_adapter(tmp_path):
     head = load_file(str(mms / "adapter.amh.safetensors"))["lm_head.weight"]
     assert rec.model.target_lang == "amh" and torch.equal(rec.model.lm_head.weight.detach(), head)
     amharic = set(json.loads((mms / "vocab.json").read_text(encoding="utf-8"))["amh"])
-    waves = [asr._wave(ws, "am", r) for r in read_jsonl(ws.dataset_dir("am") / "manifest.jsonl")]
+    waves = [asr._wave(ws, "am", r) for r in load_manifest(ws, "am")]
     for text, _ in rec.transcribe(waves):  # random weights: any of the Amharic head's symbols, never a Latin one
         for special in ("<pad>", "<s>", "</s>", "<unk>"):
             text = text.replace(special, "")
@@ -310,9 +307,8 @@ def test_a_check_left_by_its_caller_stops_its_training_and_a_second_check_waits_
     events = scoring.train_aligner(ws, "am", 100_000, "cpu")
     while next(events).done < 1:  # the training is under way (a step is done)
         pass
-    path = ws.dataset_dir("am") / "manifest.jsonl"
-    write_jsonl(path, [{**r, "text": r["text"] or "ሰላም ነው", "normalized": r["normalized"] or "ሰላም ነው"}
-                       for r in read_jsonl(path)])  # enough rows with text for a check
+    save_manifest(ws, "am", [{**r, "text": r["text"] or "ሰላም ነው", "normalized": r["normalized"] or "ሰላም ነው"}
+                       for r in load_manifest(ws, "am")])  # enough rows with text for a check
     with scoring.one_check_at_a_time(ws, "am"):
         with pytest.raises(StudioError, match="already running"):
             run_to_end(scoring.check_transcripts(ws, "am", method="alignment", steps=2))
@@ -322,3 +318,29 @@ def test_a_check_left_by_its_caller_stops_its_training_and_a_second_check_waits_
     assert not jobs.pid_alive(status["pid"]) and not jobs.pid_alive(status["launcher_pid"])
     with scoring.one_check_at_a_time(ws, "am"):  # and the lock is free again
         pass
+
+
+def test_drafting_cut_off_keeps_the_drafts_made_and_goes_on_from_there(ws, monkeypatch):
+    rows = load_manifest(ws, "am")
+    for r in rows:
+        r["sha1"] = f"sha1-of-{r['id']}"
+    save_manifest(ws, "am", rows)
+    monkeypatch.setattr(asr, "KEEP_EVERY_S", 0.0)  # save after every clip
+    wave, calls = asr._wave, []
+
+    def dies_on_the_second(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("the runtime was reset")
+        return wave(*args)
+
+    monkeypatch.setattr(asr, "_wave", dies_on_the_second)
+    with pytest.raises(RuntimeError, match="reset"):
+        run_to_end(asr.transcribe_missing(ws, "am"))
+    saved = json.loads(asr.drafts_path(ws, "am").read_text(encoding="utf-8"))["rows"]
+    assert len(saved) == 1
+    said = []
+    result = run_to_end(asr.transcribe_missing(ws, "am"), printer=said.append)
+    assert any("1 clip(s) to draft" in line and "1 keep the draft" in line for line in said), said
+    assert set(result["rows"]) == {"am-001", "am-002"} and result["rows"][next(iter(saved))] == next(iter(saved.values()))
+

@@ -9,15 +9,15 @@ from playwright.sync_api import expect
 from tests.helpers import make_dataset, screenshot, tiny_recognizer
 from utils.events import run_to_end
 from utils.transcripts import asr
-from utils.workspace import read_jsonl, write_jsonl
+from utils.datasets import load_manifest
+from utils.datasets import save_manifest
 
 
 def test_check_review_fix_exclude_and_accept_a_draft_in_the_browser(start_app, page, tmp_path):
     ws = make_dataset(tmp_path / "workspace", name="am", n_train=6, n_val=1)
-    manifest = ws.dataset_dir("am") / "manifest.jsonl"
-    rows = read_jsonl(manifest)
+    rows = load_manifest(ws, "am")
     rows[6].update(text="", normalized="", flags=["missing_text"])  # a clip cut from a long recording
-    write_jsonl(manifest, rows)
+    save_manifest(ws, "am", rows)
     run_to_end(asr.fetch(ws, str(tiny_recognizer(tmp_path / "tiny-ctc"))))
     server = start_app(workspace=ws.root)
     page.goto(server.url)
@@ -42,7 +42,7 @@ def test_check_review_fix_exclude_and_accept_a_draft_in_the_browser(start_app, p
     page.locator("#transcripts-save").click()
     expect(page.locator("#transcripts-status")).to_contain_text(f"{first}: text fixed saved")
     expect(review.get_by_test_id("cell-0-5")).to_have_text("text fixed")  # the decision column
-    saved = {r["id"]: r for r in read_jsonl(manifest)}
+    saved = {r["id"]: r for r in load_manifest(ws, "am")}
     assert saved[first]["text"] == "ሰላም ነው ።" and saved[first]["text_fixed"]
 
     # exclude the second
@@ -52,7 +52,7 @@ def test_check_review_fix_exclude_and_accept_a_draft_in_the_browser(start_app, p
     page.locator("#transcripts-exclude").click()
     expect(page.locator("#transcripts-status")).to_contain_text(f"{second}: exclude saved")
     expect(review.get_by_test_id("cell-1-5")).to_have_text("exclude")
-    assert {r["id"]: r for r in read_jsonl(manifest)}[second]["excluded"]
+    assert {r["id"]: r for r in load_manifest(ws, "am")}[second]["excluded"]
 
     # a machine draft for the clip without text, accepted as the transcript
     page.locator("#transcripts-draft").click()
@@ -66,7 +66,7 @@ def test_check_review_fix_exclude_and_accept_a_draft_in_the_browser(start_app, p
     page.locator("#transcripts-save").click()
     expect(page.locator("#transcripts-status")).to_contain_text("am-006: text fixed saved")
     expect(drafts.get_by_test_id("cell-0-0")).to_have_count(0)  # typed rows leave the drafts list
-    assert {r["id"]: r for r in read_jsonl(manifest)}["am-006"]["text"] == " ".join(draft.split())
+    assert {r["id"]: r for r in load_manifest(ws, "am")}["am-006"]["text"] == " ".join(draft.split())
 
 
 def ranked_dataset(root):
@@ -77,11 +77,10 @@ def ranked_dataset(root):
     from utils.workspace import atomic_write_json
 
     ws = make_dataset(root, name="am", n_train=6, n_val=1)
-    manifest = ws.dataset_dir("am") / "manifest.jsonl"
-    rows = read_jsonl(manifest)
+    rows = load_manifest(ws, "am")
     for r in rows:
         r["sha1"] = file_digest(ws.dataset_dir("am") / r["audio"])
-    write_jsonl(manifest, rows)
+    save_manifest(ws, "am", rows)
     datasets.recheck(ws, "am")  # the report the Dataset tab's summary reads
     reason = "the speech is much longer than the text: part of what is said is not written"
     atomic_write_json(ws.dataset_dir("am") / "transcript_check.json", {

@@ -45,3 +45,10 @@ def run_to_end(events: Iterable[Event], printer=None) -> Any:
 
 def last_result(events: Iterator[Event]) -> Any:
     return run_to_end(events)
+
+
+def say_duration(seconds: float) -> str:
+    """How long, as progress messages say it: seconds up to a minute and a half, then minutes, then hours."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 90 * 60 else f"{seconds / 3600:.1f} h"

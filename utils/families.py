@@ -72,9 +72,9 @@ def machine_lines(report) -> list[str]:
 def advice(ws, dataset: str, report) -> list[str]:
     """Which family for this much speech on this machine (the Training tab, before Start): the dataset's hours and
     the machine, then one line a family: its GUIDE, and why not where this machine cannot train it."""
-    from utils.datasets.manifest import load_manifest
+    from utils.datasets.manifest import usable_hours
 
-    hours = sum(float(r.get("duration") or 0) for r in load_manifest(ws, dataset) if not r.get("excluded")) / 3600
+    hours = usable_hours(ws, dataset)
     gpu = min(report.gpus, key=lambda g: g.memory_gb).name if report.gpus else "no GPU (the CPU trains)"
     amount = f"{hours:.1f} h" if hours >= 1 else f"{hours * 60:.0f} min"
     lines = [f"{amount} of usable speech in {dataset}; this machine: {gpu}."]

@@ -434,13 +434,13 @@ def vocoder_config(ws: Workspace, dataset: str, init: str = "", preset: str = "m
     """The config of a vocoder run: the form's choices, the batch for this machine (with its reason), then
     any explicit `overrides` (CLI flags)."""
     from utils import hardware
-    from utils.datasets.manifest import usable_rows
+    from utils.datasets.manifest import require_usable
     from utils.vocoder.training import VocoderTrainConfig
 
     if dataset not in ws.list_datasets():
         raise StudioError("Choose a prepared dataset first (Dataset tab)." if not dataset else
                           f"There is no prepared dataset called {dataset!r}; prepare it on the Dataset tab.")
-    usable_rows(ws, dataset)  # no clip to learn from: refused before a run folder or a queue entry
+    require_usable(ws, dataset)  # no clip to learn from: refused before a run folder or a queue entry
     gpus = len(hardware.query_gpus())
     cfg = VocoderTrainConfig(dataset=dataset, run=run.strip() or f"{dataset}-vocoder-{time.strftime('%Y%m%d-%H%M%S')}",
                              preset=preset, init=str(ws.inside(init)) if init else None, resume="auto",

@@ -82,7 +82,7 @@ class Workspace:
         return folder
 
     def list_datasets(self) -> list[str]:
-        return sorted(p.name for p in self.datasets.iterdir() if self.holds(p) and (p / "manifest.jsonl").exists())
+        return sorted(p.name for p in self.datasets.iterdir() if self.holds(p) and any((p / f).exists() for f in ("manifest.sqlite", "manifest.jsonl")))
 
     def list_runs(self) -> list[str]:
         return sorted(p.name for p in self.runs.iterdir() if p.is_dir() and self.holds(p))

@@ -97,37 +97,56 @@ def music_advice(ws, name: str) -> str:
     return said
 
 
-def load_view(ws, name: str, show_all: bool = False):
-    """(summary markdown, histogram frame, rate frame, review table frame) of a dataset."""
+def load_view(ws, name: str, show_all: bool = False, page: int = 1):
+    """(summary markdown, histogram frame, rate frame, review table frame of one page, the page shown, where the
+    page lies) of a dataset: a page of rows is read, never the whole table."""
     hist, rates = datasets.plot_data(ws, name) if name else ([], [])
     hist = pd.DataFrame(hist, columns=list(HIST_TYPES)).astype(HIST_TYPES)
     rates = pd.DataFrame(rates, columns=list(RATE_TYPES)).astype(RATE_TYPES)
     if not name:
-        return "Choose or prepare a dataset.", hist, rates, pd.DataFrame(columns=TABLE_COLUMNS)
-    table = pd.DataFrame(datasets.flagged_rows(ws, name, include_ok=show_all), columns=TABLE_COLUMNS + ["path"])
-    return summary_markdown(ws, name), hist, rates, table.drop(columns="path")
+        return "Choose or prepare a dataset.", hist, rates, pd.DataFrame(columns=TABLE_COLUMNS), 1, ""
+    page = max(1, int(page or 1))
+    rows, total = datasets.review_page(ws, name, show_all, page)
+    pages = max(1, -(-total // datasets.PAGE_ROWS))
+    if page > pages:  # the rows shrank under the page (a filter, an edit): the last page there is
+        page = pages
+        rows, total = datasets.review_page(ws, name, show_all, page)
+    table = pd.DataFrame(rows, columns=TABLE_COLUMNS + ["path"])
+    return summary_markdown(ws, name), hist, rates, table.drop(columns="path"), page, page_note(page, pages, total)
 
 
-def plot_updates(summary, hist: pd.DataFrame, rates: pd.DataFrame, table):
+def page_note(page: int, pages: int, total: int) -> str:
+    if total <= datasets.PAGE_ROWS:
+        return f"{total} row(s)"
+    first = (page - 1) * datasets.PAGE_ROWS + 1
+    return f"rows {first:,}-{min(total, first + datasets.PAGE_ROWS - 1):,} of {total:,} · page {page} of {pages:,}"
+
+
+def plot_updates(summary, hist: pd.DataFrame, rates: pd.DataFrame, table, *pager):
     """load_view's frames as the plots want them. A Gradio plot takes its axis types and colours from the
     data it holds when drawn, and is drawn when data first comes to an empty box: so no data is sent as
     nothing, and every status gets a row (a point with no position, not drawn) to keep its colour and
     legend entry when a later edit first excludes a clip."""
     if hist.empty:
-        return summary, None, None, table
+        return summary, None, None, table, *pager
     # the bars sort by label: right-aligned labels sort as their numbers ("  2-2.5" before "10-10.5")
     hist = hist.assign(seconds=hist["seconds"].str.rjust(hist["seconds"].str.len().max()))
     unseen = [{"status": s} for s in STATUS_COLORS if s not in set(rates["status"])]
     rates = pd.concat([rates, pd.DataFrame(unseen, columns=list(RATE_TYPES)).astype(RATE_TYPES)], ignore_index=True)
-    return summary, hist, rates, table
+    return summary, hist, rates, table, *pager
+
+
+def export_table(ws, name: str) -> Path:
+    """The dataset's rows as a spreadsheet to download (exports/NAME-rows.csv, made again each time)."""
+    if not name:
+        raise StudioError("Pick a dataset first.")
+    return datasets.export_rows(ws, name, ws.root / "exports" / f"{name}-rows.csv")
 
 
 def select_row(ws, name: str, row_id: str):
-    """(id, audio path, transcript) of the row picked in the review table."""
-    for r in datasets.flagged_rows(ws, name, include_ok=True):
-        if r["id"] == row_id:
-            return r["id"], r["path"], r["text"]
-    raise StudioError(f"Dataset {name!r} has no row {row_id!r}.")
+    """(id, audio path, transcript) of the row picked in the review table, read alone."""
+    r = datasets.review_row(ws, name, row_id)
+    return r["id"], r["path"], r["text"]
 
 
 def edit_row(ws, name: str, row_id: str, action: str, text: str = "") -> str:
@@ -182,6 +201,13 @@ def build(ctx: AppContext) -> list:
                          column_widths=["10%", "16%", "8%", "8%", "8%", "8%", "20%", "22%"],
                          elem_id="dataset-flagged")
     with gr.Row():
+        prev_btn = gr.Button("< Previous page", size="sm", elem_id="dataset-prev")
+        page = gr.Number(1, label="Page", precision=0, minimum=1, elem_id="dataset-page", scale=0, min_width=90)
+        next_btn = gr.Button("Next page >", size="sm", elem_id="dataset-next")
+        page_info = gr.Markdown(elem_id="dataset-page-info")
+        export_btn = gr.Button("Download every row (CSV)", size="sm", elem_id="dataset-export")
+        export_file = gr.File(label="The dataset's rows", visible=False, elem_id="dataset-export-file")
+    with gr.Row():
         row_id = gr.Textbox(label="Row", interactive=False)
         player = gr.Audio(label="Clip", type="filepath", interactive=False)
     text = gr.Textbox(label="Transcript (edit, then Save text)")
@@ -220,8 +246,8 @@ def build(ctx: AppContext) -> list:
     def on_prepare(f, p, n, fm, fe, a, t, s, progress=gr.Progress()):
         yield from run_prepare(ws, f, p, n, fm, fe, a, t, s, progress)
 
-    def on_view(n, everything):
-        return plot_updates(*load_view(ws, n, everything))
+    def on_view(n, everything, pg=1):
+        return plot_updates(*load_view(ws, n, everything, pg))
 
     def on_prepared(n):  # a failed import left no dataset of that name: the one shown stays
         names = ws.list_datasets()
@@ -231,12 +257,19 @@ def build(ctx: AppContext) -> list:
         again = n == shown and n in ws.list_datasets()
         return on_prepared(n), ((n, time.time_ns()) if again else gr.update())
 
-    view_outputs = [summary, hist, rate, table]
+    view_outputs = [summary, hist, rate, table, page, page_info]
     on_view = says_errors(on_view, view_outputs, summary)  # a broken manifest is said in the summary
     prep = prepare_btn.click(says_errors(on_prepare, [log], log, log=True),
                              [files, path, name, fmt, frontend, audio_col, text_col, speaker_col], log,
                              api_name="dataset_prepare")
     prep.then(on_made, [name, dataset], [dataset, prepared]).then(on_view, [dataset, show_all], view_outputs)
+    # the page turns; any other redraw keeps the page shown (a decision saved on page 40 stays on page 40)
+    shown = [dataset, show_all, page]
+    prev_btn.click(lambda n, e, p: on_view(n, e, max(1, int(p or 1) - 1)), shown, view_outputs)
+    next_btn.click(lambda n, e, p: on_view(n, e, int(p or 1) + 1), shown, view_outputs)
+    page.submit(on_view, shown, view_outputs, api_name="dataset_page")
+    export_btn.click(says_errors(lambda n: (gr.update(value=str(export_table(ws, n)), visible=True), ""),
+                                 [export_file, page_info], page_info), dataset, [export_file, page_info])
     cancel_btn.click(None, None, None, cancels=[prep])
     dataset.change(on_view, [dataset, show_all], view_outputs, api_name="dataset_view")
     # the picked row belongs to the dataset it was picked in: another dataset, or the same prepared again, starts
@@ -244,10 +277,10 @@ def build(ctx: AppContext) -> list:
     gr.on([dataset.change, prepared.change], lambda: ("", None, ""), None, [row_id, player, text],
           show_progress="hidden")
     show_all.change(on_view, [dataset, show_all], view_outputs)
-    refresh.click(on_prepared, dataset, dataset).then(on_view, [dataset, show_all], view_outputs)
+    refresh.click(on_prepared, dataset, dataset).then(on_view, shown, view_outputs)
     recheck_btn.click(says_errors(lambda n: f"Re-checked: {datasets.recheck(ws, n)['flagged_clips']} flagged row(s)",
                                   [status], status), dataset, status, api_name="dataset_recheck").then(
-        on_view, [dataset, show_all], view_outputs)
+        on_view, shown, view_outputs)
 
     def on_delete(n, confirmed):  # unconfirmed: says which runs were trained on it, and how to confirm
         if not n:
@@ -274,8 +307,8 @@ def build(ctx: AppContext) -> list:
     for btn, action in ((exclude_btn, "exclude"), (keep_btn, "keep"), (save_btn, "text")):
         btn.click(says_errors(lambda n, r, t, a=action: (edit_row(ws, n, r, a, t), time.time_ns()), [status, decided],
                               status), [dataset, row_id, text], [status, decided], api_name=f"dataset_{action}")
-    decided.change(on_view, [dataset, show_all], view_outputs, show_progress="hidden")
+    decided.change(on_view, shown, view_outputs, show_progress="hidden")
     lists_on_load = transcripts.build(ctx, dataset, prepared, decided)  # transcripts to check and machine drafts
     # opened again: what another tab did meanwhile (music removal accepted, a check's exclusions) is shown
     return [(on_page_load, [dataset], [dataset, *view_outputs]), lists_on_load,
-            (on_view, [dataset, show_all], view_outputs, "open")]
+            (on_view, shown, view_outputs, "open")]

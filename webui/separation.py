@@ -35,9 +35,10 @@ def dataset_choices(ws) -> dict:
 
 
 def clip_table(ws, name: str) -> pd.DataFrame:
+    """The clips in listening order (music first), the first LIST_ROWS of them."""
     if not name:
         return pd.DataFrame(columns=TABLE_COLUMNS)
-    return pd.DataFrame(sep_dataset.summary(ws, name), columns=TABLE_COLUMNS)
+    return pd.DataFrame(sep_dataset.listening_order(ws, name), columns=TABLE_COLUMNS)
 
 
 def clip_ids(ws, name: str) -> dict:
@@ -51,8 +52,8 @@ def clip_ids(ws, name: str) -> dict:
 
 def faint_ids(ws, name: str) -> dict:
     """Clips the curator may pick for Accept: every clip that has separated audio, faint scores included."""
-    rows = [] if not name else sep_dataset.summary(ws, name)
-    return gr.update(choices=[r["id"] for r in rows if r["music"] not in ("no", "not checked")], value=[])
+    rows = [] if not name else sep_dataset.listening_order(ws, name, separated_only=True)
+    return gr.update(choices=[r["id"] for r in rows], value=[])
 
 
 def _drive(events, progress):
@@ -67,12 +68,14 @@ def _drive(events, progress):
         yield "\n".join(lines[-300:])
 
 
-def run_dataset(ws, name: str, backend: str, gate: bool, progress=gr.Progress()):
-    """Separate every clip of a dataset; yields (log, clip table)."""
+def run_dataset(ws, name: str, backend: str, gate: bool, redo: bool = False, progress=gr.Progress()):
+    """Separate the clips of a dataset not done before with these settings (every clip with `redo`); yields (log,
+    clip table)."""
     if not name:
         raise gr.Error("Pick a dataset first.")
     try:
-        for log in _drive(sep_dataset.process_dataset(ws, name, backend or "auto", gate=bool(gate)), progress):
+        for log in _drive(sep_dataset.process_dataset(ws, name, backend or "auto", gate=bool(gate), redo=bool(redo)),
+                          progress):
             yield log, gr.update()
     except StudioError as exc:
         raise gr.Error(str(exc)) from exc
@@ -146,6 +149,8 @@ def build(ctx: AppContext) -> list:
             with gr.Row():
                 run_ds = gr.Button("Remove music", variant="primary", elem_id="sep-run")
                 stop_ds = gr.Button("Cancel", variant="stop", elem_id="sep-cancel")
+                redo = gr.Checkbox(False, label="check every clip again", elem_id="sep-redo",
+                                   info="a run cut off goes on where it stopped; tick to redo clips done before")
             table = gr.Dataframe(clip_table(ws, ""), interactive=False, label="Clips", elem_id="sep-table")
             clip = gr.Dropdown([], label="Listen to a clip", elem_id="sep-clip")
             with gr.Row():
@@ -177,7 +182,7 @@ def build(ctx: AppContext) -> list:
     name.change(says_errors(lambda n: (*dataset_view(ws, n), ""), shown, status, what="Showing the dataset"),
                 name, shown, api_name="separation_table")
     ds_event = run_ds.click(says_errors(partial(run_dataset, ws), [log, table], log, log=True),
-                            [name, backend, gate], [log, table], api_name="separation_run_dataset")
+                            [name, backend, gate, redo], [log, table], api_name="separation_run_dataset")
     ds_event.then(partial(clip_ids, ws), name, clip).then(partial(faint_ids, ws), name, picks)
     stop_ds.click(None, None, None, cancels=[ds_event])
     players = [before, after, status]

@@ -6,7 +6,6 @@ in `clips.py`; this module turns transcripts and the whole table into flags and 
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
 
 from utils.datasets.config import EXCLUDING_FLAGS, FLAG_HELP, PrepareConfig
 
@@ -82,29 +81,28 @@ def dataset_checks(rows: list[dict], cfg: PrepareConfig) -> None:
             r["notes"]["duplicate_audio"] = f"same audio as {first_by_sha[r['sha1']]}"
         else:
             first_by_sha[r["sha1"]] = r["id"]
-    rates = {r["id"]: speaking_rate(r) for r in rows if "missing_text" not in r["notes"]}
-    rates = {k: v for k, v in rates.items() if v}
-    if len(rates) >= 5:
-        med = statistics.median(rates.values())
-        lo, hi = med / cfg.rate_factor, med * cfg.rate_factor
-        for r in rows:
-            v = rates.get(r["id"])
-            if v is not None and not lo <= v <= hi:
-                r["notes"]["rate_outlier"] = f"{v:.1f} characters/s, the dataset's median is {med:.1f}"
+    rates = [v for r in rows if (v := row_rate(r))]
+    med = statistics.median(rates) if len(rates) >= 5 else None
     for r in rows:
+        mark_rate(r, med, cfg)
         r["flags"] = flags_of(r["notes"])
+
+
+def row_rate(row: dict) -> float | None:
+    """The row's speaking rate, None for a row without a transcript (its notes say so, or its flags before any)."""
+    return None if "missing_text" in row.get("notes", row.get("flags") or ()) else speaking_rate(row)
+
+
+def mark_rate(row: dict, median: float | None, cfg: PrepareConfig) -> None:
+    """Flag the row when its speaking rate is far from the dataset's median (None: too few rows to tell)."""
+    row["notes"].pop("rate_outlier", None)
+    v = row_rate(row)
+    if median is not None and v and not median / cfg.rate_factor <= v <= median * cfg.rate_factor:
+        row["notes"]["rate_outlier"] = f"{v:.1f} characters/s, the dataset's median is {median:.1f}"
 
 
 def default_excluded(flags: list[str]) -> bool:
     return any(f in EXCLUDING_FLAGS for f in flags)
-
-
-def flag_counts(rows: list[dict]) -> dict[str, int]:
-    counts: dict[str, int] = defaultdict(int)
-    for r in rows:
-        for f in r["flags"]:
-            counts[f] += 1
-    return dict(sorted(counts.items()))
 
 
 def describe_flag(flag: str) -> str:

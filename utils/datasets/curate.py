@@ -1,14 +1,21 @@
-"""After preparation: re-check a dataset and apply the curator's decisions to the manifest."""
+"""After preparation: re-check a dataset, apply the curator's decisions, and the review views.
+
+An edit reads and writes only the rows it names; the views read one page of rows, or a few plain columns, so a
+click costs the same at 200 rows and at 200k.
+"""
 from __future__ import annotations
 
-from utils.datasets import checks
+from utils.datasets import checks, store
 from utils.datasets.config import PrepareConfig
-from utils.datasets.manifest import load_manifest, load_report, save_manifest, write_report
-from utils.datasets.prepare import check_row_text, finish_rows, set_text
+from utils.datasets.manifest import get_rows, load_manifest, load_report, manifest_folder, save_manifest, \
+    update_rows, write_report
+from utils.datasets.prepare import check_row_text, finish_row, finish_rows, set_text
 from utils.events import StudioError
 from utils.workspace import Workspace, read_json
 
 ACTIONS = ("exclude", "keep", "text")
+PAGE_ROWS = 100  # rows a review page shows
+PLOT_POINTS = 4000  # the speaking-rate plot's points: every flagged or excluded clip first, then a spread of the rest
 
 
 def _context(ws: Workspace, name: str) -> tuple[PrepareConfig, dict]:
@@ -16,11 +23,9 @@ def _context(ws: Workspace, name: str) -> tuple[PrepareConfig, dict]:
     return PrepareConfig.from_dict(meta.get("config")), meta
 
 
-def _save(ws: Workspace, name: str, rows: list[dict], cfg: PrepareConfig, meta: dict) -> dict:
-    finish_rows(rows, cfg)
-    save_manifest(ws, name, rows)
+def _report(ws: Workspace, name: str, meta: dict) -> dict:
     old = load_report(ws, name)
-    return write_report(ws, name, rows, old.get("errors", []), meta.get("format"),
+    return write_report(ws, name, old.get("errors", []), meta.get("format"),
                         {"frontend": meta.get("frontend", "phoneme")})["summary"]
 
 
@@ -35,15 +40,16 @@ def recheck(ws: Workspace, name: str) -> dict:
     for r in rows:
         measure_in_use(ws.dataset_dir(name), r, cfg)
         check_row_text(r, cfg)
-    return _save(ws, name, rows, cfg, meta)
+    finish_rows(rows, cfg)
+    save_manifest(ws, name, rows)
+    return _report(ws, name, meta)
 
 
 def apply_edits(ws: Workspace, name: str, edits: list[dict]) -> dict:
-    """edits: [{"id", "action": "exclude" | "keep" | "text", "text": str (for "text")}].
-    Excluded rows stay in the manifest with excluded=true. Returns the new report summary."""
+    """edits: [{"id", "action": "exclude" | "keep" | "text", "text": str (for "text")}]: only the rows named are
+    read and written. Excluded rows stay in the table with excluded=true. Returns the new report summary."""
     cfg, meta = _context(ws, name)
-    rows = load_manifest(ws, name)
-    by_id = {r["id"]: r for r in rows}
+    by_id = get_rows(ws, name, [e.get("id") for e in edits])
     for edit in edits:
         row, action = by_id.get(edit.get("id")), edit.get("action")
         if row is None:
@@ -56,36 +62,59 @@ def apply_edits(ws: Workspace, name: str, edits: list[dict]) -> dict:
                 row["review"] = None  # a fixed transcript is a new decision: flags decide again
         else:
             row["review"] = action
-    return _save(ws, name, rows, cfg, meta)
+    median = store.rate_median(manifest_folder(ws, name), {i: checks.row_rate(r) for i, r in by_id.items()})
+    for row in by_id.values():
+        finish_row(row, cfg, median)
+    update_rows(ws, name, list(by_id.values()))
+    return _report(ws, name, meta)
+
+
+def _review_row(ds_dir, r: dict) -> dict:
+    return {"id": r["id"], "flags": ", ".join(r["flags"]), "excluded": r["excluded"], "decision": r.get("review") or "",
+            "duration": r["duration"], "speaker": r["speaker"], "text": r["text"],
+            "messages": "; ".join(r.get("notes", {}).values()), "path": str(ds_dir / r["audio"])}
+
+
+def review_page(ws: Workspace, name: str, include_ok: bool = False, page: int = 1,
+                per_page: int = PAGE_ROWS) -> tuple[list[dict], int]:
+    """(one page of rows for the review table, how many rows there are to page through): the flagged or decided
+    rows only unless include_ok. Each row: id, flags, messages, excluded, decision, text, duration, audio path."""
+    folder = manifest_folder(ws, name)
+    rows, total = store.page(folder, include_ok, (max(1, int(page)) - 1) * per_page, per_page)
+    return [_review_row(folder, r) for r in rows], total
 
 
 def flagged_rows(ws: Workspace, name: str, include_ok: bool = False) -> list[dict]:
-    """Rows for the review table: id, flags, messages, excluded, decision, text, duration, audio path."""
-    ds_dir = ws.dataset_dir(name)
-    out = []
-    for r in load_manifest(ws, name):
-        if not include_ok and not r["flags"] and not r.get("review"):
-            continue
-        out.append({"id": r["id"], "flags": ", ".join(r["flags"]), "excluded": r["excluded"],
-                    "decision": r.get("review") or "", "duration": r["duration"], "speaker": r["speaker"],
-                    "text": r["text"], "messages": "; ".join(r.get("notes", {}).values()),
-                    "path": str(ds_dir / r["audio"])})
-    return out
+    """Every row review_page would page through, at once (for scripts and small datasets)."""
+    return review_page(ws, name, include_ok, 1, 1 << 62)[0]
+
+
+def review_row(ws: Workspace, name: str, row_id: str) -> dict:
+    """One row as the review table shows it, read alone."""
+    row = get_rows(ws, name, [row_id]).get(row_id)
+    if row is None:
+        raise StudioError(f"Dataset {name!r} has no row {row_id!r}.")
+    return _review_row(ws.dataset_dir(name), row)
 
 
 def plot_data(ws: Workspace, name: str) -> tuple[list[dict], list[dict]]:
-    """(duration histogram bins, per-clip speaking rate points) for the Dataset tab."""
-    rows = load_manifest(ws, name)
-    durations = [r["duration"] for r in rows]
-    hist = []
-    if durations:
-        width = max(0.5, round(max(durations) / 20 * 2) / 2)
-        counts: dict[float, int] = {}
-        for d in durations:
-            b = int(d // width) * width
-            counts[b] = counts.get(b, 0) + 1
-        hist = [{"seconds": f"{b:g}-{b + width:g}", "start": b, "clips": n} for b, n in sorted(counts.items())]
-    rates = [{"duration": r["duration"], "chars_per_s": round(rate, 2), "id": r["id"],
-              "status": "excluded" if r["excluded"] else ("flagged" if r["flags"] else "ok")}
-             for r in rows if (rate := checks.speaking_rate(r))]
-    return hist, rates
+    """(duration histogram bins, speaking rate points) for the Dataset tab, counted and sampled by SQLite: every
+    clip counts in the histogram; the scatter shows at most PLOT_POINTS clips, the flagged and excluded ones first,
+    then every k-th of the rest."""
+    folder = manifest_folder(ws, name)
+    (longest,), = store.query(folder, "SELECT max(duration) FROM rows")
+    if longest is None:
+        return [], []
+    width = max(0.5, round(longest / 20 * 2) / 2)
+    bins = store.query(folder, "SELECT CAST(duration / ? AS INTEGER), count(*) FROM rows GROUP BY 1 ORDER BY 1",
+                       (width,))
+    hist = [{"seconds": f"{b * width:g}-{(b + 1) * width:g}", "start": b * width, "clips": n} for b, n in bins]
+    marked = store.query(folder, "SELECT id, duration, rate, excluded FROM rows WHERE rate > 0 AND "
+                                 "(excluded = 1 OR flags != '') ORDER BY pos LIMIT ?", (PLOT_POINTS,))
+    (plain,), = store.query(folder, "SELECT count(*) FROM rows WHERE rate > 0 AND excluded = 0 AND flags = ''")
+    room = PLOT_POINTS - len(marked)
+    ok = [] if room <= 0 else store.query(
+        folder, "SELECT id, duration, rate, 'ok' FROM rows WHERE rate > 0 AND excluded = 0 AND flags = '' "
+                "AND pos % ? = 0 ORDER BY pos LIMIT ?", (max(1, -(-plain // room)), room))
+    return hist, [{"duration": d, "chars_per_s": round(rate, 2), "id": i, "status": status}
+                  for i, d, rate, status in [(*m[:3], "excluded" if m[3] else "flagged") for m in marked] + ok]

@@ -1,38 +1,61 @@
-"""Reading and writing `manifest.jsonl` and `report.json` (formats in CONTRIBUTING.md)."""
+"""A dataset's rows (`manifest.sqlite`, through `store`) and its `report.json` (formats in CONTRIBUTING.md)."""
 from __future__ import annotations
 
+import csv
+import json
 from collections import Counter
 from pathlib import Path
 
-from utils.datasets.checks import flag_counts
+from utils.datasets import store
 from utils.events import StudioError
-from utils.workspace import Workspace, atomic_write_json, read_json, read_jsonl, write_jsonl
+from utils.workspace import Workspace, atomic_write_json, read_json
 
 ROW_KEYS = ("id", "audio", "text", "normalized", "phonemes", "duration", "speaker", "split", "flags",
             "excluded", "source", "sha1", "music")
 
 
-def manifest_path(ws: Workspace, name: str) -> Path:
-    return ws.dataset_dir(name) / "manifest.jsonl"
+def manifest_folder(ws: Workspace, name: str) -> Path:
+    """The dataset's folder, refused by name when it holds no rows yet."""
+    folder = ws.dataset_dir(name)
+    if not store.exists(folder):
+        raise StudioError(f"Dataset {name!r} has no rows yet; prepare it on the Dataset tab first.")
+    return folder
 
 
 def load_manifest(ws: Workspace, name: str) -> list[dict]:
-    path = manifest_path(ws, name)
-    if not path.exists():
-        raise StudioError(f"Dataset {name!r} has no manifest yet; prepare it first.")
-    return read_jsonl(path)
+    return store.read_all(manifest_folder(ws, name))
 
 
-def usable_rows(ws: Workspace, name: str) -> list[dict]:
-    """The rows a run trains on (not excluded), or a refusal naming the dataset when there is none: a run started
-    on it would fail seconds later, after its run folder and queue entry were made."""
+def get_rows(ws: Workspace, name: str, ids: list[str]) -> dict[str, dict]:
+    """{id: row} of the ids the dataset has, read without the rest of the table."""
+    return store.get(manifest_folder(ws, name), list(ids))
+
+
+def update_rows(ws: Workspace, name: str, rows: list[dict]) -> None:
+    """Write back these rows only (an edit of one row writes one row)."""
+    store.update(manifest_folder(ws, name), rows)
+
+
+def store_query(ws: Workspace, name: str, sql: str, params: tuple = ()) -> list[tuple]:
+    """A SELECT over the dataset's table (see store.COLUMNS), refused by name when there is none."""
+    return store.query(manifest_folder(ws, name), sql, params)
+
+
+def usable_hours(ws: Workspace, name: str, with_text: bool = False) -> float:
+    """Hours of the rows a run trains on (with_text: those with a transcript), summed by SQLite."""
+    text = " AND (',' || flags || ',') NOT LIKE '%,missing_text,%'" if with_text else ""
+    (seconds,), = store.query(manifest_folder(ws, name), f"SELECT total(duration) FROM rows WHERE excluded = 0{text}")
+    return seconds / 3600
+
+
+def require_usable(ws: Workspace, name: str) -> None:
+    """Refuse, naming the dataset, when it has no row a run could train on: a run started on it would fail seconds
+    later, after its run folder and queue entry were made. Reads one column, not the rows."""
     if name not in ws.list_datasets():
         raise StudioError(f"There is no prepared dataset called {name!r}; prepare it on the Dataset tab.")
-    rows = [r for r in load_manifest(ws, name) if not r.get("excluded")]
-    if not rows:
+    if not store.query(manifest_folder(ws, name), "SELECT 1 FROM rows WHERE excluded = 0 LIMIT 1"):
         raise StudioError(f"Dataset {name!r} has no usable clip to train on (every row is excluded, or none was "
                           "made): keep some rows on the Dataset tab, or prepare it again with recordings.")
-    return rows
 
 
 def save_manifest(ws: Workspace, name: str, rows: list[dict]) -> None:
@@ -40,38 +63,66 @@ def save_manifest(ws: Workspace, name: str, rows: list[dict]) -> None:
     dup = [i for i, n in ids.items() if n > 1]
     if dup:
         raise StudioError(f"Dataset {name!r}: ids must be unique; repeated: {', '.join(dup[:5])}.")
-    write_jsonl(manifest_path(ws, name), rows)
+    store.write_all(ws.dataset_dir(name), rows)
+
+
+EXPORT_COLUMNS = ("id", "audio", "text", "normalized", "phonemes", "duration", "speaker", "split", "excluded",
+                  "review", "flags", "messages")
+
+
+def export_rows(ws: Workspace, name: str, out: Path) -> Path:
+    """Write the dataset's rows to `out`: every field as JSON lines (.jsonl), or the columns a curator reads as a
+    spreadsheet (.csv, UTF-8 with a byte-order mark so Excel shows the Ethiopic letters). Rows are streamed. Put a
+    .jsonl back as the dataset's manifest.jsonl and it is read in on the next use."""
+    out = Path(out)
+    if out.suffix.lower() not in (".jsonl", ".csv"):
+        raise StudioError(f"Export to a .jsonl or .csv file, not {out.name}.")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    rows = store.iter_rows(manifest_folder(ws, name))
+    with open(tmp, "w", encoding="utf-8-sig" if out.suffix.lower() == ".csv" else "utf-8", newline="") as f:
+        if out.suffix.lower() == ".jsonl":
+            f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        else:
+            w = csv.writer(f)
+            w.writerow(EXPORT_COLUMNS)
+            w.writerows([*(r.get(k) for k in EXPORT_COLUMNS[:-2]), ", ".join(r.get("flags") or []),
+                         "; ".join((r.get("notes") or {}).values())] for r in rows)
+    tmp.replace(out)
+    return out
 
 
 def load_report(ws: Workspace, name: str) -> dict:
-    return read_json(ws.dataset_dir(name) / "report.json", default={"summary": {}, "rows": [], "errors": []})
+    return read_json(ws.dataset_dir(name) / "report.json", default={"summary": {}, "errors": []})
 
 
-def summarize(rows: list[dict], errors: list[dict], fmt: str | None = None) -> dict:
-    used = [r for r in rows if not r["excluded"]]
-    return {
-        "format": fmt,
-        "clips": len(rows),
-        "usable_clips": len(used),
-        "excluded_clips": len(rows) - len(used),
-        "hours": round(sum(r["duration"] for r in rows) / 3600, 4),
-        "usable_hours": round(sum(r["duration"] for r in used) / 3600, 4),
-        "speakers": len({r["speaker"] for r in used}),
-        "train_clips": sum(r["split"] == "train" for r in used),
-        "val_clips": sum(r["split"] == "val" for r in used),
-        "flagged_clips": sum(bool(r["flags"]) for r in rows),
-        "flags": flag_counts(rows),
-        "errors": len(errors),
-    }
+_SUMMARY = """SELECT count(*), total(duration), coalesce(sum(excluded = 0), 0),
+    total(CASE WHEN excluded = 0 THEN duration END), count(DISTINCT CASE WHEN excluded = 0 THEN speaker END),
+    coalesce(sum(excluded = 0 AND split = 'train'), 0), coalesce(sum(excluded = 0 AND split = 'val'), 0),
+    coalesce(sum(flags != ''), 0) FROM rows"""
 
 
-def write_report(ws: Workspace, name: str, rows: list[dict], errors: list[dict], fmt: str | None,
-                 extra: dict | None = None) -> dict:
-    report = {
-        "summary": {**summarize(rows, errors, fmt), **(extra or {})},
-        "rows": [{"id": r["id"], "source": r["source"], "flags": r["flags"], "messages": list(r.get("notes", {}).values()),
-                  "excluded": r["excluded"]} for r in rows],
-        "errors": errors,
-    }
+def summarize(ws: Workspace, name: str, errors: list[dict], fmt: str | None = None) -> dict:
+    """The report's summary, counted by SQLite over the table's light columns (no row decoded)."""
+    folder = ws.dataset_dir(name)
+    if not store.exists(folder):  # an import that made nothing: a summary of nothing
+        clips, hours, usable, usable_hours, speakers, train, val, flagged, combos = 0, 0.0, 0, 0.0, 0, 0, 0, 0, []
+    else:
+        (clips, hours, usable, usable_hours, speakers, train, val, flagged), = store.query(folder, _SUMMARY)
+        combos = store.query(folder, "SELECT flags, count(*) FROM rows WHERE flags != '' GROUP BY flags")
+    flags: Counter = Counter()
+    for combo, n in combos:
+        for f in combo.split(","):
+            flags[f] += n
+    return {"format": fmt, "clips": clips, "usable_clips": usable, "excluded_clips": clips - usable,
+            "hours": round(hours / 3600, 4), "usable_hours": round(usable_hours / 3600, 4), "speakers": speakers,
+            "train_clips": train, "val_clips": val, "flagged_clips": flagged, "flags": dict(sorted(flags.items())),
+            "errors": len(errors)}
+
+
+def write_report(ws: Workspace, name: str, errors: list[dict], fmt: str | None, extra: dict | None = None) -> dict:
+    """report.json: the summary of the saved table and the files that could not be used (what each row has is in
+    the table)."""
+    report = {"summary": {**summarize(ws, name, errors, fmt), **(extra or {})}, "errors": errors}
     atomic_write_json(ws.dataset_dir(name) / "report.json", report)
     return report

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from utils.audio import FeatureConfig, decode_with_ffmpeg, needs_ffmpeg
-from utils.datasets import checks
+from utils.datasets import checks, store
 from utils.datasets.clips import init_worker, process_clip, segment_recording
 from utils.datasets.config import PrepareConfig
 from utils.datasets.features import record_digests
@@ -141,8 +141,8 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
     try:
         found = discover(ds_dir, fmt, columns, origin)
     except StudioError as exc:  # nothing to prepare: say so in the report too
-        if not (ds_dir / "manifest.jsonl").exists():
-            write_report(ws, name, [], errors + [{"source": str(sources[0].name if sources else "raw"),
+        if not store.exists(ds_dir):
+            write_report(ws, name, errors + [{"source": str(sources[0].name if sources else "raw"),
                                                   "message": str(exc)}], fmt)
         if errors:
             raise StudioError(f"{exc} " + " ".join(e["message"] for e in errors[:5])) from exc
@@ -267,7 +267,7 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
     save_manifest(ws, name, rows)
     record_digests(ds_dir, [(ds_dir / r["audio"], r["sha1"]) for r in rows])  # training starts without hashing
     extra = {"frontend": frontend}
-    report = write_report(ws, name, rows, errors, found.format, extra)
+    report = write_report(ws, name, errors, found.format, extra)
     yield Event("check", len(rows), len(rows), f"{report['summary']['flagged_clips']} flagged row(s), "
                 f"{len(errors)} file error(s); report in {ds_dir / 'report.json'}")
 
@@ -358,22 +358,40 @@ def train_bpe(ds_dir: Path, rows: list[dict]) -> Path:
 
 def finish_rows(rows: list[dict], cfg: PrepareConfig) -> None:
     """Table checks, default exclusion (unless the curator decided), split."""
-    for r in rows:  # flags set by other steps (e.g. music removal) are kept
-        notes = r.setdefault("notes", {})
-        for f in r.get("flags", []):
-            if f not in notes and f not in checks.TABLE_FLAGS:
-                notes[f] = f
+    for r in rows:
+        _note_other_flags(r)
     checks.dataset_checks(rows, cfg)
     for r in rows:
-        review = r.get("review")
-        r["excluded"] = review == "exclude" or (review != "keep" and checks.default_excluded(r["flags"]))
+        _decide(r)
     assign_split(rows, cfg.val_fraction)
+
+
+def finish_row(row: dict, cfg: PrepareConfig, rate_median: float | None) -> None:
+    """finish_rows for one edited row, the rest of the table as it is: a new text or decision changes the row's
+    own speaking rate and exclusion, never which audio is duplicated nor the split (both ride on audio and id)."""
+    _note_other_flags(row)
+    checks.mark_rate(row, rate_median, cfg)
+    row["flags"] = checks.flags_of(row["notes"])
+    _decide(row)
+
+
+def _note_other_flags(row: dict) -> None:
+    """Flags set by other steps (e.g. music removal) are kept: each gets a note if it has none."""
+    notes = row.setdefault("notes", {})
+    for f in row.get("flags", []):
+        if f not in notes and f not in checks.TABLE_FLAGS:
+            notes[f] = f
+
+
+def _decide(row: dict) -> None:
+    review = row.get("review")
+    row["excluded"] = review == "exclude" or (review != "keep" and checks.default_excluded(row["flags"]))
 
 
 def _carry_decisions(ws: Workspace, name: str, rows: list[dict], cfg: PrepareConfig) -> None:
     """A re-run keeps what the curator decided: keep/exclude and fixed transcripts."""
-    path = ws.dataset_dir(name) / "manifest.jsonl"
-    old = {r["id"]: r for r in read_jsonl(path)}
+    folder = ws.dataset_dir(name)
+    old = {r["id"]: r for r in store.read_all(folder)} if store.exists(folder) else {}
     for r in rows:
         prev = old.get(r["id"])
         if not prev:

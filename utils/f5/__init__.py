@@ -33,14 +33,14 @@ def default_init(preset: str) -> str:
 def prepare(ws, cfg, accept_licence: bool = False) -> None:
     """Settle a new run's start: the base on the hub (licence accepted), in a folder, or a fine-tune to continue;
     the reference clip named exists."""
-    from utils.datasets.manifest import load_manifest
+    from utils.datasets.manifest import get_rows
     from utils.events import StudioError
 
     if cfg.init:
         from utils.f5.base import local_base
 
         cfg.init, cfg.licence_accepted = local_base(ws, cfg.init, accept_licence or bool(cfg.licence_accepted))
-    if cfg.prompt and cfg.prompt not in {r.get("id") for r in load_manifest(ws, cfg.dataset) if not r.get("excluded")}:
+    if cfg.prompt and not any(not r.get("excluded") for r in get_rows(ws, cfg.dataset, [cfg.prompt]).values()):
         raise StudioError(f"F5 reference clip {cfg.prompt!r}: dataset {cfg.dataset} has no usable row with that id "
                           "(see the Dataset tab's table; excluded rows cannot be used).")
 

@@ -30,10 +30,9 @@ PEAK_TFLOPS = (("H200", 989.0), ("H100 PCIe", 756.0), ("H100", 989.0), ("A100", 
 
 
 def usable_hours(ws: Workspace, dataset: str) -> float:
-    from utils.datasets.manifest import load_manifest
+    from utils.datasets.manifest import usable_hours
 
-    return sum(float(r.get("duration") or 0.0) for r in load_manifest(ws, dataset)
-               if not r.get("excluded") and (r.get("normalized") or r.get("text"))) / 3600.0
+    return usable_hours(ws, dataset, with_text=True)
 
 
 def training_speed(ws: Workspace, report) -> tuple[float, str]:

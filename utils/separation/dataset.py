@@ -1,6 +1,7 @@
 """Music removal over a dataset: gate and separate every clip, record the decision, accept or revert.
 
-Reads and writes `datasets/<name>/manifest.jsonl` (utils.workspace.read_jsonl / write_jsonl, atomic).
+Reads and writes the dataset's rows (utils.datasets.manifest): a run writes back each batch of clips it did,
+and only those, so a cancel or a reset keeps what was done.
 Per row, `music` becomes {"score", "separated", "backend", "original"}; separated speech goes to
 `separated/<id>.wav` at the clip's own rate. The curator's files (`raw/`, `audio/`) are never written.
 "Accept" points each separated row's `audio` at `separated/<id>.wav`; "revert" points it back; both
@@ -8,24 +9,20 @@ update the row's `sha1` (the feature cache key) to the file it now points at.
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
 from utils.audio import load_audio, save_audio
 from utils.datasets.features import content_sha1
-from utils.events import Event, StudioError
+from utils.datasets.manifest import get_rows, load_manifest, store_query, update_rows
+from utils.events import Event, StudioError, say_duration
 from utils.separation.api import choose_backend, separate_verbose
 from utils.separation.gate import CLEAR, THRESHOLD
-from utils.workspace import Workspace, read_jsonl, write_jsonl
+from utils.workspace import Workspace
 
 SEPARATED = "separated"
-
-
-def manifest_path(ws: Workspace, name: str) -> Path:
-    path = ws.dataset_dir(name) / "manifest.jsonl"
-    if not path.exists():
-        raise StudioError(f"Dataset {name!r} has no manifest.jsonl; prepare it on the Dataset tab first.")
-    return path
+SAVE_EVERY = 20  # clips between two saves of a run's results
 
 
 def original_audio(row: dict) -> str:
@@ -40,23 +37,25 @@ def separated_audio(row: dict) -> str:
 
 
 def process_dataset(ws: Workspace, name: str, backend: str = "auto", gate: bool = True,
-                    threshold: float = THRESHOLD, should_stop: Callable[[], bool] | None = None) -> Iterator[Event]:
-    """Gate and separate every clip; one event per clip. The manifest is saved every 20 clips and at the end.
+                    threshold: float = THRESHOLD, should_stop: Callable[[], bool] | None = None,
+                    redo: bool = False) -> Iterator[Event]:
+    """Gate and separate every clip not done before with the same backend and gate (all of them with `redo`); one
+    event per clip, with the time left. The results are saved every SAVE_EVERY clips, so a run cut off (a cancel,
+    a reset runtime) goes on where it stopped when started again.
 
     Result: {"backend", "reason", "clips", "with_music", "separated", "errors": [str]}.
     """
-    path = manifest_path(ws, name)
-    folder = path.parent
-    rows = read_jsonl(path)
+    rows = load_manifest(ws, name)
     choice = choose_backend(backend)
-    yield Event("separate", 0, len(rows), f"backend {choice.name}: {choice.reason}")
+    settings = {"backend": choice.name, "gate": bool(gate), "threshold": threshold}
+    todo = [r for r in rows if redo or any((r.get("music") or {}).get(k) != v for k, v in settings.items())]
+    yield Event("separate", 0, len(todo), f"backend {choice.name}: {choice.reason}; " + _plan(rows, todo))
     errors: list[str] = []
+    folder, done = ws.dataset_dir(name), []
     try:
-        yield from _process_rows(ws, rows, folder, choice.name, gate, threshold, should_stop, errors)
-    except GeneratorExit:  # the UI's cancel closes the generator: keep what was done so far
-        write_jsonl(path, rows)
-        raise
-    write_jsonl(path, rows)
+        yield from _process_rows(ws, todo, folder, settings, should_stop, errors, done)
+    finally:  # the end, or the UI's cancel closing the generator: what was done so far is kept
+        update_rows(ws, name, done)
     verdicts = [verdict(r) for r in rows]
     separated = sum((folder / separated_audio(r)).exists() for r in rows if (r.get("music") or {}).get("separated"))
     result = {"backend": choice.name, "reason": choice.reason, "clips": len(rows), "with_music": verdicts.count(MUSIC),
@@ -78,12 +77,23 @@ def done_message(result: dict) -> str:
     return text + (f"; {len(result['errors'])} could not be read" if result["errors"] else "")
 
 
-def _process_rows(ws: Workspace, rows: list[dict], folder: Path, backend: str, gate: bool, threshold: float,
-                  should_stop: Callable[[], bool] | None, errors: list[str]) -> Iterator[Event]:
-    path = folder / "manifest.jsonl"
+def _plan(rows: list[dict], todo: list[dict]) -> str:
+    """What a run will do, said before it starts: how many clips and hours of audio, and what it keeps."""
+    hours = sum(r.get("duration") or 0.0 for r in todo) / 3600
+    said = f"{len(todo)} of {len(rows)} clips to check ({hours:.2f} h of audio)"
+    if len(todo) < len(rows):
+        said += (f"; {len(rows) - len(todo)} checked before with these settings are kept (tick 'check every clip "
+                 "again' to redo them)")
+    return said
+
+
+def _process_rows(ws: Workspace, rows: list[dict], folder: Path, settings: dict,
+                  should_stop: Callable[[], bool] | None, errors: list[str], done: list[dict]) -> Iterator[Event]:
+    """Each clip in turn; the rows done are appended to `done`, and written back (then cleared) every SAVE_EVERY."""
+    backend, gate, threshold = settings["backend"], settings["gate"], settings["threshold"]
+    total_s, audio_s, t0 = sum(r.get("duration") or 0.0 for r in rows), 0.0, time.perf_counter()
     for i, row in enumerate(rows):
         if should_stop is not None and should_stop():
-            write_jsonl(path, rows)
             raise StudioError(f"Cancelled after {i} of {len(rows)} clips; their results are saved.")
         source = original_audio(row)
         try:
@@ -103,11 +113,16 @@ def _process_rows(ws: Workspace, rows: list[dict], folder: Path, backend: str, g
         if in_use:
             _rehash(row, folder)
         score = None if result.music_score != result.music_score else round(result.music_score, 4)  # nan -> None
-        row["music"] = {"score": score, "separated": music, "backend": backend, "original": source}
-        if (i + 1) % 20 == 0:
-            write_jsonl(path, rows)
+        row["music"] = {"score": score, "separated": music, "original": source, **settings}
+        done.append(row)
+        if len(done) >= SAVE_EVERY:
+            update_rows(ws, folder.name, done)
+            done.clear()
         verdict = "music: separated" if music else "clean: passed through"
-        yield Event("separate", i + 1, len(rows), f"{row['id']} {verdict} (score {score})")
+        audio_s += row.get("duration") or 0.0
+        speed = audio_s / max(time.perf_counter() - t0, 1e-6)
+        left = f"; about {say_duration((total_s - audio_s) / speed)} left" if i + 1 < len(rows) and speed > 0 else ""
+        yield Event("separate", i + 1, len(rows), f"{row['id']} {verdict} (score {score}{left})")
 
 
 def clearly_music(row: dict) -> bool:
@@ -138,7 +153,7 @@ def accept(ws: Workspace, name: str, ids: list[str] | None = None) -> int:
     only those where music was clearly found; a faint score (between THRESHOLD and CLEAR) may be a steady
     voice, and its clip stays original until the curator listens and picks it. Returns how many rows changed."""
     picked = set(ids or [])
-    missing = picked - {r["id"] for r in read_jsonl(manifest_path(ws, name))}
+    missing = picked - set(get_rows(ws, name, sorted(picked)))
     if missing:
         raise StudioError(f"Dataset {name!r} has no clip {sorted(missing)[0]!r}: pick clips from its table.")
 
@@ -173,17 +188,15 @@ def _rechecked(ws: Workspace, name: str, count: int) -> int:
 def _repoint(ws: Workspace, name: str, target) -> int:
     """Rewrite the manifest with `audio` = target(row) wherever it gives one, then the flags of what changed (a
     re-check); returns how many rows changed."""
-    path = manifest_path(ws, name)
-    rows = read_jsonl(path)
-    count = 0
-    for row in rows:
-        audio = target(row, path.parent)
+    folder, changed = ws.dataset_dir(name), []
+    for row in load_manifest(ws, name):
+        audio = target(row, folder)
         if audio is not None:
             row["audio"] = audio
-            _rehash(row, path.parent)
-            count += 1
-    write_jsonl(path, rows)
-    return _rechecked(ws, name, count)
+            _rehash(row, folder)
+            changed.append(row)
+    update_rows(ws, name, changed)
+    return _rechecked(ws, name, len(changed))
 
 
 def _rehash(row: dict, folder: Path) -> None:
@@ -198,9 +211,12 @@ FOUND = {MUSIC: "yes, clearly", FAINT: "faint: listen, pick to use", CLEAN: "no"
 
 def summary(ws: Workspace, name: str) -> list[dict]:
     """One line per clip for the UI: id, music score, had music, separated file, in use."""
-    rows = read_jsonl(manifest_path(ws, name))
-    return [{"id": row["id"], "music score": (row.get("music") or {}).get("score"), "music": FOUND[verdict(row)],
-             "in use": "separated" if in_use(row) else "original"} for row in rows]
+    return [_line(row) for row in load_manifest(ws, name)]
+
+
+def _line(row: dict) -> dict:
+    return {"id": row["id"], "music score": (row.get("music") or {}).get("score"), "music": FOUND[verdict(row)],
+            "in use": "separated" if in_use(row) else "original"}
 
 
 def in_use(row: dict) -> bool:
@@ -208,30 +224,41 @@ def in_use(row: dict) -> bool:
     return row.get("audio", "").startswith(SEPARATED + "/")
 
 
-def listening_order(ws: Workspace, name: str) -> list[dict]:
+LIST_ROWS = 500  # clips a list shows at once: at 200k clips a table or picker of every one would stall the page
+
+
+def listening_order(ws: Workspace, name: str, limit: int | None = LIST_ROWS,
+                    separated_only: bool = False) -> list[dict]:
     """summary()'s lines in the order a curator listens: the clips with music first, strongest first, then the
-    faint candidates, strongest first, then the rest as they come."""
-    lines = summary(ws, name)
-    rank = {FOUND[MUSIC]: 0, FOUND[FAINT]: 1}
-    return sorted(lines, key=lambda r: (rank.get(r["music"], 2), -(r["music score"] or 0) if r["music"] in rank else 0))
+    faint candidates, strongest first, then the rest as they come; the first `limit` of them (separated_only: the
+    clips that have music-removed audio). Sorted by SQLite on the table's columns."""
+    rank = ("CASE WHEN music_separated = 1 AND music_score >= ? THEN 0 "
+            "WHEN music_separated = 1 AND music_score < ? THEN 1 ELSE 2 END")
+    found = store_query(ws, name, f"""SELECT id, audio, music_score, music_separated FROM rows
+        {"WHERE music_separated = 1" if separated_only else ""}
+        ORDER BY {rank}, CASE WHEN {rank} < 2 THEN -music_score ELSE 0 END, pos LIMIT ?""",
+                        (CLEAR, CLEAR, CLEAR, CLEAR, -1 if limit is None else limit))
+    return [_line({"id": i, "audio": audio, "music": None if sep is None else {"score": score, "separated": bool(sep)}})
+            for i, audio, score, sep in found]
 
 
 def progress(ws: Workspace, name: str) -> dict | None:
     """How far music removal went on a dataset (for the Dataset tab's advice): None when it never ran, else
     {"music", "faint": clips of each verdict, "in_use": clips training on their music-removed audio, "waiting":
-    clips with music still on their original}."""
-    rows = read_jsonl(manifest_path(ws, name))
-    verdicts = [verdict(r) for r in rows]
-    if verdicts.count(None) == len(rows):
-        return None
-    return {"music": verdicts.count(MUSIC), "faint": verdicts.count(FAINT), "in_use": sum(map(in_use, rows)),
-            "waiting": sum(v == MUSIC and not in_use(r) for v, r in zip(verdicts, rows))}
+    clips with music still on their original}. Counted by SQLite over the table's columns, as verdict() decides."""
+    prefix = SEPARATED + "/"
+    (checked, music, faint, used, waiting), = store_query(ws, name, """SELECT count(music_separated),
+        coalesce(sum(music_separated = 1 AND music_score >= ?), 0),
+        coalesce(sum(music_separated = 1 AND music_score < ?), 0), coalesce(sum(substr(audio, 1, ?) = ?), 0),
+        coalesce(sum(music_separated = 1 AND music_score >= ? AND substr(audio, 1, ?) != ?), 0) FROM rows""",
+        (CLEAR, CLEAR, len(prefix), prefix, CLEAR, len(prefix), prefix))
+    return None if not checked else {"music": music, "faint": faint, "in_use": used, "waiting": waiting}
 
 
 def after_label(ws: Workspace, name: str, clip_id: str) -> str:
     """What the After player of a clip holds, in words: the music-removed audio and whether training uses it, or
     nothing (no music found, or not checked yet)."""
-    row = next((r for r in read_jsonl(manifest_path(ws, name)) if r["id"] == clip_id), None)
+    row = get_rows(ws, name, [clip_id]).get(clip_id)
     if row is None:
         raise StudioError(f"Dataset {name!r} has no clip {clip_id!r}.")
     found = verdict(row)
@@ -247,10 +274,9 @@ def after_label(ws: Workspace, name: str, clip_id: str) -> str:
 
 def clip_paths(ws: Workspace, name: str, clip_id: str) -> tuple[Path, Path | None]:
     """(original, separated or None) files of one clip."""
-    rows = read_jsonl(manifest_path(ws, name))
-    for row in rows:
-        if row["id"] == clip_id:
-            folder = ws.dataset_dir(name)
-            sep = folder / separated_audio(row)
-            return ws.inside(folder / original_audio(row)), (sep if sep.exists() else None)
-    raise StudioError(f"Dataset {name!r} has no clip {clip_id!r}.")
+    row = get_rows(ws, name, [clip_id]).get(clip_id)
+    if row is None:
+        raise StudioError(f"Dataset {name!r} has no clip {clip_id!r}.")
+    folder = ws.dataset_dir(name)
+    sep = folder / separated_audio(row)
+    return ws.inside(folder / original_audio(row)), (sep if sep.exists() else None)

@@ -5,12 +5,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from utils.events import Event, StudioError
+from utils.events import Event
 from utils.text.g2p import phonemes_string, phonemize
 from utils.text.lexicon import load_user_dict
 from utils.text.normalize import ASK_ENTRY, LATIN_WORDS, normalize
 from utils.text.tokenizers import Tokenizer, make_tokenizer
-from utils.workspace import Workspace, read_jsonl, write_jsonl
+from utils.workspace import Workspace
 
 PROGRESS_EVERY = 50  # rows between progress events
 
@@ -50,16 +50,15 @@ def without_covered(warnings: list[str], user_dict: dict | None) -> list[str]:
 
 
 def convert_dataset(ws: Workspace, name: str, user_dict: dict | None = None) -> Iterator[Event]:
-    """Fill `normalized` and `phonemes` of every row of datasets/<name>/manifest.jsonl.
+    """Fill `normalized` and `phonemes` of every row of the dataset (only the rows that change are written).
     Yields progress events; the last carries {"rows", "changed", "empty", "warnings", "missing"}."""
-    path = ws.dataset_dir(name) / "manifest.jsonl"
-    if not path.exists():
-        raise StudioError(f"Dataset {name!r} has no manifest ({path}); import it on the Dataset tab first.")
-    rows = read_jsonl(path)
+    from utils.datasets.manifest import load_manifest, update_rows
+
+    rows = load_manifest(ws, name)
     if user_dict is None:
         user_dict = load_user_dict(ws)
     tokenizer = make_tokenizer("phoneme")
-    changed, empty, warnings, missing = 0, 0, [], Counter()
+    changed, empty, warnings, missing = [], 0, [], Counter()
     for i, row in enumerate(rows, 1):
         text = row.get("text") or ""
         norm = normalize(text)
@@ -71,14 +70,13 @@ def convert_dataset(ws: Workspace, name: str, user_dict: dict | None = None) -> 
         warnings += [f"row {row.get('id', i)}: {w}" for w in without_covered(norm.warnings, user_dict)]
         missing.update(s for s in segments if s not in tokenizer.symbols)
         if any(row.get(k) != v for k, v in new.items()):
-            changed += 1
             row.update(new)
+            changed.append(row)
         if i % PROGRESS_EVERY == 0 or i == len(rows):
             yield Event("g2p", i, len(rows), f"{name}: {i} of {len(rows)} transcripts")
-    if changed:
-        write_jsonl(path, rows)
-    summary = {"rows": len(rows), "changed": changed, "empty": empty, "warnings": warnings,
+    update_rows(ws, name, changed)
+    summary = {"rows": len(rows), "changed": len(changed), "empty": empty, "warnings": warnings,
                "missing": dict(missing)}
     level = "warning" if warnings else "info"
-    yield Event("g2p", len(rows), len(rows), f"{name}: {changed} of {len(rows)} rows updated, "
+    yield Event("g2p", len(rows), len(rows), f"{name}: {len(changed)} of {len(rows)} rows updated, "
                 f"{len(warnings)} warning(s)", level=level, result=summary)

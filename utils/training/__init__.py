@@ -24,7 +24,7 @@ def prepare_run(cfg: TrainConfig, accept_licence: bool = False) -> Path:
     runs/RUN/config.json; returns its path. `accept_licence`: the curator said yes to a pretrained base's licence."""
     import time
 
-    from utils.datasets.manifest import usable_rows
+    from utils.datasets.manifest import require_usable
     from utils.vocoder.default import resolve
     from utils.workspace import Workspace, check_name
 
@@ -40,7 +40,7 @@ def prepare_run(cfg: TrainConfig, accept_licence: bool = False) -> Path:
     cfg.workspace = str(ws.root)
     cfg.eval_vocoder = resolve(ws, cfg.eval_vocoder)  # "auto" fixed now, not at each resume: one curve, one vocoder
     path = ws.run_dir(cfg.run) / "config.json"
-    usable_rows(ws, cfg.dataset)  # a dataset with no clip to learn from is refused before the run folder is made
+    require_usable(ws, cfg.dataset)  # a dataset with no clip to learn from is refused before the run folder is made
     path.parent.mkdir(parents=True, exist_ok=True)
     write_run_config(path, cfg)
     return path

@@ -27,7 +27,7 @@ from typing import Iterator
 
 import numpy as np
 
-from utils.events import Event, StudioError
+from utils.events import Event, StudioError, say_duration
 from utils.hub import install_folder
 from utils.workspace import Workspace, atomic_write_json, atomic_write_text, read_json
 
@@ -326,10 +326,11 @@ def _wave(ws: Workspace, dataset: str, row: dict) -> np.ndarray:
 
 
 def transcribe_rows(ws: Workspace, dataset: str, rows: list[dict], batch_size: int | None = None,
-                    device: str = "auto", folder: Path | None = None):
+                    device: str = "auto", folder: Path | None = None, keep=None):
     """Generator of progress events; returns {row id: (text, confidence)}. Batches of similar length on a GPU;
     one clip at a time on a CPU, which works but is slow (it says so, with the time measured so far). `folder`:
-    the recognizer the caller already chose (default: the workspace's)."""
+    the recognizer the caller already chose (default: the workspace's). `keep(results so far)` is called every
+    KEEP_EVERY_S seconds, so a long run cut off keeps what it heard."""
     rec = load(folder or required(ws), device)
     gpu = rec.device.startswith("cuda")
     batch_size = batch_size or (16 if gpu else 1)
@@ -338,7 +339,7 @@ def transcribe_rows(ws: Workspace, dataset: str, rows: list[dict], batch_size: i
                                          "faster)", level="warning")
     ordered = sorted(rows, key=lambda r: r.get("duration") or 0)  # similar lengths share a batch: little padding
     total_s = sum(r.get("duration") or 0 for r in rows)
-    out, t0, audio_s = {}, time.perf_counter(), 0.0
+    out, t0, audio_s, kept = {}, time.perf_counter(), 0.0, time.perf_counter()
     for start in range(0, len(ordered), batch_size):
         batch = ordered[start:start + batch_size]
         waves = [_wave(ws, dataset, r) for r in batch]
@@ -349,12 +350,13 @@ def transcribe_rows(ws: Workspace, dataset: str, rows: list[dict], batch_size: i
         left = max(total_s - audio_s, 0) / speed  # the shortest clips come first: an upper bound, early
         yield Event(STAGE, len(out), len(rows), f"recognising speech ({speed:.1f} s of audio per second"
                                                 + (f"; about {say_duration(left)} left)" if len(out) < len(rows) else ")"))
+        if keep is not None and time.perf_counter() - kept >= KEEP_EVERY_S:
+            keep(out)
+            kept = time.perf_counter()
     return out
 
 
-def say_duration(seconds: float) -> str:
-    """How long, as the check's messages say it: seconds up to a minute and a half, then minutes."""
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+KEEP_EVERY_S = 60.0  # a long recognition run saves what it heard this often
 
 
 # ------------------------------------------------------------------------------------ drafts
@@ -383,19 +385,25 @@ def transcribe_missing(ws: Workspace, dataset: str, batch_size: int | None = Non
     about = notice(folder)
     drafts = (read_json(drafts_path(ws, dataset), default={}) or {}).get("rows", {})
     todo = rows if redo else [r for r in rows if not _drafted(drafts.get(r["id"]), r, about)]
-    if len(todo) < len(rows):
-        yield Event(STAGE, 0, len(rows), f"{len(rows) - len(todo)} clip(s) keep the draft this recognizer made of the "
-                                         "same audio (it would write the same again)")
+    hours = sum(r.get("duration") or 0.0 for r in todo) / 3600
+    yield Event(STAGE, 0, len(rows), f"{len(todo)} clip(s) to draft ({hours:.2f} h of audio)" + (
+        f"; {len(rows) - len(todo)} keep the draft this recognizer made of the same audio (it would write the same "
+        "again; a run cut off goes on from there)" if len(todo) < len(rows) else ""))
     device = work_device(ws, device)
+    by_id = {r["id"]: r for r in todo}
+
+    def keep(heard: dict) -> dict:  # the drafts so far, saved: a run cut off keeps them and drafts only the rest
+        for rid, (text, confidence) in heard.items():
+            drafts[rid] = {"text": text, "confidence": round(confidence, 3), "machine_draft": True,
+                           "model": about.get("source", ""), "lang": about.get("lang", ""),
+                           "sha1": by_id[rid].get("sha1"), "created": time.strftime("%Y-%m-%d %H:%M")}
+        saved = {"licence": about.get("licence", ""), "rows": drafts}
+        atomic_write_json(drafts_path(ws, dataset), saved)
+        return saved
+
     with released(folder, device):
-        heard = (yield from transcribe_rows(ws, dataset, todo, batch_size, device, folder)) if todo else {}
-    for r in todo:
-        text, confidence = heard[r["id"]]
-        drafts[r["id"]] = {"text": text, "confidence": round(confidence, 3), "machine_draft": True,
-                           "model": about.get("source", ""), "lang": about.get("lang", ""), "sha1": r.get("sha1"),
-                           "created": time.strftime("%Y-%m-%d %H:%M")}
-    result = {"licence": about.get("licence", ""), "rows": drafts}
-    atomic_write_json(drafts_path(ws, dataset), result)
+        heard = (yield from transcribe_rows(ws, dataset, todo, batch_size, device, folder, keep)) if todo else {}
+    result = keep(heard)
     yield Event(STAGE, len(rows), len(rows), f"{len(todo)} machine draft(s) made, {len(rows) - len(todo)} kept; "
                                              "review them least confident first", result=result)
 

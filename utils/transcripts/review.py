@@ -26,23 +26,26 @@ def review_rows(ws: Workspace, dataset: str, limit: int | None = None) -> list[d
     """Worst first: {"rank", "id", "score", "reason", "text", "decision", "path"} (rows since deleted from
     the manifest are left out; a row whose text changed since the check says so in its reason, unless the change
     is this list's own "text fixed": its score is about the old text)."""
-    from utils.datasets import load_manifest
+    from utils.datasets import get_rows
 
     ranking = load_ranking(ws, dataset)
     if not ranking:
         return []
-    rows = {r["id"]: r for r in load_manifest(ws, dataset)}
-    ds_dir = ws.dataset_dir(dataset)
-    out = []
-    for rank, r in enumerate(ranking["rows"], 1):
-        row = rows.get(r["id"])
-        if row is None:
-            continue
-        decision = DECISIONS.get(r.get("decision") or "", "")
-        if not decision and row.get("excluded"):
-            decision = "excluded"
-        out.append({"rank": rank, "id": r["id"], "score": r["score"], "reason": _reason(r, row), "text": row["text"],
-                    "decision": decision, "path": str(ds_dir / row["audio"])})
+    ds_dir, ranked, out = ws.dataset_dir(dataset), ranking["rows"], []
+    step = max(200, 2 * (limit or 0))  # the rows of a chunk of the ranking at a time: a page reads a page's rows
+    for start in range(0, len(ranked), step):
+        rows = get_rows(ws, dataset, [r["id"] for r in ranked[start:start + step]])
+        for rank, r in enumerate(ranked[start:start + step], start + 1):
+            row = rows.get(r["id"])
+            if row is None:
+                continue
+            decision = DECISIONS.get(r.get("decision") or "", "")
+            if not decision and row.get("excluded"):
+                decision = "excluded"
+            out.append({"rank": rank, "id": r["id"], "score": r["score"], "reason": _reason(r, row),
+                        "text": row["text"], "decision": decision, "path": str(ds_dir / row["audio"])})
+        if limit and len(out) >= limit:
+            break
     return out[:limit] if limit else out
 
 

@@ -172,7 +172,7 @@ def _write(ws: Workspace, dataset: str, method: str, ranked: list[dict], skipped
 def _alignment(ws: Workspace, dataset: str, rows: list[dict], steps: int | None, device: str):
     """Train the aligner (say how long first), then align every clip. Returns {"signals", "problems"}."""
     from utils.datasets.features import feature_frames
-    from utils.transcripts.asr import say_duration
+    from utils.events import say_duration
 
     frames = [feature_frames(ws, dataset, r) for r in rows]
     steps = steps or plan_steps(frames)

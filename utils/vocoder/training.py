@@ -35,7 +35,7 @@ import numpy as np
 from utils.audio import MODEL_SAMPLE_RATE, FeatureConfig, load_audio, log_mel, save_audio
 from utils.events import Event, StudioError
 from utils.hardware import VOCODER_STEPS_GPU
-from utils.workspace import Workspace, atomic_write_json, read_json, read_jsonl
+from utils.workspace import Workspace, atomic_write_json, read_json
 
 # (multi-period widths, multi-resolution width) per preset: Vocos/HiFi-GAN sizes, small ones for CPU smoke runs
 DISCRIMINATOR_SIZES = {"mel-24khz": ((32, 128, 512, 1024, 1024), 32), "small": ((32, 128, 512, 1024, 1024), 32),
@@ -120,19 +120,19 @@ class ClipSampler:
 
 def dataset_clips(ws: Workspace, name: str) -> tuple[list[dict], list[dict]]:
     """(train rows, val rows) of a prepared dataset, excluded rows left out, audio paths resolved."""
+    from utils.datasets.manifest import load_manifest
+
     folder = ws.dataset_dir(name)
-    manifest = folder / "manifest.jsonl"
-    if not manifest.exists():
-        raise StudioError(f"Dataset {name} has no manifest.jsonl in {folder}: prepare it first.")
     rows = []
-    for i, row in enumerate(read_jsonl(manifest), 1):
+    for row in load_manifest(ws, name):
         if row.get("excluded") or not row.get("audio"):
             continue
         path = (folder / row["audio"]).resolve()
         if not path.is_relative_to(folder.resolve()):
-            raise StudioError(f"{manifest} line {i}: audio path {row['audio']!r} points outside the dataset.")
+            raise StudioError(f"Dataset {name} row {row['id']}: audio path {row['audio']!r} points outside the dataset.")
         if not path.exists():
-            raise StudioError(f"{manifest} line {i}: audio file {row['audio']} is missing. Prepare the dataset again.")
+            raise StudioError(f"Dataset {name} row {row['id']}: audio file {row['audio']} is missing. "
+                              "Prepare the dataset again.")
         rows.append({**row, "path": path})
     if not rows:
         raise StudioError(f"Dataset {name} has no usable clips (all excluded or none listed).")

@@ -1,0 +1,133 @@
+"""What a click costs as a dataset grows: the Dataset tab's work at 1k to 200k rows, beside what the same click
+cost when the rows were one JSON-lines file rewritten per edit.
+
+    python bench/dataset_scale.py                          # 1k, 10k, 50k, 200k rows
+    python bench/dataset_scale.py --rows 1000 200000 --repeat 5
+
+For each size a table of unique rows (real Amharic sentences, each row's own text, id, duration, speaker and a
+few flags; no audio: no click here opens one) is saved as preparation saves it, then, in a fresh process like the
+app's, each click is timed (median of --repeat): select the dataset (summary, both plots, the first page), open a
+row, fix a text, exclude, turn to a page deep in the table, the Training tab's hours and Start's check. The
+trainer's read of every row is timed last. "jsonl" columns time what each edit cost before (read every row,
+write the whole file back). Peak memory: the process's high-water RSS after the clicks (the app's imports
+included), and at the end (the old edit and the full read included).
+Results: bench/out/dataset_scale-cpu.json.
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import common  # bench/common.py (the script's folder is on sys.path); puts the repository root there too
+
+from tests.helpers import sentences  # noqa: E402
+
+
+def make_rows(n: int) -> list[dict]:
+    """n unique rows: sentence i mod len joined with a number word of i, so no two transcripts are equal."""
+    import random
+
+    texts, rnd, rows = sentences(), random.Random(n), []
+    for i in range(n):
+        text = f"{texts[i % len(texts)]} {i}"
+        flags = ["low_snr"] if rnd.random() < 0.03 else (["rate_outlier"] if rnd.random() < 0.02 else [])
+        rows.append({"id": f"clip-{i:06d}", "audio": f"audio/clip-{i:06d}.wav", "text": text, "normalized": text,
+                     "phonemes": None, "duration": round(rnd.uniform(1.5, 14.0), 3), "speaker": f"s{i % 7}",
+                     "split": "val" if i % 50 == 0 else "train", "flags": flags, "excluded": False,
+                     "source": f"raw/wavs/clip-{i:06d}.wav", "sha1": f"{i:040x}", "music": None,
+                     "notes": {f: f for f in flags}, "review": None, "metrics": {"snr_db": 30.0, "peak": 0.7}})
+    return rows
+
+
+def _save(root: str, n: int, result) -> None:
+    from utils.datasets import save_manifest
+    from utils.datasets.manifest import write_report
+    from utils.workspace import Workspace, write_jsonl
+
+    ws, rows = Workspace.open(root), make_rows(n)
+    t = time.perf_counter()
+    save_manifest(ws, "big", rows)
+    write_report(ws, "big", [], "ljspeech")
+    result["save_s"] = time.perf_counter() - t
+    write_jsonl(Path(root) / "old.jsonl", rows)  # the old layout, for the side-by-side column
+    result["table_mb"] = (ws.dataset_dir("big") / "manifest.sqlite").stat().st_size / 1e6
+
+
+def _timed(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def _clicks(root: str, n: int, repeat: int, result) -> None:
+    from utils import datasets
+    from utils.datasets.manifest import require_usable, usable_hours
+    from utils.workspace import Workspace, read_jsonl, write_jsonl
+    from webui import dataset as tab
+
+    ws, mid = Workspace.open(root), f"clip-{n // 2:06d}"
+    fix = sentences()[3]
+    clicks = {
+        "select": lambda: tab.load_view(ws, "big"),
+        "open_row": lambda: tab.select_row(ws, "big", mid),
+        "fix_text": lambda: tab.edit_row(ws, "big", mid, "text", fix),
+        "exclude": lambda: tab.edit_row(ws, "big", mid, "exclude"),
+        "deep_page": lambda: tab.load_view(ws, "big", True, max(1, n // datasets.PAGE_ROWS - 1)),
+        "hours": lambda: usable_hours(ws, "big"),
+        "start_check": lambda: require_usable(ws, "big"),
+    }
+    for name, fn in clicks.items():
+        result[name] = _timed(fn, repeat)
+    result["clicks_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    old = Path(root) / "old.jsonl"
+    result["jsonl_edit"] = _timed(lambda: write_jsonl(old, read_jsonl(old)), repeat)
+    t = time.perf_counter()
+    rows = datasets.load_manifest(ws, "big")
+    result["read_all"] = time.perf_counter() - t
+    result["read_all_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    assert len(rows) == n
+
+
+def _in_child(target, *args) -> dict:
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager:
+        result = manager.dict()
+        p = ctx.Process(target=target, args=(*args, result))
+        p.start()
+        p.join()
+        if p.exitcode:
+            raise SystemExit(f"{target.__name__}{args} failed with exit code {p.exitcode}")
+        return dict(result)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, nargs="+", default=[1000, 10000, 50000, 200000])
+    parser.add_argument("--repeat", type=int, default=5)
+    common.add_output_args(parser)
+    args = parser.parse_args()
+    records = []
+    for n in args.rows:
+        with tempfile.TemporaryDirectory() as root:
+            record = {"rows": n, **_in_child(_save, root, n), **_in_child(_clicks, root, n, args.repeat)}
+        records.append(record)
+        print(f"{n} rows done: select {record['select']:.3f} s, fix a text {record['fix_text']:.3f} s", flush=True)
+    columns = [("rows", "rows"), ("table_mb", "table MB"), ("save_s", "save all s"), ("select", "select s"),
+               ("open_row", "open row s"), ("fix_text", "fix text s"), ("exclude", "exclude s"),
+               ("deep_page", "deep page s"), ("hours", "hours s"), ("start_check", "Start check s"),
+               ("jsonl_edit", "jsonl edit s (before)"), ("clicks_rss_mb", "UI peak RSS MB"),
+               ("read_all", "trainer read s"), ("read_all_rss_mb", "peak RSS MB with all rows read")]
+    print(common.markdown_table(columns, records))
+    common.save("dataset_scale", {"records": records}, out=args.out)
+
+
+if __name__ == "__main__":
+    main()
