@@ -12,6 +12,7 @@ import gradio as gr
 import pandas as pd
 
 from utils import datasets, runs
+from utils.datasets import disk
 from utils.events import StudioError
 from webui import transcripts
 from webui.components import says_errors
@@ -43,6 +44,16 @@ def inspect_upload(ws, files, path: str) -> dict:
         return {}
     tables = [s for s in sources if s.suffix.lower() in (".csv", ".tsv")]
     return datasets.inspect_table(tables[0]) if tables else {}
+
+
+def disk_line(ws, files, path: str) -> str:
+    """What preparing the chosen uploads will take on disk, said before Prepare is pressed (empty when none)."""
+    if not files and not (path or "").strip():
+        return ""
+    try:
+        return disk.describe(disk.estimate(_sources(ws, files, path), ws.root))
+    except StudioError as exc:
+        return str(exc)
 
 
 def run_prepare(ws, files, path, name, fmt, frontend, audio_col, text_col, speaker_col, progress=None):
@@ -182,6 +193,7 @@ def build(ctx: AppContext) -> list:
     with gr.Row():
         prepare_btn = gr.Button("Prepare", variant="primary", elem_id="dataset-prepare")
         cancel_btn = gr.Button("Cancel")
+    disk_info = gr.Markdown(elem_id="dataset-disk")  # what preparing will take on disk, against the free space
     log = gr.Textbox(label="Log", lines=8, max_lines=20, elem_id="dataset-log")
 
     gr.Markdown("### Review")
@@ -242,6 +254,8 @@ def build(ctx: AppContext) -> list:
                 gr.update(choices=[""] + cols, value=info["speaker"] or ""), note, gr.update(open=info["ambiguous"]))
 
     files.change(on_upload, [files, path], [audio_col, text_col, speaker_col, csv_info, csv_box], api_name="dataset_inspect")
+    gr.on([files.change, path.submit, path.blur], lambda f, p: disk_line(ws, f, p), [files, path], disk_info,
+          api_name="dataset_disk")
 
     def on_prepare(f, p, n, fm, fe, a, t, s, progress=gr.Progress()):
         yield from run_prepare(ws, f, p, n, fm, fe, a, t, s, progress)

@@ -27,6 +27,7 @@ from utils.audio import FeatureConfig, decode_with_ffmpeg, needs_ffmpeg
 from utils.datasets import checks, store
 from utils.datasets.clips import init_worker, process_clip, segment_recording
 from utils.datasets.config import PrepareConfig
+from utils.datasets.disk import check_space, describe as describe_disk
 from utils.datasets.features import record_digests
 from utils.datasets.manifest import save_manifest, write_report
 from utils.datasets.sources import DEFAULT_SPEAKER, Item, discover, import_source
@@ -115,6 +116,10 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
     """The pipeline itself. `feature_cfg=None` skips the mel cache."""
     ds_dir = ws.dataset_dir(name)
     raw, state = ds_dir / "raw", ds_dir / STATE_DIR
+    sources = [sources] if isinstance(sources, (str, Path)) else list(sources or [])  # read twice: disk, import
+    if sources:  # before anything is written: a disk that cannot hold the dataset is said now, not when full
+        est = check_space(ds_dir, sources, ws.root, cfg=cfg, feature_cfg=feature_cfg, columns=columns)
+        yield Event("disk", message=describe_disk(est, markdown=False), level="warning" if est["tight"] else "info")
     state.mkdir(parents=True, exist_ok=True)
     cancelled = (lambda: cancel.is_set()) if cancel is not None else (lambda: False)
     workers = workers or default_workers()

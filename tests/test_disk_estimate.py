@@ -1,0 +1,163 @@
+"""The disk a dataset will take, said before preparation: estimated from headers and sizes, checked against what
+preparation really writes (espeak-ng Amharic), and a refusal before anything is written when the disk is short."""
+from __future__ import annotations
+
+import os
+import shutil
+import zipfile
+from collections import namedtuple
+from pathlib import Path
+
+import gradio as gr
+import pytest
+import soundfile as sf
+
+from tests.helpers import espeak_amharic, sentences, tone, write_wav
+from utils.datasets import disk, prepare
+from utils.events import StudioError, run_to_end
+from utils.workspace import Workspace
+from webui import dataset as tab
+from webui.context import AppContext
+
+SENTS = sentences(8)
+TOLERANCE = 0.25  # clips and mels are counted from the whole recordings; trimming makes the real ones smaller
+Usage = namedtuple("Usage", "total used free")
+
+
+def ljspeech(folder: Path, n: int = 6) -> Path:
+    for i in range(n):
+        espeak_amharic(SENTS[i], folder / "wavs" / f"utt{i}.wav")
+    (folder / "metadata.csv").write_text("".join(f"utt{i}|{SENTS[i]}\n" for i in range(n)), encoding="utf-8")
+    return folder
+
+
+def zipped(folder: Path, archive: Path, method=zipfile.ZIP_DEFLATED) -> Path:
+    with zipfile.ZipFile(archive, "w", method) as zf:
+        for p in sorted(folder.rglob("*")):
+            zf.write(p, p.relative_to(folder).as_posix())
+    return archive
+
+
+def written(folder: Path) -> int:
+    """Bytes on disk (whole blocks, as du counts) of the files under `folder` that preparation wrote: a hard link
+    to an upload (several names, one file) took no new space and is left out."""
+    total = 0
+    for base, _, files in os.walk(folder):
+        for name in files:
+            st = os.lstat(os.path.join(base, name))
+            total += st.st_blocks * 512 if st.st_nlink == 1 else 0
+    return total
+
+
+def short_disk(monkeypatch, free: int, total: int = 100 * 10**9) -> None:
+    monkeypatch.setattr(disk.shutil, "disk_usage", lambda path: Usage(total, total - free, free))
+
+
+def test_the_estimate_of_each_part_is_close_to_what_preparation_writes(tmp_path):
+    archive = zipped(ljspeech(tmp_path / "lj"), tmp_path / "lj.zip")
+    ws = Workspace.open(tmp_path / "ws")
+    est = disk.estimate([archive], ws.root)
+    run_to_end(prepare(ws, "lj", archive, workers=1))
+    ds = ws.dataset_dir("lj")
+    (mel_dir,) = [p for p in (ds / "features").iterdir() if p.is_dir()]
+    real = {"raw": written(ds / "raw"), "clips": written(ds / "audio"), "mels": written(mel_dir)}
+
+    assert est["clips"] == 6 and est["linked"] == archive.stat().st_size  # the zip itself is linked, not copied
+    for part, size in real.items():  # clips and mels: never under, at most a quarter over
+        low = size if part != "raw" else size * (1 - TOLERANCE)
+        assert low <= est["parts"][part] <= size * (1 + TOLERANCE), (part, est["parts"][part], size)
+    assert abs(est["total"] - written(ds)) <= TOLERANCE * written(ds)
+
+
+def test_zip_members_are_measured_from_their_first_bytes_without_extracting(tmp_path):
+    up = tmp_path / "up"
+    wav = espeak_amharic(SENTS[0], up / "a.wav")
+    sf.write(str(up / "b.flac"), sf.read(str(wav))[0], 22050)
+    (up / "c.mp3").write_bytes(b"\xff\xfb" + bytes(7998))  # 8000 bytes: a size, no length in the header read
+    (up / "a.txt").write_text(SENTS[0], encoding="utf-8")
+    archive = zipped(up, tmp_path / "up.zip", zipfile.ZIP_STORED)
+    with zipfile.ZipFile(archive, "a", zipfile.ZIP_DEFLATED) as zf:
+        zf.write(wav, "deflated/d.wav")
+    before = sorted(tmp_path.rglob("*"))
+
+    est = disk.estimate([archive], tmp_path)
+    seconds = sf.info(str(wav)).duration
+    assert est["seconds"] == pytest.approx(3 * seconds + 8000 * 8 / disk.GUESS_BITRATE, rel=1e-6)
+    assert est["clips"] == 4 and est["guessed"] == ["up.zip:c.mp3"] and not est["unreadable"]
+    assert est["parts"]["raw"] >= sum(i.file_size for i in zipfile.ZipFile(archive).infolist())  # extracted anew
+    assert "c.mp3" in disk.describe(est) and "guessed from their size" in disk.describe(est)
+    assert sorted(tmp_path.rglob("*")) == before  # nothing was extracted
+
+
+def test_an_unreadable_file_is_named_and_left_out_without_stopping_the_estimate(tmp_path):
+    up = tmp_path / "up"
+    good = write_wav(up / "good.wav", tone(2.0), 24000)
+    (up / "broken.wav").write_bytes(b"this is not audio" * 100)
+    (up / "empty.flac").write_bytes(b"")
+    (up / "notes.txt").write_text("ሰላም", encoding="utf-8")
+
+    est = disk.estimate([up, tmp_path / "missing.zip"], tmp_path)
+    assert est["seconds"] == pytest.approx(sf.info(str(good)).duration) and est["clips"] == 1
+    assert {u.split(" ")[0] for u in est["unreadable"]} == {"up/broken.wav", "up/empty.flac", "missing.zip"}
+    said = disk.describe(est)
+    assert "3 file(s) cannot be read and are not counted" in said and "up/broken.wav (not readable audio" in said
+
+
+def test_preparation_refuses_before_writing_anything_when_the_disk_is_short(tmp_path, monkeypatch):
+    src = ljspeech(tmp_path / "lj", 2)
+    ws = Workspace.open(tmp_path / "ws")
+    short_disk(monkeypatch, free=200_000)
+
+    with pytest.raises(StudioError) as refused:
+        run_to_end(prepare(ws, "lj", src, workers=1))
+    said = str(refused.value)
+    assert "Not enough free disk to prepare 'lj'" in said and "200 kB free" in said and "Nothing was written" in said
+    need = disk.estimate([src], ws.root)["total"]
+    assert f"needs about {disk._gb(need)}" in said and "that is not built yet" in said  # the uploads are linked
+    assert not ws.dataset_dir("lj").exists()
+
+
+def test_the_command_line_says_the_estimate_first_and_refuses_on_a_short_disk(tmp_path, monkeypatch, capsys):
+    import app
+
+    src = write_wav(tmp_path / "rec.wav", tone(3.0), 24000)
+    ws = tmp_path / "ws"
+    short_disk(monkeypatch, free=1000)
+    assert app.main(["prepare", "--workspace", str(ws), str(src), "--name", "r"]) == 2
+    assert "Not enough free disk" in capsys.readouterr().err and not (ws / "datasets" / "r").exists()
+
+    monkeypatch.undo()  # the real free space again
+    monkeypatch.setenv("AMHARIC_TTS_WORKERS", "1")
+    app.main(["prepare", "--workspace", str(ws), str(src), "--name", "r"])
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("disk Preparing will take about") and "free where the workspace is" in first
+
+
+def test_a_disk_left_nearly_full_is_said_with_what_would_shrink_the_dataset(tmp_path, monkeypatch):
+    write_wav(tmp_path / "up" / "rec.wav", tone(3.0), 24000)
+    src = zipped(tmp_path / "up", tmp_path / "up.zip")  # its members are extracted: a copy that costs space
+    need = disk.estimate([src], tmp_path)["total"]
+    short_disk(monkeypatch, free=need + 10**6, total=10**9)  # fits, and leaves 1 MB of a 1 GB disk
+
+    est = disk.estimate([src], tmp_path)
+    said = disk.describe(est)
+    assert est["fits"] and est["tight"] and "That leaves little room" in said
+    alt, parts = est["alternatives"], est["parts"]
+    assert alt["half_mels"] == est["total"] - parts["mels"] // 2 and alt["without_raw"] == est["total"] - parts["raw"]
+    assert "without keeping a copy of the uploads" in said and "neither choice is built yet" in said
+    assert "That does not fit" in disk.describe({**est, "fits": False})
+
+
+def test_the_dataset_tab_shows_the_estimate_once_files_are_chosen_or_a_path_typed(tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    files = [str(espeak_amharic(SENTS[i], tmp_path / "up" / f"u{i}.wav")) for i in range(2)]
+    shutil.copytree(tmp_path / "up", ws.uploads / "up")
+
+    by_files, by_path = tab.disk_line(ws, files, ""), tab.disk_line(ws, None, "uploads/up")
+    for line in (by_files, by_path):
+        assert line.startswith("Preparing will take about **") and "2 clips" in line
+        assert f"free where the workspace is ({ws.root})" in line
+    assert tab.disk_line(ws, None, "") == "" and "outside the workspace" in tab.disk_line(ws, None, "../up")
+    with gr.Blocks() as demo:
+        tab.build(AppContext(ws))
+    assert "dataset_disk" in {getattr(fn, "api_name", None) for fn in demo.fns.values()}
