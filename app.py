@@ -22,12 +22,14 @@ import json
 import os
 import secrets
 import sys
+from pathlib import Path
 
 from utils.environment import gpu_warning, torch_problem
 from utils.events import StudioError, run_to_end
 from utils.workspace import DEFAULT_WORKSPACE, Workspace
 
 AUTH_ENV = "AMHARIC_TTS_AUTH"
+DATA_DIRS_ENV = "AMHARIC_TTS_DATA_DIRS"
 
 
 # ---------------------------------------------------------------------------------------- UI
@@ -39,6 +41,11 @@ def add_ui_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--auth", default=os.environ.get(AUTH_ENV),
                    help=f"USER:PASS required to open the app (also ${AUTH_ENV})")
     p.add_argument("--max-upload-mb", type=int, default=4096, help="largest accepted upload")
+    p.add_argument("--data-dir", action="append", metavar="DIR",
+                   default=[d for d in os.environ.get(DATA_DIRS_ENV, "").split(os.pathsep) if d],
+                   help="a folder outside the workspace (a mounted Drive, say) whose datasets the Dataset tab may "
+                        f"prepare by path; repeat for more (also ${DATA_DIRS_ENV}, separated by '{os.pathsep}'). "
+                        "Nothing else outside the workspace can be read from the page")
 
 
 def resolve_auth(auth: str | None, share: bool) -> tuple[tuple[str, str] | None, str | None]:
@@ -59,6 +66,15 @@ def resolve_auth(auth: str | None, share: bool) -> tuple[tuple[str, str] | None,
     return None, None
 
 
+def data_folders(dirs: list[str]) -> tuple[Path, ...]:
+    """The owner's data folders, resolved; one that does not exist is refused by name at start."""
+    folders = tuple(Path(d).expanduser().resolve() for d in dirs)
+    missing = [str(f) for f in folders if not f.is_dir()]
+    if missing:
+        raise StudioError(f"--data-dir {missing[0]}: no such folder (mount the drive first, or fix the path).")
+    return folders
+
+
 def reachable_from_elsewhere(share: bool, host: str) -> bool:
     """A share link, or listening on an interface other machines can reach (0.0.0.0, a LAN address)."""
     return share or not (host == "localhost" or host == "::1" or host.startswith("127."))
@@ -75,7 +91,7 @@ def cmd_ui(args) -> None:
     if message:
         print(message, flush=True)
     launch(workspace, host=args.host, port=args.port, share=args.share,
-           auth=credentials, max_upload_mb=args.max_upload_mb)
+           auth=credentials, max_upload_mb=args.max_upload_mb, data_dirs=data_folders(args.data_dir))
 
 
 # ---------------------------------------------------------------------------------- hardware
@@ -135,6 +151,8 @@ def add_prepare_command(sub) -> None:
     p.add_argument("source", help="zip, folder, CSV/TSV, or long recording (+ .srt/.vtt)")
     p.add_argument("--name", required=True, help="dataset name (folder under workspace/datasets)")
     p.add_argument("--format", default="auto", choices=["auto", "ljspeech", "csv", "pairs", "subtitles", "long"])
+    p.add_argument("--in-place", action="store_true", help="a folder source is read where it is (a mounted drive), "
+                   "not copied into the dataset's raw/: it must stay there for the dataset to be prepared again")
     p.set_defaults(func=cmd_prepare)
 
 
@@ -142,7 +160,8 @@ def cmd_prepare(args) -> None:
     from utils.datasets import prepare
 
     workspace = Workspace.open(args.workspace)
-    summary = run_to_end(prepare(workspace, args.name, args.source, fmt=args.format), print)
+    in_place = (Path(args.source).resolve().parent,) if args.in_place else ()
+    summary = run_to_end(prepare(workspace, args.name, args.source, fmt=args.format, in_place=in_place), print)
     print(json.dumps(summary, ensure_ascii=False, indent=2))
     if not summary or not summary.get("clips"):
         raise StudioError(f"nothing usable was found in {args.source}; see "

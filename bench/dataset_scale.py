@@ -8,9 +8,9 @@ For each size a table of unique rows (real Amharic sentences, each row's own tex
 few flags; no audio: no click here opens one) is saved as preparation saves it, then, in a fresh process like the
 app's, each click is timed (median of --repeat): select the dataset (summary, both plots, the first page), open a
 row, fix a text, exclude, turn to a page deep in the table, the Training tab's hours and Start's check. The
-trainer's read of every row is timed last. "jsonl" columns time what each edit cost before (read every row,
+trainer's read of every row (`training_rows`, the fields it reads) is timed last. "jsonl" columns time what each edit cost before (read every row,
 write the whole file back). Peak memory: the process's high-water RSS after the clicks (the app's imports
-included), and at the end (the old edit and the full read included).
+included), and after the trainer's read (before the old edit is timed).
 Results: bench/out/dataset_scale-cpu.json.
 """
 from __future__ import annotations
@@ -87,13 +87,16 @@ def _clicks(root: str, n: int, repeat: int, result) -> None:
     for name, fn in clicks.items():
         result[name] = _timed(fn, repeat)
     result["clicks_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    old = Path(root) / "old.jsonl"
-    result["jsonl_edit"] = _timed(lambda: write_jsonl(old, read_jsonl(old)), repeat)
+    from utils.training.data import training_rows
+
     t = time.perf_counter()
-    rows = datasets.load_manifest(ws, "big")
+    train, val = training_rows(ws, "big")
     result["read_all"] = time.perf_counter() - t
     result["read_all_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    assert len(rows) == n
+    assert len(train) + len(val) == n - 1  # all but the row the clicks excluded
+    del train, val
+    old = Path(root) / "old.jsonl"  # last: it reads every row whole
+    result["jsonl_edit"] = _timed(lambda: write_jsonl(old, read_jsonl(old)), repeat)
 
 
 def _in_child(target, *args) -> dict:
@@ -124,9 +127,19 @@ def main() -> None:
                ("open_row", "open row s"), ("fix_text", "fix text s"), ("exclude", "exclude s"),
                ("deep_page", "deep page s"), ("hours", "hours s"), ("start_check", "Start check s"),
                ("jsonl_edit", "jsonl edit s (before)"), ("clicks_rss_mb", "UI peak RSS MB"),
-               ("read_all", "trainer read s"), ("read_all_rss_mb", "peak RSS MB with all rows read")]
+               ("read_all", "trainer read s"), ("read_all_rss_mb", "trainer read peak RSS MB")]
     print(common.markdown_table(columns, records))
-    common.save("dataset_scale", {"records": records}, out=args.out)
+
+    def draw(fig):
+        ax = fig.subplots()
+        for key, label in (("select", "select a dataset"), ("fix_text", "fix a text"), ("deep_page", "a deep page"),
+                           ("jsonl_edit", "one edit before (JSON lines rewritten)")):
+            ax.plot([r["rows"] for r in records], [r[key] for r in records], marker="o", label=label)
+        ax.axhline(1.0, color="grey", linestyle=":", label="1 s goal")
+        ax.set(xscale="log", yscale="log", xlabel="rows in the dataset", ylabel="seconds a click")
+        ax.legend(fontsize=8)
+
+    common.save("dataset_scale", {"records": records}, draw, out=args.out)
 
 
 if __name__ == "__main__":

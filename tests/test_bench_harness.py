@@ -171,3 +171,12 @@ def test_train_startup_compares_the_old_and_new_reads_on_the_same_clips(tmp_path
     assert before["clips"] == now["clips"] == 12 and {"hash_s", "frames_s", "stats_s", "total_s"} <= set(now)
     assert now["mel_mean"] == before["mel_mean"] and now["mel_std"] == before["mel_std"]  # 12 < the sample size
     assert now["mb_read"] < before["mb_read"]  # headers and an index instead of whole files
+
+
+def test_dataset_scale_times_each_click_beside_the_old_whole_file_edit(tmp_path):
+    record = run_bench("dataset_scale", tmp_path, "--rows", "300", "900", "--repeat", "1")
+    assert [r["rows"] for r in record["records"]] == [300, 900]
+    for r in record["records"]:
+        assert all(r[k] > 0 for k in ("select", "open_row", "fix_text", "exclude", "deep_page", "jsonl_edit"))
+        assert r["table_mb"] > 0 and r["clicks_rss_mb"] > 0
+

@@ -268,6 +268,20 @@ def test_rerun_skips_finished_clips_and_cancel_stops_then_resumes(tmp_path):
     events = list(prepare(ws, "r", None, workers=1))
     assert any("3 clip(s) already made" in e.message for e in events)
     assert events[-1].result["clips"] == 4 and (ws.dataset_dir("r") / "audio" / "utt002.wav").exists()
+    made = [e.message for e in events if e.stage == "clips" and e.done == 4]
+    assert "h of audio done at" in made[-1] and "left" not in made[-1]  # the one clip made again, and no time left
+
+
+def test_a_long_preparation_says_hours_done_rate_and_time_left(monkeypatch):
+    import importlib
+
+    module = importlib.import_module("utils.datasets.prepare")  # the module, not the function of that name
+    clock = iter([100.0, 160.0])  # made at 100 s; 60 s later, 30 of 120 clips (each 6 s of audio) are done
+    monkeypatch.setattr(module.time, "perf_counter", lambda: next(clock))
+    pace = module.Pace(120)
+    for _ in range(30):
+        pace.step(6.0)
+    assert pace.said() == "0.05 h of audio done at 0.05 h a minute, about 3 min left"
 
 
 def test_process_pool_gives_the_same_clips_as_one_process(tmp_path, monkeypatch):

@@ -82,7 +82,8 @@ class Workspace:
         return folder
 
     def list_datasets(self) -> list[str]:
-        return sorted(p.name for p in self.datasets.iterdir() if self.holds(p) and any((p / f).exists() for f in ("manifest.sqlite", "manifest.jsonl")))
+        return sorted(p.name for p in self.datasets.iterdir()
+                      if self.holds(p) and any((p / f).exists() for f in ("manifest.sqlite", "manifest.jsonl")))
 
     def list_runs(self) -> list[str]:
         return sorted(p.name for p in self.runs.iterdir() if p.is_dir() and self.holds(p))
@@ -98,6 +99,19 @@ class Workspace:
         if not p.is_relative_to(self.root):
             raise StudioError(f"{path} is outside the workspace {self.root}; copy it into the workspace first.")
         return p
+
+
+def readable(ws: Workspace, path: str | Path, data_dirs: Iterable[Path] = ()) -> Path:
+    """A path a page may read from: inside the workspace, or inside a data folder the machine's owner named when
+    starting the app (a share link can read nothing else on the machine). Relative paths are in the workspace."""
+    p = Path(path).expanduser()
+    p = (p if p.is_absolute() else ws.root / p).resolve()
+    allowed = [ws.root, *(Path(d).resolve() for d in data_dirs)]
+    if not any(p.is_relative_to(a) for a in allowed):
+        where = "the workspace" + (" or " + ", ".join(str(d) for d in allowed[1:]) if len(allowed) > 1 else "")
+        raise StudioError(f"{path} is outside {where}: copy it into the workspace, or start the app with "
+                          f"--data-dir naming its folder (for example --data-dir {p.parent}).")
+    return p
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -124,11 +124,11 @@ def quiet_queue(demo: gr.Blocks) -> gr.Blocks:
 
 
 def launch(workspace: Workspace, host: str = "127.0.0.1", port: int = 7860, share: bool = False,
-           auth: tuple[str, str] | None = None, max_upload_mb: int = 4096) -> None:
+           auth: tuple[str, str] | None = None, max_upload_mb: int = 4096, data_dirs: tuple = ()) -> None:
     from utils.vocoder.default import start_fetch
 
     start_fetch(workspace)  # the public Vocos, once, in the background: a neural voice by default, not Griffin-Lim
-    ctx = AppContext(workspace=workspace, max_upload_mb=max_upload_mb)
+    ctx = AppContext(workspace=workspace, max_upload_mb=max_upload_mb, data_dirs=tuple(data_dirs))
     demo = build_ui(ctx)
     quiet_queue(demo.queue(default_concurrency_limit=4)).launch(
         server_name=host, server_port=port, share=share, auth=auth,

@@ -12,3 +12,4 @@ class AppContext:
     and [(fn, inputs, outputs, "open")]: run each time the tab is opened (what another tab made meanwhile)."""
     workspace: Workspace
     max_upload_mb: int = 4096
+    data_dirs: tuple = ()  # folders outside the workspace the owner named at start (--data-dir): readable by path

@@ -14,6 +14,7 @@ import pandas as pd
 from utils import datasets, runs
 from utils.datasets import disk
 from utils.events import StudioError
+from utils.workspace import readable
 from webui import transcripts
 from webui.components import says_errors
 from webui.context import AppContext
@@ -27,44 +28,46 @@ RATE_TYPES = {"duration": float, "chars_per_s": float, "id": str, "status": str}
 STATUS_COLORS = {"ok": "#2ca02c", "flagged": "#ff7f0e", "excluded": "#7f7f7f"}
 
 
-def _sources(ws, files, path: str) -> list[Path]:
+def _sources(ws, files, path: str, data_dirs=()) -> list[Path]:
     sources = [Path(f if isinstance(f, str) else f.name) for f in (files or [])]
     if path and path.strip():
-        sources.append(ws.inside(path.strip()))
+        sources.append(readable(ws, path.strip(), data_dirs))
     if not sources:
         raise StudioError("Upload a zip or files, or give a path inside the workspace.")
     return sources
 
 
-def inspect_upload(ws, files, path: str) -> dict:
+def inspect_upload(ws, files, path: str, data_dirs=()) -> dict:
     """Columns of an uploaded CSV/TSV (for the column pickers), or {} when there is none."""
     try:
-        sources = _sources(ws, files, path)
+        sources = _sources(ws, files, path, data_dirs)
     except StudioError:
         return {}
     tables = [s for s in sources if s.suffix.lower() in (".csv", ".tsv")]
     return datasets.inspect_table(tables[0]) if tables else {}
 
 
-def disk_line(ws, files, path: str) -> str:
+def disk_line(ws, files, path: str, data_dirs=()) -> str:
     """What preparing the chosen uploads will take on disk, said before Prepare is pressed (empty when none)."""
     if not files and not (path or "").strip():
         return ""
     try:
-        return disk.describe(disk.estimate(_sources(ws, files, path), ws.root))
+        return disk.describe(disk.estimate(_sources(ws, files, path, data_dirs), ws.root, in_place=tuple(data_dirs)))
     except StudioError as exc:
         return str(exc)
 
 
-def run_prepare(ws, files, path, name, fmt, frontend, audio_col, text_col, speaker_col, progress=None):
+def run_prepare(ws, files, path, name, fmt, frontend, audio_col, text_col, speaker_col, progress=None,
+                data_dirs=()):
     """Generator of log text; the last value ends with the summary."""
     if not (name or "").strip():
         raise StudioError("Type a name for the new dataset in 'Dataset name' (for example the speaker's name), "
                           "then press Prepare.")
     columns = {k: v for k, v in (("audio", audio_col), ("text", text_col), ("speaker", speaker_col)) if v}
     lines: list[str] = []
-    for event in datasets.prepare(ws, name, _sources(ws, files, path), fmt=fmt or "auto", columns=columns or None,
-                                  frontend=frontend or "phoneme"):
+    for event in datasets.prepare(ws, name, _sources(ws, files, path, data_dirs), fmt=fmt or "auto",
+                                  columns=columns or None,
+                                  frontend=frontend or "phoneme", in_place=tuple(data_dirs)):
         if progress is not None and event.total:
             progress(event.fraction, desc=f"{event.stage} {event.done}/{event.total}")
         if event.level != "info" or event.stage in ("discover", "check", "done", "cancelled", "tokenizer"):
@@ -177,7 +180,9 @@ def build(ctx: AppContext) -> list:
     with gr.Row():
         files = gr.File(label="Upload", file_count="multiple", elem_id="dataset-upload")
         with gr.Column():
-            path = gr.Textbox(label="...or a path inside the workspace", placeholder="uploads/my_corpus.zip")
+            path = gr.Textbox(label="...or a path inside the workspace", placeholder="uploads/my_corpus.zip",
+                              info=("or a folder inside " + ", ".join(map(str, ctx.data_dirs)) + " (read there: "
+                                    "the app was started with --data-dir)") if ctx.data_dirs else None)
             name = gr.Textbox(label="Dataset name", placeholder="my-voice", elem_id="dataset-name")
             with gr.Row():
                 fmt = gr.Dropdown(list(datasets.FORMATS), value="auto", label="Format")
@@ -244,7 +249,7 @@ def build(ctx: AppContext) -> list:
 
     # ---- wiring
     def on_upload(f, p):
-        info = inspect_upload(ws, f, p)
+        info = inspect_upload(ws, f, p, ctx.data_dirs)
         if not info:
             return gr.update(), gr.update(), gr.update(), "", gr.update()
         cols = [str(c) for c in info["columns"]]
@@ -254,11 +259,12 @@ def build(ctx: AppContext) -> list:
                 gr.update(choices=[""] + cols, value=info["speaker"] or ""), note, gr.update(open=info["ambiguous"]))
 
     files.change(on_upload, [files, path], [audio_col, text_col, speaker_col, csv_info, csv_box], api_name="dataset_inspect")
-    gr.on([files.change, path.submit, path.blur], lambda f, p: disk_line(ws, f, p), [files, path], disk_info,
+    gr.on([files.change, path.submit, path.blur], lambda f, p: disk_line(ws, f, p, ctx.data_dirs), [files, path],
+          disk_info,
           api_name="dataset_disk")
 
     def on_prepare(f, p, n, fm, fe, a, t, s, progress=gr.Progress()):
-        yield from run_prepare(ws, f, p, n, fm, fe, a, t, s, progress)
+        yield from run_prepare(ws, f, p, n, fm, fe, a, t, s, progress, ctx.data_dirs)
 
     def on_view(n, everything, pg=1):
         return plot_updates(*load_view(ws, n, everything, pg))

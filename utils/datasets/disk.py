@@ -56,6 +56,7 @@ class Scan:
     clips: float = 0.0            # clips preparation will make of them
     raw_bytes: int = 0            # new bytes the import writes into raw/
     linked_bytes: int = 0         # bytes brought in as hard links instead
+    in_place_bytes: int = 0       # bytes of folders read where they are (the owner's data folders)
     decoded_seconds: float = 0.0  # of `seconds`, in formats ffmpeg decodes first
     guessed: list[str] = field(default_factory=list)     # length guessed from the size
     unreadable: list[str] = field(default_factory=list)  # "name (why)": no clip will come of it
@@ -123,9 +124,11 @@ def _add_audio(scan: Scan, name: str, suffix: str, seconds: float | None, how: s
         scan.decoded_seconds += seconds
 
 
-def _add_file(scan: Scan, path: str, st: os.stat_result, name: str) -> None:
-    """One file copied (or linked) into raw/; its audio counted."""
-    if st.st_dev == scan.dev:
+def _add_file(scan: Scan, path: str, st: os.stat_result, name: str, in_place: bool = False) -> None:
+    """One file copied (or linked, or read in place) into raw/; its audio counted."""
+    if in_place:
+        scan.in_place_bytes += st.st_size
+    elif st.st_dev == scan.dev:
         scan.linked_bytes += st.st_size
     else:
         scan.raw_bytes += st.st_size + BLOCK // 2
@@ -199,7 +202,7 @@ def _add_table(scan: Scan, table: Path, columns: dict | None) -> None:
 
 
 def scan_sources(sources: Iterable[str | Path], where: Path, columns: dict | None = None,
-                 cfg: PrepareConfig = PrepareConfig()) -> Scan:
+                 cfg: PrepareConfig = PrepareConfig(), in_place: tuple = ()) -> Scan:
     """Walk the uploads as the import will (symbolic links and hidden files skipped), reading headers only."""
     scan = Scan(dev=os.stat(where).st_dev, clip_max=cfg.max_duration)
     sources = [Path(s) for s in sources]
@@ -209,9 +212,9 @@ def scan_sources(sources: Iterable[str | Path], where: Path, columns: dict | Non
         if not src.exists():
             scan.unreadable.append(f"{src.name} (not found)")
         elif src.is_dir():
-            cut = len(str(src)) + 1
+            cut, here = len(str(src)) + 1, any(src.resolve().is_relative_to(Path(d).resolve()) for d in in_place)
             for path, st in _walk(str(src)):
-                _add_file(scan, path, st, f"{src.name}/{path[cut:]}")
+                _add_file(scan, path, st, f"{src.name}/{path[cut:]}", here)
         elif src.suffix.lower() == ".zip":
             _add_zip(scan, src)
         elif src.suffix.lower() in (".csv", ".tsv") and len(sources) == 1:
@@ -223,11 +226,12 @@ def scan_sources(sources: Iterable[str | Path], where: Path, columns: dict | Non
 
 # ------------------------------------------------------------------------------------ estimate
 def estimate(sources: Iterable[str | Path], where: str | Path, cfg: PrepareConfig = PrepareConfig(),
-             feature_cfg: FeatureConfig | None = FeatureConfig(), columns: dict | None = None) -> dict:
+             feature_cfg: FeatureConfig | None = FeatureConfig(), columns: dict | None = None,
+             in_place: tuple = ()) -> dict:
     """Bytes preparation will write for `sources` into a workspace at `where`, part by part, the
     choices that would shrink it, and the free space of the disk holding `where`."""
     where = Path(where)
-    scan = scan_sources(sources, where, columns, cfg)
+    scan = scan_sources(sources, where, columns, cfg, in_place)
     clips = round(scan.clips)
     samples = scan.seconds * cfg.sample_rate
     per_file = BLOCK // 2
@@ -245,7 +249,8 @@ def estimate(sources: Iterable[str | Path], where: str | Path, cfg: PrepareConfi
             "alternatives": {"without_raw": total - parts["raw"], "half_mels": total - parts["mels"] // 2,
                              "both": total - parts["raw"] - parts["mels"] // 2},
             "built": {"without_raw": False, "half_mels": False},
-            "linked": scan.linked_bytes, "guessed": scan.guessed, "unreadable": scan.unreadable,
+            "linked": scan.linked_bytes, "in_place": scan.in_place_bytes, "guessed": scan.guessed,
+            "unreadable": scan.unreadable,
             "where": str(where), "free": usage.free, "disk": usage.total,
             "fits": total <= usage.free, "tight": usage.free - total < TIGHT * usage.total}
 
@@ -283,6 +288,8 @@ def describe(est: dict, markdown: bool = True) -> str:
             + f"; {_gb(est['free'])} free where the workspace is ({est['where']}).")
     if est["linked"]:
         text += f" {_gb(est['linked'])} of uploads are already on that disk and are linked, not copied."
+    if est.get("in_place"):
+        text += f" {_gb(est['in_place'])} of recordings are read where they are, not copied."
     if est["guessed"]:
         text += (f" The length of {len(est['guessed'])} file(s) ({_names(est['guessed'])}) is guessed from their size "
                  f"({GUESS_BITRATE // 1000} kbit/s).")

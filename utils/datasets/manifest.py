@@ -22,8 +22,11 @@ def manifest_folder(ws: Workspace, name: str) -> Path:
     return folder
 
 
-def load_manifest(ws: Workspace, name: str) -> list[dict]:
-    return store.read_all(manifest_folder(ws, name))
+def load_manifest(ws: Workspace, name: str, keys: tuple[str, ...] | None = None) -> list[dict]:
+    """Every row, in order; with `keys`, only those fields of each (a trainer holding 200k rows keeps what it
+    reads: the checks' notes and measurements are most of a row)."""
+    rows = store.iter_rows(manifest_folder(ws, name))
+    return list(rows) if keys is None else [{k: r[k] for k in keys if k in r} for r in rows]
 
 
 def get_rows(ws: Workspace, name: str, ids: list[str]) -> dict[str, dict]:

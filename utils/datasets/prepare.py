@@ -17,6 +17,7 @@ import multiprocessing as mp
 import os
 import shutil
 import threading
+import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -32,7 +33,7 @@ from utils.datasets.features import record_digests
 from utils.datasets.manifest import save_manifest, write_report
 from utils.datasets.sources import DEFAULT_SPEAKER, Item, discover, import_source
 from utils.datasets.split import assign_split
-from utils.events import Event, StudioError
+from utils.events import Event, StudioError, say_duration
 from utils.workspace import Workspace, atomic_write_json, read_json, read_jsonl
 
 STATE_DIR = ".prepare"
@@ -112,13 +113,15 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
              fmt: str = "auto", columns: dict | None = None, frontend: str = "phoneme",
              cfg: PrepareConfig = PrepareConfig(), feature_cfg: FeatureConfig | None = FeatureConfig(),
              workers: int | None = None, cancel: threading.Event | None = None,
-             device: str | None = None) -> Iterator[Event]:
-    """The pipeline itself. `feature_cfg=None` skips the mel cache."""
+             device: str | None = None, in_place: tuple = ()) -> Iterator[Event]:
+    """The pipeline itself. `feature_cfg=None` skips the mel cache; a folder inside one of `in_place` is read
+    where it is (linked into raw/), not copied."""
     ds_dir = ws.dataset_dir(name)
     raw, state = ds_dir / "raw", ds_dir / STATE_DIR
     sources = [sources] if isinstance(sources, (str, Path)) else list(sources or [])  # read twice: disk, import
     if sources:  # before anything is written: a disk that cannot hold the dataset is said now, not when full
-        est = check_space(ds_dir, sources, ws.root, cfg=cfg, feature_cfg=feature_cfg, columns=columns)
+        est = check_space(ds_dir, sources, ws.root, cfg=cfg, feature_cfg=feature_cfg, columns=columns,
+                          in_place=in_place)
         yield Event("disk", message=describe_disk(est, markdown=False), level="warning" if est["tight"] else "info")
     state.mkdir(parents=True, exist_ok=True)
     cancelled = (lambda: cancel.is_set()) if cancel is not None else (lambda: False)
@@ -132,7 +135,7 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
     origin = sources[0].parent if len(sources) == 1 and sources[0].suffix.lower() in (".csv", ".tsv") else None
     if sources:
         yield Event("import", 0, len(sources), f"copying {len(sources)} upload(s) into {raw}")
-        errors += import_source(sources, raw, cfg)
+        errors += import_source(sources, raw, cfg, in_place)
     elif not raw.exists():
         raise StudioError(f"Dataset {name!r} has nothing in raw/; give a zip, folder or files to prepare.")
     else:  # a re-run on what raw/ holds: same format and columns as last time unless told otherwise
@@ -235,14 +238,15 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
                              if mel_dir and not use_gpu_mels else {})})
         if results:
             yield Event("clips", len(results), len(clips), f"{len(results)} clip(s) already made by an earlier run")
-        n = len(results)
+        n, pace = len(results), Pace(len(tasks))
         for task, res in run_tasks(process_clip, tasks, workers, cancelled, pool_for(len(tasks))):
             n += 1
             if "error" not in res:
                 log_done({"key": task["key"], "result": res})
             results[task["id"]] = res
+            pace.step(res.get("duration") or 0.0)
             if n % 25 == 0 or n == len(clips) or "error" in res:
-                yield Event("clips", n, len(clips), res.get("error", task["source"]),
+                yield Event("clips", n, len(clips), res.get("error", f"{task['source']} · {pace.said()}"),
                             level="warning" if "error" in res else "info")
         if cancelled():
             yield from _cancelled()
@@ -341,6 +345,24 @@ def decode_compressed(ds_dir: Path, found, errors: list[dict]) -> Iterator[Event
             it.audio = decoded[it.audio]
         kept.append(it)
     found.items = kept
+
+
+class Pace:
+    """Hours of audio done, the rate and the time left of a long step, for its progress line: a curator with 200
+    hours to prepare sees how far it is and when it ends (a run cut off goes on from the clips already made)."""
+
+    def __init__(self, total: int):
+        self.total, self.done, self.seconds, self.t0 = total, 0, 0.0, time.perf_counter()
+
+    def step(self, audio_seconds: float) -> None:
+        self.done += 1
+        self.seconds += audio_seconds
+
+    def said(self) -> str:
+        wall = max(time.perf_counter() - self.t0, 1e-6)
+        left = (self.total - self.done) * wall / max(self.done, 1)
+        return (f"{self.seconds / 3600:.2f} h of audio done at {self.seconds / wall / 60:.2f} h a minute"
+                + (f", about {say_duration(left)} left" if self.done < self.total else ""))
 
 
 def _cancelled() -> Iterator[Event]:

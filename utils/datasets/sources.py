@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import re
 import unicodedata
 from collections import Counter
@@ -51,8 +52,9 @@ class Discovery:
 
 
 # ------------------------------------------------------------------------------ import into raw/
-def import_source(sources: list[Path], raw: Path, cfg: PrepareConfig) -> list[dict]:
-    """Copy (or safely extract) each upload into `raw/`; returns messages about skipped parts."""
+def import_source(sources: list[Path], raw: Path, cfg: PrepareConfig, in_place: tuple = ()) -> list[dict]:
+    """Copy (or safely extract) each upload into `raw/`; a folder inside one of `in_place` (the owner's data
+    folders: a mounted drive) is linked there instead and read where it is. Returns messages about skipped parts."""
     errors = []
     for src in sources:
         src = Path(src)
@@ -62,7 +64,10 @@ def import_source(sources: list[Path], raw: Path, cfg: PrepareConfig) -> list[di
         if not src.exists():
             raise StudioError(f"{src}: not found.")
         try:
-            if src.is_dir():
+            if src.is_dir() and any(src.resolve().is_relative_to(Path(d).resolve()) for d in in_place):
+                link_folder(src, raw / src.name)
+                msgs = []
+            elif src.is_dir():
                 _, msgs = copy_tree(src, raw / src.name)
             elif src.suffix.lower() == ".zip":
                 kept = copy_file(src, raw / src.name)
@@ -80,11 +85,31 @@ def import_source(sources: list[Path], raw: Path, cfg: PrepareConfig) -> list[di
     return errors
 
 
+def link_folder(src: Path, link: Path) -> None:
+    """raw/<name> -> the folder, read in place (a re-import of the same folder keeps its link)."""
+    if link.is_symlink() and link.resolve() == src.resolve():
+        return
+    if link.exists() or link.is_symlink():
+        raise StudioError(f"{src.name}: raw/ already holds something of that name; prepare it under another "
+                          "dataset name.")
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(src.resolve(), target_is_directory=True)
+
+
+def linked_folders(raw: Path) -> list[Path]:
+    """The folders read in place: links directly in raw/ (only the import makes them: copies and zips skip links)."""
+    return sorted(p for p in raw.iterdir() if p.is_symlink() and p.is_dir()) if raw.is_dir() else []
+
+
 def raw_files(raw: Path) -> list[Path]:
-    """Files under raw/ that are data (zips are kept as received but read through their extraction)."""
-    return sorted(p for p in raw.rglob("*") if p.is_file() and not p.is_symlink()
-                  and not any(part.startswith(".") or part == "__MACOSX" for part in p.relative_to(raw).parts)
-                  and p.suffix.lower() != ".zip")
+    """Files under raw/ that are data (zips are kept as received but read through their extraction), those of the
+    folders read in place included (links inside them are not followed)."""
+    found = [p for p in raw.rglob("*") if p.is_file() and not p.is_symlink()]
+    for link in linked_folders(raw):
+        found += [Path(top) / f for top, _, names in os.walk(link) for f in names
+                  if not os.path.islink(os.path.join(top, f))]
+    return sorted(p for p in found if p.suffix.lower() != ".zip"
+                  and not any(part.startswith(".") or part == "__MACOSX" for part in p.relative_to(raw).parts))
 
 
 # --------------------------------------------------------------------------------------- discover
@@ -154,12 +179,16 @@ def _find_audio(value: str, bases: list[Path], index: dict[str, list[Path]], raw
     if not value:
         return None
     candidates = [value] + ([value + s for s in (".wav", ".flac", ".mp3", ".ogg")] if not Path(value).suffix else [])
+    linked = [(link, link.resolve()) for link in linked_folders(raw)]
     for base in bases:
         for cand in candidates:
             for sub in ("", "wavs/", "clips/", "audio/"):
                 p = (base / (sub + cand)).resolve()
                 if p.is_relative_to(raw) and p.is_file():
                     return p
+                for link, target in linked:  # a folder read in place: the path as it lies under raw/
+                    if p.is_relative_to(target) and p.is_file():
+                        return link / p.relative_to(target)
     if origin is not None:  # a CSV given alone: its audio lies next to it, outside the dataset
         for cand in candidates:
             p = (origin / cand).resolve()

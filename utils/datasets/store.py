@@ -27,17 +27,18 @@ from utils.datasets.checks import speaking_rate
 FILE = "manifest.sqlite"
 JSONL = "manifest.jsonl"
 # pos: the row's place (0..n-1); flagged: has flags or a decision (the review table's rows); flags: comma-separated;
-# rate: characters a second (None without text); music_score, music_separated: the music gate's, None before it ran
+# rate: characters a second (None without text); music_score, music_separated: the music gate's, None before it ran;
+# has_text: the transcript is not empty
 COLUMNS = ("id", "duration", "speaker", "split", "excluded", "flagged", "flags", "rate", "audio", "music_score",
-           "music_separated", "data")
+           "music_separated", "has_text", "data")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rows (pos INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, duration REAL, speaker TEXT,
     split TEXT, excluded INTEGER, flagged INTEGER, flags TEXT, rate REAL, audio TEXT, music_score REAL,
-    music_separated INTEGER, data TEXT NOT NULL);
+    music_separated INTEGER, has_text INTEGER, data TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS rows_to_review ON rows(flagged, pos);
 CREATE INDEX IF NOT EXISTS rows_rate ON rows(rate);
 CREATE INDEX IF NOT EXISTS rows_light ON rows(excluded, flags, duration, speaker, split, rate, audio, music_score,
-    music_separated, id);
+    music_separated, has_text, id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 """
 _CHUNK = 500  # ids per IN (...) query: under SQLite's variable limit everywhere
@@ -111,7 +112,8 @@ def _columns(row: dict) -> tuple:
     separated = None if not music else int(bool(music.get("separated")))
     return (row["id"], float(row.get("duration") or 0.0), row.get("speaker") or "", row.get("split") or "",
             int(bool(row.get("excluded"))), int(bool(flags or row.get("review"))), ",".join(flags), rate,
-            row.get("audio"), music.get("score"), separated, json.dumps(row, ensure_ascii=False))
+            row.get("audio"), music.get("score"), separated, int(bool((row.get("text") or "").strip())),
+            json.dumps(row, ensure_ascii=False))
 
 
 def _replace(con: sqlite3.Connection, rows: Iterable[dict]) -> None:

@@ -16,9 +16,13 @@ from utils.training.frontend import Frontend
 from utils.workspace import Workspace
 
 
+TRAINING_KEYS = ("id", "audio", "text", "normalized", "phonemes", "duration", "speaker", "split", "sha1", "excluded",
+                 "flags", "music")  # what the trainers read of a row
+
+
 def training_rows(ws: Workspace, dataset: str) -> tuple[list[dict], list[dict]]:
     """(train rows, held-out rows) of a dataset, excluded rows dropped."""
-    rows = [r for r in load_manifest(ws, dataset) if not r.get("excluded")]
+    rows = [r for r in load_manifest(ws, dataset, TRAINING_KEYS) if not r.get("excluded")]
     if not rows:
         raise StudioError(f"Dataset {dataset!r} has no usable rows (all excluded or empty).")
     train = [r for r in rows if r.get("split", "train") != "val"]

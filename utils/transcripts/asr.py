@@ -366,9 +366,12 @@ def drafts_path(ws: Workspace, dataset: str) -> Path:
 
 def untranscribed(ws: Workspace, dataset: str) -> list[dict]:
     """Rows with no transcript at all: the only rows a machine draft is ever made for."""
-    from utils.datasets import load_manifest
+    from utils.datasets import get_rows
+    from utils.datasets.manifest import store_query
 
-    return [r for r in load_manifest(ws, dataset) if not (r.get("text") or "").strip()]
+    ids = [i for (i,) in store_query(ws, dataset, "SELECT id FROM rows WHERE has_text = 0 ORDER BY pos")]
+    found = get_rows(ws, dataset, ids)  # read alone: the Dataset tab lists drafts on every dataset it shows
+    return [found[i] for i in ids]
 
 
 def transcribe_missing(ws: Workspace, dataset: str, batch_size: int | None = None, device: str = "auto",

@@ -1,0 +1,143 @@
+"""The whole dataset path at growing sizes: seconds per audio hour and peak memory of each stage, so a stage that
+grows faster than the data shows up, and the arithmetic to 200 h.
+
+    python bench/dataset_path.py --hours 1 3                      # a 2-core CPU: about 20 min
+    python bench/dataset_path.py --hours 1 10 50 --workers 16     # a 16-core GPU machine
+
+For each size: unique LJSpeech-style clips are generated (espeak-ng Amharic sentences, each copy with its own
+gain, padding and noise: bench/prepare.py), then each stage runs in its own fresh process (its peak RSS is its
+own): prepare (import, checks, clips, mel cache), the music gate over every clip (`separate --dataset`, auto
+backend), the transcript check (its aligner trained --check-steps steps, then every clip aligned), the first
+training step of a tiny Matcha run (from Start: the rows read, the batches planned, one step), and the Dataset
+tab's clicks once warm (select the dataset, fix one text). Results: bench/out/dataset_path-<cpu|cuda>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import resource
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import common  # bench/common.py (the script's folder is on sys.path); puts the repository root there too
+import prepare as prepare_bench  # bench/prepare.py: the unique-clip generator
+
+STAGES = ("prepare", "music_gate", "transcript_check", "first_step", "clicks")
+PER_HOUR = ("prepare", "music_gate", "transcript_check")  # work over every clip: seconds per audio hour
+SPREAD = ("prepare",)  # spread over the CPU cores (worker processes); the others run in one process (or a GPU)
+
+
+def _stage_work(name: str, ws, args: dict):
+    """The stage's work as a callable, its imports done (so the clock times the work, not Python's imports)."""
+    from utils.events import run_to_end
+
+    if name == "prepare":
+        from utils.datasets import prepare
+
+        src = Path(ws.root).parent / "src"
+        return lambda: f"{run_to_end(prepare(ws, 'bench', src, workers=args['workers']))['clips']} clips"
+    if name == "music_gate":
+        from utils.separation.dataset import process_dataset
+
+        return lambda: run_to_end(process_dataset(ws, "bench", backend="auto"))["backend"]
+    if name == "transcript_check":
+        from utils.transcripts.scoring import check_transcripts
+
+        return lambda: run_to_end(check_transcripts(ws, "bench", steps=args["check_steps"]))["method"]
+    if name == "first_step":
+        from utils.training import TrainConfig, prepare_run, run
+
+        cfg = TrainConfig(dataset="bench", run="first-step", preset="tiny", max_steps=1, evaluate=False,
+                          workspace=str(ws.root))
+        return lambda: f"step {run(prepare_run(cfg))['step']}"
+    from webui import dataset as tab
+
+    def clicks() -> str:
+        tab.load_view(ws, "bench")
+        return tab.edit_row(ws, "bench", "b0000001", "text", "ሰላም ለሁሉም")
+
+    tab.load_view(ws, "bench")  # a process's first view and edit import the music and text code: untimed (the app
+    tab.edit_row(ws, "bench", "b0000002", "keep")  # pays it once, at its first page load)
+    return clicks
+
+
+def _stage(name: str, root: str, args: dict, result) -> None:
+    from utils.workspace import Workspace
+
+    work = _stage_work(name, Workspace.open(Path(root) / "ws"), args)
+    t = time.perf_counter()
+    result["note"] = work()
+    result["seconds"] = time.perf_counter() - t
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _in_child(name: str, root: str, args: dict) -> dict:
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager:
+        result = manager.dict()
+        p = ctx.Process(target=_stage, args=(name, root, args, result))
+        p.start()
+        p.join()
+        return dict(result) if p.exitcode == 0 else {"note": f"failed (exit {p.exitcode})"}
+
+
+def measure(hours: float, args: dict) -> dict:
+    root = tempfile.mkdtemp(prefix="bench-path-")
+    try:
+        clips, seconds = prepare_bench.make_dataset(Path(root) / "src", hours, args["workers"])
+        record = {"hours": round(seconds / 3600, 3), "clips": clips}
+        for name in STAGES:
+            record[name] = got = _in_child(name, root, args)
+            if "seconds" in got and name in PER_HOUR:
+                got["s_per_hour"] = got["seconds"] / (seconds / 3600)
+            print(f"{hours} h: {name} {got}", flush=True)
+        return record
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def extrapolate(records: list[dict], cores: int, target_cores: int = 16, target_hours: float = 200.0) -> list[str]:
+    """The arithmetic to 200 h on 16 cores from the largest size measured: this machine's seconds per audio hour
+    times 200 h, preparation divided over the cores; the stages that run in one process (or on a GPU, which this
+    machine may not have) are not scaled; the once-only stages as measured."""
+    last, lines = records[-1], []
+    for name in STAGES:
+        got = last[name]
+        if "seconds" not in got:
+            lines.append(f"{name}: {got.get('note')}")
+        elif name not in PER_HOUR:
+            lines.append(f"{name}: {got['seconds']:.1f} s as measured at {last['hours']} h (once, not per hour)")
+        else:
+            scale = cores / target_cores if name in SPREAD else 1.0
+            how = f" x {cores}/{target_cores} cores" if name in SPREAD else " (one process: a GPU changes it)"
+            lines.append(f"{name}: {got['s_per_hour']:.0f} s/h x {target_hours:.0f} h{how} = "
+                         f"{got['s_per_hour'] * target_hours * scale / 60:.0f} min")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hours", type=float, nargs="+", default=[1.0, 3.0])
+    parser.add_argument("--workers", type=int, default=os.cpu_count())
+    parser.add_argument("--check-steps", type=int, default=100, help="the transcript check's aligner steps")
+    common.add_output_args(parser)
+    args = parser.parse_args()
+    options = {"workers": args.workers, "check_steps": args.check_steps}
+    records = [measure(h, options) for h in args.hours]
+    rows = [{"stage": name, **{f"{r['hours']}": r[name].get("s_per_hour", r[name].get("seconds")) for r in records},
+             **{f"rss {r['hours']}": r[name].get("peak_rss_mb") for r in records},
+             "note": records[-1][name].get("note")} for name in STAGES]
+    columns = [("stage", "stage")] + [(f"{r['hours']}", f"s per audio h (once: s) at {r['hours']} h")
+                                      for r in records] + \
+              [(f"rss {r['hours']}", f"peak MB at {r['hours']} h") for r in records] + [("note", "note")]
+    print(common.markdown_table(columns, rows))
+    lines = extrapolate(records, args.workers)
+    print("\nto 200 h on 16 cores:\n" + "\n".join(lines))
+    common.save("dataset_path", {"records": records, "to_200h_16_cores": lines}, out=args.out)
+
+
+if __name__ == "__main__":
+    main()
