@@ -147,3 +147,33 @@ def test_exports_open_in_pandas_and_a_spreadsheet_and_the_file_itself_reads_in_p
     assert len(frame) == 260 and frame.loc[2, "excluded"] == 1
     with pytest.raises(StudioError, match=".jsonl or .csv"):
         datasets.export_rows(ws, "big", tmp_path / "big.xlsx")
+
+
+def test_the_review_table_pages_in_the_browser_and_a_decision_keeps_its_page(tmp_path, page):
+    from playwright.sync_api import expect
+
+    from tests.conftest import serve
+    from tests.test_first_hour_browser import id_cell
+
+    ws = Workspace.open(tmp_path / "workspace")
+    datasets.save_manifest(ws, "big", table_rows(260))
+    server = serve(ws)
+    try:
+        page.goto(server.url)
+        page.get_by_label("Show every row, not only flagged ones").check()
+        where = page.locator("#dataset-page-info")
+        expect(where).to_contain_text("rows 1-100 of 260 · page 1 of 3", timeout=30_000)
+        page.locator("#dataset-next").click()
+        expect(where).to_contain_text("rows 101-200 of 260 · page 2 of 3", timeout=30_000)
+        table = page.locator("#dataset-flagged")
+        id_cell(table, 0, "r00102").click()
+        expect(page.get_by_label("Row", exact=True)).to_have_value("r00102", timeout=30_000)
+        page.locator("#dataset-exclude").click()
+        expect(page.locator("#dataset-status")).to_contain_text("r00102: exclude saved", timeout=30_000)
+        expect(where).to_contain_text("page 2 of 3")  # the redraw after the decision stays on the page
+        expect(id_cell(table, 0, "r00102")).to_be_visible()
+        page.locator("#dataset-page input").fill("3")
+        page.locator("#dataset-page input").press("Enter")
+        expect(where).to_contain_text("rows 201-260 of 260 · page 3 of 3", timeout=30_000)
+    finally:
+        server.stop()

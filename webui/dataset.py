@@ -229,7 +229,7 @@ def build(ctx: AppContext) -> list:
         player = gr.Audio(label="Clip", type="filepath", interactive=False)
     text = gr.Textbox(label="Transcript (edit, then Save text)")
     with gr.Row():
-        exclude_btn = gr.Button("Exclude")
+        exclude_btn = gr.Button("Exclude", elem_id="dataset-exclude")
         keep_btn = gr.Button("Keep")
         save_btn = gr.Button("Save text")
     status = gr.Markdown(elem_id="dataset-status")
