@@ -423,7 +423,7 @@ def test_out_of_memory_in_one_of_two_processes_halves_both_batches(tmp_path):
 
 def test_dataset_without_manifest_is_a_clear_error(tmp_path):
     ws = Workspace.open(tmp_path / "ws")
-    with pytest.raises(StudioError, match="prepare it first"):
+    with pytest.raises(StudioError, match="has no rows yet; prepare it"):
         run_to_end(train_vocoder(ws, tiny_config(dataset="nothing")))
 
 

@@ -134,7 +134,9 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
     sources = [Path(s) for s in sources or []]
     origin = sources[0].parent if len(sources) == 1 and sources[0].suffix.lower() in (".csv", ".tsv") else None
     if sources:
-        yield Event("import", 0, len(sources), f"copying {len(sources)} upload(s) into {raw}")
+        how = "bringing" if in_place else "copying"  # a folder in a data folder is linked, read where it is
+        yield Event("import", 0, len(sources), f"{how} {len(sources)} upload(s) into {raw}"
+                    + (" (a folder inside a data folder is read where it is, not copied)" if in_place else ""))
         errors += import_source(sources, raw, cfg, in_place)
     elif not raw.exists():
         raise StudioError(f"Dataset {name!r} has nothing in raw/; give a zip, folder or files to prepare.")
