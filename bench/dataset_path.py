@@ -3,6 +3,7 @@ grows faster than the data shows up, and the arithmetic to 200 h.
 
     python bench/dataset_path.py --hours 1 3                      # a 2-core CPU: about 20 min
     python bench/dataset_path.py --hours 1 10 50 --workers 16     # a 16-core GPU machine
+    python bench/dataset_path.py --hours 10 --stages transcript_check    # one stage (after preparing)
 
 For each size: unique LJSpeech-style clips are generated (espeak-ng Amharic sentences, each copy with its own
 gain, padding and noise: bench/prepare.py), then each stage runs in its own fresh process (its peak RSS is its
@@ -90,6 +91,9 @@ def measure(hours: float, args: dict) -> dict:
         clips, seconds = prepare_bench.make_dataset(Path(root) / "src", hours, args["workers"])
         record = {"hours": round(seconds / 3600, 3), "clips": clips}
         for name in STAGES:
+            if name not in args["stages"] and name != "prepare":  # the others need the prepared dataset
+                record[name] = {"note": "not run (--stages)"}
+                continue
             record[name] = got = _in_child(name, root, args)
             if "seconds" in got and name in PER_HOUR:
                 got["s_per_hour"] = got["seconds"] / (seconds / 3600)
@@ -123,9 +127,11 @@ def main() -> None:
     parser.add_argument("--hours", type=float, nargs="+", default=[1.0, 3.0])
     parser.add_argument("--workers", type=int, default=os.cpu_count())
     parser.add_argument("--check-steps", type=int, default=100, help="the transcript check's aligner steps")
+    parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES),
+                        help="the stages to time (preparation always runs: the others need its dataset)")
     common.add_output_args(parser)
     args = parser.parse_args()
-    options = {"workers": args.workers, "check_steps": args.check_steps}
+    options = {"workers": args.workers, "check_steps": args.check_steps, "stages": args.stages}
     records = [measure(h, options) for h in args.hours]
     rows = [{"stage": name, **{f"{r['hours']}": r[name].get("s_per_hour", r[name].get("seconds")) for r in records},
              **{f"rss {r['hours']}": r[name].get("peak_rss_mb") for r in records},

@@ -8,9 +8,12 @@ For each size a table of unique rows (real Amharic sentences, each row's own tex
 few flags; no audio: no click here opens one) is saved as preparation saves it, then, in a fresh process like the
 app's, each click is timed (median of --repeat): select the dataset (summary, both plots, the first page), open a
 row, fix a text, exclude, turn to a page deep in the table, the Training tab's hours and Start's check. The
-trainer's read of every row (`training_rows`, the fields it reads) is timed last. "jsonl" columns time what each edit cost before (read every row,
-write the whole file back). Peak memory: the process's high-water RSS after the clicks (the app's imports
-included), and after the trainer's read (before the old edit is timed).
+trainer's read of every row (`training_rows`, the fields it reads) is timed last, after one Re-check (every
+row's text checks again). The transcript review's clicks run on a made-up ranking of every row (the list, a pick,
+a decision, a press of Check; "first" is the list drawn once with the ranking not yet parsed). "jsonl" columns
+time what each edit cost before (read every row, write the whole file back). Peak memory: the process's
+high-water RSS after the clicks (the app's imports included), and after the trainer's read (before the old edit is
+timed).
 Results: bench/out/dataset_scale-cpu.json.
 """
 from __future__ import annotations
@@ -56,6 +59,22 @@ def _save(root: str, n: int, result) -> None:
     result["save_s"] = time.perf_counter() - t
     write_jsonl(Path(root) / "old.jsonl", rows)  # the old layout, for the side-by-side column
     result["table_mb"] = (ws.dataset_dir("big") / "manifest.sqlite").stat().st_size / 1e6
+    _save_ranking(ws, rows)
+
+
+def _save_ranking(ws, rows: list[dict]) -> None:
+    """A transcript check's ranking of every row, as scoring._write saves it (the scores made up, most suspicious
+    first): what the review list, a pick, a decision and a press of Check read."""
+    import random
+
+    from utils.transcripts.scoring import check_path
+    from utils.workspace import atomic_write_json
+
+    rnd = random.Random(len(rows))
+    ranked = sorted(({"id": r["id"], "score": round(rnd.gauss(0, 1), 2), "reason": "nothing stands out", "z": {},
+                      "text": r["text"]} for r in rows), key=lambda r: -r["score"])
+    atomic_write_json(check_path(ws, "big"), {"dataset": "big", "method": "alignment", "created": "bench",
+                                              "seconds": 0.0, "rows": ranked, "skipped": []})
 
 
 def _timed(fn, repeat: int) -> float:
@@ -84,9 +103,18 @@ def _clicks(root: str, n: int, repeat: int, result) -> None:
         "hours": lambda: usable_hours(ws, "big"),
         "start_check": lambda: require_usable(ws, "big"),
     }
+    from utils.transcripts import decide
+    from webui import transcripts as panel
+
+    review = lambda: panel.review_label(ws, "big", panel.review_frame(ws, "big"))  # noqa: E731
+    result["review_first"] = _timed(review, 1)  # the ranking parsed, once per process and ranking
+    clicks.update({"review_list": review, "review_pick": lambda: panel.pick(ws, "big", mid),
+                   "review_decide": lambda: decide(ws, "big", mid, "exclude"),
+                   "check_press": lambda: panel.still_current(ws, "big", "alignment")})
     for name, fn in clicks.items():
         result[name] = _timed(fn, repeat)
     result["clicks_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["recheck"] = _timed(lambda: datasets.recheck(ws, "big"), 1)  # every row's text checks again: a batch
     from utils.training.data import training_rows
 
     t = time.perf_counter()
@@ -126,7 +154,9 @@ def main() -> None:
     columns = [("rows", "rows"), ("table_mb", "table MB"), ("save_s", "save all s"), ("select", "select s"),
                ("open_row", "open row s"), ("fix_text", "fix text s"), ("exclude", "exclude s"),
                ("deep_page", "deep page s"), ("hours", "hours s"), ("start_check", "Start check s"),
-               ("jsonl_edit", "jsonl edit s (before)"), ("clicks_rss_mb", "UI peak RSS MB"),
+               ("review_first", "review list first s"), ("review_list", "review list s"),
+               ("review_pick", "review pick s"), ("review_decide", "review decide s"), ("check_press", "Check press s"),
+               ("jsonl_edit", "jsonl edit s (before)"), ("clicks_rss_mb", "UI peak RSS MB"), ("recheck", "Re-check s"),
                ("read_all", "trainer read s"), ("read_all_rss_mb", "trainer read peak RSS MB")]
     print(common.markdown_table(columns, records))
 

@@ -88,7 +88,8 @@ def test_running_app_prepares_and_shows_a_dataset_through_gradio_client(start_ap
         espeak_amharic(SENTS[i], folder / f"a{i}.wav")
         (folder / f"a{i}.txt").write_text(SENTS[i], encoding="utf-8")
     client = Client(server.wait_ready().url, verbose=False)
-    log = client.predict(None, "uploads/pairs", "api", "auto", "phoneme", None, None, None, api_name="/dataset_prepare")
+    log = client.predict(None, "uploads/pairs", "api", "auto", "phoneme", None, None, None, False, True,
+                         api_name="/dataset_prepare")
     assert "2 usable of 2 clip(s)" in log
     summary, hist, rates, table, page, where = client.predict("api", False, api_name="/dataset_view")
     assert "**2** of 2 clips" in summary and sum(row[-1] for row in hist["data"]) == 2

@@ -9,11 +9,13 @@ from collections import namedtuple
 from pathlib import Path
 
 import gradio as gr
+import numpy as np
 import pytest
 import soundfile as sf
 
 from tests.helpers import espeak_amharic, sentences, tone, write_wav
 from utils.datasets import disk, prepare
+from utils.datasets.config import PrepareConfig
 from utils.events import StudioError, run_to_end
 from utils.workspace import Workspace
 from webui import dataset as tab
@@ -113,7 +115,8 @@ def test_preparation_refuses_before_writing_anything_when_the_disk_is_short(tmp_
     said = str(refused.value)
     assert "Not enough free disk to prepare 'lj'" in said and "200 kB free" in said and "Nothing was written" in said
     need = disk.estimate([src], ws.root)["total"]
-    assert f"needs about {disk._gb(need)}" in said and "that is not built yet" in said  # the uploads are linked
+    assert f"needs about {disk._gb(need)}" in said and disk.HALF_MELS_CHOICE in said
+    assert disk.DROP_UPLOADS_CHOICE not in said  # the uploads are linked, not copied: dropping them saves nothing
     assert not ws.dataset_dir("lj").exists()
 
 
@@ -143,9 +146,17 @@ def test_a_disk_left_nearly_full_is_said_with_what_would_shrink_the_dataset(tmp_
     said = disk.describe(est)
     assert est["fits"] and est["tight"] and "That leaves little room" in said
     alt, parts = est["alternatives"], est["parts"]
-    assert alt["half_mels"] == est["total"] - parts["mels"] // 2 and alt["without_raw"] == est["total"] - parts["raw"]
-    assert "without keeping a copy of the uploads" in said and "neither choice is built yet" in said
+    half = disk.estimate([src], tmp_path, cfg=PrepareConfig(half_mels=True))
+    assert alt["half_mels"] == half["total"] and half["parts"]["mels"] < 0.6 * parts["mels"]  # .npy headers stay
+    assert alt["without_raw"] == est["total"] - parts["raw"] - parts["decoded"]
+    assert disk.HALF_MELS_CHOICE in said and disk.DROP_UPLOADS_CHOICE in said
     assert "That does not fit" in disk.describe({**est, "fits": False})
+
+    chosen = disk.estimate([src], tmp_path, cfg=PrepareConfig(half_mels=True, keep_uploads=False))
+    assert chosen["after"] == alt["both"] and chosen["mel_dtype"] == "float16"
+    said = disk.describe({**chosen, "tight": True})
+    assert "mel cache (16-bit)" in said and "Once prepared, the copy of the uploads is deleted" in said
+    assert disk.HALF_MELS_CHOICE not in said and disk.DROP_UPLOADS_CHOICE not in said  # both taken already
 
 
 def test_the_dataset_tab_shows_the_estimate_once_files_are_chosen_or_a_path_typed(tmp_path):
@@ -161,3 +172,42 @@ def test_the_dataset_tab_shows_the_estimate_once_files_are_chosen_or_a_path_type
     with gr.Blocks() as demo:
         tab.build(AppContext(ws))
     assert "dataset_disk" in {getattr(fn, "api_name", None) for fn in demo.fns.values()}
+
+
+def test_the_size_choices_halve_the_mel_cache_and_drop_the_uploads_copy_once_prepared(tmp_path, monkeypatch, capsys):
+    import app
+    from utils.audio import FeatureConfig, load_audio
+    from utils.datasets import load_manifest
+    from utils.datasets.features import features, mel_numpy
+
+    monkeypatch.setenv("AMHARIC_TTS_WORKERS", "1")
+    archive = zipped(ljspeech(tmp_path / "lj", 3), tmp_path / "lj.zip")
+    ws = Workspace.open(tmp_path / "ws")
+    assert app.main(["prepare", "--workspace", str(ws.root), str(archive), "--name", "small", "--half-mels",
+                     "--drop-uploads"]) == 0
+    said = capsys.readouterr().out
+    assert "mel cache (16-bit)" in said and "copy of the uploads in raw/" in said and "was deleted" in said
+    ds = ws.dataset_dir("small")
+    assert not [p for p in (ds / "raw").rglob("*") if p.is_file()] and archive.exists()  # the user's zip stays
+    cache = [p for p in (ds / "features").rglob("*.npy")]
+    assert len(cache) == 3 and all(np.load(p).dtype == np.float16 for p in cache)
+    row = load_manifest(ws, "small")[0]
+    read = features(ws, "small", row)
+    full = mel_numpy(load_audio(ds / row["audio"])[0], FeatureConfig())
+    assert read.dtype == np.float32 and np.abs(read - full).max() < 0.01  # training reads it back as 32-bit
+
+    with pytest.raises(StudioError, match="without keeping a copy of its uploads"):
+        run_to_end(prepare(ws, "small"))  # a re-run from raw/ says why it cannot be, and what to do
+
+
+def test_dropping_the_uploads_never_touches_a_data_folder_read_in_place(tmp_path):
+    from utils.datasets.config import PrepareConfig
+
+    drive = tmp_path / "drive"
+    corpus = ljspeech(drive / "corpus", 2)
+    before = sorted((p.relative_to(corpus), p.read_bytes()) for p in corpus.rglob("*") if p.is_file())
+    ws = Workspace.open(tmp_path / "ws")
+    run_to_end(prepare(ws, "d", corpus, in_place=(drive,), workers=1, cfg=PrepareConfig(keep_uploads=False)))
+    assert sorted((p.relative_to(corpus), p.read_bytes()) for p in corpus.rglob("*") if p.is_file()) == before
+    assert any(p.is_symlink() for p in (ws.dataset_dir("d") / "raw").iterdir())  # the link stays: it cost nothing
+    run_to_end(prepare(ws, "d", workers=1))  # so the dataset can still be prepared again from it

@@ -121,8 +121,10 @@ def test_files_named_instead_of_uploaded_and_links_leading_out_are_refused(start
     assert status(f"{server.url}/gradio_api/file={workspace / 'datasets' / 'link.txt'}") == 403
     named = {"path": str(secret), "meta": {"_type": "gradio.FileData"}, "orig_name": "secret.txt"}
     for api_name, data in (("separation_run_file", [named, "auto", True]),
-                           ("dataset_prepare", [[named], "", "stolen", "auto", "phoneme", None, None, None])):
+                           ("dataset_prepare", [[named], "", "stolen", "auto", "phoneme", None, None, None, False,
+                                                True])):
         assert "not uploaded by a user" in call_api(server.url, api_name, data), api_name
-    out = call_api(server.url, "dataset_prepare", [None, str(secret), "stolen", "auto", "phoneme", None, None, None])
+    out = call_api(server.url, "dataset_prepare", [None, str(secret), "stolen", "auto", "phoneme", None, None, None,
+                                                  False, True])
     assert "outside the workspace" in out
     assert not (workspace / "datasets" / "stolen").exists()

@@ -119,3 +119,20 @@ def test_timing_the_machine_leaves_the_callers_random_stream_alone():
     torch.manual_seed(1)
     assert estimate_seconds(10, 200, 300, "cpu") > 0
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_the_contrast_texts_are_the_nearest_in_length_found_without_sorting_every_row():
+    """Each clip is also aligned with the CONTRAST_TEXTS transcripts nearest its own in length; the lookup bisects
+    (a sort of every row per clip grew as N^2 log N: hours at 200k clips) and must pick what the full sort picks,
+    ties included."""
+    import random
+
+    from utils.transcripts import scoring
+
+    rnd = random.Random(0)
+    for _ in range(200):
+        lengths = [rnd.randint(1, rnd.choice([3, 20, 200])) for _ in range(rnd.choice([1, 2, 4, 5, 12, 60]))]
+        by_length = sorted((n, i) for i, n in enumerate(lengths))
+        for i, n in enumerate(lengths):
+            everything = sorted(by_length, key=lambda li: abs(li[0] - n))
+            assert scoring._neighbours(by_length, i, n) == [j for _, j in everything if j != i][:scoring.CONTRAST_TEXTS]

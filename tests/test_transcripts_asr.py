@@ -344,3 +344,98 @@ def test_drafting_cut_off_keeps_the_drafts_made_and_goes_on_from_there(ws, monke
     assert any("1 clip(s) to draft" in line and "1 keep the draft" in line for line in said), said
     assert set(result["rows"]) == {"am-001", "am-002"} and result["rows"][next(iter(saved))] == next(iter(saved.values()))
 
+
+
+def with_texts_and_hashes(ws) -> list[dict]:
+    """Every row with a text (the check needs 5) and an audio hash (what a saved result is matched on)."""
+    rows = load_manifest(ws, "am")
+    for r in rows:
+        r["sha1"] = f"sha1-of-{r['id']}"
+        if not r["text"]:
+            r.update(text=rows[0]["text"], normalized=rows[0]["text"], flags=[])
+    save_manifest(ws, "am", rows)
+    return rows
+
+
+def test_a_recognizer_check_cut_off_hears_again_only_the_clips_it_had_not_heard(ws, monkeypatch):
+    from utils import datasets
+    from utils.transcripts import check_transcripts
+
+    rows = with_texts_and_hashes(ws)
+    monkeypatch.setattr(asr, "KEEP_EVERY_S", 0.0)  # what was heard is saved after every clip
+    wave, heard, reset = asr._wave, [], [True]
+
+    def dies_on_the_third(ws_, dataset, row):
+        if reset[0] and len(heard) == 2:
+            raise RuntimeError("the runtime was reset")
+        heard.append(row["id"])
+        return wave(ws_, dataset, row)
+
+    monkeypatch.setattr(asr, "_wave", dies_on_the_third)
+    with pytest.raises(RuntimeError, match="reset"):
+        run_to_end(check_transcripts(ws, "am", method="asr"))
+    reset[0], first = False, list(heard)
+    said = []
+    result = run_to_end(check_transcripts(ws, "am", method="asr"), printer=said.append)
+    assert any("2 clip(s) heard before by this recognizer" in line and "4 to recognise" in line for line in said), said
+    assert sorted(heard[2:]) == sorted(r["id"] for r in rows if r["id"] not in first)  # each clip heard once
+    assert sorted(r["id"] for r in result["rows"]) == sorted(r["id"] for r in rows)
+
+    datasets.apply_edits(ws, "am", [{"id": rows[3]["id"], "action": "text", "text": "ሰላም ነው ።"}])
+    heard.clear()
+    said.clear()
+    run_to_end(check_transcripts(ws, "am", method="asr"), printer=said.append)
+    assert heard == [] and any("6 clip(s) heard before" in line for line in said), said  # a fixed text: none heard
+
+
+def test_an_alignment_check_cut_off_goes_on_with_its_aligner_and_the_clips_it_aligned(ws, monkeypatch):
+    from utils import datasets
+    from utils.transcripts import check_transcripts, scoring
+    from utils.transcripts.progress import stamp
+
+    rows = with_texts_and_hashes(ws)
+    monkeypatch.setattr(scoring, "SAVE_EVERY", 2)
+    events = check_transcripts(ws, "am", method="alignment", steps=2)
+    while not (event := next(events)).message.startswith("aligning"):
+        pass
+    assert event.done == 2
+    events.close()  # a closed page: the generator is abandoned after 2 of 6 clips
+    log = scoring.progress_log(ws, "am")
+    header, lines = log.read()
+    assert [line["id"] for line in lines] == [r["id"] for r in rows[:2]]
+    with open(log.path, "a", encoding="utf-8") as f:
+        f.write('{"id": "am-00')  # a line torn by the cut
+    fixed = [{"id": rows[0]["id"], "action": "text", "text": "ሰላም ነው ።"}]
+    datasets.apply_edits(ws, "am", fixed)  # an aligned clip whose text changed: aligned again
+
+    said = []
+    result = run_to_end(check_transcripts(ws, "am", method="alignment", steps=2), printer=said.append)
+    assert any("going on with the check that was cut off" in line and "1 of 6 clips are aligned; 5 to align" in line
+               for line in said), said
+    assert not any("training the aligner" in line or "this will take" in line for line in said), said
+    assert stamp(header["checkpoint"]) == header["aligner"]  # the same aligner, not trained again
+    assert sorted(r["id"] for r in result["rows"]) == sorted(r["id"] for r in rows)
+    assert not log.path.exists()  # the check is whole: the next trains its aligner afresh
+
+
+def test_the_review_list_is_a_window_that_moves_on_as_clips_are_decided(ws):
+    """A 200k-row ranking is not listed whole: the list runs until it holds N clips without a decision, a decision
+    writes only the small decisions file (never the ranking), and a clicked row is read alone."""
+    from utils.transcripts import review_rows
+    from utils.transcripts.review import review_row
+    from webui.transcripts import review_frame, review_label
+
+    check_by_the_recognizer(ws)
+    ranking_file = ws.dataset_dir("am") / "transcript_check.json"
+    before = ranking_file.read_bytes()
+    whole = review_rows(ws, "am")
+    window = review_rows(ws, "am", undecided=2)
+    assert window == whole[:2]
+    decide(ws, "am", whole[0]["id"], "keep")
+    window = review_rows(ws, "am", undecided=2)
+    assert [r["id"] for r in window] == [r["id"] for r in whole[:3]] and window[0]["decision"] == "keep"
+    assert ranking_file.read_bytes() == before  # the decision went to the decisions file
+    assert review_row(ws, "am", whole[4]["id"]) == review_rows(ws, "am")[4]
+    assert review_row(ws, "am", "no-such-row") is None
+    listed = review_frame(ws, "am").head(3)
+    assert review_label(ws, "am", listed).startswith("Most suspicious first: ranks 1-3 of 6 (2 without a decision")

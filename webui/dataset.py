@@ -13,6 +13,7 @@ import pandas as pd
 
 from utils import datasets, runs
 from utils.datasets import disk
+from utils.datasets.config import PrepareConfig
 from utils.events import StudioError
 from utils.workspace import readable
 from webui import transcripts
@@ -47,18 +48,21 @@ def inspect_upload(ws, files, path: str, data_dirs=()) -> dict:
     return datasets.inspect_table(tables[0]) if tables else {}
 
 
-def disk_line(ws, files, path: str, data_dirs=()) -> str:
-    """What preparing the chosen uploads will take on disk, said before Prepare is pressed (empty when none)."""
+def disk_line(ws, files, path: str, data_dirs=(), half_mels: bool = False, keep_uploads: bool = True) -> str:
+    """What preparing the chosen uploads will take on disk with the size choices made, said before Prepare is
+    pressed (empty when none)."""
     if not files and not (path or "").strip():
         return ""
     try:
-        return disk.describe(disk.estimate(_sources(ws, files, path, data_dirs), ws.root, in_place=tuple(data_dirs)))
+        cfg = PrepareConfig(half_mels=bool(half_mels), keep_uploads=bool(keep_uploads))
+        return disk.describe(disk.estimate(_sources(ws, files, path, data_dirs), ws.root, in_place=tuple(data_dirs),
+                                           cfg=cfg))
     except StudioError as exc:
         return str(exc)
 
 
 def run_prepare(ws, files, path, name, fmt, frontend, audio_col, text_col, speaker_col, progress=None,
-                data_dirs=()):
+                data_dirs=(), half_mels: bool = False, keep_uploads: bool = True):
     """Generator of log text; the last value ends with the summary."""
     if not (name or "").strip():
         raise StudioError("Type a name for the new dataset in 'Dataset name' (for example the speaker's name), "
@@ -67,10 +71,11 @@ def run_prepare(ws, files, path, name, fmt, frontend, audio_col, text_col, speak
     lines: list[str] = []
     for event in datasets.prepare(ws, name, _sources(ws, files, path, data_dirs), fmt=fmt or "auto",
                                   columns=columns or None,
-                                  frontend=frontend or "phoneme", in_place=tuple(data_dirs)):
+                                  frontend=frontend or "phoneme", in_place=tuple(data_dirs),
+                                  cfg=PrepareConfig(half_mels=bool(half_mels), keep_uploads=bool(keep_uploads))):
         if progress is not None and event.total:
             progress(event.fraction, desc=f"{event.stage} {event.done}/{event.total}")
-        if event.level != "info" or event.stage in ("discover", "check", "done", "cancelled", "tokenizer"):
+        if event.level != "info" or event.stage in ("discover", "check", "done", "cancelled", "tokenizer", "uploads"):
             lines.append(event.format())
             yield "\n".join(lines[-200:])
     yield "\n".join(lines[-200:])
@@ -81,9 +86,11 @@ def _hours(h: float) -> str:
 
 
 def summary_markdown(ws, name: str) -> str:
+    from utils.datasets.manifest import summarize
+
     report = datasets.load_report(ws, name)
-    s = report.get("summary") or {}
-    if not s:
+    s = report.get("summary") or summarize(ws, name, [])  # rows brought without a preparation are counted too
+    if not s["clips"]:
         return f"Dataset **{name}** has no report yet."
     flags = "\n".join(f"- **{k}** ({datasets.FLAG_HELP.get(k, k)}): {v}" for k, v in s.get("flags", {}).items())
     errors = "\n".join(f"- {e['message']}" for e in report.get("errors", [])[:50])
@@ -176,7 +183,7 @@ def build(ctx: AppContext) -> list:
                 "with audio and text columns, audio + `.txt` pairs, long recordings with `.srt`/`.vtt`, or long "
                 "recordings alone (cut by voice activity). Audio: WAV, FLAC, MP3, OGG/Opus; M4A/AAC, WebM, WMA "
                 "and AMR (phones, video sites) when ffmpeg is installed. Uploads are kept exactly as received "
-                "under `raw/`.")
+                "under `raw/` (unless Keep a copy of the uploads is unticked below).")
     with gr.Row():
         files = gr.File(label="Upload", file_count="multiple", elem_id="dataset-upload")
         with gr.Column():
@@ -195,6 +202,12 @@ def build(ctx: AppContext) -> list:
             audio_col = gr.Dropdown([], label="Audio column", allow_custom_value=True)
             text_col = gr.Dropdown([], label="Text column", allow_custom_value=True)
             speaker_col = gr.Dropdown([], label="Speaker column (optional)", allow_custom_value=True)
+    with gr.Row():  # the size choices: the disk line below redraws with them
+        half_mels = gr.Checkbox(False, label="Mel cache at half precision", elem_id="dataset-half-mels",
+                                info="halves the largest part on disk; training reads it back within 0.01")
+        keep_uploads = gr.Checkbox(True, label="Keep a copy of the uploads", elem_id="dataset-keep-uploads",
+                                   info="needed to prepare again with other settings; untick to delete it once the "
+                                        "clips are made")
     with gr.Row():
         prepare_btn = gr.Button("Prepare", variant="primary", elem_id="dataset-prepare")
         cancel_btn = gr.Button("Cancel")
@@ -214,7 +227,7 @@ def build(ctx: AppContext) -> list:
                           elem_id="dataset-hist")
         rate = gr.ScatterPlot(x="duration", y="chars_per_s", color="status", title="Speaking rate",
                               color_map=STATUS_COLORS, color_title="", elem_id="dataset-rate")
-    table = gr.Dataframe(headers=TABLE_COLUMNS, interactive=False, wrap=True, label="Flagged rows (click one)",
+    table = gr.Dataframe(headers=TABLE_COLUMNS, interactive=False, wrap=True, label="Rows to review (click one)",
                          column_widths=["10%", "16%", "8%", "8%", "8%", "8%", "20%", "22%"],
                          elem_id="dataset-flagged")
     with gr.Row():
@@ -259,12 +272,12 @@ def build(ctx: AppContext) -> list:
                 gr.update(choices=[""] + cols, value=info["speaker"] or ""), note, gr.update(open=info["ambiguous"]))
 
     files.change(on_upload, [files, path], [audio_col, text_col, speaker_col, csv_info, csv_box], api_name="dataset_inspect")
-    gr.on([files.change, path.submit, path.blur], lambda f, p: disk_line(ws, f, p, ctx.data_dirs), [files, path],
-          disk_info,
-          api_name="dataset_disk")
+    gr.on([files.change, path.submit, path.blur, half_mels.change, keep_uploads.change],
+          lambda f, p, h, k: disk_line(ws, f, p, ctx.data_dirs, h, k), [files, path, half_mels, keep_uploads],
+          disk_info, api_name="dataset_disk")
 
-    def on_prepare(f, p, n, fm, fe, a, t, s, progress=gr.Progress()):
-        yield from run_prepare(ws, f, p, n, fm, fe, a, t, s, progress, ctx.data_dirs)
+    def on_prepare(f, p, n, fm, fe, a, t, s, h, k, progress=gr.Progress()):
+        yield from run_prepare(ws, f, p, n, fm, fe, a, t, s, progress, ctx.data_dirs, h, k)
 
     def on_view(n, everything, pg=1):
         return plot_updates(*load_view(ws, n, everything, pg))
@@ -280,7 +293,8 @@ def build(ctx: AppContext) -> list:
     view_outputs = [summary, hist, rate, table, page, page_info]
     on_view = says_errors(on_view, view_outputs, summary)  # a broken manifest is said in the summary
     prep = prepare_btn.click(says_errors(on_prepare, [log], log, log=True),
-                             [files, path, name, fmt, frontend, audio_col, text_col, speaker_col], log,
+                             [files, path, name, fmt, frontend, audio_col, text_col, speaker_col, half_mels,
+                              keep_uploads], log,
                              api_name="dataset_prepare")
     prep.then(on_made, [name, dataset], [dataset, prepared]).then(on_view, [dataset, show_all], view_outputs)
     # the page turns; any other redraw keeps the page shown (a decision saved on page 40 stays on page 40)

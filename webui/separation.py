@@ -122,7 +122,7 @@ def accept(ws, name: str, picks: list[str] | None = None):
         raise gr.Error("Pick a dataset first.")
     n = sep_dataset.accept(ws, name, picks or None)
     which = "picked" if picks else f"with clear music (score {THRESHOLD_CLEAR} or more; pick others to use them)"
-    return (f"{n} clip(s) {which} switched to their music-removed audio (originals kept under audio/ and raw/); "
+    return (f"{n} clip(s) {which} switched to their music-removed audio (the original clips are kept under audio/); "
             "their noise flags on the Dataset tab are measured again on it.", clip_table(ws, name))
 
 

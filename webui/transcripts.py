@@ -11,8 +11,8 @@ import gradio as gr
 import pandas as pd
 
 from utils.events import StudioError
-from utils.transcripts import asr, check_transcripts, decide, review_rows
-from utils.transcripts.review import check_running, still_current
+from utils.transcripts import asr, check_transcripts, decide, load_ranking, review_rows
+from utils.transcripts.review import check_running, review_row, still_current
 from webui.components import says_errors
 from webui.context import AppContext
 
@@ -24,9 +24,23 @@ METHOD_HELP = ("alignment: a short training of the tiny voice model on this data
                "speech recognizer below; auto: the alignment, plus the recognizer when there is one")
 
 
+REVIEW_UNDECIDED = 300  # the list runs until this many clips without a decision: always that much work on screen
+
+
 def review_frame(ws, name: str) -> pd.DataFrame:
-    rows = review_rows(ws, name) if name else []
+    rows = review_rows(ws, name, undecided=REVIEW_UNDECIDED) if name else []
     return pd.DataFrame(rows, columns=REVIEW_COLUMNS + ["path"]).drop(columns="path")
+
+
+def review_label(ws, name: str, listed: pd.DataFrame) -> str:
+    """The list's title, saying how much of the ranking it shows: a 200k-row ranking is listed a window at a time."""
+    ranking = load_ranking(ws, name) if name else None
+    total = len(ranking["rows"]) if ranking else 0
+    if total <= len(listed):
+        return "Most suspicious first (click one)"
+    todo = int((listed["decision"] == "").sum())
+    return (f"Most suspicious first: ranks 1-{int(listed['rank'].iloc[-1]):,} of {total:,} ({todo} without a decision;"
+            " deciding them brings on the next; click one)")
 
 
 def drafts_frame(ws, name: str) -> pd.DataFrame:
@@ -61,11 +75,12 @@ def run_check(ws, name: str, method: str, progress=None):
     for event in check_transcripts(ws, name, method=method or "auto"):
         if progress is not None and event.total:
             progress(event.fraction, desc=event.message)
-        if lines and event.message == last:  # the same stage moving on: its line is updated, not repeated
+        step = (event.stage, event.total, event.message.split(" (about")[0])  # a count and time left move on
+        if lines and step == last:  # the same stage moving on: its line is updated, not repeated
             lines[-1] = event.format()
         else:
             lines.append(event.format())
-        last = event.message
+        last = step
         yield "\n".join(lines[-30:])
 
 
@@ -89,10 +104,12 @@ def fetch_recognizer(ws, model_id: str, progress=None):
 
 def pick(ws, name: str, row_id: str, drafts: bool = False):
     """(row id, audio path, text to edit) of a row picked in the review list or the drafts list."""
-    rows = asr.draft_rows(ws, name) if drafts else review_rows(ws, name)
-    for r in rows:
-        if r["id"] == row_id:
-            return r["id"], r["path"], r["draft"] if drafts else r["text"]
+    if drafts:
+        found = next((r for r in asr.draft_rows(ws, name) if r["id"] == row_id), None)
+    else:
+        found = review_row(ws, name, row_id)
+    if found:
+        return found["id"], found["path"], found["draft"] if drafts else found["text"]
     raise StudioError(f"Dataset {name!r} has no row {row_id!r} in this list any more; press Refresh.")
 
 
@@ -143,7 +160,8 @@ def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State, decided: gr
     lists = [review, drafts]
 
     def on_lists(n):
-        return review_frame(ws, n), drafts_frame(ws, n)
+        listed = review_frame(ws, n)
+        return gr.update(value=listed, label=review_label(ws, n, listed)), drafts_frame(ws, n)
 
     def on_check(n, m, progress=gr.Progress()):
         yield from run_check(ws, n, m, progress)

@@ -135,7 +135,8 @@ def process_clip(task: dict) -> dict:
         mel_path = Path(task["mel_dir"]) / f"{sha1[:16]}.npy"
         if not mel_path.exists():
             stored, _ = sf.read(io.BytesIO(data), dtype="float32")  # what training will read back
-            store_mel(mel_path, mel_numpy(stored, FeatureConfig.from_dict(task["mel_cfg"])))
+            mel = mel_numpy(stored, FeatureConfig.from_dict(task["mel_cfg"]))
+            store_mel(mel_path, mel, task.get("mel_half", False))
     # where the time goes (seconds), summed by bench/prepare.py
     result["timing"] = {"decode": t1 - t0, "resample": t2 - t1, "trim_normalize": t3 - t2, "write_hash": t4 - t3,
                         "text": t5 - t4, "mel": time.perf_counter() - t5}

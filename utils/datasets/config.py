@@ -33,6 +33,8 @@ class PrepareConfig:
     max_zip_bytes: int = 50 * 1024**3      # total uncompressed size of a zip (zip-bomb guard)
     max_zip_entries: int = 500_000         # entries in a zip (zip-bomb guard)
     max_zip_ratio: int = 200               # uncompressed / compressed size of one entry
+    half_mels: bool = False                # the mel cache in 16-bit floats: half its size, within 0.01 of 32-bit
+    keep_uploads: bool = True              # keep raw/'s copy of the uploads (needed to prepare again) once prepared
 
     def to_dict(self) -> dict:
         return asdict(self)

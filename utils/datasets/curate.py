@@ -45,6 +45,22 @@ def recheck(ws: Workspace, name: str) -> dict:
     return _report(ws, name, meta)
 
 
+def recheck_audio(ws: Workspace, name: str, rows: list[dict]) -> dict:
+    """The noise flag of these rows' audio measured again (their audio changed: music removal accepted or
+    reverted), each row finished against the rest of the table as it is; only these rows are written. Returns the
+    new report summary."""
+    from utils.datasets.clips import measure_in_use
+
+    cfg, meta = _context(ws, name)
+    median = store.rate_median(manifest_folder(ws, name))  # an audio change moves no speaking rate
+    for row in rows:
+        measure_in_use(ws.dataset_dir(name), row, cfg)
+        row["flags"] = checks.flags_of(row["notes"])  # finish_row keeps listed flags: the re-measured ones first
+        finish_row(row, cfg, median)
+    update_rows(ws, name, rows)
+    return _report(ws, name, meta)
+
+
 def apply_edits(ws: Workspace, name: str, edits: list[dict]) -> dict:
     """edits: [{"id", "action": "exclude" | "keep" | "text", "text": str (for "text")}]: only the rows named are
     read and written. Excluded rows stay in the table with excluded=true. Returns the new report summary."""

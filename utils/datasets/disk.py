@@ -239,16 +239,19 @@ def estimate(sources: Iterable[str | Path], where: str | Path, cfg: PrepareConfi
         "raw": scan.raw_bytes,
         "decoded": int(scan.decoded_seconds * DECODED_RATE * 2 * FLAC_RATIO),
         "clips": int(samples * 2) + clips * (44 + per_file),  # 16-bit mono WAV, 44-byte header
-        "mels": (int(4 * feature_cfg.n_mels * (samples / feature_cfg.hop_length + clips)) + clips * (128 + per_file)
-                 if feature_cfg is not None else 0),  # float32 [n_mels, frames], 128-byte .npy header
+        "mels": (int((2 if cfg.half_mels else 4) * feature_cfg.n_mels * (samples / feature_cfg.hop_length + clips))
+                 + clips * (128 + per_file) if feature_cfg is not None else 0),  # [n_mels, frames], .npy header
         "records": clips * RECORD_BYTES,
     }
     total = sum(parts.values())
     usage = shutil.disk_usage(where)
-    return {"parts": parts, "total": total, "seconds": scan.seconds, "clips": clips, "mel_dtype": "float32",
-            "alternatives": {"without_raw": total - parts["raw"], "half_mels": total - parts["mels"] // 2,
-                             "both": total - parts["raw"] - parts["mels"] // 2},
-            "built": {"without_raw": False, "half_mels": False},
+    uploads = parts["raw"] + parts["decoded"]  # deleted once prepared when they are not kept
+    halving = 0 if cfg.half_mels or feature_cfg is None else (parts["mels"] - clips * (128 + per_file)) // 2
+    return {"parts": parts, "total": total, "seconds": scan.seconds, "clips": clips,
+            "mel_dtype": "float16" if cfg.half_mels else "float32", "keep_uploads": cfg.keep_uploads,
+            "after": total - (0 if cfg.keep_uploads else uploads),  # what stays once prepared
+            "alternatives": {"without_raw": total - uploads, "half_mels": total - halving,
+                             "both": total - uploads - halving},
             "linked": scan.linked_bytes, "in_place": scan.in_place_bytes, "guessed": scan.guessed,
             "unreadable": scan.unreadable,
             "where": str(where), "free": usage.free, "disk": usage.total,
@@ -264,16 +267,21 @@ def _names(items: list[str], k: int = 3) -> str:
     return ", ".join(items[:k]) + (f" and {len(items) - k} more" if len(items) > k else "")
 
 
+HALF_MELS_CHOICE = "tick \"Mel cache at half precision\" (--half-mels)"
+DROP_UPLOADS_CHOICE = "untick \"Keep a copy of the uploads\" (--drop-uploads)"
+
+
 def shrink_note(est: dict) -> str:
-    """What would make the dataset smaller, and that those choices are not built yet (so the curator is
-    not sent looking for a switch that does not exist)."""
-    alt = est["alternatives"]
-    said = [f"{_gb(alt['half_mels'])} with the mel cache at half precision"]
-    if est["parts"]["raw"]:  # linked uploads cost nothing: leaving them out would save nothing
-        said = [f"{_gb(alt['without_raw'])} without keeping a copy of the uploads", *said,
-                f"{_gb(alt['both'])} with both"]
-    return (f"It would take {', '.join(said)}, but {'neither choice is' if len(said) > 1 else 'that is not'} built "
-            "yet: free space on that disk (delete old runs or datasets) or prepare fewer of the recordings.")
+    """The choices not taken yet that would make the dataset smaller, each with its size and where to make it;
+    then what else frees room."""
+    alt, p, said = est["alternatives"], est["parts"], []
+    if est["mel_dtype"] == "float32" and p["mels"]:
+        said.append(f"{HALF_MELS_CHOICE}: {_gb(alt['half_mels'])} in all")
+    if est["keep_uploads"] and p["raw"] + p["decoded"]:  # linked uploads cost nothing: dropping them saves nothing
+        said.append(f"{DROP_UPLOADS_CHOICE}: {_gb(alt['without_raw'])} stays once prepared (the copy is needed "
+                    "while preparing, and to prepare again)")
+    return ((f"To make it smaller, {'; or '.join(said)}. " if said else "")
+            + "Or free space on that disk (delete old runs or datasets), or prepare fewer of the recordings.")
 
 
 def describe(est: dict, markdown: bool = True) -> str:
@@ -281,11 +289,13 @@ def describe(est: dict, markdown: bool = True) -> str:
     (Markdown for the Dataset tab, plain for the command line)."""
     b, p = "**" if markdown else "", est["parts"]
     named = [("copy of the uploads", p["raw"]), ("decoded copies", p["decoded"]), ("clips", p["clips"]),
-             ("mel cache (32-bit)", p["mels"]), ("records", p["records"])]
+             (f"mel cache ({16 if est['mel_dtype'] == 'float16' else 32}-bit)", p["mels"]), ("records", p["records"])]
     audio = f"{est['seconds'] / 3600:.1f} h" if est["seconds"] >= 360 else f"{est['seconds'] / 60:.1f} min"
     text = (f"Preparing will take about {b}{_gb(est['total'])}{b} ({audio} of audio, {est['clips']} clips): "
             + ", ".join(f"{part} {_gb(size)}" for part, size in named if size or part == "clips")
             + f"; {_gb(est['free'])} free where the workspace is ({est['where']}).")
+    if est["after"] < est["total"]:
+        text += f" Once prepared, the copy of the uploads is deleted: {_gb(est['after'])} stays."
     if est["linked"]:
         text += f" {_gb(est['linked'])} of uploads are already on that disk and are linked, not copied."
     if est.get("in_place"):

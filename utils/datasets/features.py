@@ -1,4 +1,5 @@
-"""The mel feature cache: `features/<FeatureConfig.key()>/<audio sha1[:16]>.npy`, float32 [n_mels, frames].
+"""The mel feature cache: `features/<FeatureConfig.key()>/<audio sha1[:16]>.npy`, [n_mels, frames] float32, or
+float16 when the dataset was prepared with half_mels (half the disk; read back as float32, within 0.01 of it).
 
 Keyed by the audio's content and the feature configuration, never by path alone: a clip replaced
 by its music-removed version (a different file) gets its own entry. The sha1 of a file is memoized
@@ -69,10 +70,10 @@ def cache_path(ds_dir: Path, sha1: str, cfg: FeatureConfig) -> Path:
     return ds_dir / "features" / cfg.key() / f"{sha1[:16]}.npy"
 
 
-def store_mel(path: Path, mel: np.ndarray) -> None:
-    """Write a cache entry and note its length in the folder's frames index (a training start then
-    needs no file of the cache to know how long each clip is)."""
-    save_npy(path, mel)
+def store_mel(path: Path, mel: np.ndarray, half: bool = False) -> None:
+    """Write a cache entry (in 16-bit floats with `half`) and note its length in the folder's frames index (a
+    training start then needs no file of the cache to know how long each clip is)."""
+    save_npy(path, mel.astype(np.float16) if half else mel)
     append_jsonl_rows(path.parent / FRAMES, [{"entry": path.stem, "frames": int(mel.shape[-1])}])
 
 
@@ -150,14 +151,15 @@ _UNREADABLE = (FileNotFoundError, ValueError, EOFError, OSError)  # a miss, or a
 
 
 def features(ws: Workspace, name: str, row: dict, cfg: FeatureConfig = FeatureConfig()) -> np.ndarray:
-    """Log-mel [n_mels, frames] float32 of a manifest row, computed and cached on a miss."""
+    """Log-mel [n_mels, frames] float32 of a manifest row (a half-precision entry widened), computed and cached on
+    a miss."""
     wav, path = _entry(ws, name, row, cfg)
     try:
-        return np.load(path)
+        return np.load(path).astype(np.float32, copy=False)
     except _UNREADABLE:
         pass
     compute_and_store(wav, path.parent, path.stem, cfg.to_dict())
-    return np.load(path)
+    return np.load(path).astype(np.float32, copy=False)
 
 
 def feature_frames(ws: Workspace, name: str, row: dict, cfg: FeatureConfig = FeatureConfig()) -> int:
@@ -188,9 +190,9 @@ def mel_batch(audios: list[np.ndarray], cfg: FeatureConfig, device: str) -> list
 
 
 def precompute_gpu(ds_dir: Path, rows: list[dict], cfg: FeatureConfig, device: str, cancelled=lambda: False,
-                   batch_seconds: float = 600.0):
-    """Mels for many clips on a GPU: a thread pool reads clips ahead and writes results while the
-    GPU computes batches of similar-length clips (about `batch_seconds` of audio each).
+                   batch_seconds: float = 600.0, half: bool = False):
+    """Mels for many clips on a GPU: a thread pool reads clips ahead and writes results (16-bit with `half`) while
+    the GPU computes batches of similar-length clips (about `batch_seconds` of audio each).
     Yields (clips done, clips to do)."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
@@ -218,7 +220,8 @@ def precompute_gpu(ds_dir: Path, rows: list[dict], cfg: FeatureConfig, device: s
             if k + 2 < len(batches):
                 ahead.append(load(batches[k + 2]))
             for row, mel in zip(batch, mel_batch(audios, cfg, device)):
-                saves.append(pool.submit(store_mel, out_dir / f"{row['sha1'][:16]}.npy", np.ascontiguousarray(mel)))
+                saves.append(pool.submit(store_mel, out_dir / f"{row['sha1'][:16]}.npy", np.ascontiguousarray(mel),
+                                         half))
             while len(saves) > 2048:
                 saves.popleft().result()
             done += len(batch)

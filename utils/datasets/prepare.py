@@ -138,6 +138,9 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
         yield Event("import", 0, len(sources), f"{how} {len(sources)} upload(s) into {raw}"
                     + (" (a folder inside a data folder is read where it is, not copied)" if in_place else ""))
         errors += import_source(sources, raw, cfg, in_place)
+    elif (read_json(ds_dir / "prepare.json", default={}) or {}).get("uploads_dropped"):
+        raise StudioError(f"Dataset {name!r} was prepared without keeping a copy of its uploads, so it cannot be "
+                          "prepared again from them: give the recordings again (upload them, or their path).")
     elif not raw.exists():
         raise StudioError(f"Dataset {name!r} has nothing in raw/; give a zip, folder or files to prepare.")
     else:  # a re-run on what raw/ holds: same format and columns as last time unless told otherwise
@@ -236,7 +239,7 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
                 continue
             tasks.append({"id": it.id, "src": str(it.audio), "source": it.source, "start": it.start, "end": it.end,
                           "out": str(out), "text": it.text, "key": key, **common,
-                          **({"mel_dir": str(mel_dir), "mel_cfg": feature_cfg.to_dict()}
+                          **({"mel_dir": str(mel_dir), "mel_cfg": feature_cfg.to_dict(), "mel_half": cfg.half_mels}
                              if mel_dir and not use_gpu_mels else {})})
         if results:
             yield Event("clips", len(results), len(clips), f"{len(results)} clip(s) already made by an earlier run")
@@ -286,13 +289,20 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
     if use_gpu_mels and rows:
         from utils.datasets.features import precompute_gpu
 
-        for k, total in precompute_gpu(ds_dir, rows, feature_cfg, "cuda", cancelled):
+        for k, total in precompute_gpu(ds_dir, rows, feature_cfg, "cuda", cancelled, half=cfg.half_mels):
             yield Event("features", k, total, "mel features on the GPU")
 
     # 7. the SentencePiece model when the BPE frontend is chosen
     if frontend == "bpe" and rows:
         yield Event("tokenizer", message="training the SentencePiece (BPE) model on the transcripts")
         train_bpe(ds_dir, rows)
+
+    # 8. the copy of the uploads, when the curator chose not to keep it (a dataset that must fit a small disk)
+    if not cfg.keep_uploads and rows and not cancelled():
+        freed = drop_uploads(ds_dir)
+        if freed:
+            yield Event("uploads", message=f"the copy of the uploads in raw/ ({freed / 1e9:.2f} GB) was deleted, as "
+                        "asked: the clips are made; preparing again needs the recordings given again")
     summary = report["summary"]
     level = "info" if rows else "error"
     yield Event("done", len(rows), len(rows), describe(summary), level=level, result={"name": name, **summary})
@@ -365,6 +375,25 @@ class Pace:
         left = (self.total - self.done) * wall / max(self.done, 1)
         return (f"{self.seconds / 3600:.2f} h of audio done at {self.seconds / wall / 60:.2f} h a minute"
                 + (f", about {say_duration(left)} left" if self.done < self.total else ""))
+
+
+def drop_uploads(ds_dir: Path) -> int:
+    """Delete raw/'s copies of the uploads and decoded/'s decodings of them, once the clips are made; links into
+    the owner's data folders (read in place) are left, and what they point at is never touched. Notes the drop in
+    prepare.json (a re-run from raw/ is then refused with why). Returns the bytes freed."""
+    from utils.datasets.disk import folder_bytes
+
+    freed = 0
+    for top in (ds_dir / "raw", ds_dir / "decoded"):
+        for entry in (sorted(top.iterdir()) if top.is_dir() else []):
+            if entry.is_symlink():
+                continue
+            freed += folder_bytes(entry) if entry.is_dir() else entry.stat().st_size
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    if freed:
+        meta = read_json(ds_dir / "prepare.json", default={}) or {}
+        atomic_write_json(ds_dir / "prepare.json", {**meta, "uploads_dropped": True})
+    return freed
 
 
 def _cancelled() -> Iterator[Event]:

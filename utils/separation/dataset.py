@@ -166,37 +166,36 @@ def accept(ws: Workspace, name: str, ids: list[str] | None = None) -> int:
             return separated_audio(row)
         return None
 
-    return _repoint(ws, name, target)
+    candidates = sorted(picked) if picked else [i for (i,) in store_query(
+        ws, name, "SELECT id FROM rows WHERE music_separated = 1 AND music_score >= ? ORDER BY pos", (CLEAR,))]
+    return _repoint(ws, name, candidates, target)
 
 
 def revert(ws: Workspace, name: str) -> int:
     """Point every row back at the curator's original clip. Returns how many rows changed."""
-    return _repoint(ws, name, lambda row, folder: original_audio(row)
+    playing_separated = [i for (i,) in store_query(ws, name, "SELECT id FROM rows WHERE audio LIKE ? ORDER BY pos",
+                                                  (SEPARATED + "/%",))]
+    return _repoint(ws, name, playing_separated, lambda row, folder: original_audio(row)
                     if row.get("audio", "").startswith(SEPARATED + "/") else None)
 
 
-def _rechecked(ws: Workspace, name: str, count: int) -> int:
-    """After rows changed audio, their flags describe the audio they play now (a clip cleaned of its music is no
-    longer noisy), and the Dataset tab's report says so."""
-    if count:
-        from utils.datasets.curate import recheck
+def _repoint(ws: Workspace, name: str, candidates: list[str], target) -> int:
+    """`audio` = target(row) for each candidate row that gets one, with the flags of the audio it plays now (a clip
+    cleaned of its music is no longer noisy) and the report's counts; only the candidates are read and only the
+    rows that changed are written, so an accept costs the clips it moves, not the dataset. Returns how many."""
+    from utils.datasets.curate import recheck_audio
 
-        recheck(ws, name)
-    return count
-
-
-def _repoint(ws: Workspace, name: str, target) -> int:
-    """Rewrite the manifest with `audio` = target(row) wherever it gives one, then the flags of what changed (a
-    re-check); returns how many rows changed."""
     folder, changed = ws.dataset_dir(name), []
-    for row in load_manifest(ws, name):
+    found = get_rows(ws, name, candidates)
+    for row in (found[i] for i in candidates if i in found):
         audio = target(row, folder)
         if audio is not None:
             row["audio"] = audio
             _rehash(row, folder)
             changed.append(row)
-    update_rows(ws, name, changed)
-    return _rechecked(ws, name, len(changed))
+    if changed:
+        recheck_audio(ws, name, changed)
+    return len(changed)
 
 
 def _rehash(row: dict, folder: Path) -> None:

@@ -431,10 +431,37 @@ def draft_rows(ws: Workspace, dataset: str) -> list[dict]:
 # ------------------------------------------------------------------------------------ checking
 def compare_with_transcripts(ws: Workspace, dataset: str, rows: list[dict], device: str = "auto",
                              folder: Path | None = None):
-    """Generator of events; returns {row id: character error rate of the recognizer against the transcript}."""
+    """Generator of events; returns {row id: character error rate of the recognizer against the transcript}.
+    What the recognizer heard is kept (datasets/<name>/transcript_check.heard.jsonl) as it goes: a check cut off,
+    or a later check after texts were fixed, hears again only clips whose audio or recognizer changed."""
     from utils.transcripts.cer import cer
+    from utils.transcripts.progress import Progress
 
-    heard = yield from transcribe_rows(ws, dataset, rows, device=device, folder=folder)
+    folder = folder or required(ws)
+    about = notice(folder)
+    log, by_id = Progress(ws.dataset_dir(dataset) / "transcript_check.heard.jsonl"), {r["id"]: r for r in rows}
+    header, lines = log.read()
+    recognizer = {"model": about.get("source", ""), "lang": about.get("lang", "")}
+    if header != recognizer:
+        log.start(recognizer)  # another recognizer hears otherwise: what the last one heard is forgotten
+        lines = []
+    heard = {line["id"]: (line["text"], line["confidence"]) for line in lines
+             if line["id"] in by_id and line.get("sha1") and line["sha1"] == by_id[line["id"]].get("sha1")}
+    todo = [r for r in rows if r["id"] not in heard]
+    if heard:
+        yield Event(STAGE, len(heard), len(rows), f"{len(heard)} clip(s) heard before by this recognizer (same audio)"
+                                                  f"; {len(todo)} to recognise")
+    kept: set[str] = set(heard)
+
+    def keep(results: dict) -> None:  # appends what was heard since the last call
+        log.append([{"id": i, "sha1": by_id[i].get("sha1"), "text": text, "confidence": round(float(conf), 3)}
+                    for i, (text, conf) in results.items() if i not in kept])
+        kept.update(results)
+
+    if todo:
+        fresh = yield from transcribe_rows(ws, dataset, todo, device=device, folder=folder, keep=keep)
+        keep(fresh)
+        heard.update(fresh)
     texts = {r["id"]: r.get("normalized") or r.get("text") or "" for r in rows}
     return {rid: cer(texts[rid], text) for rid, (text, _) in heard.items()}
 

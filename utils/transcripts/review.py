@@ -10,43 +10,85 @@ from utils.events import StudioError
 from utils.workspace import Workspace, atomic_write_json, read_json
 
 DECISIONS = {"keep": "keep", "exclude": "exclude", "text": "text fixed"}
+DECISIONS_FILE = "transcript_decisions.json"  # {row id: decision}: a decision writes this small file, not the ranking
+_loaded: dict = {}  # the last ranking read, by file version: a 200k-row ranking is parsed once, not on every click
 
 
 def load_ranking(ws: Workspace, dataset: str) -> dict | None:
-    """The last check's file (see scoring.check_transcripts), or None when the dataset was never checked."""
+    """The last check's file (see scoring.check_transcripts) with the curator's decisions on its rows, or None when
+    the dataset was never checked. Shared and cached: callers read it, never change it."""
     from utils.transcripts.scoring import check_path
 
-    return read_json(check_path(ws, dataset), default=None)
+    path = check_path(ws, dataset)
+    try:
+        version = (str(path), path.stat().st_mtime_ns, path.stat().st_size)
+    except FileNotFoundError:
+        return None
+    if _loaded.get("version") != version:
+        ranking = read_json(path, default=None)
+        index = {r["id"]: i for i, r in enumerate(ranking["rows"])} if ranking else {}
+        _loaded.clear()
+        _loaded.update(version=version, ranking=ranking, index=index)
+    ranking, index = _loaded["ranking"], _loaded["index"]
+    for row_id, action in decisions(ws, dataset).items():
+        if row_id in index:
+            ranking["rows"][index[row_id]]["decision"] = action
+    return ranking
+
+
+def decisions(ws: Workspace, dataset: str) -> dict[str, str]:
+    return read_json(ws.dataset_dir(dataset) / DECISIONS_FILE, default={}) or {}
+
+
+def ranked_row(ws: Workspace, dataset: str, row_id: str) -> tuple[int, dict] | None:
+    """(rank, the ranking's entry) of one row, found by its id without walking the ranking."""
+    ranking = load_ranking(ws, dataset)
+    i = _loaded["index"].get(row_id) if ranking else None
+    return (i + 1, ranking["rows"][i]) if i is not None else None
 
 
 CHANGED = "text changed since the check"
 
 
-def review_rows(ws: Workspace, dataset: str, limit: int | None = None) -> list[dict]:
+def review_rows(ws: Workspace, dataset: str, undecided: int | None = None) -> list[dict]:
     """Worst first: {"rank", "id", "score", "reason", "text", "decision", "path"} (rows since deleted from
     the manifest are left out; a row whose text changed since the check says so in its reason, unless the change
-    is this list's own "text fixed": its score is about the old text)."""
+    is this list's own "text fixed": its score is about the old text). `undecided`: the list ends once it holds
+    that many rows without a decision (decided rows stay in place), so it always offers that much work, and a
+    page of a 200k-row ranking reads only its own rows."""
     from utils.datasets import get_rows
 
     ranking = load_ranking(ws, dataset)
     if not ranking:
         return []
-    ds_dir, ranked, out = ws.dataset_dir(dataset), ranking["rows"], []
-    step = max(200, 2 * (limit or 0))  # the rows of a chunk of the ranking at a time: a page reads a page's rows
+    ranked, out, todo = ranking["rows"], [], 0
+    step = max(200, 2 * (undecided or 0))  # the rows of a chunk of the ranking at a time
     for start in range(0, len(ranked), step):
         rows = get_rows(ws, dataset, [r["id"] for r in ranked[start:start + step]])
         for rank, r in enumerate(ranked[start:start + step], start + 1):
-            row = rows.get(r["id"])
-            if row is None:
-                continue
-            decision = DECISIONS.get(r.get("decision") or "", "")
-            if not decision and row.get("excluded"):
-                decision = "excluded"
-            out.append({"rank": rank, "id": r["id"], "score": r["score"], "reason": _reason(r, row),
-                        "text": row["text"], "decision": decision, "path": str(ds_dir / row["audio"])})
-        if limit and len(out) >= limit:
-            break
-    return out[:limit] if limit else out
+            if rows.get(r["id"]) is not None:
+                out.append(_listed(ws, dataset, rank, r, rows[r["id"]]))
+                todo += not out[-1]["decision"]
+            if undecided and todo >= undecided:
+                return out
+    return out
+
+
+def _listed(ws: Workspace, dataset: str, rank: int, ranked: dict, row: dict) -> dict:
+    decision = DECISIONS.get(ranked.get("decision") or "", "")
+    if not decision and row.get("excluded"):
+        decision = "excluded"
+    return {"rank": rank, "id": ranked["id"], "score": ranked["score"], "reason": _reason(ranked, row),
+            "text": row["text"], "decision": decision, "path": str(ws.dataset_dir(dataset) / row["audio"])}
+
+
+def review_row(ws: Workspace, dataset: str, row_id: str) -> dict | None:
+    """One row of the review list (as review_rows gives it), read alone: a click on the list costs one row."""
+    from utils.datasets import get_rows
+
+    found = ranked_row(ws, dataset, row_id)
+    row = get_rows(ws, dataset, [row_id]).get(row_id) if found else None
+    return _listed(ws, dataset, found[0], found[1], row) if row is not None else None
 
 
 def _reason(ranked: dict, row: dict) -> str:
@@ -60,19 +102,14 @@ def _reason(ranked: dict, row: dict) -> str:
 def decide(ws: Workspace, dataset: str, row_id: str, action: str, text: str = "") -> str:
     """keep | exclude | text (with the corrected transcript). Returns a one-line confirmation."""
     from utils import datasets
-    from utils.transcripts.scoring import check_path
 
     if action not in DECISIONS:
         raise StudioError(f"Unknown decision {action!r}; use keep, exclude or text.")
     if action == "text" and not (text or "").strip():
         raise StudioError(f"Type the corrected transcript of {row_id} first (or choose Exclude).")
     summary = datasets.apply_edits(ws, dataset, [{"id": row_id, "action": action, "text": text}])
-    ranking = load_ranking(ws, dataset)
-    if ranking:
-        for r in ranking["rows"]:
-            if r["id"] == row_id:
-                r["decision"] = action
-        atomic_write_json(check_path(ws, dataset), ranking)
+    if ranked_row(ws, dataset, row_id):
+        atomic_write_json(ws.dataset_dir(dataset) / DECISIONS_FILE, {**decisions(ws, dataset), row_id: action})
     return f"{row_id}: {DECISIONS[action]} saved · {summary['usable_clips']} usable clips"
 
 
@@ -92,8 +129,8 @@ def still_current(ws: Workspace, dataset: str, method: str) -> str | None:
     """When the last check was made, if a new check would only repeat it: the same method (for "auto", alignment
     plus the recognizer when the workspace has one) and every transcript it would score the one it scored. None
     when a new check may find something else."""
+    from utils.datasets.manifest import store_query
     from utils.transcripts import asr
-    from utils.transcripts.scoring import candidate_rows
 
     ranking = load_ranking(ws, dataset)
     if not ranking:
@@ -102,7 +139,9 @@ def still_current(ws: Workspace, dataset: str, method: str) -> str | None:
     if ranking.get("method") != wanted:
         return None
     checked = {r["id"]: r.get("text") for r in ranking.get("rows", [])}
-    rows, _ = candidate_rows(ws, dataset)
-    if any(checked.get(r["id"]) != (r.get("text") or "") for r in rows):
+    # the rows a new check would score (scoring.candidate_rows), their texts read by SQLite: no row is decoded here
+    now = store_query(ws, dataset, "SELECT id, coalesce(json_extract(data, '$.text'), '') FROM rows "
+                                   "WHERE excluded = 0 AND has_text = 1")
+    if any(checked.get(rid) != text for rid, text in now):
         return None
     return ranking.get("created") or "before"

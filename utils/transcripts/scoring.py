@@ -43,12 +43,16 @@ def plan_steps(frames: list[int]) -> int:
     return int(min(MAX_STEPS, max(MIN_STEPS, 60 * batches)))
 
 
+CHECKED_KEYS = ("id", "audio", "sha1", "text", "normalized", "phonemes", "duration", "speaker", "excluded")  # what a
+# check reads of a row: a 200k-row dataset's notes and measurements stay on disk
+
+
 def candidate_rows(ws: Workspace, dataset: str) -> tuple[list[dict], list[dict]]:
     """(rows to score, rows left out with why): excluded rows and rows without text are not ranked."""
     from utils.datasets import load_manifest
 
     rows, skipped = [], []
-    for r in load_manifest(ws, dataset):
+    for r in load_manifest(ws, dataset, keys=CHECKED_KEYS):
         if r.get("excluded"):
             skipped.append({"id": r["id"], "why": "excluded"})
         elif not (r.get("normalized") or r.get("text") or "").strip():
@@ -131,6 +135,7 @@ def _check(ws: Workspace, dataset: str, method: str, steps: int | None, device: 
     for r in ranked:
         r["text"] = checked[r["id"]]  # what was checked: the review list marks a row whose text changed since
     result = _write(ws, dataset, "+".join(used), ranked, skipped, time.time() - started)
+    progress_log(ws, dataset).remove()  # the check is whole: the next one trains its aligner afresh
     yield Event(STAGE, 1, 1, f"{len(ranked)} clips ranked in {result['seconds']:.0f} s; most suspicious first in "
                              f"{check_path(ws, dataset)}", result=result)
     return result
@@ -169,23 +174,61 @@ def _write(ws: Workspace, dataset: str, method: str, ranked: list[dict], skipped
 
 
 # ------------------------------------------------------------------------------ alignment route
+def progress_log(ws: Workspace, dataset: str):
+    """The clips an unfinished check has aligned, and the aligner it trained (utils.transcripts.progress)."""
+    from utils.transcripts.progress import Progress
+
+    return Progress(ws.dataset_dir(dataset) / "transcript_check.progress.jsonl")
+
+
 def _alignment(ws: Workspace, dataset: str, rows: list[dict], steps: int | None, device: str):
-    """Train the aligner (say how long first), then align every clip. Returns {"signals", "problems"}."""
+    """Train the aligner (say how long first), then align every clip; a check cut off before goes on with its
+    trained aligner and the clips it aligned. Returns {"signals", "problems"}."""
     from utils.datasets.features import feature_frames
     from utils.events import say_duration
+    from utils.transcripts.progress import stamp
 
     frames = [feature_frames(ws, dataset, r) for r in rows]
     steps = steps or plan_steps(frames)
-    yield Event(STAGE, 0, 0, "measuring how fast this machine trains the aligner")
-    seconds = estimate_seconds(len(rows), max(frames), steps, device)
-    yield Event(STAGE, 0, 0, f"this will take about {say_duration(seconds)} (an estimate from a few training steps "
-                             f"timed just now; other work on this machine slows it): a {steps}-step training of the "
-                             f"tiny voice model on {len(rows)} clips, then aligning each clip")
-    checkpoint = yield from train_aligner(ws, dataset, steps, device)
+    log = progress_log(ws, dataset)
+    checkpoint, done = _resumable(log, steps)
+    if checkpoint is None:
+        yield Event(STAGE, 0, 0, "measuring how fast this machine trains the aligner")
+        seconds = estimate_seconds(len(rows), max(frames), steps, device)
+        yield Event(STAGE, 0, 0, f"this will take about {say_duration(seconds)} (an estimate from a few training "
+                                 f"steps timed just now; other work on this machine slows it): a {steps}-step training"
+                                 f" of the tiny voice model on {len(rows)} clips, then aligning each clip")
+        checkpoint = yield from train_aligner(ws, dataset, steps, device)
+        log.start({"checkpoint": str(checkpoint), "aligner": stamp(checkpoint), "steps": steps})
+    else:
+        left = sum(1 for r in rows if done.get(r["id"], {}).get("key") != row_key(r))
+        yield Event(STAGE, 0, 0, f"going on with the check that was cut off: its aligner is trained and "
+                                 f"{len(rows) - left} of {len(rows)} clips are aligned; {left} to align")
     try:
-        return (yield from align_all(ws, dataset, rows, checkpoint, device))
+        return (yield from align_all(ws, dataset, rows, checkpoint, device, done=done, keep=log.append))
     finally:
         release_gpu_memory()
+
+
+def _resumable(log, steps: int) -> tuple[Path | None, dict[str, dict]]:
+    """(the aligner of a check cut off after its training, {row id: its saved result}), or (None, {}) when there is
+    none, it was trained for another number of steps, or its checkpoint is no longer the one it saved."""
+    from utils.transcripts.progress import stamp
+
+    header, lines = log.read()
+    path = Path(header["checkpoint"]) if header.get("checkpoint") else None
+    if path is None or header.get("steps") != steps or not path.is_dir() or stamp(path) != header.get("aligner"):
+        return None, {}
+    return path, {line["id"]: line for line in lines}
+
+
+def row_key(row: dict) -> str:
+    """What a clip's alignment depends on (its audio and its text): a saved result with another key is stale."""
+    import hashlib
+    import json
+
+    what = [row.get("sha1") or row.get("audio"), row.get("text"), row.get("normalized"), row.get("phonemes")]
+    return hashlib.sha1(json.dumps(what, ensure_ascii=False).encode("utf-8")).hexdigest()[:16]
 
 
 def release_gpu_memory() -> None:
@@ -200,12 +243,17 @@ def release_gpu_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def align_all(ws: Workspace, dataset: str, rows: list[dict], checkpoint: Path, device: str = "auto"):
+def align_all(ws: Workspace, dataset: str, rows: list[dict], checkpoint: Path, device: str = "auto",
+              done: dict[str, dict] | None = None, keep=None):
     """Every row's alignment signals under a trained checkpoint. Returns {"signals", "problems"}; a problem is
-    a row the aligner cannot lay out at all (no readable sounds, more sounds than frames), said in words."""
+    a row the aligner cannot lay out at all (no readable sounds, more sounds than frames), said in words.
+    `done` {row id: saved result}: rows whose saved result still holds (same row_key) are not aligned again;
+    `keep(results)` is given each batch of new results as it is made (the check's progress log)."""
     from utils.datasets import features
+    from utils.events import say_duration
     from utils.transcripts.signals import codebook
 
+    done = done or {}
     model, config = _load(checkpoint, device)
     frontend = _frontend(config, rows)
     speakers = config.get("speakers") or ["default"]
@@ -213,27 +261,58 @@ def align_all(ws: Workspace, dataset: str, rows: list[dict], checkpoint: Path, d
     encoded = [(r, frontend.encode_row(r)) for r in rows]
     sounds = codebook(model, [(t, _speaker(speakers, r)) for r, t in encoded if t])
     by_length = sorted((len(t), i) for i, (_, t) in enumerate(encoded) if t)
-    out, problems = {}, {}
-    for i, (r, tokens) in enumerate(encoded):
-        mel = (features(ws, dataset, r) - mean) / std
-        if not tokens:
-            problems[r["id"]] = "the text has no readable Amharic sounds"
-        elif mel.shape[-1] < (2 * len(tokens) + 1 if model.cfg.add_blank else len(tokens)):
-            problems[r["id"]] = "the text is far longer than the speech (more sounds than the clip has frames)"
-        else:
-            others = [encoded[j][1] for j in _neighbours(by_length, i, len(tokens))]
-            out[r["id"]] = _align_one(model, tokens, mel, _speaker(speakers, r), sounds, others)
-        if i % 20 == 0 or i == len(rows) - 1:
-            yield Event(STAGE, i + 1, len(rows), "aligning each transcript to its audio")
+    out, problems, new, started = {}, {}, [], time.perf_counter()
+    todo = [i for i, (r, _) in enumerate(encoded) if done.get(r["id"], {}).get("key") != row_key(r)]
+    for r, _ in encoded:
+        saved = done.get(r["id"])
+        if saved and saved.get("key") == row_key(r):
+            (problems if "problem" in saved else out)[r["id"]] = saved.get("problem") or saved["signals"]
+    try:
+        for n, i in enumerate(todo, 1):
+            r, tokens = encoded[i]
+            mel = (features(ws, dataset, r) - mean) / std
+            line = {"id": r["id"], "key": row_key(r)}
+            if not tokens:
+                line["problem"] = problems[r["id"]] = "the text has no readable Amharic sounds"
+            elif mel.shape[-1] < (2 * len(tokens) + 1 if model.cfg.add_blank else len(tokens)):
+                line["problem"] = problems[r["id"]] = ("the text is far longer than the speech (more sounds than the "
+                                                       "clip has frames)")
+            else:
+                others = [encoded[j][1] for j in _neighbours(by_length, i, len(tokens))]
+                line["signals"] = out[r["id"]] = _align_one(model, tokens, mel, _speaker(speakers, r), sounds, others)
+            new.append(line)
+            if n % SAVE_EVERY == 0 or n == len(todo):
+                if keep is not None:
+                    keep(new)
+                new = []
+                left = (len(todo) - n) * (time.perf_counter() - started) / n
+                yield Event(STAGE, len(rows) - len(todo) + n, len(rows), "aligning each transcript to its audio"
+                            + (f" (about {say_duration(left)} left)" if n < len(todo) else ""))
+    finally:  # cut off (a closed page): the results made since the last batch are kept too
+        if keep is not None:
+            keep(new)
     return {"signals": out, "problems": problems}
 
 
+SAVE_EVERY = 20  # clips aligned between two saves of the check's progress (and two progress events)
 CONTRAST_TEXTS = 3  # other transcripts each clip is also aligned with: its own must fit clearly better
 
 
 def _neighbours(by_length: list[tuple[int, int]], i: int, n: int) -> list[int]:
-    """The other rows whose transcripts are closest in length to row i's (n symbols)."""
-    near = sorted(by_length, key=lambda li: abs(li[0] - n))
+    """The other rows whose transcripts are closest in length to row i's (n symbols), ties in the order of
+    `by_length` (sorted by length, then row). Looked up by bisection in the sorted list: sorting every row's
+    distance for each clip cost O(N log N) a clip, hours at 200k clips."""
+    import bisect
+
+    want = CONTRAST_TEXTS + 1  # row i itself may be among the nearest
+    pos = bisect.bisect_left(by_length, (n, -1))
+    nearest = sorted(abs(length - n) for length, _ in by_length[max(0, pos - want):pos + want])
+    if not nearest:
+        return []
+    reach = nearest[min(want, len(nearest)) - 1]  # every row at this distance or nearer is a candidate
+    lo, hi = bisect.bisect_left(by_length, (n - reach, -1)), bisect.bisect_right(by_length, (n + reach, 1 << 62))
+    window = by_length[lo:hi]
+    near = sorted(window, key=lambda li: abs(li[0] - n))
     return [j for _, j in near if j != i][:CONTRAST_TEXTS]
 
 

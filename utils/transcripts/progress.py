@@ -1,0 +1,59 @@
+"""What a long transcript check has done so far, kept on disk so that a check cut off (a closed page, a reset
+runtime) goes on where it stopped: a 200-hour dataset takes hours to align on a CPU.
+
+An append-only JSON-lines file: the first line is a header saying what the lines are valid for, each further line is
+one clip's result. Lines are flushed and synced as each batch is appended; a line torn by a cut is ignored when read,
+so a cut loses at most the batch being written.
+
+    log = Progress(path)
+    log.start({"aligner": stamp})          # a fresh file (replaces any)
+    log.append([{"id": ..., "key": ..., ...}, ...])
+    header, lines = log.read()             # ({}, []) when there is none
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from utils.workspace import atomic_write_text
+
+
+class Progress:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def start(self, header: dict) -> None:
+        atomic_write_text(self.path, json.dumps(header, ensure_ascii=False) + "\n")
+
+    def append(self, lines: list[dict]) -> None:
+        if not lines:
+            return
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
+            f.flush()
+            os.fsync(f.fileno())
+
+    def read(self) -> tuple[dict, list[dict]]:
+        if not self.path.exists():
+            return {}, []
+        parsed = []
+        with open(self.path, encoding="utf-8") as f:
+            for text in f:
+                try:
+                    parsed.append(json.loads(text))
+                except json.JSONDecodeError:
+                    break  # a line torn by a cut ends what was written
+        return (parsed[0], parsed[1:]) if parsed else ({}, [])
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def stamp(path: Path) -> str:
+    """Which version of a file or checkpoint folder this is (each file's size and modification time): a retrained
+    aligner's is another."""
+    path = Path(path)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    return ";".join(f"{p.relative_to(path) if p != path else p.name}:{p.stat().st_mtime_ns}:{p.stat().st_size}"
+                    for p in files)
