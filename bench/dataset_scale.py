@@ -8,8 +8,8 @@ For each size a table of unique rows (real Amharic sentences, each row's own tex
 few flags; no audio: no click here opens one) is saved as preparation saves it, then, in a fresh process like the
 app's, each click is timed (median of --repeat): select the dataset (summary, both plots, the first page), open a
 row, fix a text, exclude, turn to a page deep in the table, the Training tab's hours and Start's check. The
-trainer's read of every row (`training_rows`, the fields it reads) is timed last, after one Re-check (every
-row's text checks again). The transcript review's clicks run on a made-up ranking of every row (the list, a pick,
+trainer's read of every row (`training_rows`, the fields it reads) is timed next, and one Re-check (every row's
+text checks again, a batch behind one button) last. The transcript review's clicks run on a made-up ranking of every row (the list, a pick,
 a decision, a press of Check; "first" is the list drawn once with the ranking not yet parsed). "jsonl" columns
 time what each edit cost before (read every row, write the whole file back). Peak memory: the process's
 high-water RSS after the clicks (the app's imports included), and after the trainer's read (before the old edit is
@@ -114,7 +114,6 @@ def _clicks(root: str, n: int, repeat: int, result) -> None:
     for name, fn in clicks.items():
         result[name] = _timed(fn, repeat)
     result["clicks_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    result["recheck"] = _timed(lambda: datasets.recheck(ws, "big"), 1)  # every row's text checks again: a batch
     from utils.training.data import training_rows
 
     t = time.perf_counter()
@@ -125,6 +124,7 @@ def _clicks(root: str, n: int, repeat: int, result) -> None:
     del train, val
     old = Path(root) / "old.jsonl"  # last: it reads every row whole
     result["jsonl_edit"] = _timed(lambda: write_jsonl(old, read_jsonl(old)), repeat)
+    result["recheck"] = _timed(lambda: datasets.recheck(ws, "big"), 1)  # every row's text checks again: a batch
 
 
 def _in_child(target, *args) -> dict:

@@ -342,3 +342,9 @@ def test_batch_feature_pass_matches_the_on_demand_cache(tmp_path):
         stored = np.load(cache_path(ds, r["sha1"], cfg))
         audio, _ = load_audio(ds / r["audio"])
         np.testing.assert_allclose(stored, log_mel(audio, cfg).numpy(), atol=1e-4)
+        cache_path(ds, r["sha1"], cfg).unlink()
+    list(precompute_gpu(ds, rows, cfg, "cpu", half=True))  # a dataset prepared with the mel cache at half precision
+    for r in rows:
+        half = np.load(cache_path(ds, r["sha1"], cfg))
+        audio, _ = load_audio(ds / r["audio"])
+        assert half.dtype == np.float16 and np.abs(half - log_mel(audio, cfg).numpy()).max() < 0.01

@@ -72,8 +72,10 @@ def test_a_one_row_edit_flags_its_speaking_rate_as_a_full_recheck_would(ws):
     datasets.apply_edits(ws, "big", [{"id": "r00011", "action": "text", "text": fast}])
     edited = datasets.review_row(ws, "big", "r00011")
     assert "rate_outlier" in edited["flags"]
-    datasets.recheck(ws, "big")
+    told = []
+    datasets.recheck(ws, "big", lambda fraction, text: told.append((fraction, text)))  # a long batch says how far
     assert datasets.review_row(ws, "big", "r00011")["flags"] == edited["flags"]
+    assert told and told[0] == (0.0, "checking row 1 of 260")
 
 
 def _crash_while_writing(folder):

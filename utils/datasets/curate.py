@@ -29,17 +29,23 @@ def _report(ws: Workspace, name: str, meta: dict) -> dict:
                         {"frontend": meta.get("frontend", "phoneme")})["summary"]
 
 
-def recheck(ws: Workspace, name: str) -> dict:
+RECHECK_STEP = 2000  # rows between two progress reports of a Re-check (about 2 s; 200k rows take minutes)
+
+
+def recheck(ws: Workspace, name: str, progress=None) -> dict:
     """Run the text checks (with the current frontend) and the table checks again, and measure the noise of the
     audio each row plays now (a clip whose music removal was accepted is measured as it is now); the other audio
-    flags measured at preparation stay. Returns the new report summary."""
+    flags measured at preparation stay. `progress(fraction, text)` is told how far it is. Returns the new report
+    summary."""
     from utils.datasets.clips import measure_in_use
 
     cfg, meta = _context(ws, name)
     rows = load_manifest(ws, name)
-    for r in rows:
+    for i, r in enumerate(rows):
         measure_in_use(ws.dataset_dir(name), r, cfg)
         check_row_text(r, cfg)
+        if progress is not None and i % RECHECK_STEP == 0:
+            progress(i / len(rows), f"checking row {i + 1:,} of {len(rows):,}")
     finish_rows(rows, cfg)
     save_manifest(ws, name, rows)
     return _report(ws, name, meta)

@@ -67,7 +67,12 @@ def record_digests(ds_dir: Path, files: list[tuple[Path, str]]) -> None:
 
 
 def cache_path(ds_dir: Path, sha1: str, cfg: FeatureConfig) -> Path:
-    return ds_dir / "features" / cfg.key() / f"{sha1[:16]}.npy"
+    return ds_dir / "features" / _key(cfg) / f"{sha1[:16]}.npy"
+
+
+@lru_cache(maxsize=16)
+def _key(cfg: FeatureConfig) -> str:
+    return cfg.key()  # a hash of the configuration: once per configuration, not once per clip (200k at a start)
 
 
 def store_mel(path: Path, mel: np.ndarray, half: bool = False) -> None:
@@ -133,12 +138,27 @@ def compute_and_store(wav: Path, mel_dir: Path, sha1: str, cfg_dict: dict, devic
 def _entry(ws: Workspace, name: str, row: dict, cfg: FeatureConfig) -> tuple[Path, Path]:
     """(audio file, cache entry) of a manifest row: the entry is named by the audio's content."""
     ds_dir = _dataset_root(ws.root, name)
-    wav = (ds_dir / row["audio"]).resolve()
+    wav = _resolved(ds_dir, row["audio"])
     if not wav.is_relative_to(ds_dir):
         raise StudioError(f"row {row.get('id')!r}: audio path {row['audio']!r} points outside the dataset.")
     if not wav.exists():
         raise StudioError(f"row {row.get('id')!r}: {row['audio']} is missing; run prepare again.")
     return wav, cache_path(ds_dir, content_sha1(wav, ds_dir, resolved=True), cfg)
+
+
+def _resolved(ds_dir: Path, audio: str) -> Path:
+    """`ds_dir / audio` with every link and `..` resolved, as Path.resolve gives it, but with its folder resolved once
+    (a resolve costs a system call per path component: 0.1 ms a clip, 20 s for 200k clips at a training start)."""
+    rel = Path(audio)
+    if rel.name in ("", ".", ".."):
+        return (ds_dir / rel).resolve()
+    path = _resolved_folder(ds_dir / rel.parent) / rel.name
+    return path.resolve() if path.is_symlink() else path
+
+
+@lru_cache(maxsize=256)
+def _resolved_folder(folder: Path) -> Path:
+    return folder.resolve()
 
 
 @lru_cache(maxsize=64)
