@@ -1,39 +1,55 @@
 """The review list: the saved ranking joined with the manifest, and the curator's decisions on it.
 
 A decision is saved exactly like a row edit on the Dataset tab (`utils.datasets.apply_edits`: keep,
-exclude, or a fixed text, which re-runs the text checks), and is also noted in the ranking file so the
-list shows what was decided; a later check carries those notes over.
+exclude, or a fixed text, which re-runs the text checks), and is also noted in a small decisions file beside the
+ranking (transcript_decisions.json, {row id: decision}) so the list shows what was decided; a later check's
+ranking shows those notes too. The ranking file itself is written only by a check.
 """
 from __future__ import annotations
+
+import threading
 
 from utils.events import StudioError
 from utils.workspace import Workspace, atomic_write_json, read_json
 
 DECISIONS = {"keep": "keep", "exclude": "exclude", "text": "text fixed"}
 DECISIONS_FILE = "transcript_decisions.json"  # {row id: decision}: a decision writes this small file, not the ranking
-_loaded: dict = {}  # the last ranking read, by file version: a 200k-row ranking is parsed once, not on every click
+_LOADED: dict[str, tuple] = {}  # ranking file -> (its version, the ranking, {id: position}): parsed once per version
+_LOCK = threading.Lock()  # the UI's handlers run in threads: one ranking is parsed and stored at a time
+KEEP_RANKINGS = 4  # rankings held at once (about 175 MB each at 200k rows)
 
 
 def load_ranking(ws: Workspace, dataset: str) -> dict | None:
     """The last check's file (see scoring.check_transcripts) with the curator's decisions on its rows, or None when
     the dataset was never checked. Shared and cached: callers read it, never change it."""
+    found = _ranking(ws, dataset)
+    return found[0] if found else None
+
+
+def _ranking(ws: Workspace, dataset: str) -> tuple[dict, dict[str, int]] | None:
+    """(the ranking with its decisions, {row id: position in it}), parsed again only when the file changed."""
     from utils.transcripts.scoring import check_path
 
     path = check_path(ws, dataset)
     try:
-        version = (str(path), path.stat().st_mtime_ns, path.stat().st_size)
+        version = (path.stat().st_mtime_ns, path.stat().st_size)
     except FileNotFoundError:
         return None
-    if _loaded.get("version") != version:
-        ranking = read_json(path, default=None)
-        index = {r["id"]: i for i, r in enumerate(ranking["rows"])} if ranking else {}
-        _loaded.clear()
-        _loaded.update(version=version, ranking=ranking, index=index)
-    ranking, index = _loaded["ranking"], _loaded["index"]
-    for row_id, action in decisions(ws, dataset).items():
-        if row_id in index:
-            ranking["rows"][index[row_id]]["decision"] = action
-    return ranking
+    with _LOCK:
+        held = _LOADED.get(str(path))
+        if held is None or held[0] != version:
+            ranking = read_json(path, default=None)
+            if not ranking:
+                return None
+            held = (version, ranking, {r["id"]: i for i, r in enumerate(ranking["rows"])})
+            while len(_LOADED) >= KEEP_RANKINGS:
+                del _LOADED[next(iter(_LOADED))]
+            _LOADED[str(path)] = held
+        _, ranking, index = held
+        for row_id, action in decisions(ws, dataset).items():
+            if row_id in index:
+                ranking["rows"][index[row_id]]["decision"] = action
+    return ranking, index
 
 
 def decisions(ws: Workspace, dataset: str) -> dict[str, str]:
@@ -42,9 +58,9 @@ def decisions(ws: Workspace, dataset: str) -> dict[str, str]:
 
 def ranked_row(ws: Workspace, dataset: str, row_id: str) -> tuple[int, dict] | None:
     """(rank, the ranking's entry) of one row, found by its id without walking the ranking."""
-    ranking = load_ranking(ws, dataset)
-    i = _loaded["index"].get(row_id) if ranking else None
-    return (i + 1, ranking["rows"][i]) if i is not None else None
+    found = _ranking(ws, dataset)
+    i = found[1].get(row_id) if found else None
+    return (i + 1, found[0]["rows"][i]) if i is not None else None
 
 
 CHANGED = "text changed since the check"
