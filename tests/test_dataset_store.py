@@ -174,7 +174,8 @@ def test_the_review_table_pages_in_the_browser_and_a_decision_keeps_its_page(tmp
         expect(page.locator("#dataset-status")).to_contain_text("r00102: exclude saved", timeout=30_000)
         expect(where).to_contain_text("page 2 of 3")  # the redraw after the decision stays on the page
         expect(id_cell(table, 0, "r00102")).to_be_visible()
-        page.locator("#dataset-page input").fill("3")
+        expect(table.get_by_test_id("cell-2-3")).to_have_text("exclude", timeout=30_000)  # the redraw is done: a page
+        page.locator("#dataset-page input").fill("3")  # typed while it ran would be overwritten by its page (2)
         page.locator("#dataset-page input").press("Enter")
         expect(where).to_contain_text("rows 201-260 of 260 · page 3 of 3", timeout=30_000)
     finally:
