@@ -79,6 +79,19 @@ def make_dataset(root: Path, name: str = "am", n_train: int = 4, n_val: int = 1,
     return ws
 
 
+def launch_local(demo, tries: int = 3) -> None:
+    """Gradio refuses to start when its own first request to localhost fails (it does not retry a refused
+    connection); on a loaded 2-core machine that happens now and then, so try again before failing."""
+    for attempt in range(tries):
+        try:
+            demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
+            return
+        except ValueError as refused:
+            if "localhost is not accessible" not in str(refused) or attempt == tries - 1:
+                raise
+            demo.close()
+
+
 @contextmanager
 def serve_tab(module, ws: Workspace, label: str = "Tab"):
     """One tab's Blocks served on a free local port; yields a gradio_client to call its api_names."""
@@ -90,7 +103,7 @@ def serve_tab(module, ws: Workspace, label: str = "Tab"):
     with gr.Blocks() as demo:
         with gr.Tab(label):
             module.build(AppContext(workspace=ws))
-    demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
+    launch_local(demo.queue())
     try:
         yield Client(demo.local_url, verbose=False)
     finally:
