@@ -8,9 +8,10 @@ grows faster than the data shows up, and the arithmetic to 200 h.
 For each size: unique LJSpeech-style clips are generated (espeak-ng Amharic sentences, each copy with its own
 gain, padding and noise: bench/prepare.py), then each stage runs in its own fresh process (its peak RSS is its
 own): prepare (import, checks, clips, mel cache), the music gate over every clip (`separate --dataset`, auto
-backend), the transcript check (its aligner trained --check-steps steps, then every clip aligned), the first
-training step of a tiny Matcha run (from Start: the rows read, the batches planned, one step), and the Dataset
-tab's clicks once warm (select the dataset, fix one text). Results: bench/out/dataset_path-<cpu|cuda>.json.
+backend, the gate spread over the workers), the transcript check (its aligner trained --check-steps steps, then
+every clip aligned), the first training step of a tiny Matcha run (from Start: the rows read, the batches planned,
+one step), and the Dataset tab's clicks once warm (select the dataset, fix one text).
+Results: bench/out/dataset_path-<cpu|cuda>.json.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import prepare as prepare_bench  # bench/prepare.py: the unique-clip generator
 
 STAGES = ("prepare", "music_gate", "transcript_check", "first_step", "clicks")
 PER_HOUR = ("prepare", "music_gate", "transcript_check")  # work over every clip: seconds per audio hour
-SPREAD = ("prepare",)  # spread over the CPU cores (worker processes); the others run in one process (or a GPU)
+SPREAD = ("prepare", "music_gate")  # spread over the CPU cores (worker processes); the others run in one process
 
 
 def _stage_work(name: str, ws, args: dict):
@@ -43,7 +44,7 @@ def _stage_work(name: str, ws, args: dict):
     if name == "music_gate":
         from utils.separation.dataset import process_dataset
 
-        return lambda: run_to_end(process_dataset(ws, "bench", backend="auto"))["backend"]
+        return lambda: run_to_end(process_dataset(ws, "bench", backend="auto", workers=args["workers"]))["backend"]
     if name == "transcript_check":
         from utils.transcripts.scoring import check_transcripts
 

@@ -9,8 +9,9 @@ few flags; no audio: no click here opens one) is saved as preparation saves it, 
 app's, each click is timed (median of --repeat): select the dataset (summary, both plots, the first page), open a
 row, fix a text, exclude, turn to a page deep in the table, the Training tab's hours and Start's check. The
 trainer's read of every row (`training_rows`, the fields it reads) is timed next, and one Re-check (every row's
-text checks again, a batch behind one button) last. The transcript review's clicks run on a made-up ranking of every row (the list, a pick,
-a decision, a press of Check; "first" is the list drawn once with the ranking not yet parsed). "jsonl" columns
+text checks again, a batch behind one button) last. The transcript review's clicks run on a made-up ranking of
+every row (the list, a pick, a decision, a press of Check; "first" is the list drawn once with the ranking not yet
+parsed, and the first press, which hashes the ranking's texts once). "jsonl" columns
 time what each edit cost before (read every row, write the whole file back). Peak memory: the process's
 high-water RSS after the clicks (the app's imports included), and after the trainer's read (before the old edit is
 timed).
@@ -108,9 +109,10 @@ def _clicks(root: str, n: int, repeat: int, result) -> None:
 
     review = lambda: panel.review_label(ws, "big", panel.review_frame(ws, "big"))  # noqa: E731
     result["review_first"] = _timed(review, 1)  # the ranking parsed, once per process and ranking
+    check = lambda: panel.still_current(ws, "big", "alignment")  # noqa: E731
+    result["check_first"] = _timed(check, 1)  # the ranking's text hashes made, once per process and ranking
     clicks.update({"review_list": review, "review_pick": lambda: panel.pick(ws, "big", mid),
-                   "review_decide": lambda: decide(ws, "big", mid, "exclude"),
-                   "check_press": lambda: panel.still_current(ws, "big", "alignment")})
+                   "review_decide": lambda: decide(ws, "big", mid, "exclude"), "check_press": check})
     for name, fn in clicks.items():
         result[name] = _timed(fn, repeat)
     result["clicks_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -155,7 +157,8 @@ def main() -> None:
                ("open_row", "open row s"), ("fix_text", "fix text s"), ("exclude", "exclude s"),
                ("deep_page", "deep page s"), ("hours", "hours s"), ("start_check", "Start check s"),
                ("review_first", "review list first s"), ("review_list", "review list s"),
-               ("review_pick", "review pick s"), ("review_decide", "review decide s"), ("check_press", "Check press s"),
+               ("review_pick", "review pick s"), ("review_decide", "review decide s"),
+               ("check_first", "Check press first s"), ("check_press", "Check press s"),
                ("jsonl_edit", "jsonl edit s (before)"), ("clicks_rss_mb", "UI peak RSS MB"), ("recheck", "Re-check s"),
                ("read_all", "trainer read s"), ("read_all_rss_mb", "trainer read peak RSS MB")]
     print(common.markdown_table(columns, records))

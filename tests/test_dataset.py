@@ -274,9 +274,11 @@ def test_rerun_skips_finished_clips_and_cancel_stops_then_resumes(tmp_path):
 
 def test_a_long_preparation_says_hours_done_rate_and_time_left(monkeypatch):
     import importlib
+    import itertools
 
     module = importlib.import_module("utils.datasets.prepare")  # the module, not the function of that name
-    clock = iter([100.0, 160.0])  # made at 100 s; 60 s later, 30 of 120 clips (each 6 s of audio) are done
+    clock = itertools.chain([100.0], itertools.repeat(160.0))  # made at 100 s; 60 s later, 30 of 120 clips (each
+    # 6 s of audio) are done
     monkeypatch.setattr(module.time, "perf_counter", lambda: next(clock))
     pace = module.Pace(120)
     for _ in range(30):

@@ -180,3 +180,33 @@ def test_the_review_table_pages_in_the_browser_and_a_decision_keeps_its_page(tmp
         expect(where).to_contain_text("rows 201-260 of 260 · page 3 of 3", timeout=30_000)
     finally:
         server.stop()
+
+
+def test_a_table_written_under_an_older_layout_is_laid_out_again_from_its_rows(ws):
+    path = ws.dataset_dir("big") / store.FILE
+    before = datasets.load_manifest(ws, "big")
+    with sqlite3.connect(path) as con:  # as the studio before layout 2 wrote it (no text_hash, its index, a number),
+        con.executescript("DROP INDEX rows_texts; ALTER TABLE rows DROP COLUMN text_hash; UPDATE rows SET rate = 0; "
+                          "PRAGMA user_version = 0;")  # and a light column gone stale
+    con.close()
+
+    assert datasets.load_manifest(ws, "big") == before
+    text = before[3]["text"]
+    assert store.query(ws.dataset_dir("big"), "SELECT count(*) FROM rows WHERE text_hash = ? AND rate > 0",
+                       (store.text_hash(text),)) == [(sum(r["text"] == text for r in before),)]
+    with sqlite3.connect(path) as con:
+        assert con.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION
+        assert con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'rows_texts'").fetchone()[0] == 1
+    con.close()
+
+
+def test_a_table_from_a_newer_studio_is_refused_and_left_as_it_is(ws):
+    path = ws.dataset_dir("big") / store.FILE
+    with sqlite3.connect(path) as con:
+        con.execute(f"PRAGMA user_version = {store.SCHEMA_VERSION + 1}")
+    con.close()
+    kept = path.read_bytes()
+
+    with pytest.raises(StudioError, match="written by a newer version of the studio") as refused:
+        datasets.load_manifest(ws, "big")
+    assert "Update the studio" in str(refused.value) and path.read_bytes() == kept

@@ -223,3 +223,38 @@ def test_a_run_cut_off_goes_on_where_it_stopped_and_says_what_is_left(ws):
     said.clear()
     run_to_end(dataset.process_dataset(ws, "news", backend="dsp", gate=False), printer=said.append)
     assert "2 of 2 clips to check" in said[0]  # other settings: every clip again
+
+
+def test_the_gate_spread_over_workers_finds_what_one_process_finds(ws, monkeypatch):
+    """With enough clips the gate runs in worker processes and only the clips with music are separated here: every
+    row's result, file and error is the one a single process gives, and a clean clip is never read here again."""
+    folder = ws.dataset_dir("news")
+    rows = load_manifest(ws, "news")
+    broken = dict(rows[0], id="broken", audio="audio/broken.wav", source="raw/broken.wav")
+    (folder / "raw" / "broken.wav").write_bytes(b"RIFF, but not audio")
+    (folder / "audio" / "broken.wav").write_bytes(b"RIFF, but not audio")
+    outside = dict(rows[0], id="outside", audio="../../../audio/outside.wav",
+                   source="../../../audio/outside.wav")  # a real file, outside the workspace
+    write_clip_row(folder.parent.parent.parent, "outside", load_audio(folder / "audio" / "clean.wav")[0], 24000)
+    write_jsonl(folder / "manifest.jsonl", rows + [broken, outside])
+    (folder / "manifest.sqlite").unlink(missing_ok=True)
+    separated_here = []
+    real = dataset.separate_verbose
+    monkeypatch.setattr(dataset, "separate_verbose", lambda audio, *a, **k: separated_here.append(len(audio))
+                        or real(audio, *a, **k))
+
+    def results():
+        return {r["id"]: r["music"] for r in load_manifest(ws, "news")}, \
+            {p.name: file_digest(p) for p in sorted((folder / "separated").iterdir())}
+
+    alone = run_to_end(dataset.process_dataset(ws, "news", backend="dsp", workers=1))
+    alone_rows, alone_files = results()
+    assert len(separated_here) == 2 and len(alone["errors"]) == 2  # clean and song; broken and outside refused
+    assert (ws.root.parent / "audio" / "outside.wav").exists() and "row outside: " in " ".join(alone["errors"])
+
+    separated_here.clear()
+    monkeypatch.setattr(dataset, "POOL_MIN_TASKS", 1)  # the workers even for four clips
+    spread = run_to_end(dataset.process_dataset(ws, "news", backend="dsp", workers=2, redo=True))
+    assert results() == (alone_rows, alone_files) and alone_rows["song"]["separated"]
+    assert sorted(spread["errors"]) == sorted(alone["errors"]) 
+    assert len(separated_here) == 1  # only the song: the clean clip was judged in a worker

@@ -136,3 +136,27 @@ def test_the_contrast_texts_are_the_nearest_in_length_found_without_sorting_ever
         for i, n in enumerate(lengths):
             everything = sorted(by_length, key=lambda li: abs(li[0] - n))
             assert scoring._neighbours(by_length, i, n) == [j for _, j in everything if j != i][:scoring.CONTRAST_TEXTS]
+
+
+def test_a_check_is_current_until_a_text_it_would_score_changes(tmp_path):
+    """Check is refused while it would only repeat the last one; the texts are compared by their hashes in the
+    table's index, so a changed text (or a new row to score) makes a new check worth running again."""
+    from utils.datasets import apply_edits
+    from utils.transcripts.review import still_current
+    from utils.transcripts.scoring import check_path
+    from utils.workspace import atomic_write_json
+
+    ws = make_dataset(tmp_path, name="am", n_train=5, n_val=1)
+    rows = load_manifest(ws, "am")
+    atomic_write_json(check_path(ws, "am"), {"method": "alignment", "created": "2026-11-25 12:00",
+                                              "rows": [{"id": r["id"], "text": r["text"]} for r in rows]})
+    assert still_current(ws, "am", "auto") == "2026-11-25 12:00"
+    assert still_current(ws, "am", "alignment+asr") is None  # another method may find something else
+
+    first = rows[0]
+    apply_edits(ws, "am", [{"id": first["id"], "action": "text", "text": first["text"] + " ነው"}])
+    assert still_current(ws, "am", "auto") is None
+    apply_edits(ws, "am", [{"id": first["id"], "action": "text", "text": first["text"]}])
+    assert still_current(ws, "am", "auto") == "2026-11-25 12:00"
+    apply_edits(ws, "am", [{"id": rows[1]["id"], "action": "exclude"}])  # a row no longer scored changes nothing
+    assert still_current(ws, "am", "auto") == "2026-11-25 12:00"

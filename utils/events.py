@@ -5,6 +5,7 @@ prints them. The last event of a successful run carries the result.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -45,6 +46,14 @@ def run_to_end(events: Iterable[Event], printer=None) -> Any:
 
 def last_result(events: Iterator[Event]) -> Any:
     return run_to_end(events)
+
+
+def time_left(done: float, total: float, started: float) -> str | None:
+    """The time the rest of a long job takes at its pace so far, said ("12 min"): `done` of `total` (clips, or
+    seconds of audio) since time.perf_counter() read `started`; None when nothing is done yet or nothing is left."""
+    if done <= 0 or done >= total:
+        return None
+    return say_duration((total - done) * (time.perf_counter() - started) / done)
 
 
 def say_duration(seconds: float) -> str:

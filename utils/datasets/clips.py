@@ -23,17 +23,6 @@ from utils.datasets.checks import check_text
 from utils.datasets.config import PrepareConfig
 
 
-def init_worker() -> None:
-    """One thread per worker: the pool is the parallelism (and 5 processes must not fight over cores)."""
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    try:
-        import torch
-
-        torch.set_num_threads(1)
-    except ImportError:
-        pass
-
-
 def _hms(seconds: float) -> str:
     s = int(round(seconds))
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"

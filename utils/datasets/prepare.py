@@ -13,82 +13,31 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing as mp
-import os
 import shutil
 import threading
 import time
-from collections import deque
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from utils.audio import FeatureConfig, decode_with_ffmpeg, needs_ffmpeg
 from utils.datasets import checks, store
-from utils.datasets.clips import init_worker, process_clip, segment_recording
+from utils.datasets.clips import process_clip, segment_recording
 from utils.datasets.config import PrepareConfig
 from utils.datasets.disk import check_space, describe as describe_disk
 from utils.datasets.features import record_digests
 from utils.datasets.manifest import save_manifest, write_report
 from utils.datasets.sources import DEFAULT_SPEAKER, Item, discover, import_source
 from utils.datasets.split import assign_split
-from utils.events import Event, StudioError, say_duration
+from utils.events import Event, StudioError, time_left
+from utils.workers import POOL_MIN_TASKS, default_workers, run_tasks, spawn_pool
 from utils.workspace import Workspace, atomic_write_json, read_json, read_jsonl
 
 STATE_DIR = ".prepare"
 
 
-POOL_MIN_TASKS = 24  # fewer clips than this are made in this process: spawning workers costs more
-
-
-def default_workers() -> int:
-    """All cores, or $AMHARIC_TTS_WORKERS (to leave room for other work on a shared machine)."""
-    env = os.environ.get("AMHARIC_TTS_WORKERS", "").strip()
-    return max(1, int(env)) if env.isdigit() else max(1, os.cpu_count() or 1)
-
-
 def _key(*parts) -> str:
     return hashlib.sha1(json.dumps(parts, ensure_ascii=False, default=str).encode()).hexdigest()
-
-
-def run_tasks(fn: Callable[[dict], dict], tasks: list[dict], workers: int, cancelled: Callable[[], bool],
-              pool: ProcessPoolExecutor | None) -> Iterator[tuple[dict, dict]]:
-    """(task, result) in completion order; a bounded window of tasks is in flight so cancel is quick
-    and memory stays flat. A task that crashes yields {"error": ...} naming its source."""
-    def failed(task, exc):
-        return {"id": task["id"], "error": f"{task['source']}: unexpected failure ({type(exc).__name__}: {exc})."}
-
-    if pool is None:
-        for task in tasks:
-            if cancelled():
-                return
-            try:
-                yield task, fn(task)
-            except Exception as exc:
-                yield task, failed(task, exc)
-        return
-    queue, running = deque(tasks), {}
-    while queue or running:
-        while queue and len(running) < workers * 4 and not cancelled():
-            task = queue.popleft()
-            running[pool.submit(fn, task)] = task
-        if not running:
-            return
-        done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
-        for fut in done:
-            task = running.pop(fut)
-            try:
-                yield task, fut.result()
-            except BrokenProcessPool as exc:  # a worker died (killed, out of memory): stop, keep what is done
-                raise StudioError(f"A preparation worker died while on {task['source']} (out of memory?). "
-                                  "Run prepare again with fewer workers; finished clips are kept.") from exc
-            except Exception as exc:
-                yield task, failed(task, exc)
-        if cancelled():
-            for fut in running:
-                fut.cancel()
-            return
 
 
 def prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Path | None = None,
@@ -177,7 +126,6 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
         done_log.write(json.dumps(entry, ensure_ascii=False) + "\n")
         done_log.flush()
 
-    ctx = mp.get_context("spawn")  # never fork a process that may hold threads (Gradio, torch)
     pools: list[ProcessPoolExecutor] = []
 
     def pool_for(n_tasks: int) -> ProcessPoolExecutor | None:
@@ -185,7 +133,7 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
         if workers <= 1 or n_tasks < POOL_MIN_TASKS:
             return pools[0] if pools else None
         if not pools:
-            pools.append(ProcessPoolExecutor(workers, mp_context=ctx, initializer=init_worker))
+            pools.append(spawn_pool(workers))
         return pools[0]
 
     try:
@@ -372,9 +320,9 @@ class Pace:
 
     def said(self) -> str:
         wall = max(time.perf_counter() - self.t0, 1e-6)
-        left = (self.total - self.done) * wall / max(self.done, 1)
+        left = time_left(self.done, self.total, self.t0)
         return (f"{self.seconds / 3600:.2f} h of audio done at {self.seconds / wall / 60:.2f} h a minute"
-                + (f", about {say_duration(left)} left" if self.done < self.total else ""))
+                + (f", about {left} left" if left else ""))
 
 
 def drop_uploads(ds_dir: Path) -> int:

@@ -14,6 +14,7 @@ one waiting to be read, never a stale copy of the table.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import json
 import os
 import sqlite3
@@ -28,19 +29,24 @@ FILE = "manifest.sqlite"
 JSONL = "manifest.jsonl"
 # pos: the row's place (0..n-1); flagged: has flags or a decision (the review table's rows); flags: comma-separated;
 # rate: characters a second (None without text); music_score, music_separated: the music gate's, None before it ran;
-# has_text: the transcript is not empty
+# has_text: the transcript is not empty; text_hash: text_hash() of it (a check's texts compared without the JSON)
 COLUMNS = ("id", "duration", "speaker", "split", "excluded", "flagged", "flags", "rate", "audio", "music_score",
-           "music_separated", "has_text", "data")
+           "music_separated", "has_text", "text_hash", "data")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rows (pos INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, duration REAL, speaker TEXT,
     split TEXT, excluded INTEGER, flagged INTEGER, flags TEXT, rate REAL, audio TEXT, music_score REAL,
-    music_separated INTEGER, has_text INTEGER, data TEXT NOT NULL);
+    music_separated INTEGER, has_text INTEGER, text_hash INTEGER, data TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS rows_to_review ON rows(flagged, pos);
 CREATE INDEX IF NOT EXISTS rows_rate ON rows(rate);
 CREATE INDEX IF NOT EXISTS rows_light ON rows(excluded, flags, duration, speaker, split, rate, audio, music_score,
     music_separated, has_text, id);
+CREATE INDEX IF NOT EXISTS rows_texts ON rows(excluded, has_text, id, text_hash);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 """
+# PRAGMA user_version of the file: a table written under an older layout (other light columns, an index more or
+# less) is laid out again from its rows' JSON the first time this version opens it; 0 is a file made before the
+# number was kept (its layout is this one's) or a new file. Raise it whenever COLUMNS or _SCHEMA change.
+SCHEMA_VERSION = 2  # 2: text_hash and its index
 _CHUNK = 500  # ids per IN (...) query: under SQLite's variable limit everywhere
 
 
@@ -53,7 +59,7 @@ def _open(folder: Path, write: bool = False) -> Iterator[sqlite3.Connection]:
     """A connection in autocommit mode; a write holds the write lock from its start (BEGIN IMMEDIATE), so two
     writers queue instead of one failing halfway. Imports a changed manifest.jsonl first."""
     with closing(sqlite3.connect(folder / FILE, timeout=60, isolation_level=None)) as con:
-        con.executescript(_SCHEMA)
+        _lay_out(con, folder)
         _import_jsonl(con, folder)
         if not write:
             yield con
@@ -65,6 +71,37 @@ def _open(folder: Path, write: bool = False) -> Iterator[sqlite3.Connection]:
             con.execute("ROLLBACK")
             raise
         con.execute("COMMIT")
+
+
+def _version(con: sqlite3.Connection) -> int:
+    return con.execute("PRAGMA user_version").fetchone()[0]
+
+
+def _lay_out(con: sqlite3.Connection, folder: Path) -> None:
+    """The table in this version's layout: made if new, laid out again from its rows' JSON if written under an
+    older one (in one transaction: a crash leaves the old table as it was); a newer studio's file is refused."""
+    if _version(con) == SCHEMA_VERSION:
+        return
+    if _version(con) > SCHEMA_VERSION:
+        from utils.events import StudioError
+
+        raise StudioError(f"{folder / FILE} was written by a newer version of the studio (table layout "
+                          f"{_version(con)}; this one knows {SCHEMA_VERSION}). Update the studio (git pull, then "
+                          "install the requirements again) to open this dataset; nothing was changed in it.")
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        if _version(con) < SCHEMA_VERSION:  # another process may have laid it out while this one waited
+            old = con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'rows'").fetchone()
+            rows = [json.loads(d) for (d,) in con.execute("SELECT data FROM rows ORDER BY pos")] if old else []
+            con.execute("DROP TABLE IF EXISTS rows")  # its indexes go with it
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                con.execute(statement)
+            _replace(con, rows)
+            con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
 
 
 def _stamp(path: Path) -> str | None:
@@ -113,7 +150,13 @@ def _columns(row: dict) -> tuple:
     return (row["id"], float(row.get("duration") or 0.0), row.get("speaker") or "", row.get("split") or "",
             int(bool(row.get("excluded"))), int(bool(flags or row.get("review"))), ",".join(flags), rate,
             row.get("audio"), music.get("score"), separated, int(bool((row.get("text") or "").strip())),
-            json.dumps(row, ensure_ascii=False))
+            text_hash(row.get("text")), json.dumps(row, ensure_ascii=False))
+
+
+def text_hash(text: str | None) -> int:
+    """A transcript as a signed 64-bit number (blake2b): the texts a check scored are compared with the table's by
+    reading an index, not every row's JSON (a Check press at 200k rows)."""
+    return int.from_bytes(hashlib.blake2b((text or "").encode("utf-8"), digest_size=8).digest(), "big", signed=True)
 
 
 def _replace(con: sqlite3.Connection, rows: Iterable[dict]) -> None:

@@ -80,6 +80,14 @@ def batch_size() -> int:
         return 1
 
 
+def backend_type(name: str):
+    """A backend's class: its chunking is known without loading its weights."""
+    types = {"spleeter": spleeter.SpleeterBackend, "demucs": demucs_backend.DemucsBackend, "dsp": dsp.DSPBackend}
+    if name not in types:
+        raise StudioError(f"Unknown backend {name!r}.")
+    return types[name]
+
+
 @lru_cache(maxsize=4)
 def get_backend(name: str, device: str | None = None):
     device = device or _device()

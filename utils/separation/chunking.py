@@ -44,6 +44,19 @@ def plan(n: int, chunk: int, overlap: int) -> list[int]:
     return list(range(0, n - overlap, hop))
 
 
+def chunk_span(backend, sr: int) -> tuple[int, int]:
+    """(chunk, overlap) in samples at `sr` for a backend (its class or an instance)."""
+    return int(backend.chunk_seconds * sr), max(1, int(backend.overlap_seconds * sr))
+
+
+def gate_scores(x: np.ndarray, sr: int, backend) -> list[float]:
+    """The gate's score of each chunk separate_chunks cuts from `x` [C, T], with no model loaded: a worker process
+    can tell a clean clip (most of a dataset) from one with music before any separator runs."""
+    chunk, overlap = chunk_span(backend, sr)
+    n = x.shape[1]
+    return [music_score(x[:, s:s + min(chunk, n - s)], sr) for s in plan(n, chunk, overlap)]
+
+
 def _ramps(length: int, overlap: int, first: bool, last: bool) -> np.ndarray:
     w = np.ones(length, np.float32)
     up = (np.arange(overlap, dtype=np.float32) + 0.5) / overlap
@@ -79,8 +92,7 @@ def separate_chunks(read: Reader, write: Writer, n: int, sr: int, channels: int,
                     report: ChunkReport | None = None) -> Iterator[Event]:
     """Separate `n` samples from `read` into `write`. gate_threshold=None separates every chunk."""
     report = report if report is not None else ChunkReport()
-    chunk = int(backend.chunk_seconds * sr)
-    overlap = max(1, int(backend.overlap_seconds * sr))
+    chunk, overlap = chunk_span(backend, sr)
     starts = plan(n, chunk, overlap)
     hop = chunk - overlap
     pending: np.ndarray | None = None  # weighted output of the previous chunk's overlap, not final yet

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+
+import numpy as np
 from typing import Callable, Iterator
 
 from utils.audio import load_audio, save_audio
 from utils.datasets.features import content_sha1
 from utils.datasets.manifest import get_rows, load_manifest, store_query, update_rows
-from utils.events import Event, StudioError, say_duration
-from utils.separation.api import choose_backend, separate_verbose
-from utils.separation.gate import CLEAR, THRESHOLD
+from utils.events import Event, StudioError, time_left
+from utils.separation.api import backend_type, choose_backend, separate_verbose
+from utils.separation.chunking import gate_scores
+from utils.separation.gate import CLEAR, THRESHOLD, has_music
+from utils.workers import POOL_MIN_TASKS, default_workers, run_tasks, spawn_pool
 from utils.workspace import Workspace
 
 SEPARATED = "separated"
@@ -38,10 +42,11 @@ def separated_audio(row: dict) -> str:
 
 def process_dataset(ws: Workspace, name: str, backend: str = "auto", gate: bool = True,
                     threshold: float = THRESHOLD, should_stop: Callable[[], bool] | None = None,
-                    redo: bool = False) -> Iterator[Event]:
+                    redo: bool = False, workers: int | None = None) -> Iterator[Event]:
     """Gate and separate every clip not done before with the same backend and gate (all of them with `redo`); one
     event per clip, with the time left. The results are saved every SAVE_EVERY clips, so a run cut off (a cancel,
-    a reset runtime) goes on where it stopped when started again.
+    a reset runtime) goes on where it stopped when started again. The gate runs over `workers` processes (default:
+    every core, or $AMHARIC_TTS_WORKERS).
 
     Result: {"backend", "reason", "clips", "with_music", "separated", "errors": [str]}.
     """
@@ -53,7 +58,7 @@ def process_dataset(ws: Workspace, name: str, backend: str = "auto", gate: bool 
     errors: list[str] = []
     folder, done = ws.dataset_dir(name), []
     try:
-        yield from _process_rows(ws, todo, folder, settings, should_stop, errors, done)
+        yield from _process_rows(ws, todo, folder, settings, should_stop, errors, done, workers or default_workers())
     finally:  # the end, or the UI's cancel closing the generator: what was done so far is kept
         update_rows(ws, name, done)
     verdicts = [verdict(r) for r in rows]
@@ -87,42 +92,100 @@ def _plan(rows: list[dict], todo: list[dict]) -> str:
     return said
 
 
-def _process_rows(ws: Workspace, rows: list[dict], folder: Path, settings: dict,
-                  should_stop: Callable[[], bool] | None, errors: list[str], done: list[dict]) -> Iterator[Event]:
-    """Each clip in turn; the rows done are appended to `done`, and written back (then cleared) every SAVE_EVERY."""
-    backend, gate, threshold = settings["backend"], settings["gate"], settings["threshold"]
-    total_s, audio_s, t0 = sum(r.get("duration") or 0.0 for r in rows), 0.0, time.perf_counter()
-    for i, row in enumerate(rows):
-        if should_stop is not None and should_stop():
-            raise StudioError(f"Cancelled after {i} of {len(rows)} clips; their results are saved.")
-        source = original_audio(row)
+def _process_rows(ws: Workspace, rows: list[dict], folder: Path, settings: dict, should_stop: Callable[[], bool] | None,
+                  errors: list[str], done: list[dict], workers: int) -> Iterator[Event]:
+    """Each clip (in the order the gate finishes them when it runs in workers); the rows done are appended to
+    `done`, and written back (then cleared) every SAVE_EVERY."""
+    stopped = should_stop or (lambda: False)
+    total_s, audio_s, t0, count = sum(r.get("duration") or 0.0 for r in rows), 0.0, time.perf_counter(), 0
+    for row, gated in _gated(ws, rows, folder, settings, workers, stopped):
+        if stopped():
+            break
+        count += 1
         try:
-            audio, sr = load_audio(ws.inside(folder / source))
-            result = separate_verbose(audio, sr, backend, gate=gate, threshold=threshold)
+            score, music, speech, sr = _separate_row(ws, row, folder, settings, gated)
         except StudioError as exc:
             errors.append(f"row {row.get('id')}: {exc}")
-            yield Event("separate", i + 1, len(rows), f"{row.get('id')}: {exc}", level="warning")
+            yield Event("separate", count, len(rows), f"{row.get('id')}: {exc}", level="warning")
             continue
-        music = bool(result.separated)
-        in_use = row["audio"] == separated_audio(row)  # accepted earlier
-        if music:
-            save_audio(folder / separated_audio(row), result.speech, sr)
-        else:  # clean clip: nothing to accept, and a stale result from an earlier run must not linger
-            (folder / separated_audio(row)).unlink(missing_ok=True)
-            row["audio"] = source if in_use else row["audio"]
-        if in_use:
-            _rehash(row, folder)
-        score = None if result.music_score != result.music_score else round(result.music_score, 4)  # nan -> None
-        row["music"] = {"score": score, "separated": music, "original": source, **settings}
+        _record(row, folder, settings, score, music, speech, sr)
         done.append(row)
         if len(done) >= SAVE_EVERY:
             update_rows(ws, folder.name, done)
             done.clear()
         verdict = "music: separated" if music else "clean: passed through"
         audio_s += row.get("duration") or 0.0
-        speed = audio_s / max(time.perf_counter() - t0, 1e-6)
-        left = f"; about {say_duration((total_s - audio_s) / speed)} left" if i + 1 < len(rows) and speed > 0 else ""
-        yield Event("separate", i + 1, len(rows), f"{row['id']} {verdict} (score {score}{left})")
+        left = time_left(audio_s, total_s, t0) if count < len(rows) else None
+        yield Event("separate", count, len(rows), f"{row['id']} {verdict} (score {score}"
+                    + (f"; about {left} left)" if left else ")"))
+    if count < len(rows):
+        raise StudioError(f"Cancelled after {count} of {len(rows)} clips; their results are saved.")
+
+
+def _gated(ws: Workspace, rows: list[dict], folder: Path, settings: dict, workers: int,
+           stopped: Callable[[], bool]) -> Iterator[tuple[dict, dict | None]]:
+    """(row, what the gate found in a worker, or None: not gated yet). The gate is the whole cost for the clean clips
+    that are most of a dataset (~20 s per audio hour in one process), so with enough clips it runs over `workers`
+    processes and only the clips with music (or that a worker could not read) are separated here, on the GPU if any."""
+    if not settings["gate"] or workers <= 1 or len(rows) < POOL_MIN_TASKS:
+        yield from ((row, None) for row in rows)
+        return
+    by_id, tasks = {r["id"]: r for r in rows}, []
+    for row in rows:
+        try:
+            path = str(ws.inside(folder / original_audio(row)))
+        except StudioError:
+            path = None  # said when the row is separated here
+        tasks.append({"id": row["id"], "source": original_audio(row), "path": path, "backend": settings["backend"],
+                      "threshold": settings["threshold"]})
+    pool = spawn_pool(workers)
+    try:
+        for task, found in run_tasks(gate_clip, tasks, workers, stopped, pool, job="music check"):
+            yield by_id[task["id"]], found
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def gate_clip(task: dict) -> dict:
+    """In a worker: {"clean": True, "score"} when no chunk of the clip has music, as separate_verbose's gate would
+    find; anything else (music, an unreadable or empty clip) is left to the main process, which says why."""
+    if task["path"] is None:
+        return {"clean": False}
+    try:
+        audio, sr = load_audio(task["path"])
+    except StudioError:
+        return {"clean": False}
+    x = np.asarray(audio, dtype=np.float32)
+    x = x[None] if x.ndim == 1 else x
+    if x.ndim != 2 or x.shape[-1] == 0:
+        return {"clean": False}
+    scores = gate_scores(x, sr, backend_type(task["backend"]))
+    return {"clean": not any(has_music(s, task["threshold"]) for s in scores),
+            "score": max((round(s, 4) for s in scores), default=0.0)}
+
+
+def _separate_row(ws: Workspace, row: dict, folder: Path, settings: dict, gated: dict | None):
+    """(score, music found, speech or None, rate) of one clip; a clip a worker found clean is not read again."""
+    if gated is not None and gated.get("clean"):
+        return gated["score"], False, None, None
+    audio, sr = load_audio(ws.inside(folder / original_audio(row)))
+    result = separate_verbose(audio, sr, settings["backend"], gate=settings["gate"], threshold=settings["threshold"])
+    score = None if result.music_score != result.music_score else round(result.music_score, 4)  # nan -> None
+    return score, bool(result.separated), result.speech, sr
+
+
+def _record(row: dict, folder: Path, settings: dict, score, music: bool, speech, sr) -> None:
+    """The row's `music` result; the separated file written (music) or a stale one removed (clean)."""
+    source = original_audio(row)
+    in_use = row["audio"] == separated_audio(row)  # accepted earlier
+    if music:
+        save_audio(folder / separated_audio(row), speech, sr)
+    else:  # clean clip: nothing to accept, and a stale result from an earlier run must not linger
+        (folder / separated_audio(row)).unlink(missing_ok=True)
+        row["audio"] = source if in_use else row["audio"]
+    if in_use:
+        _rehash(row, folder)
+    row["music"] = {"score": score, "separated": music, "original": source, **settings}
 
 
 def clearly_music(row: dict) -> bool:

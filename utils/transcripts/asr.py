@@ -27,7 +27,7 @@ from typing import Iterator
 
 import numpy as np
 
-from utils.events import Event, StudioError, say_duration
+from utils.events import Event, StudioError, time_left
 from utils.hub import install_folder
 from utils.workspace import Workspace, atomic_write_json, atomic_write_text, read_json
 
@@ -347,9 +347,9 @@ def transcribe_rows(ws: Workspace, dataset: str, rows: list[dict], batch_size: i
             out[r["id"]] = result
         audio_s += sum(len(w) for w in waves) / SAMPLE_RATE
         speed = audio_s / max(time.perf_counter() - t0, 1e-6)
-        left = max(total_s - audio_s, 0) / speed  # the shortest clips come first: an upper bound, early
+        left = time_left(audio_s, total_s, t0)  # the shortest clips come first: an upper bound, early
         yield Event(STAGE, len(out), len(rows), f"recognising speech ({speed:.1f} s of audio per second"
-                                                + (f"; about {say_duration(left)} left)" if len(out) < len(rows) else ")"))
+                    + (f"; about {left} left)" if left and len(out) < len(rows) else ")"))
         if keep is not None and time.perf_counter() - kept >= KEEP_EVERY_S:
             keep(out)
             kept = time.perf_counter()

@@ -41,15 +41,31 @@ def _ranking(ws: Workspace, dataset: str) -> tuple[dict, dict[str, int]] | None:
             ranking = read_json(path, default=None)
             if not ranking:
                 return None
-            held = (version, ranking, {r["id"]: i for i, r in enumerate(ranking["rows"])})
+            held = (version, ranking, {r["id"]: i for i, r in enumerate(ranking["rows"])}, {})
             while len(_LOADED) >= KEEP_RANKINGS:
                 del _LOADED[next(iter(_LOADED))]
             _LOADED[str(path)] = held
-        _, ranking, index = held
+        ranking, index = held[1], held[2]
         for row_id, action in decisions(ws, dataset).items():
             if row_id in index:
                 ranking["rows"][index[row_id]]["decision"] = action
     return ranking, index
+
+
+def _text_hashes(ws: Workspace, dataset: str) -> dict[str, int]:
+    """{row id: store.text_hash of the text the last check scored}, made once per version of the ranking."""
+    from utils.datasets.store import text_hash
+    from utils.transcripts.scoring import check_path
+
+    if _ranking(ws, dataset) is None:
+        return {}
+    with _LOCK:
+        held = _LOADED.get(str(check_path(ws, dataset)))
+        if held is None:  # dropped by another thread's load since: made again next time
+            return {}
+        if not held[3]:
+            held[3].update((r["id"], text_hash(r.get("text"))) for r in held[1]["rows"])
+        return held[3]
 
 
 def decisions(ws: Workspace, dataset: str) -> dict[str, str]:
@@ -154,10 +170,9 @@ def still_current(ws: Workspace, dataset: str, method: str) -> str | None:
     wanted = {"auto": "alignment+asr" if asr.available(ws) else "alignment"}.get(method, method)
     if ranking.get("method") != wanted:
         return None
-    checked = {r["id"]: r.get("text") for r in ranking.get("rows", [])}
-    # the rows a new check would score (scoring.candidate_rows), their texts read by SQLite: no row is decoded here
-    now = store_query(ws, dataset, "SELECT id, coalesce(json_extract(data, '$.text'), '') FROM rows "
-                                   "WHERE excluded = 0 AND has_text = 1")
-    if any(checked.get(rid) != text for rid, text in now):
+    checked = _text_hashes(ws, dataset)
+    # the rows a new check would score (scoring.candidate_rows), their texts' hashes read from an index
+    now = store_query(ws, dataset, "SELECT id, text_hash FROM rows WHERE excluded = 0 AND has_text = 1")
+    if any(checked.get(rid) != hashed for rid, hashed in now):
         return None
     return ranking.get("created") or "before"

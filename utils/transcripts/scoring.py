@@ -250,7 +250,7 @@ def align_all(ws: Workspace, dataset: str, rows: list[dict], checkpoint: Path, d
     `done` {row id: saved result}: rows whose saved result still holds (same row_key) are not aligned again;
     `keep(results)` is given each batch of new results as it is made (the check's progress log)."""
     from utils.datasets import features
-    from utils.events import say_duration
+    from utils.events import time_left
     from utils.transcripts.signals import codebook
 
     done = done or {}
@@ -285,9 +285,9 @@ def align_all(ws: Workspace, dataset: str, rows: list[dict], checkpoint: Path, d
                 if keep is not None:
                     keep(new)
                 new = []
-                left = (len(todo) - n) * (time.perf_counter() - started) / n
+                left = time_left(n, len(todo), started)
                 yield Event(STAGE, len(rows) - len(todo) + n, len(rows), "aligning each transcript to its audio"
-                            + (f" (about {say_duration(left)} left)" if n < len(todo) else ""))
+                            + (f" (about {left} left)" if left else ""))
     finally:  # cut off (a closed page): the results made since the last batch are kept too
         if keep is not None:
             keep(new)
