@@ -127,6 +127,20 @@ def _clicks(root: str, n: int, repeat: int, result) -> None:
     old = Path(root) / "old.jsonl"  # last: it reads every row whole
     result["jsonl_edit"] = _timed(lambda: write_jsonl(old, read_jsonl(old)), repeat)
     result["recheck"] = _timed(lambda: datasets.recheck(ws, "big"), 1)  # every row's text checks again: a batch
+    result["relayout"] = _timed(lambda: _relayout(ws), 1)  # once, the first time a newer studio opens a table
+
+
+def _relayout(ws) -> None:
+    """The dataset opened by a studio whose table layout is newer than the file's (the layout laid out again)."""
+    import sqlite3
+
+    from utils.datasets import store
+
+    path = ws.dataset_dir("big") / store.FILE
+    with sqlite3.connect(path) as con:
+        con.execute("PRAGMA user_version = 0")
+    con.close()
+    store.query(ws.dataset_dir("big"), "SELECT count(*) FROM rows")
 
 
 def _in_child(target, *args) -> dict:
@@ -160,6 +174,7 @@ def main() -> None:
                ("review_pick", "review pick s"), ("review_decide", "review decide s"),
                ("check_first", "Check press first s"), ("check_press", "Check press s"),
                ("jsonl_edit", "jsonl edit s (before)"), ("clicks_rss_mb", "UI peak RSS MB"), ("recheck", "Re-check s"),
+               ("relayout", "table laid out again s (once)"),
                ("read_all", "trainer read s"), ("read_all_rss_mb", "trainer read peak RSS MB")]
     print(common.markdown_table(columns, records))
 
