@@ -254,7 +254,9 @@ def test_the_gate_spread_over_workers_finds_what_one_process_finds(ws, monkeypat
 
     separated_here.clear()
     monkeypatch.setattr(dataset, "POOL_MIN_TASKS", 1)  # the workers even for four clips
-    spread = run_to_end(dataset.process_dataset(ws, "news", backend="dsp", workers=2, redo=True))
+    said = []
+    spread = run_to_end(dataset.process_dataset(ws, "news", backend="dsp", workers=2, redo=True), printer=said.append)
+    assert "the detector runs on 2 cores" in said[0]
     assert results() == (alone_rows, alone_files) and alone_rows["song"]["separated"]
     assert sorted(spread["errors"]) == sorted(alone["errors"]) 
     assert len(separated_here) == 1  # only the song: the clean clip was judged in a worker

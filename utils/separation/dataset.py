@@ -54,11 +54,13 @@ def process_dataset(ws: Workspace, name: str, backend: str = "auto", gate: bool 
     choice = choose_backend(backend)
     settings = {"backend": choice.name, "gate": bool(gate), "threshold": threshold}
     todo = [r for r in rows if redo or any((r.get("music") or {}).get(k) != v for k, v in settings.items())]
-    yield Event("separate", 0, len(todo), f"backend {choice.name}: {choice.reason}; " + _plan(rows, todo))
+    workers = workers or default_workers()
+    spread = f"; the detector runs on {workers} cores" if gate and workers > 1 and len(todo) >= POOL_MIN_TASKS else ""
+    yield Event("separate", 0, len(todo), f"backend {choice.name}: {choice.reason}; " + _plan(rows, todo) + spread)
     errors: list[str] = []
     folder, done = ws.dataset_dir(name), []
     try:
-        yield from _process_rows(ws, todo, folder, settings, should_stop, errors, done, workers or default_workers())
+        yield from _process_rows(ws, todo, folder, settings, should_stop, errors, done, workers)
     finally:  # the end, or the UI's cancel closing the generator: what was done so far is kept
         update_rows(ws, name, done)
     verdicts = [verdict(r) for r in rows]
