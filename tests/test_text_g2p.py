@@ -165,3 +165,21 @@ def test_unified_homophone_letters_keep_their_pronunciation():
 
     for written, unified in HOMOPHONES.items():
         assert word_to_ipa("ሰ" + written) == word_to_ipa("ሰ" + unified), written
+
+
+def test_the_word_memo_and_the_checks_single_normalization_change_no_reading():
+    """Re-check at 200k rows spent most of its time reading the same words again and normalizing each text twice:
+    the memo gives each word's rules' own answer, as a fresh list, and the dataset checks' phonemes are phonemize's."""
+    from utils.datasets.checks import check_text
+    from utils.datasets.config import PrepareConfig
+    from utils.text import g2p, normalize, phonemes_string
+
+    texts = sentences()[:300]
+    words = {w for s in texts for w in g2p.tokens(normalize(s).text) if w not in ".,?!"}
+    for word in sorted(words):
+        assert g2p.ethiopic_word(word) == list(g2p._ethiopic_word.__wrapped__(word))  # the rules, not the memo
+    got = g2p.ethiopic_word("ሰላም")
+    got.append("x")  # a caller changing its list changes no later answer
+    assert g2p.ethiopic_word("ሰላም") == list(g2p._ethiopic_word.__wrapped__("ሰላም"))
+    for text in texts:
+        assert check_text(text, PrepareConfig())["phonemes"] == phonemes_string(phonemize(text))

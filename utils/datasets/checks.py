@@ -33,7 +33,8 @@ def check_text(text: str, cfg: PrepareConfig) -> dict:
     if share < cfg.min_ethiopic:
         notes["non_ethiopic"] = f"only {share:.0%} of the letters are Ethiopic script"
     try:
-        from utils.text import normalize, phonemes_string, phonemize
+        from utils.text import normalize, phonemes_string
+        from utils.text.g2p import phonemize_normalized
 
         norm = normalize(text)
         out["normalized"] = norm.text
@@ -42,7 +43,7 @@ def check_text(text: str, cfg: PrepareConfig) -> dict:
             notes["unknown_chars"] = "; ".join(removed)
         if len(removed) < len(norm.warnings):
             notes["normalizer"] = "normalizer: " + "; ".join(str(w) for w in norm.warnings if w not in removed)
-        out["phonemes"] = phonemes_string(phonemize(text))
+        out["phonemes"] = phonemes_string(phonemize_normalized(norm.text))
     except ImportError as exc:  # frontend missing entirely: a setup problem, not a data problem
         raise RuntimeError(f"the Amharic text frontend (utils.text) cannot be imported: {exc}") from exc
     except Exception as exc:
