@@ -80,13 +80,14 @@ def _version(con: sqlite3.Connection) -> int:
 def _lay_out(con: sqlite3.Connection, folder: Path) -> None:
     """The table in this version's layout: made if new, laid out again from its rows' JSON if written under an
     older one (in one transaction: a crash leaves the old table as it was); a newer studio's file is refused."""
-    if _version(con) == SCHEMA_VERSION:
+    version = _version(con)
+    if version == SCHEMA_VERSION:
         return
-    if _version(con) > SCHEMA_VERSION:
+    if version > SCHEMA_VERSION:
         from utils.events import StudioError
 
         raise StudioError(f"{folder / FILE} was written by a newer version of the studio (table layout "
-                          f"{_version(con)}; this one knows {SCHEMA_VERSION}). Update the studio (git pull, then "
+                          f"{version}; this one knows {SCHEMA_VERSION}). Update the studio (git pull, then "
                           "install the requirements again) to open this dataset; nothing was changed in it.")
     con.execute("BEGIN IMMEDIATE")
     try:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Callable, Iterator
 
 import numpy as np
-from typing import Callable, Iterator
 
 from utils.audio import load_audio, save_audio
 from utils.datasets.features import content_sha1
@@ -55,7 +55,7 @@ def process_dataset(ws: Workspace, name: str, backend: str = "auto", gate: bool 
     settings = {"backend": choice.name, "gate": bool(gate), "threshold": threshold}
     todo = [r for r in rows if redo or any((r.get("music") or {}).get(k) != v for k, v in settings.items())]
     workers = workers or default_workers()
-    spread = f"; the detector runs on {workers} cores" if gate and workers > 1 and len(todo) >= POOL_MIN_TASKS else ""
+    spread = f"; the detector runs on {workers} cores" if _spread(settings, workers, len(todo)) else ""
     yield Event("separate", 0, len(todo), f"backend {choice.name}: {choice.reason}; " + _plan(rows, todo) + spread)
     errors: list[str] = []
     folder, done = ws.dataset_dir(name), []
@@ -129,7 +129,7 @@ def _gated(ws: Workspace, rows: list[dict], folder: Path, settings: dict, worker
     """(row, what the gate found in a worker, or None: not gated yet). The gate is the whole cost for the clean clips
     that are most of a dataset (~20 s per audio hour in one process), so with enough clips it runs over `workers`
     processes and only the clips with music (or that a worker could not read) are separated here, on the GPU if any."""
-    if not settings["gate"] or workers <= 1 or len(rows) < POOL_MIN_TASKS:
+    if not _spread(settings, workers, len(rows)):
         yield from ((row, None) for row in rows)
         return
     by_id, tasks = {r["id"]: r for r in rows}, []
@@ -146,6 +146,11 @@ def _gated(ws: Workspace, rows: list[dict], folder: Path, settings: dict, worker
             yield by_id[task["id"]], found
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _spread(settings: dict, workers: int, clips: int) -> bool:
+    """Whether the gate runs in worker processes: it is on, there are cores, and enough clips to repay their start."""
+    return settings["gate"] and workers > 1 and clips >= POOL_MIN_TASKS
 
 
 def gate_clip(task: dict) -> dict:

@@ -26,8 +26,9 @@ def load_ranking(ws: Workspace, dataset: str) -> dict | None:
     return found[0] if found else None
 
 
-def _ranking(ws: Workspace, dataset: str) -> tuple[dict, dict[str, int]] | None:
-    """(the ranking with its decisions, {row id: position in it}), parsed again only when the file changed."""
+def _ranking(ws: Workspace, dataset: str) -> tuple[dict, dict[str, int], dict[str, int]] | None:
+    """(the ranking with its decisions, {row id: position in it}, {row id: text hash}, filled by _text_hashes),
+    parsed again only when the file changed."""
     from utils.transcripts.scoring import check_path
 
     path = check_path(ws, dataset)
@@ -45,27 +46,25 @@ def _ranking(ws: Workspace, dataset: str) -> tuple[dict, dict[str, int]] | None:
             while len(_LOADED) >= KEEP_RANKINGS:
                 del _LOADED[next(iter(_LOADED))]
             _LOADED[str(path)] = held
-        ranking, index = held[1], held[2]
+        _, ranking, index, hashes = held
         for row_id, action in decisions(ws, dataset).items():
             if row_id in index:
                 ranking["rows"][index[row_id]]["decision"] = action
-    return ranking, index
+    return ranking, index, hashes
 
 
 def _text_hashes(ws: Workspace, dataset: str) -> dict[str, int]:
     """{row id: store.text_hash of the text the last check scored}, made once per version of the ranking."""
     from utils.datasets.store import text_hash
-    from utils.transcripts.scoring import check_path
 
-    if _ranking(ws, dataset) is None:
+    found = _ranking(ws, dataset)
+    if found is None:
         return {}
+    ranking, _, hashes = found
     with _LOCK:
-        held = _LOADED.get(str(check_path(ws, dataset)))
-        if held is None:  # dropped by another thread's load since: made again next time
-            return {}
-        if not held[3]:
-            held[3].update((r["id"], text_hash(r.get("text"))) for r in held[1]["rows"])
-        return held[3]
+        if not hashes:
+            hashes.update((r["id"], text_hash(r.get("text"))) for r in ranking["rows"])
+    return hashes
 
 
 def decisions(ws: Workspace, dataset: str) -> dict[str, str]:
