@@ -56,7 +56,8 @@ def process_dataset(ws: Workspace, name: str, backend: str = "auto", gate: bool 
     todo = [r for r in rows if redo or any((r.get("music") or {}).get(k) != v for k, v in settings.items())]
     workers = workers or default_workers()
     spread = f"; the detector runs on {workers} cores" if _spread(settings, workers, len(todo)) else ""
-    yield Event("separate", 0, len(todo), f"backend {choice.name}: {choice.reason}; " + _plan(rows, todo) + spread)
+    reason = choice.reason.rstrip(".")
+    yield Event("separate", 0, len(todo), f"backend {choice.name}: {reason}; " + _plan(rows, todo) + spread)
     errors: list[str] = []
     folder, done = ws.dataset_dir(name), []
     try:
