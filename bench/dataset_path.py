@@ -9,8 +9,9 @@ For each size: unique LJSpeech-style clips are generated (espeak-ng Amharic sent
 gain, padding and noise: bench/prepare.py), then each stage runs in its own fresh process (its peak RSS is its
 own): prepare (import, checks, clips, mel cache), the music gate over every clip (`separate --dataset`, auto
 backend, the gate spread over the workers), the transcript check (its aligner trained --check-steps steps, then
-every clip aligned), the first training step of a tiny Matcha run (from Start: the rows read, the batches planned,
-one step), and the Dataset tab's clicks once warm (select the dataset, fix one text).
+every clip aligned; in a process of its own as the app runs it, so its memory is the "child" column), the first
+training step of a tiny Matcha run (from Start: the rows read, the batches planned, one step), and the Dataset
+tab's clicks once warm (select the dataset, fix one text).
 Results: bench/out/dataset_path-<cpu|cuda>.json.
 """
 from __future__ import annotations
@@ -45,10 +46,12 @@ def _stage_work(name: str, ws, args: dict):
         from utils.separation.dataset import process_dataset
 
         return lambda: run_to_end(process_dataset(ws, "bench", backend="auto", workers=args["workers"]))["backend"]
-    if name == "transcript_check":
+    if name == "transcript_check":  # as the app runs it: in a process of its own (peak_rss_mb is the app's side)
         from utils.transcripts.scoring import check_transcripts
+        from utils.workers import events_in_child
 
-        return lambda: run_to_end(check_transcripts(ws, "bench", steps=args["check_steps"]))["method"]
+        return lambda: "%d events" % sum(1 for _ in events_in_child(check_transcripts, ws, "bench", job="check",
+                                                                    steps=args["check_steps"]))
     if name == "first_step":
         from utils.training import TrainConfig, prepare_run, run
 
@@ -74,6 +77,7 @@ def _stage(name: str, root: str, args: dict, result) -> None:
     result["note"] = work()
     result["seconds"] = time.perf_counter() - t
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["child_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
 def _in_child(name: str, root: str, args: dict) -> dict:
@@ -136,10 +140,13 @@ def main() -> None:
     records = [measure(h, options) for h in args.hours]
     rows = [{"stage": name, **{f"{r['hours']}": r[name].get("s_per_hour", r[name].get("seconds")) for r in records},
              **{f"rss {r['hours']}": r[name].get("peak_rss_mb") for r in records},
+             **{f"child {r['hours']}": r[name].get("child_peak_rss_mb") for r in records},
              "note": records[-1][name].get("note")} for name in STAGES]
     columns = [("stage", "stage")] + [(f"{r['hours']}", f"s per audio h (once: s) at {r['hours']} h")
                                       for r in records] + \
-              [(f"rss {r['hours']}", f"peak MB at {r['hours']} h") for r in records] + [("note", "note")]
+              [(f"rss {r['hours']}", f"peak MB at {r['hours']} h") for r in records] + \
+              [(f"child {r['hours']}", f"its largest child's peak MB at {r['hours']} h") for r in records] + \
+              [("note", "note")]
     print(common.markdown_table(columns, rows))
     lines = extrapolate(records, args.workers)
     print("\nto 200 h on 16 cores:\n" + "\n".join(lines))

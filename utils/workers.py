@@ -1,15 +1,18 @@
 """Worker processes for work over every clip (preparation, the music gate): how many, how they start, and a
-bounded window of tasks in flight, so cancel is quick, memory stays flat and a crash names its clip."""
+bounded window of tasks in flight, so cancel is quick, memory stays flat and a crash names its clip; and one long
+job run in a child process of its own (events_in_child), so the app's process does not keep what the job held."""
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import threading
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from queue import Empty
 from typing import Callable, Iterator
 
-from utils.events import StudioError
+from utils.events import Event, StudioError
 
 POOL_MIN_TASKS = 24  # fewer clips than this are done in this process: spawning workers costs more
 
@@ -75,3 +78,68 @@ def run_tasks(fn: Callable[[dict], dict], tasks: list[dict], workers: int, cance
             for fut in running:
                 fut.cancel()
             return
+
+
+# ------------------------------------------------------------------------------ one long job in a child process
+def events_in_child(fn: Callable[..., Iterator[Event]], *args, job: str, **kwargs) -> Iterator[Event]:
+    """The events of `fn(*args, **kwargs)` (an importable event generator), run in a fresh process of its own.
+    A job whose memory grows with the dataset (the transcript check: ~7 KB a clip) then leaves the app's process
+    as small as before it, however big the dataset: a process's freed memory is rarely the system's again, a
+    child's is when it ends. Events come without their `result` (the UI shows messages); a StudioError in the child
+    is raised here with its message. Closing this generator (a closed page) stops the child as Ctrl-C would: its
+    `finally` blocks run, so a job that keeps its progress on disk goes on from there next time."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_forward_events, args=(queue, fn, args, kwargs), name=job)
+    child.start()
+    try:
+        while (said := _next_said(queue, child, job))[0] == "event":
+            yield said[1]
+        kind, payload = said
+        if kind == "end":
+            child.join(timeout=10)  # the child is only winding down
+            return
+        raise (StudioError if kind == "refused" else RuntimeError)(payload)
+    finally:
+        if child.is_alive():
+            child.terminate()  # SIGTERM: the child's handler turns it into SystemExit, unwinding its job
+        threading.Thread(target=child.join, daemon=True).start()  # reaped once it has wound down
+
+
+def _next_said(queue, child, job: str) -> tuple[str, object]:
+    """The child's next (kind, payload); a child that ended without saying how is said as a StudioError."""
+    while True:
+        try:
+            return queue.get(timeout=0.5)
+        except Empty:
+            if child.is_alive():
+                continue
+        try:  # it ended: what it said just before may still be on its way
+            return queue.get(timeout=1.0)
+        except Empty:
+            child.join()
+            raise StudioError(f"The {job} stopped unexpectedly (its process ended with code {child.exitcode}: out "
+                              "of memory?). What it finished is kept; start it again to go on.") from None
+
+
+def _forward_events(queue, fn, args, kwargs) -> None:
+    """The child's side of events_in_child."""
+    import dataclasses
+    import signal
+    import sys
+    import traceback
+
+    def stop(*_):  # the app stopped listening: unwind the job (its finally blocks run), never wait on the queue
+        queue.cancel_join_thread()
+        sys.exit(143)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        for event in fn(*args, **kwargs):
+            queue.put(("event", dataclasses.replace(event, result=None)))
+        queue.put(("end", None))
+    except StudioError as exc:
+        queue.put(("refused", str(exc)))
+    except Exception as exc:
+        traceback.print_exc()
+        queue.put(("failed", f"{type(exc).__name__}: {exc}"))

@@ -13,6 +13,7 @@ import pandas as pd
 from utils.events import StudioError
 from utils.transcripts import asr, check_transcripts, decide, load_ranking, review_rows
 from utils.transcripts.review import check_running, review_row, still_current
+from utils.workers import events_in_child
 from webui.components import says_errors
 from webui.context import AppContext
 
@@ -72,7 +73,8 @@ def run_check(ws, name: str, method: str, progress=None):
         lines.append("auto: no speech recognizer in this workspace, so this check uses the alignment alone (get a "
                      "recognizer below to add what it hears)")
         yield lines[0]
-    for event in check_transcripts(ws, name, method=method or "auto"):
+    # in a process of its own: at 200k clips the check holds ~1.5 GB, which the app's process would keep after it
+    for event in events_in_child(check_transcripts, ws, name, method=method or "auto", job="transcript check"):
         if progress is not None and event.total:
             progress(event.fraction, desc=event.message)
         step = (event.stage, event.total, event.message.split(" (about")[0])  # a count and time left move on
