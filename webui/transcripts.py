@@ -90,7 +90,8 @@ def run_drafts(ws, name: str, progress=None):
     if not name:
         raise StudioError("Choose a dataset above first.")
     lines: list[str] = []
-    for event in asr.transcribe_missing(ws, name):
+    # in a process of its own too: the recognizer (3.9 GB for the default) is let go with it, not kept by the app
+    for event in events_in_child(asr.transcribe_missing, ws, name, job="machine drafts"):
         if progress is not None and event.total:
             progress(event.fraction, desc=event.message)
         lines.append(event.format())
