@@ -11,7 +11,9 @@ own): prepare (import, checks, clips, mel cache), the music gate over every clip
 backend, the gate spread over the workers), the transcript check (its aligner trained --check-steps steps, then
 every clip aligned; in a process of its own as the app runs it, so its memory is the "child" column), the first
 training step of a tiny Matcha run (from Start: the rows read, the batches planned, one step), and the Dataset
-tab's clicks once warm (select the dataset, fix one text).
+tab's clicks once warm (select the dataset, fix one text). Last, first_step_rows: the first step again with the
+dataset's rows repeated under new ids to --rows (200k: the rows, batches and lookups of 200k clips, on the page
+cache of the few thousand real ones; unique clips at 200k need ~90 GB of disk).
 Results: bench/out/dataset_path-<cpu|cuda>.json.
 """
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 import common  # bench/common.py (the script's folder is on sys.path); puts the repository root there too
 import prepare as prepare_bench  # bench/prepare.py: the unique-clip generator
 
-STAGES = ("prepare", "music_gate", "transcript_check", "first_step", "clicks")
+STAGES = ("prepare", "music_gate", "transcript_check", "first_step", "clicks", "first_step_rows")
 PER_HOUR = ("prepare", "music_gate", "transcript_check")  # work over every clip: seconds per audio hour
 SPREAD = ("prepare", "music_gate")  # spread over the CPU cores (worker processes); the others run in one process
 
@@ -52,10 +54,10 @@ def _stage_work(name: str, ws, args: dict):
 
         return lambda: "%d events" % sum(1 for _ in events_in_child(check_transcripts, ws, "bench", job="check",
                                                                     steps=args["check_steps"]))
-    if name == "first_step":
+    if name in ("first_step", "first_step_rows"):
         from utils.training import TrainConfig, prepare_run, run
 
-        cfg = TrainConfig(dataset="bench", run="first-step", preset="tiny", max_steps=1, evaluate=False,
+        cfg = TrainConfig(dataset="bench", run=name.replace("_", "-"), preset="tiny", max_steps=1, evaluate=False,
                           workspace=str(ws.root))
         return lambda: f"step {run(prepare_run(cfg))['step']}"
     from webui import dataset as tab
@@ -90,6 +92,19 @@ def _in_child(name: str, root: str, args: dict) -> dict:
         return dict(result) if p.exitcode == 0 else {"note": f"failed (exit {p.exitcode})"}
 
 
+def repeat_rows(root: Path, n: int) -> int:
+    """The prepared dataset's rows repeated under new ids up to n rows (the same clips and cache entries): the
+    trainer's start at a row count the machine has no disk for as unique clips (200k rows: ~90 GB)."""
+    from utils.datasets import load_manifest, save_manifest
+    from utils.workspace import Workspace
+
+    ws = Workspace.open(root)
+    rows = load_manifest(ws, "bench")
+    copies = -(-n // len(rows))
+    save_manifest(ws, "bench", [{**r, "id": f"{r['id']}-{k}"} for k in range(copies) for r in rows][:n])
+    return n
+
+
 def measure(hours: float, args: dict) -> dict:
     root = tempfile.mkdtemp(prefix="bench-path-")
     try:
@@ -99,6 +114,8 @@ def measure(hours: float, args: dict) -> dict:
             if name not in args["stages"] and name != "prepare":  # the others need the prepared dataset
                 record[name] = {"note": "not run (--stages)"}
                 continue
+            if name == "first_step_rows":
+                record["rows"] = repeat_rows(Path(root) / "ws", args["rows"])
             record[name] = got = _in_child(name, root, args)
             if "seconds" in got and name in PER_HOUR:
                 got["s_per_hour"] = got["seconds"] / (seconds / 3600)
@@ -117,6 +134,8 @@ def extrapolate(records: list[dict], cores: int, target_cores: int = 16, target_
         got = last[name]
         if "seconds" not in got:
             lines.append(f"{name}: {got.get('note')}")
+        elif name == "first_step_rows":
+            lines.append(f"{name}: {got['seconds']:.1f} s as measured at {last['rows']:,} rows (repeated clips)")
         elif name not in PER_HOUR:
             lines.append(f"{name}: {got['seconds']:.1f} s as measured at {last['hours']} h (once, not per hour)")
         else:
@@ -132,11 +151,12 @@ def main() -> None:
     parser.add_argument("--hours", type=float, nargs="+", default=[1.0, 3.0])
     parser.add_argument("--workers", type=int, default=os.cpu_count())
     parser.add_argument("--check-steps", type=int, default=100, help="the transcript check's aligner steps")
+    parser.add_argument("--rows", type=int, default=200_000, help="first_step_rows: the clips' rows repeated to this")
     parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES),
                         help="the stages to time (preparation always runs: the others need its dataset)")
     common.add_output_args(parser)
     args = parser.parse_args()
-    options = {"workers": args.workers, "check_steps": args.check_steps, "stages": args.stages}
+    options = {"workers": args.workers, "check_steps": args.check_steps, "stages": args.stages, "rows": args.rows}
     records = [measure(h, options) for h in args.hours]
     rows = [{"stage": name, **{f"{r['hours']}": r[name].get("s_per_hour", r[name].get("seconds")) for r in records},
              **{f"rss {r['hours']}": r[name].get("peak_rss_mb") for r in records},

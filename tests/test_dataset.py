@@ -311,6 +311,17 @@ def test_split_is_stable_and_stratified_by_speaker():
     assert {r["id"]: r["split"] for r in shuffled} == first
 
 
+def test_a_big_dataset_holds_out_at_most_500_clips_shared_among_its_speakers():
+    """5 % of 200 hours would be 10 hours of speech never trained on."""
+    rows = [{"id": f"{s}{i}", "speaker": s} for s, n in (("a", 15000), ("b", 5000)) for i in range(n)]
+    assign_split(rows, 0.05)
+    held = [r["speaker"] for r in rows if r["split"] == "val"]
+    assert (held.count("a"), held.count("b")) == (375, 125)
+    small = [{"id": f"c{i}", "speaker": "c"} for i in range(2000)]
+    assign_split(small, 0.05)
+    assert sum(r["split"] == "val" for r in small) == 100  # under the cap: the fraction, as before
+
+
 def test_cli_prepare_prints_summary_and_exits_nonzero_only_when_nothing_usable(tmp_path):
     import os
     import subprocess

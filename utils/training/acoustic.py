@@ -25,7 +25,7 @@ from utils.training import ddp
 from utils.training import optimization as opt
 from utils.training.batching import Collate, FrameBatchSampler, batch_to_device, make_loader, round_up, split_batch
 from utils.training.config import TrainConfig, write_run_config
-from utils.training.data import MelDataset, mel_stats, prepare_items, training_rows
+from utils.training.data import VAL_LOSS_CLIPS, MelDataset, mel_stats, prepare_items, spread, training_rows
 from utils.training.engine import Engine, LoopSettings, Phase, drain
 from utils.training.evaluate import load_eval_vocoder, synthesis_quality, validation_loss
 from utils.training.faults import with_faults
@@ -122,9 +122,12 @@ class TextMelAdapter:
                                          dist.rank, dist.world_size, m.length_multiple, start=self.pos)
         dataset = MelDataset(self.ws, cfg.dataset, self.items, self.feat_cfg, self.mean, self.std)
         self.data = iter(make_loader(dataset, self.sampler, m, cfg.prefetch_factor))
-        val = MelDataset(self.ws, cfg.dataset, self.val_items, self.feat_cfg, self.mean, self.std)
-        self.val_batches = [Collate(m.length_multiple)([val[i] for i in range(j, min(j + 4, len(self.val_items)))])
-                            for j in range(0, len(self.val_items), 4)]
+        # the held-out loss on at most VAL_LOSS_CLIPS of them, loaded once: every held-out clip of 200 hours (~11k)
+        # would be ~1 GB of mels read before the first step, and thousands of forward passes an evaluation
+        val = MelDataset(self.ws, cfg.dataset, spread(self.val_items, VAL_LOSS_CLIPS), self.feat_cfg, self.mean,
+                         self.std)
+        self.val_batches = [Collate(m.length_multiple)([val[i] for i in range(j, min(j + 4, len(val)))])
+                            for j in range(0, len(val), 4)]
 
     def next_batch(self) -> dict:
         batch = next(self.data)
