@@ -1,9 +1,10 @@
 """Train/validation split, stratified by speaker and decided by a hash of the id.
 
 Within each speaker, rows are ranked by sha1(speaker/id) and the lowest-ranked `val_fraction`
-(at least one when the speaker has 10 or more rows) go to validation, at most VAL_MOST_CLIPS in all
-(shared among the speakers by their rows): 5 % of 200 hours would keep 10 hours of speech out of
-training, where ~30 minutes compare checkpoints as well. The rank of a row never
+(at least one when the speaker has 10 or more rows) go to validation, and no more than VAL_MOST_CLIPS
+in all, shared among the speakers by their rows (rounded up: a dataset of many speakers may hold out a
+few more): 5 % of 200 hours would keep 10 hours of speech out of training, where ~30 minutes compare
+checkpoints as well. The rank of a row never
 depends on other rows' content, so re-running prepare, or excluding and keeping rows, does not move
 anything between train and val; adding data moves only a few rows.
 """
