@@ -1,6 +1,6 @@
 """Matcha-TTS-style acoustic model: text encoder + duration predictor + MAS + flow-matching decoder.
 
-    model = MatchaTTS(MatchaConfig.preset("tiny", n_symbols=60, n_speakers=3))
+    model = MatchaTTS(MatchaConfig.preset_config("tiny", n_symbols=60, n_speakers=3))
     losses = model(tokens, token_lens, mels, mel_lens, speakers)      # training: dict of scalar losses
     out = model.synthesise(tokens, speaker=0, n_steps=10)              # out["mel"]: [1, n_feats, T] log-mel
 
