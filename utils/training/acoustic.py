@@ -122,8 +122,8 @@ class TextMelAdapter:
                                          dist.rank, dist.world_size, m.length_multiple, start=self.pos)
         dataset = MelDataset(self.ws, cfg.dataset, self.items, self.feat_cfg, self.mean, self.std)
         self.data = iter(make_loader(dataset, self.sampler, m, cfg.prefetch_factor))
-        # the held-out loss on at most VAL_LOSS_CLIPS of them, loaded once: every held-out clip of 200 hours (~11k)
-        # would be ~1 GB of mels read before the first step, and thousands of forward passes an evaluation
+        # the held-out loss on at most VAL_LOSS_CLIPS of them, loaded once: every held-out clip of a 200 h set split
+        # at 5 % (~11k) would be ~1 GB of mels read before the first step, and thousands of forward passes an eval
         val = MelDataset(self.ws, cfg.dataset, spread(self.val_items, VAL_LOSS_CLIPS), self.feat_cfg, self.mean,
                          self.std)
         self.val_batches = [Collate(m.length_multiple)([val[i] for i in range(j, min(j + 4, len(val)))])
