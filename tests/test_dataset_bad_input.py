@@ -208,3 +208,30 @@ def test_without_ffmpeg_an_m4a_is_named_with_what_to_do_and_the_rest_is_prepared
     summary = run(ws, "phone", sorted(src.iterdir()))
     assert summary["clips"] == 1 and [r["id"] for r in load_manifest(ws, "phone")] == ["ok0"]
     assert "ok1.m4a: M4A audio needs ffmpeg to decode" in messages(ws, "phone")
+
+
+def test_a_first_preparation_that_fails_midway_keeps_the_uploads_and_the_finished_clips(tmp_path, monkeypatch):
+    """A worker killed for memory, a full disk or a Drive error after the recordings were found used to delete the
+    new dataset folder, its raw copies (perhaps the only copy of an upload) and the finished clips, while the
+    message said finished clips are kept. Now the folder stays, and a re-run goes on from the clips done."""
+    import errno
+
+    import importlib
+
+    prepare_module = importlib.import_module("utils.datasets.prepare")
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    ws = Workspace.open(tmp_path / "ws")
+    source = good_pairs(tmp_path / "upload", 3)
+    monkeypatch.setattr(prepare_module, "save_manifest", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        run(ws, "big", source)
+    ds = ws.dataset_dir("big")
+    assert sorted(p.name for p in (ds / "raw").rglob("*.wav")) == ["ok0.wav", "ok1.wav", "ok2.wav"]
+    done = (ds / prepare_module.STATE_DIR / "done.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(done) == 3  # every clip finished before the disk filled
+    monkeypatch.undo()
+    assert run(ws, "big", None)["clips"] == 3  # the re-run from raw/ (what the message asks for) finishes it
+    assert ws.list_datasets() == ["big"]

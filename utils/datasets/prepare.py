@@ -36,6 +36,10 @@ from utils.workspace import Workspace, atomic_write_json, read_json, read_jsonl
 STATE_DIR = ".prepare"
 
 
+class NoDataset(StudioError):
+    """Nothing in the upload made a clip: no dataset is made (a new dataset's folder goes)."""
+
+
 def _key(*parts) -> str:
     return hashlib.sha1(json.dumps(parts, ensure_ascii=False, default=str).encode()).hexdigest()
 
@@ -45,15 +49,18 @@ def prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Path
     """Prepare dataset `name` from `sources` (files, folders or zips; None re-runs on what `raw/` holds).
     The last event's result is the report summary; options as for `_prepare`.
 
-    An import that fails (an empty zip, no audio found, ambiguous columns) takes away the dataset folder it
-    created, so no half-made dataset is left behind under that name; a folder that was there before (an
-    earlier import, its raw uploads) is never touched."""
+    An import that fails before any recording was found (an empty zip, no audio found, ambiguous columns), or
+    that made no clip of what it found, takes away the dataset folder it created, so no half-made dataset is left behind under that name. Once recordings
+    were found (prepare.json is written), a failure (a worker killed for memory, a full disk, a Drive I/O error)
+    keeps the folder: raw/ may hold the only copy of an upload, and `.prepare/done.jsonl` the finished clips, from
+    which a re-run goes on. A folder that was there before (an earlier import, its raw uploads) is never touched."""
     ds_dir = ws.dataset_dir(name)
     created = not ds_dir.exists()
     try:
         yield from _prepare(ws, name, sources, **options)
-    except Exception:
-        if created and ds_dir.exists():
+    except Exception as exc:
+        found_recordings = (ds_dir / "prepare.json").exists()
+        if created and ds_dir.exists() and (not found_recordings or isinstance(exc, NoDataset)):
             shutil.rmtree(ds_dir)
         raise
 
@@ -113,10 +120,11 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
     for e in found.errors:
         yield Event("discover", message=e["message"], level="warning")
     yield Event("discover", len(found.items), len(found.items), f"format {found.format}: {len(found.items)} item(s)")
-    yield from decode_compressed(ds_dir, found, errors)
+    # from here on the folder is a dataset that a failure keeps (see prepare): written before any long work
     atomic_write_json(ds_dir / "prepare.json", {"format": found.format, "frontend": frontend, "columns": columns,
                                                 "config": cfg.to_dict(),
                                                 "features": feature_cfg.to_dict() if feature_cfg else None})
+    yield from decode_compressed(ds_dir, found, errors)
     done = {d["key"]: d["result"] for d in read_jsonl(state / "done.jsonl")}
     common = {"cfg": cfg.to_dict()}
     use_gpu_mels = feature_cfg is not None and (device or _device()) == "cuda"
@@ -223,7 +231,7 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
                      "split": "train", "flags": [], "excluded": False, "source": it.source, "sha1": res["sha1"],
                      "music": None, "notes": {**it.notes, **res["notes"]}, "metrics": res["metrics"], "review": None})
     if not rows:  # a dataset of no clip would be offered by every picker and fail every run: none is made
-        raise StudioError(nothing_usable(sources or sorted(p for p in raw.rglob("*") if p.is_file()), errors))
+        raise NoDataset(nothing_usable(sources or sorted(p for p in raw.rglob("*") if p.is_file()), errors))
     _carry_decisions(ws, name, rows, cfg)
     finish_rows(rows, cfg)
     save_manifest(ws, name, rows)
