@@ -11,6 +11,7 @@ import torch.nn as nn
 
 from models.decoder import LENGTH_MULTIPLE
 from models.matcha import intersperse_blanks
+from models.vits_call import vits_settings
 
 
 class AcousticGraph(nn.Module):
@@ -69,10 +70,7 @@ class VitsGraph(nn.Module):
     def forward(self, tokens, noise_scale, noise_scale_duration, length_scale):
         """tokens [1, N] int64 (blanks included), noise scales [1], length_scale [1] float
         -> (waveform [1, samples] at the model's rate, its length [1] int64)."""
-        saved = self.vits.noise_scale, self.vits.noise_scale_duration
-        self.vits.noise_scale, self.vits.noise_scale_duration = noise_scale, noise_scale_duration
-        try:
-            out = self.vits(input_ids=tokens, speaking_rate=1.0 / length_scale)
-        finally:
-            self.vits.noise_scale, self.vits.noise_scale_duration = saved
+        with vits_settings(self.vits, noise_scale=noise_scale, noise_scale_duration=noise_scale_duration,
+                           speaking_rate=1.0 / length_scale):
+            out = self.vits(input_ids=tokens)
         return out.waveform, out.sequence_lengths

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.mms_fixtures import LETTERS, original_discriminator, tiny_base
+from tests.cuda_autocast import cuda_fp32_rule, output_dtypes
+from tests.mms_fixtures import LETTERS, TINY, original_discriminator, tiny_base
 from utils.events import StudioError
 
 
@@ -129,3 +130,77 @@ def test_the_training_forward_reaches_every_part_of_the_generator(base):
     for part in ("text_encoder", "posterior_encoder", "flow", "decoder", "duration_predictor"):
         grads = [p.grad for p in getattr(vits, part).parameters() if p.requires_grad]
         assert any(g is not None and g.abs().sum() > 0 for g in grads), part
+
+
+def test_under_cuda_autocasts_fp32_rule_the_generators_activations_stay_bf16(base):
+    """CUDA autocast returns layer_norm, softmax and exp in fp32 where CPU autocast returns bf16 (tests/cuda_autocast.py
+    plays its rule here; gpu_tests/test_bf16.py checks it on a GPU). With the masks in the compute dtype and the
+    text encoder's embedding and LayerNorms cast back (hooks on transformers' modules), the text encoder, the
+    WaveNets and the HiFi-GAN decoder run in bf16. fp32 on purpose: the posterior's sample z and the flow's latent
+    (CUDA's exp makes them so; the KL and the alignment take them in fp32), the duration predictor (autocast off)
+    and the weight-norm parametrizations (weights, not activations)."""
+    import functools
+
+    from models.alignment import sequence_mask
+    from models.vits_training import training_forward
+    from utils.mms.base import build_generator, describe_base
+
+    torch.manual_seed(0)
+    vits = build_generator(describe_base(base)).train()
+    dtypes, _ = output_dtypes(vits)
+    ids, spec = torch.randint(1, len(LETTERS), (2, 21)), torch.rand(2, 513, 93)
+    with cuda_fp32_rule():
+        out = training_forward(vits, ids, sequence_mask(torch.tensor([21, 15])), spec,
+                               sequence_mask(torch.tensor([93, 62])), segment=32,
+                               amp=functools.partial(torch.autocast, "cpu", dtype=torch.bfloat16))
+    fp32 = {n for n, d in dtypes.items() if d == torch.float32
+            and not n.startswith("duration_predictor") and ".parametrizations." not in n}
+    assert fp32 == {"posterior_encoder", "flow", "flow.flows.0"}, fp32
+    assert {"text_encoder.encoder.layers.0", "text_encoder.encoder.layers.0.final_layer_norm", "decoder",
+            "posterior_encoder.wavenet", "flow.flows.0.wavenet"} <= set(dtypes)
+    assert out.wave.dtype == torch.float32 and torch.isfinite(out.wave).all() and torch.isfinite(out.kl + out.duration)
+
+
+
+class OlderVits(torch.nn.Module):
+    """transformers' VitsModel as releases before 5.3 call it: forward has no `speaking_rate` argument (a TypeError)
+    and reads the speed from the model's attribute, as it reads its noise scales."""
+
+    def __init__(self, vits):
+        super().__init__()
+        self.inner = vits
+
+    def __getattr__(self, name):
+        if name in ("noise_scale", "noise_scale_duration", "speaking_rate"):
+            return getattr(self._modules["inner"], name)
+        return super().__getattr__(name)
+
+    def __setattr__(self, name, value):
+        if name in ("noise_scale", "noise_scale_duration", "speaking_rate"):
+            setattr(self._modules["inner"], name, value)
+        else:
+            super().__setattr__(name, value)
+
+    def forward(self, input_ids=None, attention_mask=None):
+        return self.inner(input_ids=input_ids, attention_mask=attention_mask)
+
+
+def test_mms_speech_and_its_onnx_graph_set_the_speed_as_every_transformers_reads_it():
+    """speaking_rate= exists as an argument from transformers 5.3 only: older releases (the requirements allowed
+    4.40) failed at the first evaluation and export. The speed is now set on the model, as the noise scales."""
+    from transformers import VitsConfig, VitsModel
+
+    from models.onnx_graphs import VitsGraph
+    from utils.mms.speech import speak_ids
+
+    torch.manual_seed(0)
+    vits = OlderVits(VitsModel(VitsConfig(**TINY)).eval())
+    ids = [[3, 5, 7, 9, 11, 13, 5, 7]]
+    normal = speak_ids(vits, ids, seed=0, length_scale=1.0)[0]
+    slow = speak_ids(vits, ids, seed=0, length_scale=2.0)[0]
+    assert 1.6 < len(slow) / len(normal) < 2.4, (len(normal), len(slow))
+    assert vits.speaking_rate == 1.0  # put back after the call
+    graph = VitsGraph(vits)
+    wave, n = graph(torch.tensor(ids), torch.tensor([0.0]), torch.tensor([0.0]), torch.tensor([2.0]))
+    again, m = graph(torch.tensor(ids), torch.tensor([0.0]), torch.tensor([0.0]), torch.tensor([1.0]))
+    assert 1.6 < int(n) / int(m) < 2.4 and vits.noise_scale == VitsConfig().noise_scale

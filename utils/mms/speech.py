@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from models.vits_call import vits_settings
+
 
 @torch.no_grad()
 def speak_ids(vits, id_lists: list[list[int]], seed: int | None = None, noise_scale: float | None = None,
@@ -26,17 +28,13 @@ def speak_ids(vits, id_lists: list[list[int]], seed: int | None = None, noise_sc
     for i, x in enumerate(id_lists):
         ids[i, : len(x)] = torch.tensor(x)
     mask = (torch.arange(ids.shape[1])[None] < torch.tensor([len(x) for x in id_lists])[:, None]).long()
-    saved = vits.noise_scale
-    if noise_scale is not None:
-        vits.noise_scale = float(noise_scale)
     devices = [device.index or 0] if device.type == "cuda" else []
-    try:
-        with torch.random.fork_rng(devices=devices, enabled=seed is not None):
-            if seed is not None:
-                torch.manual_seed(int(seed))
-            out = vits(input_ids=ids.to(device), attention_mask=mask.to(device), speaking_rate=1.0 / length_scale)
-    finally:
-        vits.noise_scale = saved
+    noise = None if noise_scale is None else float(noise_scale)
+    with vits_settings(vits, noise_scale=noise, speaking_rate=1.0 / length_scale), \
+            torch.random.fork_rng(devices=devices, enabled=seed is not None):
+        if seed is not None:
+            torch.manual_seed(int(seed))
+        out = vits(input_ids=ids.to(device), attention_mask=mask.to(device))
     return [wave[: int(n)].float() for wave, n in zip(out.waveform, out.sequence_lengths)]
 
 
