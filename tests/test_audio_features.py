@@ -78,3 +78,28 @@ def test_a_torchaudio_built_for_another_torch_does_not_stop_the_studio(tmp_path)
     started = subprocess.run([sys.executable, "app.py", "g2p", "ሰላም", "--workspace", str(tmp_path / "ws")], cwd=root,
                              env=env, capture_output=True, text=True, timeout=120)
     assert started.returncode == 0 and "s ə l a m" in started.stdout, started.stderr[-2000:]
+
+
+def test_f5s_higher_log_floor_is_read_from_the_prepared_cache_not_computed_again(tmp_path):
+    """F5 floors its log-mels at 1e-5, the prepared cache at 1e-7; the first F5 run used to compute and cache every
+    mel again in its main process. log(max(x, 1e-5)) = max(log(max(x, 1e-7)), log 1e-5): the cache serves both."""
+    from tests.helpers import make_dataset
+    from utils.audio import load_audio, resample
+    from utils.datasets import load_manifest
+    from utils.datasets.features import feature_frames, features, mel_numpy
+    from utils.f5.adapter import F5_FEATURES
+
+    ws = make_dataset(tmp_path, n_train=2, n_val=1, max_chars=30)
+    ds = ws.dataset_dir("am")
+    rows = load_manifest(ws, "am")
+    for row in rows:  # the prepared cache, as preparation or a Matcha run leaves it
+        features(ws, "am", row)
+    caches = sorted(p.name for p in (ds / "features").iterdir())
+    for row in rows:
+        audio, sr = load_audio(ds / row["audio"])
+        want = mel_numpy(resample(audio, sr, F5_FEATURES.sample_rate), F5_FEATURES)
+        got = features(ws, "am", row, F5_FEATURES)
+        assert got.shape == want.shape and got.min() >= np.log(1e-5) - 1e-6
+        np.testing.assert_allclose(got, want, atol=2e-3 * np.abs(want).max())  # the cache's own precision
+        assert feature_frames(ws, "am", row, F5_FEATURES) == want.shape[-1]
+    assert sorted(p.name for p in (ds / "features").iterdir()) == caches  # no second cache of every mel

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -191,20 +192,36 @@ _UNREADABLE = (FileNotFoundError, ValueError, EOFError, OSError)  # a miss, or a
 
 def features(ws: Workspace, name: str, row: dict, cfg: FeatureConfig = FeatureConfig()) -> np.ndarray:
     """Log-mel [n_mels, frames] float32 of a manifest row (a half-precision entry widened), computed and cached on
-    a miss."""
+    a miss; a configuration that differs from a cached one only by a higher log floor is read from that one."""
     wav, path = _entry(ws, name, row, cfg)
     try:
         return np.load(path).astype(np.float32, copy=False)
     except _UNREADABLE:
         pass
+    if (lower := lower_floor(cfg)) is not None:
+        try:
+            mel = np.load(_entry(ws, name, row, lower)[1]).astype(np.float32, copy=False)
+            return np.maximum(mel, np.float32(np.log(cfg.log_floor)))
+        except _UNREADABLE:
+            pass
     compute_and_store(wav, path.parent, path.stem, cfg.to_dict())
     return np.load(path).astype(np.float32, copy=False)
+
+
+def lower_floor(cfg: FeatureConfig) -> FeatureConfig | None:
+    """The prepared cache's configuration when `cfg` is it with a higher log floor (F5's 1e-5 against 1e-7), else
+    None: log(max(x, f)) = max(log(max(x, f0)), log f) for f >= f0, so one cache serves both. F5 used to rebuild every
+    mel of its first run in the trainer's main process (minutes and ~2 GB for 15 h, on every rank)."""
+    lower = replace(cfg, log_floor=FeatureConfig.log_floor)
+    return lower if cfg.log_floor > lower.log_floor else None
 
 
 def feature_frames(ws: Workspace, name: str, row: dict, cfg: FeatureConfig = FeatureConfig()) -> int:
     """Number of mel frames of a row, without reading its mel (computed on a miss)."""
     _, path = _entry_names(ws, name, row, cfg)
     frames = cached_frames(path)
+    if frames is None and (lower := lower_floor(cfg)) is not None:
+        frames = cached_frames(_entry_names(ws, name, row, lower)[1])  # the same frames as the prepared entry
     return frames if frames is not None else int(features(ws, name, row, cfg).shape[-1])
 
 
