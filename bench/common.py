@@ -234,12 +234,10 @@ def espeak_dataset(root: Path, n_train: int, n_val: int = 0, max_chars: int = 60
                         max_chars=max_chars)
 
 
-def dataset_loader(workspace: Path, dataset: str, max_frames: int, num_workers: int = 0, pin_memory: bool = False,
-                   persistent_workers: bool = False, length_multiple: int = 4, seed: int = 1234):
-    """The trainer's data path (utils/training/data.py, batching.py): manifest -> frontend -> cached mels -> frame
-    batches -> DataLoader. Returns (loader, n_symbols, n_speakers)."""
+def training_items(workspace: Path, dataset: str):
+    """The trainer's items and dataset (utils/training/data.py): manifest -> frontend -> cached mels. Returns
+    (items, MelDataset, n_symbols, n_speakers)."""
     from utils.audio import FeatureConfig
-    from utils.training.batching import FrameBatchSampler, make_loader
     from utils.training.data import MelDataset, mel_stats, prepare_items, training_rows
     from utils.training.frontend import Frontend
     from utils.workspace import Workspace
@@ -251,11 +249,20 @@ def dataset_loader(workspace: Path, dataset: str, max_frames: int, num_workers: 
     speakers = sorted({r.get("speaker", "default") for r in rows})
     items = prepare_items(ws, dataset, rows, frontend, speakers, feat_cfg, log=lambda *_: None)
     mean, std = mel_stats(ws, dataset, items, feat_cfg)
+    return items, MelDataset(ws, dataset, items, feat_cfg, mean, std), len(frontend.symbols), len(speakers)
+
+
+def dataset_loader(workspace: Path, dataset: str, max_frames: int, num_workers: int = 0, pin_memory: bool = False,
+                   persistent_workers: bool = False, length_multiple: int = 4, seed: int = 1234):
+    """The trainer's data path (utils/training/data.py, batching.py): manifest -> frontend -> cached mels -> frame
+    batches -> DataLoader. Returns (loader, n_symbols, n_speakers)."""
+    from utils.training.batching import FrameBatchSampler, make_loader
+
+    items, data, n_symbols, n_speakers = training_items(workspace, dataset)
     sampler = FrameBatchSampler([it.frames for it in items], max_frames, seed, length_multiple=length_multiple)
     m = SimpleNamespace(num_workers=num_workers, pin_memory=pin_memory, persistent_workers=persistent_workers,
                         length_multiple=length_multiple)
-    loader = make_loader(MelDataset(ws, dataset, items, feat_cfg, mean, std), sampler, m)
-    return loader, len(frontend.symbols), len(speakers)
+    return make_loader(data, sampler, m), n_symbols, n_speakers
 
 
 # --------------------------------------------------------------------------- training step

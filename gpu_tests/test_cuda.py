@@ -37,8 +37,10 @@ def train_log(ws, name: str) -> str:
 
 
 def test_hardware_defaults_train_with_every_gpu_optimization_on(corpus):
-    """device/precision/attention/... all 'auto': what a user gets on an H100 without touching a setting."""
-    result = run(prepare_run(config(corpus, "auto", compile="auto", max_steps=60)))
+    """device/precision/attention/... all 'auto': what a user gets on an H100 without touching a setting, except
+    compile, which 'auto' leaves off in a run this short (it pays from ~2000 steps): forced on, as a long run has it.
+    Its shapes are static (utils/training/compiled.py); a compilation that fails would be said and the run go on."""
+    result = run(prepare_run(config(corpus, "auto", compile="true", max_steps=60)))
     assert result["state"] == "finished", result
     resolved = json.loads((corpus.run_dir("auto") / "config.json").read_text())["resolved"]
     assert resolved["device"] == "cuda" and resolved["precision"] == "bf16"
@@ -56,8 +58,9 @@ def test_hardware_defaults_train_with_every_gpu_optimization_on(corpus):
         assert all(r[key] > 0 for r in rows), key
     assert rows[-1]["gpu_mem_peak_gb"] >= rows[-1]["gpu_mem_allocated_gb"]
     log = train_log(corpus, "auto")
-    for word in ("bf16", "tf32", "flash", "fused_adamw", "compile", "probe"):
+    for word in ("bf16", "tf32", "flash", "fused_adamw", "compile", "probe", "graph(s) built so far"):
         assert word in log, word
+    assert "(torch.compile) failed" not in log, log  # it would not end the run, but it must not happen here
     assert any("mcd" in r for r in metrics(corpus, "auto"))
 
 

@@ -160,15 +160,18 @@ def test_an_mms_fine_tune_trains_speaks_and_exports_on_cuda(one_voice, monkeypat
         monkeypatch.setattr(hardware, "query_gpus", lambda: [replace(g, name="Tesla T4 (forced)",
                                                                      compute_capability="7.5") for g in real])
     name = f"mms-{card}"
+    # fp16's scaler starts at 65536 and halves once per overflowing step down to the tiny base's ~1024: six steps
+    # skipped before the first update (the first GPU run had only six), so the T4 trains twelve
+    steps = 12 if card == "t4" else 6
     cfg = TrainConfig(workspace=str(one_voice.root), dataset="one", run=name, engine="mms", init="pretrained/tiny-mms",
-                      max_steps=6, log_every=1, eval_every=3, checkpoint_every=3, eval_clips=1, sample_clips=1,
-                      device="auto")
+                      max_steps=steps, log_every=1, eval_every=steps // 2, checkpoint_every=steps // 2, eval_clips=1,
+                      sample_clips=1, device="auto")
     result = run(prepare_run(cfg))
     assert result["state"] == "finished", result
     resolved = json.loads((one_voice.run_dir(name) / "config.json").read_text())["resolved"]
     assert resolved["device"] == "cuda" and resolved["precision"] == ("fp16" if card == "t4" else "bf16"), resolved
     rows = [r for r in read_jsonl(one_voice.run_dir(name) / "metrics.jsonl") if "loss_g" in r]
-    assert len(rows) == 6 and all(np.isfinite([r["loss_g"], r["loss_d"]]).all() for r in rows)
+    assert len(rows) >= 6 and all(np.isfinite([r["loss_g"], r["loss_d"]]).all() for r in rows)
     assert any("mcd" in r for r in read_jsonl(one_voice.run_dir(name) / "metrics.jsonl"))
     from utils import inference
 

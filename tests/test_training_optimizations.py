@@ -49,6 +49,10 @@ def test_auto_settings_follow_the_hardware_recommendation_with_reasons():
     assert opt.resolve(TrainConfig(preset="tiny", lr="1e-3"), cpu_report()).lr == 1e-3  # as the CLI passes it
     with pytest.raises(StudioError, match="mas triton runs on a CUDA GPU"):
         opt.resolve(TrainConfig(preset="tiny", mas="triton"), cpu_report())
+    short = opt.resolve(TrainConfig(preset="base", max_steps=opt.COMPILE_MIN_STEPS - 1), h100_report())
+    assert not short.compile and "pays only from about 2000 steps" in short.reasons["compile"]
+    assert short.length_multiple == 4  # nothing compiled: no padding for it either
+    assert opt.resolve(TrainConfig(preset="base", max_steps=100, compile="true"), h100_report()).compile
     forced = opt.resolve(TrainConfig(preset="tiny", attention="flash", compile="true", grad_checkpointing="true",
                                      max_frames_per_batch=1234, grad_accumulation=3), cpu_report())
     assert forced.attention == "flash" and forced.compile and forced.grad_checkpointing

@@ -88,8 +88,9 @@ class RunView:
             text += f"\n\n⚠ {s['warning']}"
         if s.get("overfitting"):
             text += f"\n\n⚠ {s['overfitting']}"
-        if s.get("precision_note"):  # mixed precision failed and the run went on in fp32 (utils/training/engine.py)
-            text += f"\n\n⚠ {s['precision_note']}"
+        for note in ("precision_note", "compile_note"):  # mixed precision or torch.compile failed, the run went on
+            if s.get(note):
+                text += f"\n\n⚠ {s[note]}"
         return text
 
 

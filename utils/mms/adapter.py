@@ -89,9 +89,11 @@ class MmsAdapter:
         if cfg.grad_accumulation == "auto":
             m.set("grad_accumulation", 1, "every batch updates the weights, as the recipe")
         if m.precision != "fp32":
+            kl = (", and in fp16 the networks the KL term reaches too (text encoder, posterior encoder, flow: their "
+                  "gradients overflow fp16)" if m.precision == "fp16" else "")
             m.set("precision", m.precision, f"{m.reasons['precision']} The alignment search, the duration "
-                  "predictor's flows, the spectrograms and every loss stay fp32; a run whose mixed precision keeps "
-                  "failing goes on in fp32 from its last good weights")
+                  f"predictor's flows, the spectrograms and every loss stay fp32{kl}; a run whose mixed precision "
+                  "keeps failing goes on in fp32 from its last good weights")
         return m
 
     # ------------------------------------------------------------------------------ build
@@ -180,13 +182,17 @@ class MmsAdapter:
 
     # ------------------------------------------------------------------------------ data
     def start_data(self, step: int) -> None:
-        from utils.mms.data import ClipDataset, loader
+        from utils.mms.data import ClipDataset, batch_bytes, loader
         from utils.training.batching import FrameBatchSampler
+        from utils.training.loader import ResilientLoader
 
         cfg, m, dist = self.cfg, self.machine, self.ctx.dist
         self.sampler = FrameBatchSampler([c.frames for c in self.clips], m.max_frames_per_batch, cfg.seed, dist.rank,
                                          dist.world_size, length_multiple=1, start=self.pos)
-        self.data = iter(loader(ClipDataset(self.clips), self.sampler, m, cfg.prefetch_factor))
+        clips = ClipDataset(self.clips)
+        self.data = ResilientLoader(lambda sampler, workers: loader(clips, sampler, m, cfg.prefetch_factor, workers),
+                                    self.sampler, m.num_workers, self.ctx.log, batch_bytes(m.max_frames_per_batch),
+                                    cfg.prefetch_factor)
         self.val_data = ClipDataset(self.val_clips)
 
     def next_batch(self) -> dict:

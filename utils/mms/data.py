@@ -15,6 +15,7 @@ import torch
 
 from utils.audio import load_audio
 from utils.mms.features import VitsFeatures, spectrogram
+from utils.training.loader import ignore_stop_signals
 
 FEATURES = VitsFeatures()
 
@@ -71,6 +72,12 @@ class ClipDataset(torch.utils.data.Dataset):
                 "pos": (epoch, index), "index": i}
 
 
+def batch_bytes(frames: int) -> int:
+    """The tensors of a batch of `frames` padded frames (spectrogram bins and waveform samples, fp32): what each
+    batch a loader worker makes occupies in shared memory (~6 MB for 16 clips of 2.3 s)."""
+    return frames * (FEATURES.n_fft // 2 + 1 + FEATURES.hop_length) * 4
+
+
 def collate(items: list[dict]) -> dict:
     """Pad to the longest: ids [B, N], wave [B, L], spec [B, bins, T], with their lengths."""
     b = len(items)
@@ -99,8 +106,11 @@ def split(batch: dict, parts: int) -> list[dict]:
     return out
 
 
-def loader(dataset: ClipDataset, sampler, m, prefetch_factor: int = 2):
-    """The training DataLoader with the machine's worker and pinning settings."""
-    extra = {"persistent_workers": m.persistent_workers, "prefetch_factor": prefetch_factor} if m.num_workers else {}
-    return torch.utils.data.DataLoader(dataset, batch_sampler=sampler, num_workers=m.num_workers,
+def loader(dataset: ClipDataset, sampler, m, prefetch_factor: int = 2, num_workers: int | None = None):
+    """The training DataLoader with the machine's worker and pinning settings (`num_workers` overrides the
+    machine's: utils.training.loader.ResilientLoader restarts it with fewer)."""
+    workers = m.num_workers if num_workers is None else num_workers
+    extra = {"persistent_workers": m.persistent_workers, "prefetch_factor": prefetch_factor,
+             "worker_init_fn": ignore_stop_signals} if workers else {}
+    return torch.utils.data.DataLoader(dataset, batch_sampler=sampler, num_workers=workers,
                                        pin_memory=m.pin_memory, collate_fn=collate, **extra)

@@ -29,6 +29,7 @@ from utils.training.data import VAL_LOSS_CLIPS, MelDataset, mel_stats, prepare_i
 from utils.training.engine import Engine, LoopSettings, Phase, drain
 from utils.training.evaluate import load_eval_vocoder, synthesis_quality, validation_loss
 from utils.training.faults import with_faults
+from utils.training.loader import ResilientLoader
 from utils.workspace import Workspace
 
 
@@ -121,7 +122,10 @@ class TextMelAdapter:
         self.sampler = FrameBatchSampler([it.frames for it in self.items], m.max_frames_per_batch, cfg.seed,
                                          dist.rank, dist.world_size, m.length_multiple, start=self.pos)
         dataset = MelDataset(self.ws, cfg.dataset, self.items, self.feat_cfg, self.mean, self.std)
-        self.data = iter(make_loader(dataset, self.sampler, m, cfg.prefetch_factor))
+        mels = m.max_frames_per_batch * self.feat_cfg.n_mels * 4  # fp32: each batch's bytes in shared memory
+        self.data = ResilientLoader(lambda sampler, workers: make_loader(dataset, sampler, m, cfg.prefetch_factor,
+                                                                         workers),
+                                    self.sampler, m.num_workers, self.ctx.log, mels, cfg.prefetch_factor)
         # the held-out loss on at most VAL_LOSS_CLIPS of them, loaded once: every held-out clip of a 200 h set split
         # at 5 % (~11k) would be ~1 GB of mels read before the first step, and thousands of forward passes an eval
         val = MelDataset(self.ws, cfg.dataset, spread(self.val_items, VAL_LOSS_CLIPS), self.feat_cfg, self.mean,

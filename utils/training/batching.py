@@ -11,6 +11,8 @@ import math
 import numpy as np
 import torch
 
+from utils.training.loader import ignore_stop_signals
+
 
 def round_up(n: int, multiple: int) -> int:
     return int(math.ceil(n / multiple) * multiple)
@@ -101,12 +103,16 @@ class FrameBatchSampler:
         return len(self.epoch_batches(0))
 
 
-def make_loader(dataset: torch.utils.data.Dataset, sampler: FrameBatchSampler, m, prefetch_factor: int = 2):
-    """The training DataLoader with the resolved worker / pinning / prefetch settings."""
+def make_loader(dataset: torch.utils.data.Dataset, sampler: FrameBatchSampler, m, prefetch_factor: int = 2,
+                num_workers: int | None = None):
+    """The training DataLoader with the resolved worker / pinning / prefetch settings (`num_workers` overrides
+    the machine's: utils.training.loader.ResilientLoader restarts it with fewer)."""
+    workers = m.num_workers if num_workers is None else num_workers
     kw = {}
-    if m.num_workers > 0:
-        kw = {"persistent_workers": m.persistent_workers, "prefetch_factor": prefetch_factor}
-    return torch.utils.data.DataLoader(dataset, batch_sampler=sampler, num_workers=m.num_workers,
+    if workers > 0:
+        kw = {"persistent_workers": m.persistent_workers, "prefetch_factor": prefetch_factor,
+              "worker_init_fn": ignore_stop_signals}
+    return torch.utils.data.DataLoader(dataset, batch_sampler=sampler, num_workers=workers,
                                        pin_memory=m.pin_memory, collate_fn=Collate(m.length_multiple), **kw)
 
 

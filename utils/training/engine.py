@@ -45,6 +45,7 @@ import torch
 
 from utils.events import Event, StudioError
 from utils.training import checkpoint as ckpt
+from utils.training import compiled
 from utils.training import ddp
 from utils.training import optimization as opt
 from utils.training.probe import optimizer_state_ballast, probe_limit, probe_max_frames
@@ -54,6 +55,10 @@ GROW_BACK_STEPS = 200  # good steps after an out-of-memory before a halved micro
 STATE_FORMAT = 2       # trainer_state.pt layout (1: the two trainers' own layouts, upgraded by the adapters)
 # saved so that a resume keeps the grow-back timing and the count of non-finite steps in a row
 COUNTERS = ("good_steps", "grow_after", "bad_steps")
+# fp16 that does not train goes on in fp32 (Engine._on_skipped). Below a loss scale of 1 the scaler shrinks the
+# gradients, and they still overflow: fp16's range cannot hold them (and small ones flush to zero)
+FP16_MIN_SCALE = 1.0
+SKIP_WINDOW, SKIP_MIN_SEEN = 20, 8  # after fp16's first update: half of the last 20 steps skipped (8 seen at least)
 
 
 @dataclass
@@ -142,6 +147,30 @@ def drain(events: Iterator[Event]) -> dict:
             return end.value
 
 
+class SkipWindow:
+    """The steps fp16 skipped, telling a loss scale that is still finding its value from fp16 that does not train.
+    The skips in a row from the run's first step are the calibration (a T4 starts at 65536 and halves the scale at
+    each skip until the gradients fit) and never count. After the first update, a step skipped now and then is the
+    scale trying a higher value; half of the last SKIP_WINDOW steps skipped is fp16 failing, even when the good
+    steps between the failures keep the count of failures in a row at one."""
+
+    def __init__(self, first_step: int):
+        self.first_step, self.calibration, self.updated_from, self.skipped = first_step, 0, None, []
+
+    def skip(self, at: int) -> str:
+        """Step `at` was skipped: "K of the last N steps" when fp16 is not training, else ""."""
+        if self.updated_from is None:
+            if at == self.first_step + self.calibration:  # still skipping in a row from the first step
+                self.calibration += 1
+                return ""
+            self.updated_from = self.first_step + self.calibration  # the first step that updated the weights
+        start = max(self.updated_from, at + 1 - SKIP_WINDOW)
+        self.skipped = [s for s in self.skipped if s >= start] + [at]
+        seen = at + 1 - start
+        failing = seen >= SKIP_MIN_SEEN and 2 * len(self.skipped) >= seen
+        return f"{len(self.skipped)} of the last {seen} steps" if failing else ""
+
+
 class Engine:
     def __init__(self, adapter, echo: bool = True):
         self.a = adapter
@@ -226,14 +255,17 @@ class Engine:
                     if s.ema_decay > 0 else None)
         if m.probe and not resume_from and hasattr(a, "probe_batch"):
             self._probe()  # a resumed run keeps its batch size (the data order depends on it)
-        self.compiled = a.compile_targets() if m.values.get("compile") else []
-        opt.compile_modules(self.compiled, m)  # after the probe: every probed size would be a new shape to compile
+        # after the probe: every probed size would be a new shape to compile
+        targets = a.compile_targets() if m.values.get("compile") else []
+        self.compiled = compiled.CompiledParts(targets, part_names(targets, a.modules), self._compile_failed)
+        self.graphs_logged = 0
         for module in a.modules.values():  # every rank starts from rank 0's weights
             ddp.broadcast_parameters(module, self.dist)
         if self.ema is not None:  # ... and averages them from there
             torch._foreach_copy_(self.ema, [p.detach() for p in a.modules[a.inference].parameters()])
         if resume_from:
             self._load_state(resume_from)
+        self.fp16_skips = SkipWindow(self.step)  # whether fp16 trains or only calibrates (_on_skipped)
         a.start_data(self.step)
         yield from self._describe()
         return (yield from self._loop(resume_from))
@@ -399,6 +431,10 @@ class Engine:
                         for k, v in losses.items():
                             total[k] = total.get(k, 0.0) + v.detach() * weight
             except Exception as exc:
+                if self.compiled and compiled.is_compile_failure(exc):  # e.g. the compiled backward's build
+                    self.compiled.failed("backward pass", exc)
+                    total = losses = piece = None
+                    continue  # the same micro-batches again, eager: no rank needs to hear of it
                 if not opt.is_oom(exc):
                     raise
                 oom = True  # a flag, not the exception: its traceback holds the failed step's tensors
@@ -442,27 +478,35 @@ class Engine:
         return grad_norm.detach(), finite_loss, finite_grads
 
     def _on_skipped(self, skipped: int, overflow: bool) -> str:
-        """After a step with non-finite updates: lower the loss scale (fp16) or halve the learning rate; a
-        failure message when too many steps in a row failed."""
+        """After a step with non-finite updates: lower the loss scale (fp16) or halve the learning rate; fp32 from
+        here on when mixed precision is not training (too many steps in a row failed; in fp16 also a loss scale
+        below FP16_MIN_SCALE, or half of the recent steps skipped: SkipWindow); a failure message when fp32 fails."""
         at = self.step - 1
         where = f" in {skipped} of the {len(self.a.phases)} updates" if len(self.a.phases) > 1 else ""
         # fp16: gradients that overflow under a finite loss are the scaler finding its scale (a T4 starts at
-        # 65536), not a failing run; they are skipped without counting
-        calibrating = self.m.precision == "fp16" and overflow and self.scaler.get_scale() >= 1.0
+        # 65536), not a failing run; they are skipped without counting in a row
+        calibrating = self.m.precision == "fp16" and overflow and self.scaler.get_scale() >= FP16_MIN_SCALE
         self.bad_steps += 0 if calibrating else 1
+        fp16_failing = ""
         if self.m.precision == "fp16":
             self.log(f"step {at}: {'gradients overflowed' if calibrating else 'non-finite loss/gradients'}{where}, "
-                     f"step skipped, loss scale lowered to {self.scaler.get_scale():.0f}")
+                     f"step skipped, loss scale lowered to {self.scaler.get_scale():g}")
+            share = self.fp16_skips.skip(at)
+            if self.scaler.get_scale() < FP16_MIN_SCALE:  # the gradients overflow fp16 even unscaled
+                fp16_failing = f"non-finite loss or gradients in fp16 even with the loss scale below {FP16_MIN_SCALE:g}"
+            elif share:  # failures between good steps: never many in a row, while the scale keeps halving
+                fp16_failing = f"{share} had non-finite loss or gradients in fp16"
         else:
             self.lr_scale *= 0.5
             self.log(f"step {at}: non-finite loss/gradients{where}, step skipped, learning rate halved "
                      f"(x{self.lr_scale:g}); the weights were not touched")
-        if self.bad_steps < self.s.max_bad_steps:
+        if self.bad_steps < self.s.max_bad_steps and not fp16_failing:
             return ""
         if self.m.precision != "fp32":  # fp16's range (or bf16's precision) is what fails: go on in fp32
             scale = f", loss scale down to {self.scaler.get_scale():g}" if self.m.precision == "fp16" else ""
-            self._use_fp32({"from": self.m.precision, "step": self.step, "why": f"{self.bad_steps} steps in a row "
-                            f"had non-finite loss or gradients in {self.m.precision}{scale}"})
+            why = fp16_failing or (f"{self.bad_steps} steps in a row had non-finite loss or gradients in "
+                                   f"{self.m.precision}")
+            self._use_fp32({"from": self.m.precision, "step": self.step, "why": why + scale})
             return ""
         message = (f"stopped: {self.bad_steps} steps in a row had non-finite loss or gradients (step {self.step}). "
                    "The skipped updates never touched the weights, so the checkpoint holds the last good ones. "
@@ -485,6 +529,18 @@ class Engine:
                 "slower, and the run stays in fp32 from here on, also after a resume")
         self.files.status(precision_note=note)
         self.log(f"warning: {note}", "warning")
+
+    def _compile_failed(self, part: str, exc: BaseException) -> None:
+        """torch.compile failed (compiled.CompiledParts redid the call eager): said once, in the log, config.json's
+        reasons and the run's status; the run goes on uncompiled."""
+        note = (f"compiling the model for speed (torch.compile) failed at step {self.step} in the {part} "
+                f"({compiled.first_line(exc)}); the step was redone without it and the run continues uncompiled "
+                "(slower, same results)")
+        self.m.set("compile", False, note)
+        self.files.status(compile_note=note, message="training")
+        self.log(f"warning: {note}", "warning")
+        if self.dist.main:
+            self.a.write_run_config()
 
     # ------------------------------------------------------------------------------ bookkeeping
     def _new_window(self) -> dict:
@@ -512,6 +568,10 @@ class Engine:
                      f"{gnorm} {row.get('samples_per_s', 0):.1f} samples/s "
                      f"wait {row['data_wait']:.0%}")
             self.window = self._new_window()
+            if self.compiled and (graphs := self.compiled.graphs()) != self.graphs_logged:
+                self.graphs_logged = graphs
+                self.log(f"torch.compile: {graphs} graph(s) built so far (static shapes; a part compiles at most "
+                         f"{compiled.MAX_GRAPHS}, later shapes run uncompiled)")
         eta = (s.max_steps - self.step) * sum(step_times) / len(step_times)
         self.files.progress(step=self.step, eta_s=round(eta, 1), **self.a.progress())  # the heartbeat writes it
 
@@ -552,7 +612,7 @@ class Engine:
             for p, e in zip(module.parameters(), self.ema):
                 p.data.copy_(e)
         try:  # eager: eval mode and synthesis lengths would each compile the graphs again, for a few calls
-            with opt.eager(self.compiled):
+            with compiled.eager(self.compiled):
                 return self.a.evaluate(step, samples)
         finally:
             if raw is not None:
@@ -650,6 +710,12 @@ class Engine:
         yield from self._events()
         return {"state": state, "step": step, "message": message, "best_checkpoint": self.best["path"],
                 "best_mcd": self.best["mcd"], "last_checkpoint": str(last[-1][1]) if last else None}
+
+
+def part_names(parts: list, modules: dict) -> list[str]:
+    """'encoder', 'decoder.estimator', ...: each compiled part by its name in the adapter's modules, for the log."""
+    names = {id(mod): name for root in modules.values() for name, mod in root.named_modules() if name}
+    return [names.get(id(part), type(part).__name__) for part in parts]
 
 
 def _fmt(metrics: dict) -> str:

@@ -13,6 +13,7 @@ import torch
 from models.alignment import _mas_cython, mas_disagreement
 from utils import hardware
 from utils.events import StudioError
+from utils.training.compiled import CompiledParts
 from utils.training.config import AUTO, TrainConfig, as_bool
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -80,6 +81,10 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1, plan: hardware.M
                                     "(SDPA math kernel; memory-efficient is CUDA only)")
     pick("grad_checkpointing", cfg.grad_checkpointing, lambda v: as_bool(v, "grad_checkpointing"))
     pick("compile", cfg.compile, lambda v: as_bool(v, "compile"))
+    if cfg.compile == AUTO and m.compile and cfg.max_steps < COMPILE_MIN_STEPS:
+        m.set("compile", False, f"off for a run of {cfg.max_steps} steps: compiling costs a minute or more for each "
+                                f"batch shape (77 s for the first on an H100) and saves at most ~45 ms a step, so it "
+                                f"pays only from about {COMPILE_MIN_STEPS} steps")
     pick("max_frames_per_batch", cfg.max_frames_per_batch, int)
     pick("grad_accumulation", cfg.grad_accumulation, int)
     pick("num_workers", cfg.num_workers, int)
@@ -122,6 +127,11 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1, plan: hardware.M
           "the largest that fits (bisection)" if probe else
           "no GPU (RAM is not the limit) or the batch size was set by hand")
     return m
+
+
+# one compilation (77 s, Matcha small, the first step on an H100) against the most a compiled step saved there (83.0 ->
+# 38.9 ms, base, fp32 eager -> compiled auto): ~1,750 steps to pay back a single batch shape
+COMPILE_MIN_STEPS = 2000
 
 
 def resolve_gan(device: str = AUTO, precision: str = AUTO, gpus: list | None = None) -> Machine:
@@ -302,35 +312,8 @@ def set_attention_honestly(model, m: Machine) -> None:
 
 
 def compile_model(model, m: Machine) -> None:
-    if m.compile:
-        # compile in place (module.compile): state_dict keys stay clean, MAS (numpy) stays eager
-        compile_modules([model.encoder, model.decoder.estimator], m)
-
-
-COMPILE_OPTIONS: dict = {}  # extra torch.compile arguments (tests count compilations with their own backend)
-
-
-def compile_modules(modules: list, m: Machine) -> int:
-    """torch.compile each module in place (state_dict keys stay clean). Nothing is compiled yet: the first training
-    steps do it (minutes for a large model on a few CPU cores), which the engine says in the log."""
-    for module in modules:
-        module.compile(**COMPILE_OPTIONS)
-    return len(modules)
-
-
-@contextlib.contextmanager
-def eager(modules):
-    """Run modules compiled in place without their compiled graphs for a while: evaluation and inference switch to
-    eval mode and meet new lengths, each of which would be compiled again (minutes each on a small machine) for a
-    few calls."""
-    saved = [(mod, mod.__dict__.get("_compiled_call_impl")) for mod in modules]
-    for mod, _ in saved:
-        mod._compiled_call_impl = None
-    try:
-        yield
-    finally:
-        for mod, compiled in saved:
-            mod._compiled_call_impl = compiled
+    if m.compile:  # in place, guarded (utils/training/compiled.py); MAS (numpy) stays eager
+        CompiledParts([model.encoder, model.decoder.estimator], ["encoder", "decoder"])
 
 
 def convert_to_fp8(model) -> int:

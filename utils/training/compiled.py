@@ -1,0 +1,138 @@
+"""torch.compile of a model's parts, made so that it can never end a run, and with shapes chosen on purpose.
+
+Why this module exists: the first GPU run of the studio died a minute in, inside Inductor, while it rebuilt a graph
+for a new batch shape with symbolic sizes (`torch/_inductor/tiling_utils.py`, a dynamic recompile). Compilation is
+an optimisation; a failure of it must cost speed, not a run. So:
+
+- every compiled part runs through `GuardedCall`: whatever its compiled call raises (Inductor, Triton, a backend),
+  the same call is redone eager. If eager raises too, the model itself is at fault and that error goes on; if eager
+  works, compilation was the fault: every guarded part runs eager from then on and `on_failure` is told once (the
+  engine logs it, and writes it into config.json's reasons and the run's status). Out-of-memory errors pass through
+  untouched: the engine halves the micro-batch for those. A failure in the backward pass (whose graph Inductor
+  builds at the first backward) is recognised by `is_compile_failure` and handled by the engine the same way.
+- shapes are static (`dynamic=False`): Inductor's symbolic-size code paths, where the crash was, never run. The
+  batches' varying sizes are padded to multiples (mel frames to `length_multiple`, tokens to `token_multiple`) so
+  that few shapes recur, and the number of graphs is bounded (`MAX_GRAPHS` per part; a shape beyond it runs eager
+  with dynamo's own warning). `graphs_built()` counts what was compiled, for the log.
+"""
+from __future__ import annotations
+
+import contextlib
+import traceback
+
+import torch
+
+OPTIONS: dict = {}  # extra torch.compile arguments: tests count compilations, or make them fail, with a backend
+MAX_GRAPHS = 32     # graphs per compiled part (shapes); bench/compile_shapes.py counts what an epoch needs
+COMPILER_PATHS = ("/torch/_inductor/", "/torch/_dynamo/", "/torch/_functorch/", "/triton/")
+
+
+def options() -> dict:
+    """Static shapes unless a caller (a test) says otherwise: no symbolic sizes, no surprise recompiles."""
+    return {"dynamic": False, **OPTIONS}
+
+
+def is_compile_failure(exc: BaseException) -> bool:
+    """An error raised from inside the compiler stack (Dynamo, AOT autograd, Inductor, Triton), not from the model's
+    own code run eagerly: the compiled backward is built at the first backward, outside any GuardedCall."""
+    if isinstance(exc, torch.OutOfMemoryError):
+        return False
+    seen = exc
+    while seen is not None:
+        if type(seen).__module__.startswith(("torch._dynamo", "torch._inductor", "triton")):
+            return True
+        frames = traceback.extract_tb(seen.__traceback__)
+        if any(p in f.filename.replace("\\", "/") for f in frames for p in COMPILER_PATHS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def first_line(exc: BaseException) -> str:
+    """What went wrong, in one line: the backend's own error where Dynamo wrapped it ("backend='inductor' raised:")."""
+    exc = getattr(exc, "inner_exception", None) or exc
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
+
+
+class GuardedCall:
+    """A module's compiled `__call__` (module._compiled_call_impl) that falls back to eager instead of raising."""
+
+    def __init__(self, module: torch.nn.Module, name: str, group: "CompiledParts"):
+        self.module, self.name, self.group = module, name, group
+        self.compiled = torch.compile(module._call_impl, **options())
+
+    def __call__(self, *args, **kwargs):
+        if self.group.failure is None:
+            try:
+                return self.compiled(*args, **kwargs)
+            except Exception as exc:
+                from utils.training.optimization import is_oom
+
+                if is_oom(exc):
+                    raise
+                out = self.module._call_impl(*args, **kwargs)  # the model's own error, if it has one, goes on
+                self.group.failed(self.name, exc)
+                return out
+        return self.module._call_impl(*args, **kwargs)
+
+
+class CompiledParts:
+    """The compiled parts of one model: compiled in place (state_dict keys stay clean), failing together."""
+
+    def __init__(self, modules: list, names: list[str] | None = None, on_failure=None):
+        self.modules = list(modules)
+        self.names = names or [type(m).__name__ for m in self.modules]
+        self.on_failure = on_failure or (lambda name, exc: None)
+        self.failure: str | None = None  # "<part>: <the exception's first line>" once compilation failed
+        self.graphs_at_start = graphs_built() if self.modules else 0
+        if self.modules:
+            limit = torch._dynamo.config
+            limit.recompile_limit = max(limit.recompile_limit, MAX_GRAPHS)
+            limit.accumulated_recompile_limit = max(limit.accumulated_recompile_limit, MAX_GRAPHS * len(self.modules))
+        for module, name in zip(self.modules, self.names):
+            module._compiled_call_impl = GuardedCall(module, name, self)
+
+    def __len__(self) -> int:
+        return 0 if self.failure else len(self.modules)
+
+    def __bool__(self) -> bool:
+        return bool(len(self))
+
+    def __iter__(self):
+        return iter(self.modules)
+
+    def failed(self, name: str, exc: BaseException) -> None:
+        """Compilation failed in `name`: every part runs eager from now on; said once."""
+        if self.failure is not None:
+            return
+        self.failure = f"{name}: {first_line(exc)}"
+        for module in self.modules:
+            module._compiled_call_impl = None
+        self.on_failure(name, exc)
+
+    def graphs(self) -> int:
+        """Graphs compiled since these parts were set up (every shape and every graph break is one)."""
+        return graphs_built() - self.graphs_at_start
+
+
+def graphs_built() -> int:
+    """Dynamo's count of graphs compiled in this process."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+@contextlib.contextmanager
+def eager(modules):
+    """Run modules compiled in place without their compiled graphs for a while: evaluation and inference switch to
+    eval mode and meet new lengths, each of which would be compiled again (minutes each on a small machine) for a
+    few calls."""
+    saved = [(mod, mod.__dict__.get("_compiled_call_impl")) for mod in modules]
+    for mod, _ in saved:
+        mod._compiled_call_impl = None
+    try:
+        yield
+    finally:
+        for mod, compiled in saved:
+            mod._compiled_call_impl = compiled
