@@ -122,3 +122,32 @@ def test_the_command_line_refuses_the_same(ws, capsys):
         assert app.main([argv[0], "--workspace", str(ws.root), *argv[1:]]) == 2, argv
         assert message in capsys.readouterr().err, argv
     assert not (ws.root.parent / "escape").exists()
+
+
+def test_the_mms_trainer_reads_only_the_datasets_own_audio(tmp_path):
+    """The mel cache refused a row whose audio path leads out of the dataset; the MMS engine reads waveforms itself
+    and followed any path an edited manifest gave. Now such rows are named and skipped, and the rest trains."""
+    import os
+    import shutil
+
+    from tests.helpers import make_dataset
+    from utils.mms.data import prepare_clips
+
+    class Letters:  # what the base's uroman tokenizer answers: some ids for any text
+        def encode(self, text, user_dict):
+            return [1, 2, 3]
+
+    ws = make_dataset(tmp_path / "w", n_train=4, n_val=0, max_chars=30)
+    rows = datasets.load_manifest(ws, "am")
+    outside = tmp_path / "secret.wav"
+    shutil.copy(ws.dataset_dir("am") / rows[0]["audio"], outside)
+    os.symlink(outside, ws.dataset_dir("am") / "audio" / "link.wav")
+    rows[1] = {**rows[1], "audio": "../../../secret.wav"}
+    rows[2] = {**rows[2], "audio": str(outside)}
+    rows[3] = {**rows[3], "audio": "audio/link.wav"}
+    said = []
+    clips = prepare_clips(ws, "am", rows, Letters(), {}, said.append)
+    assert [c.row["id"] for c in clips] == [rows[0]["id"]]
+    assert all(c.path.is_relative_to(ws.dataset_dir("am").resolve()) for c in clips)
+    assert len(said) == 3 and all("points outside the dataset" in s for s in said), said
+    assert all(repr(r["id"]) in " ".join(said) for r in rows[1:])

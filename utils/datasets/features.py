@@ -151,14 +151,22 @@ def _entry(ws: Workspace, name: str, row: dict, cfg: FeatureConfig) -> tuple[Pat
     return Path(wav), Path(entry)
 
 
+def audio_path(ws: Workspace, name: str, row: dict) -> str:
+    """A manifest row's audio file, resolved, refused (StudioError naming the row) when it points outside the
+    dataset folder: `..`, an absolute path or an outward link in an edited manifest."""
+    root = str(_dataset_root(ws.root, name))
+    wav = _resolved(root, row["audio"])
+    if wav != root and not wav.startswith(root.rstrip(os.sep) + os.sep):
+        raise StudioError(f"row {row.get('id')!r}: audio path {row['audio']!r} points outside the dataset.")
+    return wav
+
+
 def _entry_names(ws: Workspace, name: str, row: dict, cfg: FeatureConfig) -> tuple[str, str]:
     """_entry as strings, with one system call when nothing is a link: a training start makes one per clip (200k),
     and building and parsing Path objects was most of its time."""
     ds_dir = _dataset_root(ws.root, name)
     root = str(ds_dir)
-    wav = _resolved(root, row["audio"])
-    if wav != root and not wav.startswith(root.rstrip(os.sep) + os.sep):
-        raise StudioError(f"row {row.get('id')!r}: audio path {row['audio']!r} points outside the dataset.")
+    wav = audio_path(ws, name, row)
     try:
         st = os.stat(wav)
     except FileNotFoundError:

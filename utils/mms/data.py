@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from utils.audio import load_audio
+from utils.events import StudioError
 from utils.mms.features import VitsFeatures, spectrogram
 from utils.training.loader import ignore_stop_signals
 
@@ -31,15 +32,21 @@ class Clip:
 def prepare_clips(ws, dataset: str, rows: list[dict], text, user_dict: dict, log=print) -> list[Clip]:
     """Encode and measure every row; drop those with nothing to say or fewer frames than symbols (the alignment
     search gives every symbol a frame at least)."""
-    folder = ws.dataset_dir(dataset)
+    from utils.datasets.features import audio_path
+
     clips, dropped = [], []
     for row in rows:
+        try:  # an edited manifest may point anywhere: only the dataset's own files are read (as the mel cache does)
+            path = Path(audio_path(ws, dataset, row))
+        except StudioError as exc:
+            log(f"data: skipped: {exc}")
+            continue
         ids = text.encode(row.get("normalized") or row.get("text") or "", user_dict)
         frames = FEATURES.frames(int(float(row.get("duration") or 0) * FEATURES.sample_rate))
         if not ids or frames < len(ids):
             dropped.append(row.get("id"))
             continue
-        clips.append(Clip(row, folder / row["audio"], ids, frames))
+        clips.append(Clip(row, path, ids, frames))
     if dropped:
         log(f"data: {len(dropped)} row(s) skipped (nothing uroman's letters can say, or fewer spectrogram frames than "
             f"symbols): {', '.join(map(str, dropped[:5]))}{' ...' if len(dropped) > 5 else ''}")
