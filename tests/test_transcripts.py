@@ -160,3 +160,19 @@ def test_a_check_is_current_until_a_text_it_would_score_changes(tmp_path):
     assert still_current(ws, "am", "auto") == "2026-11-25 12:00"
     apply_edits(ws, "am", [{"id": rows[1]["id"], "action": "exclude"}])  # a row no longer scored changes nothing
     assert still_current(ws, "am", "auto") == "2026-11-25 12:00"
+
+
+def test_a_check_cut_mid_line_keeps_every_result_appended_after_the_cut(tmp_path):
+    """A cut (a closed page, a reset runtime) can leave the last line half-written. The next batch used to be glued
+    to it, and reading stopped at that line: every later result was invisible and done again, at each resume."""
+    from utils.transcripts.progress import Progress
+
+    log = Progress(tmp_path / "check.jsonl")
+    log.start({"aligner": "a"})
+    log.append([{"id": "c1"}, {"id": "c2"}])
+    with open(log.path, "a", encoding="utf-8") as f:
+        f.write('{"id": "c3", "sco')  # the cut
+    log.append([{"id": "c4"}])
+    log.append([{"id": "c5"}])
+    header, lines = log.read()
+    assert header == {"aligner": "a"} and [x["id"] for x in lines] == ["c1", "c2", "c4", "c5"]

@@ -3,7 +3,8 @@ runtime) goes on where it stopped: a 200-hour dataset takes hours to align on a 
 
 An append-only JSON-lines file: the first line is a header saying what the lines are valid for, each further line is
 one clip's result. Lines are flushed and synced as each batch is appended; a line torn by a cut is ignored when read,
-so a cut loses at most the batch being written.
+and the next append starts on a line of its own, so a cut loses at most the batch being written (not every result
+after it, as when the next batch was glued to the torn tail and reading stopped there).
 
     log = Progress(path)
     log.start({"aligner": stamp})          # a fresh file (replaces any)
@@ -29,8 +30,9 @@ class Progress:
     def append(self, lines: list[dict]) -> None:
         if not lines:
             return
+        torn = self._ends_torn()
         with open(self.path, "a", encoding="utf-8") as f:
-            f.write("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
+            f.write(("\n" if torn else "") + "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
             f.flush()
             os.fsync(f.fileno())
 
@@ -43,8 +45,17 @@ class Progress:
                 try:
                     parsed.append(json.loads(text))
                 except json.JSONDecodeError:
-                    break  # a line torn by a cut ends what was written
+                    continue  # a line torn by a cut: the lines after it were appended after the cut
         return (parsed[0], parsed[1:]) if parsed else ({}, [])
+
+    def _ends_torn(self) -> bool:
+        """Whether the file's last line was cut short (no newline): what follows must start a line of its own."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(-1, os.SEEK_END)
+                return f.read(1) != b"\n"
+        except OSError:  # missing or empty
+            return False
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
