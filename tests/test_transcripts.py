@@ -176,3 +176,24 @@ def test_a_check_cut_mid_line_keeps_every_result_appended_after_the_cut(tmp_path
     log.append([{"id": "c5"}])
     header, lines = log.read()
     assert header == {"aligner": "a"} and [x["id"] for x in lines] == ["c1", "c2", "c4", "c5"]
+
+
+def test_quick_decisions_from_two_requests_never_lose_one(tmp_path):
+    """The review's decisions file was read, changed and written without a lock: two quick clicks (two Gradio
+    request threads) could both read the old file, and the second write dropped the first decision."""
+    import threading
+
+    from utils.workspace import read_json, update_json
+
+    path = tmp_path / "decisions.json"
+
+    def decide_many(who: str):
+        for i in range(150):
+            update_json(path, lambda known, key=f"{who}{i}": {**(known or {}), key: "keep"})
+
+    threads = [threading.Thread(target=decide_many, args=(who,)) for who in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(read_json(path)) == 300

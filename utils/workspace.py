@@ -138,6 +138,22 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
 
 
+def update_json(path: Path, change, default: Any = None) -> Any:
+    """Read, change and write a JSON file as one step for every thread and process (a lock file beside it): two
+    quick edits from the browser would otherwise both read the old file and the second write lose the first."""
+    import fcntl
+
+    path = Path(path)
+    with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            new = change(read_json(path, default=default))
+            atomic_write_json(path, new)
+            return new
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def read_json(path: Path, default: Any = None) -> Any:
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 
 from utils.events import StudioError
-from utils.workspace import Workspace, atomic_write_json, read_json
+from utils.workspace import Workspace, read_json, update_json
 
 DECISIONS = {"keep": "keep", "exclude": "exclude", "text": "text fixed"}
 DECISIONS_FILE = "transcript_decisions.json"  # {row id: decision}: a decision writes this small file, not the ranking
@@ -140,7 +140,7 @@ def decide(ws: Workspace, dataset: str, row_id: str, action: str, text: str = ""
         raise StudioError(f"Type the corrected transcript of {row_id} first (or choose Exclude).")
     summary = datasets.apply_edits(ws, dataset, [{"id": row_id, "action": action, "text": text}])
     if ranked_row(ws, dataset, row_id):
-        atomic_write_json(ws.dataset_dir(dataset) / DECISIONS_FILE, {**decisions(ws, dataset), row_id: action})
+        update_json(ws.dataset_dir(dataset) / DECISIONS_FILE, lambda known: {**(known or {}), row_id: action})
     return f"{row_id}: {DECISIONS[action]} saved · {summary['usable_clips']} usable clips"
 
 
