@@ -174,3 +174,26 @@ def test_the_training_tab_says_what_to_expect_of_an_f5_run_and_nothing_for_match
     assert f"It starts from {base}" in expectations(ctx, "f5", "am", 100, str(base))["value"]
     assert expectations(ctx, "matcha", "am", 100, "")["visible"] is False
     assert expectations(ctx, "f5", None, 100, "")["visible"] is False
+
+
+def test_continuing_an_amharic_fine_tune_is_not_warned_as_a_new_language(corpus):
+    """`speaks_amharic` was never passed: every start, also one of this studio's Amharic fine-tunes or a base with
+    Ethiopic letters, was warned that a new language took 10-15 h."""
+    from utils.f5.base import speaks_amharic
+    from utils.workspace import atomic_write_json
+    from webui.context import AppContext
+    from webui.training import expectations
+
+    base = public_base(corpus.root / "pretrained" / "latin-base")
+    assert not speaks_amharic(corpus, str(base)) and not speaks_amharic(corpus, "SWivid/F5-TTS")
+    assert not speaks_amharic(corpus, "no-such-run")
+    voice = corpus.voices / "amharic-f5"
+    voice.mkdir(parents=True)
+    atomic_write_json(voice / "config.json", {"engine": "f5", "text": {"symbols": ["a", "b", "ሰ", "ላ", "ም"]}})
+    assert speaks_amharic(corpus, "amharic-f5")
+    ethiopic = public_base(corpus.root / "pretrained" / "ethiopic-base")
+    (ethiopic / "vocab.txt").write_text((ethiopic / "vocab.txt").read_text(encoding="utf-8") + "ሀ\n", encoding="utf-8")
+    assert speaks_amharic(corpus, str(ethiopic))
+    shown = expectations(AppContext(corpus), "f5", "am", 100, "amharic-f5")["value"]
+    assert "already speaks Amharic" in shown and "took people" not in shown
+    assert "took people" in expectations(AppContext(corpus), "f5", "am", 100, str(base))["value"]

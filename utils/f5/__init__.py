@@ -57,13 +57,15 @@ def guidance(ws, cfg) -> list[str]:
     needed, the time on this machine, the disk."""
     if not cfg.init:
         return []  # the tiny random F5: a smoke test
+    from utils.f5.base import speaks_amharic
     from utils.f5.expectations import guidance as expect
     from utils.f5.hub import HubBase, base_licence
 
     hub = HubBase.parse(cfg.init)
     start = (f"It starts from {hub.what}, under its licence: {base_licence(hub)}." if hub is not None else
              f"It starts from {cfg.init} (its licence travels with it).")
-    return [start, *expect(ws, cfg.dataset, cfg.max_steps, keep_checkpoints=cfg.keep_checkpoints)]
+    return [start, *expect(ws, cfg.dataset, cfg.max_steps, keep_checkpoints=cfg.keep_checkpoints,
+                           speaks_amharic=speaks_amharic(ws, cfg.init))]
 
 
 def train(cfg, report=None) -> dict:

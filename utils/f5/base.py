@@ -166,6 +166,28 @@ def progress_lines(total_mb: float, log, what: str = "the F5-TTS base"):
     return report
 
 
+ETHIOPIC = ((0x1200, 0x139F), (0x2D80, 0x2DDF), (0xAB00, 0xAB2F))  # the Ethiopic blocks: Amharic's letters
+
+
+def speaks_amharic(ws: Workspace, init: str) -> bool:
+    """Whether a run's start (one of this studio's Amharic fine-tunes, or a base whose text table has Ethiopic
+    letters) already reads Amharic: then the data only has to adapt it to a voice, not teach it a language. A hub
+    base not yet downloaded, or a start that cannot be read, counts as not."""
+    try:
+        hub = HubBase.parse(init) if looks_like_hub_id(init, ws.root) else None
+        folder = pretrained_dir(ws, hub) if hub is not None else finetune_folder(ws, init)
+        config = read_json(folder / "config.json", None) if folder.is_dir() else None
+        if isinstance(config, dict) and config.get("text"):
+            symbols = list(config["text"].get("symbols", []))
+        elif (folder / "vocab.txt").is_file():
+            symbols = (folder / "vocab.txt").read_text(encoding="utf-8").splitlines()
+        else:
+            return False
+    except (StudioError, OSError, ValueError):
+        return False
+    return any(lo <= ord(ch) <= hi for symbol in symbols for ch in symbol for lo, hi in ETHIOPIC)
+
+
 def describe_base(folder, hub: HubBase | None = None) -> dict:
     """What a run starts from, read from its folder without loading a weight; a clear message when something is
     missing or does not fit:
