@@ -164,6 +164,21 @@ def test_auto_device_keeps_off_a_gpu_that_training_holds(ws, monkeypatch):
     assert inference.pick_device(ws, "cpu")[0] == "cpu"
 
 
+def test_auto_device_speaks_on_a_second_gpu_that_no_run_holds(ws, monkeypatch):
+    """'Auto' went to the CPU whenever any run held any GPU, also with a second card idle (F5 speech on a CPU takes
+    minutes): now it takes the idle card, and the CPU only when every card is held."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # no GPU here: the decision is what is tested
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    run = ws.root / "runs" / "on-first"
+    run.mkdir(parents=True)
+    status = {"state": "running", "devices": "cuda:0", "pid": os.getpid(), "created": 1.0}
+    (run / "status.json").write_text(json.dumps(status))
+    device, why = inference.pick_device(ws, "auto")
+    assert device == "cuda:1" and "GPU 1" in why and "on-first" in why
+    (run / "status.json").write_text(json.dumps({**status, "devices": "cuda:0,1"}))
+    assert inference.pick_device(ws, "auto")[0] == "cpu"
+
+
 def test_batch_file_gives_a_zip_and_reports_the_line_it_could_not_speak(ws, tmp_path):
     lines = tmp_path / "lines.txt"
     lines.write_text("greet|ሰላም ነው።\n\n# a comment\n???\nእንዴት ነህ?\n", encoding="utf-8")

@@ -141,17 +141,32 @@ def pick_device(ws: Workspace, requested: str = "auto") -> tuple[str, str]:
     training = jobs.gpu_runs(ws)
     if requested == "cuda":
         return "cuda", "GPU" + (f", shared with training run {', '.join(training)}" if training else "")
-    if training:
-        release_gpu_models()  # the models this process keeps on the GPU would sit on memory the run needs
-        return "cpu", f"CPU: the GPU is busy with training run {', '.join(training)} (choose GPU to share it)"
-    return "cuda", "GPU"
+    if not training:
+        return "cuda", "GPU"
+    free = idle_gpus(ws, torch.cuda.device_count())
+    if free:  # a second card no run holds: speech there is as fast, and the run keeps its own
+        return f"cuda:{free[0]}", f"GPU {free[0]}: training run {', '.join(training)} holds the other"
+    release_gpu_models()  # the models this process keeps on the GPU would sit on memory the run needs
+    return "cpu", f"CPU: the GPU is busy with training run {', '.join(training)} (choose GPU to share it)"
+
+
+def idle_gpus(ws: Workspace, count: int) -> list[int]:
+    """The GPUs (0..count-1) that no training run of this workspace holds or waits for ("cuda" without an index,
+    an older run's key, holds them all)."""
+    from utils import jobs
+
+    held = set()
+    for run in jobs.list_runs(ws):
+        if run.get("state") in jobs.ACTIVE and str(run.get("devices", "")).startswith("cuda"):
+            held |= jobs.device_units(run["devices"])
+    return [] if "cuda" in held else [i for i in range(count) if f"cuda:{i}" not in held]
 
 
 def release_gpu_models() -> int:
     """Forget the loaded models that live on the GPU and hand their memory back; returns how many."""
     import torch
 
-    gone = [key for key in _MODELS if key[0].endswith(":cuda")]
+    gone = [key for key in _MODELS if ":cuda" in key[0]]  # "acoustic:cuda", "vocoder:cuda:1", ...
     for key in gone:
         del _MODELS[key]
     if gone:
