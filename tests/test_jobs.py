@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from tests.helpers import make_dataset
 from utils import jobs, runs
 from utils.events import StudioError
+from utils.workspace import Workspace
 
 TINY = dict(preset="tiny", max_frames_per_batch=400, grad_accumulation=1, log_every=1, eval_every=0,
             checkpoint_every=1000, mcd="logmel", eval_clips=1, sample_clips=1, ode_steps=2, warmup_steps=1)
@@ -176,3 +178,29 @@ def test_a_short_run_started_without_an_eval_choice_shows_its_quality_several_ti
     start(ws, "chosen", steps=100)  # TINY says eval_every 0
     assert json.loads((ws.run_dir("chosen") / "config.json").read_text())["train"]["eval_every"] == 0
     jobs.stop(ws, "chosen"), jobs.stop(ws, "chosen")
+
+
+def test_after_stop_the_heartbeat_keeps_saying_stopping_until_the_trainer_ends(tmp_path, monkeypatch):
+    """The trainer's heartbeat rewrote "running" over the UI's "stopping" within 2 s; a long evaluation (minutes for
+    F5) then looked like training, the curator pressed Stop again, and the second press killed the run before its
+    stop checkpoint."""
+    from utils.training import runfiles
+    from utils.workspace import read_json
+
+    monkeypatch.setattr(runfiles, "HEARTBEAT_S", 0.05)
+    run_dir = tmp_path / "runs" / "evaluating"
+    run_dir.mkdir(parents=True)
+    trainer = subprocess.Popen(["sleep", "60"])  # what Stop signals (it ends at SIGTERM, as a trainer would not)
+    files = runfiles.RunFiles(run_dir, tensorboard=False, echo=False)
+    files.status(state="running", pid=trainer.pid, devices="cpu", step=40)
+    files.start_heartbeat()
+    try:
+        assert "Stop again to kill it" in jobs.stop(Workspace.open(tmp_path), "evaluating")
+        time.sleep(0.3)  # several heartbeats, as during an evaluation that reads no STOP file
+        assert read_json(run_dir / "status.json")["state"] == "stopping"
+        files.status(state="stopped", step=40)  # the trainer saved and ended
+        assert read_json(run_dir / "status.json")["state"] == "stopped"
+    finally:
+        files.close()
+        trainer.kill()
+        trainer.wait()

@@ -78,6 +78,8 @@ class RunFiles:
         with self._lock:
             path = self.dir / "status.json"
             merged = {**(read_json(path, default={}) or {}), **self._status, "heartbeat": time.time()}
+            if merged.get("state") == "running" and (self.dir / "STOP").exists():
+                merged["state"] = "stopping"  # Stop was pressed: the tab says so until the trainer has saved and ended
             atomic_write_json(path, merged)
 
     def start_heartbeat(self) -> None:
