@@ -308,3 +308,45 @@ def test_fp16_calibrating_its_loss_scale_is_not_a_failure(tmp_path, monkeypatch)
     assert state["precision_fallback"] is None and 1.0 <= state["scaler"]["scale"] < 2.0 ** 30
     rows = [r for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "loss" in r]
     assert rows[-1]["step"] == 30 and rows[-1]["loss_scale"] == state["scaler"]["scale"] and rows[-1]["loss"] < 0.1
+
+
+def _average_in_buckets(rank: int, init: str, out: str) -> None:
+    """One of two gloo processes: its own gradients and loss, averaged in buckets of 64 bytes."""
+    import torch.distributed as torch_dist
+
+    from utils.training import ddp
+
+    torch_dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    try:
+        ddp.BUCKET_BYTES = 64  # 16 fp32 numbers: the tensors below (and the loss) take 3 buckets, the 30 alone
+        g = torch.Generator().manual_seed(rank)
+        params = [torch.nn.Parameter(torch.zeros(*shape)) for shape in ((3, 4), (30,), (2,), (5,), (1,))]
+        for p in params[:-1]:
+            p.grad = torch.randn(p.shape, generator=g)  # the last has none: zeros on both ranks
+        loss = ddp.average_gradients(params, ddp.Dist(rank, 0, 2), torch.tensor(1.0 + rank))
+        torch.save({"grads": [p.grad for p in params], "loss": loss}, f"{out}/{rank}.pt")
+    finally:
+        torch_dist.destroy_process_group()
+
+
+def test_gradients_are_averaged_over_ranks_in_bounded_buckets(tmp_path):
+    """A flat copy of every gradient at once (a second gradient's worth of memory, outside the out-of-memory retry)
+    could end a big model's multi-GPU run; buckets bound it. Two real gloo processes: each ends with the mean."""
+    import torch.multiprocessing as mp
+
+    from utils.training.ddp import buckets
+
+    assert [len(b) for b in buckets([torch.zeros(3, 4), torch.zeros(30), torch.zeros(2), torch.zeros(5),
+                                     torch.zeros(1)], 64)] == [1, 1, 3]
+    mp.spawn(_average_in_buckets, args=(f"file://{tmp_path}/store", str(tmp_path)), nprocs=2, join=True)
+    shapes = ((3, 4), (30,), (2,), (5,))
+    drawn = []
+    for rank in (0, 1):  # what each rank drew, in its order
+        g = torch.Generator().manual_seed(rank)
+        drawn.append([torch.randn(shape, generator=g) for shape in shapes])
+    want = [(a + b) / 2 for a, b in zip(*drawn)] + [torch.zeros(1)]
+    for rank in (0, 1):
+        got = torch.load(tmp_path / f"{rank}.pt")
+        assert float(got["loss"]) == 1.5
+        for grad, expected in zip(got["grads"], want, strict=True):
+            torch.testing.assert_close(grad, expected)

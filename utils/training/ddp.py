@@ -77,24 +77,45 @@ def any_flags(flags: list[bool], d: Dist, device: str) -> list[bool]:
     return [bool(v > 0) for v in t.tolist()]
 
 
+BUCKET_BYTES = 32 * 2**20  # the gradients are averaged this much at a time: what their averaging holds besides them
+
+
 def average_gradients(params: list[torch.nn.Parameter], d: Dist, loss: torch.Tensor) -> torch.Tensor:
-    """Mean of every gradient over the ranks, as one flat all-reduce, after the ranks agreed that none ran out of
-    memory (an all-reduce that one rank never reaches hangs the others; that is why no DDP wrapper does this
-    inside backward). Costs one all-reduce of the gradients per optimizer update (~75 MB for `base`, about a
-    millisecond on NVLink). The phase's `loss` rides in the same all-reduce: the mean returned is non-finite on
-    every rank when it is on any, so every rank takes the same skip-or-step decision."""
+    """Mean of every gradient over the ranks, after the ranks agreed that none ran out of memory (an all-reduce that
+    one rank never reaches hangs the others; that is why no DDP wrapper does this inside backward). In buckets of
+    BUCKET_BYTES (one all-reduce each, ~3 for `base`): a flat copy of every gradient at once was a second gradient's
+    worth of memory, taken outside the out-of-memory retry, so a big model could run out there and end the run. The
+    phase's `loss` rides in the last bucket: the mean returned is non-finite on every rank when it is on any, so every
+    rank takes the same skip-or-step decision."""
     if not d.enabled:
         return loss
     from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]  # same layout on every rank
-    # in the gradients' dtype: one flat buffer needs one dtype (a NaN or an inf stays one in any of them)
-    flat = _flatten_dense_tensors(grads + [loss.detach().reshape(1).to(grads[0].dtype)])
-    dist.all_reduce(flat)
-    flat /= d.world_size
-    for p, g in zip(params, _unflatten_dense_tensors(flat[:-1], grads)):
-        p.grad = g
-    return flat[-1]
+    for p in params:  # the same layout on every rank
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    grads = [p.grad for p in params]
+    mean_loss = loss.detach().reshape(1).to(grads[0].dtype)  # a NaN or an inf stays one in any dtype
+    for bucket in buckets(grads + [mean_loss], BUCKET_BYTES):
+        flat = _flatten_dense_tensors(bucket)
+        dist.all_reduce(flat)
+        flat /= d.world_size
+        for t, averaged in zip(bucket, _unflatten_dense_tensors(flat, bucket)):
+            t.copy_(averaged)
+    return mean_loss[0]
+
+
+def buckets(tensors: list[torch.Tensor], limit: int) -> list[list[torch.Tensor]]:
+    """Consecutive groups of one dtype and at most `limit` bytes each (a larger tensor alone)."""
+    out, size = [], 0
+    for t in tensors:
+        nbytes = t.numel() * t.element_size()
+        if not out or out[-1][-1].dtype != t.dtype or size + nbytes > limit:
+            out.append([])
+            size = 0
+        out[-1].append(t)
+        size += nbytes
+    return out
 
 
 def broadcast_parameters(module: torch.nn.Module, d: Dist) -> None:
