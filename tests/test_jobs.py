@@ -204,3 +204,41 @@ def test_after_stop_the_heartbeat_keeps_saying_stopping_until_the_trainer_ends(t
         files.close()
         trainer.kill()
         trainer.wait()
+
+
+def test_a_second_stop_ends_every_rank_of_a_torchrun_run(tmp_path):
+    """torch elastic starts each rank in a session of its own: killing the launcher's and rank 0's process groups
+    left ranks 1.. alive, holding their GPU memory until the 45-minute collective timeout."""
+    import sys
+
+    import psutil
+
+    pids = tmp_path / "ranks.txt"
+    launcher = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        "ranks = [subprocess.Popen(['sleep', '120'], start_new_session=True) for _ in range(2)]\n"
+        f"open({str(pids)!r}, 'w').write(' '.join(str(r.pid) for r in ranks))\n"
+        "time.sleep(120)\n")], start_new_session=True)
+    try:
+        wait(lambda: pids.exists() and pids.read_text().strip(), "the ranks to start", 30)
+        ranks = [int(p) for p in pids.read_text().split()]
+        run_dir = tmp_path / "runs" / "two-gpus"
+        run_dir.mkdir(parents=True)
+        (run_dir / "status.json").write_text(json.dumps({
+            "state": "running", "devices": "cuda:0,1", "nproc": 2, "pid": ranks[0], "launcher_pid": launcher.pid,
+            "created": 1.0}))
+        ws = Workspace.open(tmp_path)
+        jobs.stop(ws, "two-gpus")  # the STOP file: ranks that run would stop after their step; these never read it
+        assert "was killed" in jobs.stop(ws, "two-gpus")
+        launcher.wait(timeout=10)
+
+        def gone(pid):
+            try:
+                return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                return True
+
+        wait(lambda: all(gone(p) for p in ranks), "every rank to end", 10)
+    finally:
+        launcher.kill()
+        launcher.wait()

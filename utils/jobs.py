@@ -212,8 +212,8 @@ def stop(ws: Workspace, run_name: str) -> str:
         if status.get("state") == "queued":
             return f"{run_name} left the queue."
         return f"Stopping {run_name}: it finishes the current step, saves a checkpoint and exits. Press Stop again to kill it."
-    _kill_group(status.get("launcher_pid"))
-    _kill_group(status.get("pid"))
+    for pid in _tree(status.get("launcher_pid")) + _tree(status.get("pid")):  # children first, then their parents
+        _kill_group(pid)
     update_status(run_dir, state="stopped", ended=time.time(),
                   message="killed on a second Stop; the last saved checkpoint is kept.")
     return f"{run_name} was killed. Its last saved checkpoint is kept."
@@ -225,6 +225,20 @@ def _signal(pid: int | None, sig: int) -> None:
             os.kill(pid, sig)
         except ProcessLookupError:
             pass
+
+
+def _tree(pid: int | None) -> list[int]:
+    """A process's descendants, then itself: torchrun's agent starts every rank in a session of its own
+    (start_new_session=True), so killing the launcher's and rank 0's process groups left ranks 1.. holding their GPU
+    memory until the collective timeout (45 minutes)."""
+    import psutil
+
+    if not pid_alive(pid):
+        return []
+    try:
+        return [child.pid for child in reversed(psutil.Process(pid).children(recursive=True))] + [pid]
+    except psutil.Error:
+        return [pid]
 
 
 def _kill_group(pid: int | None) -> None:
