@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import replace
 
 import pytest
 import torch
@@ -186,3 +187,17 @@ def test_trainer_probe_replaces_the_batch_guess_with_the_measured_one(corpus):
     assert config["reasons"]["max_frames_per_batch"].startswith("measured:")
     log = (corpus.run_dir("probe") / "train.log").read_text()
     assert "probe:" in log and "out of memory at step" not in log
+
+
+def test_one_process_on_a_box_of_two_gpus_plans_its_batch_for_one(monkeypatch):
+    """With one training process on a machine of two GPUs the batch plan (frames a micro-batch, accumulation, the
+    learning rate's scale) was made for both GPUs; the run is one GPU's."""
+    one, two = h100_report(), h100_report()
+    two.gpus = [two.gpus[0], replace(two.gpus[0], index=1)]
+    two.recommended = hardware.recommend(two)
+    keys = ("max_frames_per_batch", "grad_accumulation", "effective_batch", "lr")
+    alone = opt.resolve(TrainConfig(preset="base"), one, world_size=1)
+    beside = opt.resolve(TrainConfig(preset="base"), two, world_size=1)
+    assert [beside.values[k] for k in keys] == [alone.values[k] for k in keys]
+    both = opt.resolve(TrainConfig(preset="base"), two, world_size=2)
+    assert both.effective_batch == both.max_frames_per_batch * both.grad_accumulation * 2

@@ -47,7 +47,7 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1, plan: hardware.M
         report = hardware.detect()
     rec = dict(report.recommended)
     if report.gpus:  # the model changes how many frames fit; the batch is planned for the processes that run
-        gpus = report.gpus[:world_size] if 1 < world_size < len(report.gpus) else report.gpus
+        gpus = report.gpus[:max(1, world_size)]  # one process on a box of several GPUs plans for one
         rec = {**rec, **hardware.recommend(replace(report, gpus=gpus), plan or hardware.MemoryPlan())}
     m = Machine()
 
