@@ -22,7 +22,7 @@ from tests.helpers import make_dataset
 from tests.mms_fixtures import tiny_base
 from utils.events import StudioError
 from utils.training import TrainConfig, prepare_run, run
-from utils.training.checkpoint import read_config
+from utils.training.checkpoint import read_config, step_folders
 from utils.workspace import Workspace, read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -301,3 +301,21 @@ def test_an_mms_job_runs_through_the_job_service_and_two_ddp_processes_train_in_
     assert proc.wait(timeout=400) == 0, Path(proc.output_path).read_text(errors="replace")[-3000:]
     log = (corpus.run_dir("mms-ddp") / "train.log").read_text()
     assert "machine: cpu, 2 process(es)" in log and "weights identical on all 2 processes at step 2" in log
+
+
+def test_continuing_a_fine_tune_starts_from_the_closest_trained_discriminator(corpus, mms_voice):
+    """Only a run's newest checkpoint keeps trainer state and a voice none: continuing from an older checkpoint or
+    a voice paired the trained generator with random discriminators, and said to fetch D_100000.pth, which was in
+    pretrained/ all along."""
+    from utils.inference.export import export_voice
+    from utils.mms.base import describe_base
+
+    older, newest = (folder for _, folder in step_folders(mms_voice / "checkpoints"))
+    assert not (older / "trainer_state.pt").exists() and (newest / "trainer_state.pt").exists()
+    assert describe_base(newest)["discriminator"] == newest / "trainer_state.pt"
+    assert describe_base(older)["discriminator"] == newest / "trainer_state.pt"  # the same run's, trained on
+    voice = export_voice(corpus, "mms-voice", "continued-voice")
+    assert describe_base(voice)["discriminator"].resolve() == (corpus.root / BASE / "D_100000.pth").resolve()
+    result = run(prepare_run(mms_config(corpus, "from-voice", init=str(voice), max_steps=1)))
+    log = (corpus.run_dir("from-voice") / "train.log").read_text(encoding="utf-8")
+    assert result["state"] == "finished" and "discriminator: D_100000.pth" in log and "random" not in log

@@ -167,9 +167,8 @@ def describe_base(folder) -> dict:
     folder = Path(folder)
     config = read_json(folder / "config.json", None) if folder.is_dir() else None
     if isinstance(config, dict) and config.get("engine") == "mms":
-        state = folder / "trainer_state.pt"
         return {"finetune": True, "model": config["model"], "text": MmsText.from_dict(config["text"]),
-                "weights": folder / "model.safetensors", "discriminator": state if state.is_file() else None,
+                "weights": folder / "model.safetensors", "discriminator": trained_discriminator(folder, config),
                 "licence": config.get("licence") or LICENCE}
     if isinstance(config, dict) and config.get("engine") not in (None, "mms"):
         raise StudioError(f"{folder} is a checkpoint of the {config['engine']} engine: the MMS engine continues only "
@@ -182,6 +181,25 @@ def describe_base(folder) -> dict:
     found = [folder / DISCRIMINATOR] if (folder / DISCRIMINATOR).is_file() else sorted(folder.glob("D_*.pth"))
     return {"finetune": False, "model": config, "text": MmsText.from_folder(folder), "weights": weights,
             "discriminator": found[-1] if found else None, "licence": _licence_of(folder)}
+
+
+def trained_discriminator(folder: Path, config: dict) -> Path | None:
+    """The discriminator a continued fine-tune starts from, the closest trained one there is: the checkpoint's own
+    trainer state; else the newest one of the same run (only the newest checkpoint keeps trainer state; a voice
+    keeps none); else the discriminator of the base the run started from (Meta's D_100000.pth in pretrained/). A
+    trained generator beside random discriminators is roughened by their first, untrained gradients."""
+    from utils.training.checkpoint import step_folders
+
+    if (folder / "trainer_state.pt").is_file():
+        return folder / "trainer_state.pt"
+    if folder.parent.name == "checkpoints":
+        kept = [f / "trainer_state.pt" for _, f in step_folders(folder.parent) if (f / "trainer_state.pt").is_file()]
+        if kept:
+            return kept[-1]
+    init = str((config.get("train") or {}).get("init") or "")
+    starts = [Path(init)] + [p / init for p in folder.parents if (p / "pretrained").is_dir()][:1] if init else []
+    found = [d for start in starts if start.is_dir() for d in sorted(start.glob("D_*.pth"))]
+    return found[-1] if found else None
 
 
 def _licence_of(folder: Path) -> str:
