@@ -6,6 +6,7 @@ import os
 import subprocess
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -350,3 +351,31 @@ def test_gradients_are_averaged_over_ranks_in_bounded_buckets(tmp_path):
         assert float(got["loss"]) == 1.5
         for grad, expected in zip(got["grads"], want, strict=True):
             torch.testing.assert_close(grad, expected)
+
+
+def test_a_save_on_a_tight_disk_never_holds_two_trainer_states(tmp_path, monkeypatch):
+    """F5 wrote its new 5.4 GB trainer state before the previous one was pruned: a free 15 GB Drive filled around
+    step 500-1000. With too little free space for both, the previous state goes first, and the log says what was
+    kept; with room for both it stays until the new one is written (a save cut short then still resumes)."""
+    states_at_save = []
+    real_save = ckpt.save_checkpoint
+
+    class Large(LineAdapter):
+        state_newest_only = True
+
+        def save_checkpoint(self, folder, weights, config, trainer_state):
+            states_at_save.append(len(list(folder.parent.glob("step-*/trainer_state.pt"))))
+            return real_save(folder, weights, config, trainer_state)
+
+    free = {"bytes": 10**12}
+    monkeypatch.setattr(ckpt.shutil, "disk_usage", lambda path: SimpleNamespace(free=free["bytes"]))
+    roomy = train(Large(tmp_path / "roomy", checkpoint_every=2, keep_checkpoints=3))
+    assert roomy["state"] == "finished" and states_at_save[0] == 0 and set(states_at_save[1:]) == {1}
+    free["bytes"] = 100  # less than a checkpoint
+    states_at_save.clear()
+    assert train(Large(tmp_path / "tight", checkpoint_every=2, keep_checkpoints=3))["state"] == "finished"
+    assert len(states_at_save) >= 4 and set(states_at_save) == {0}
+    log = (tmp_path / "tight" / "train.log").read_text()
+    assert log.count("trainer state was removed before writing it") == len(states_at_save) - 1
+    assert "step-2's trainer state" in log
+    assert ckpt.latest_resumable(tmp_path / "tight" / "checkpoints").name == "step-8"

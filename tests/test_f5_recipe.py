@@ -148,7 +148,7 @@ def test_guidance_before_start_says_the_hours_the_time_and_the_disk(corpus):
     data, time, disk = guidance(corpus, "am", 20_000, t4)
     assert f"{hours:.1f} h of usable speech" in data and "took people 10-15 h" in data
     assert "for one pass over the data" in time and "Tesla T4" in time and "estimated" in time
-    assert "Checkpoints need up to 11 GB" in disk and "GB are free where the workspace is" in disk
+    assert "Checkpoints need up to 12 GB" in disk and "GB are free where the workspace is" in disk
     assert "already speaks Amharic" in guidance(corpus, "am", 20_000, t4, speaks_amharic=True)[0]
     cpu = hardware.HardwareReport(gpus=[], cpu_count=2, ram_gb=12, disk_free_gb=50)
     base = public_base(corpus.root / "pretrained" / "speed-base")

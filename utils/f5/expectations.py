@@ -105,11 +105,14 @@ def guidance(ws: Workspace, dataset: str, max_steps: int, report=None, keep_chec
     passes = max_steps * frames_per_update / max(1.0, hours * 3600 * FRAMES_PER_SECOND_OF_AUDIO)
     time = (f"About {say_time(one_pass)} for one pass over the data and {say_time(run_s)} for the {max_steps} updates "
             f"({passes:.0f} passes of {frames_per_update} frames an update; {speed:,.0f} frames a second, {source}).")
-    need = (keep_checkpoints + 1) * WEIGHTS_GB + STATE_GB
+    # the peak is during a save: the newest `keep`, the best and the new one's weights, and one trainer state (the
+    # previous one is removed first when the disk cannot hold both: utils.training.checkpoint.make_room)
+    need = (keep_checkpoints + 2) * WEIGHTS_GB + STATE_GB
     free = shutil.disk_usage(ws.root).free / 2**30
-    disk = (f"Checkpoints need up to {need:.0f} GB ({keep_checkpoints + 1} x {WEIGHTS_GB} GB of weights: the newest "
-            f"{keep_checkpoints} and the best; and {STATE_GB} GB to resume from the newest); {free:.0f} GB are free "
-            "where the workspace is"
+    disk = (f"Checkpoints need up to {need:.0f} GB ({keep_checkpoints + 2} x {WEIGHTS_GB} GB of weights while a save "
+            f"is written: the newest {keep_checkpoints}, the best and the new one; and {STATE_GB} GB to resume from "
+            f"the newest, {2 * STATE_GB:.1f} GB where there is room to keep the previous one until the new one is "
+            f"written); {free:.0f} GB are free where the workspace is"
             + ("." if free >= need + 2 else ": free space first, or keep fewer checkpoints (a free Google Drive "
                                             "holds 15 GB)."))
     return [data, time, disk]

@@ -191,6 +191,26 @@ def prune(checkpoints: Path, keep: int, protect: set[Path] = frozenset(), state_
     return removed
 
 
+def make_room(checkpoints: Path, margin: float = 1.1) -> str:
+    """Before a save that writes a trainer state and keeps only the newest (F5: 5.4 GB): when the disk cannot hold
+    the new checkpoint beside the previous one's state (the new one is as big as the newest, plus `margin`), that
+    state goes first, so two are never on disk (a free 15 GB Drive filled around step 500-1000). Returns what was
+    done and kept, for the log ("" when there was room)."""
+    folders = step_folders(checkpoints)
+    state = folders[-1][1] / "trainer_state.pt" if folders else None
+    if state is None or not state.is_file():
+        return ""
+    needed = margin * sum(f.stat().st_size for f in state.parent.iterdir() if f.is_file())
+    free = shutil.disk_usage(checkpoints).free
+    if free >= needed:
+        return ""
+    state.unlink()
+    name = state.parent.name
+    return (f"disk: {free / 2**30:.1f} GB free and the new checkpoint needs about {needed / 2**30:.1f} GB, so {name}'s "
+            f"trainer state was removed before writing it (its weights are kept: should this save fail, a new run "
+            f"can start from {name}, though not resume it)")
+
+
 def read_config(path: str | Path) -> dict:
     path = Path(path)
     try:

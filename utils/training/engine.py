@@ -683,6 +683,8 @@ class Engine:
             "scaler": self.scaler.state_dict(), "ema": self.ema, "adapter": a.state_dict(),
             "precision_fallback": self.fallback, "winner": self.winner,
         }
+        if getattr(a, "state_newest_only", False) and (note := ckpt.make_room(a.run_dir / "checkpoints")):
+            self.log(note, "warning")
         save = getattr(a, "save_checkpoint", ckpt.save_checkpoint)
         folder = save(a.run_dir / "checkpoints" / f"step-{step}", weights, a.checkpoint_config(step), trainer_state)
         ckpt.prune(a.run_dir / "checkpoints", self.s.keep_checkpoints,
