@@ -665,3 +665,15 @@ def test_a_compile_failure_is_told_from_the_models_own_errors(monkeypatch):
         assert compiled.is_compile_failure(exc)
     else:
         raise AssertionError("the failing backend did not raise")
+
+
+def test_the_graph_limit_is_raised_under_either_name_dynamo_has_used(monkeypatch):
+    """torch 2.7 renamed cache_size_limit to recompile_limit; the requirements allow 2.5, where setting the new name
+    would raise AttributeError at the first compiled run."""
+    class OlderConfig:  # what torch._dynamo.config holds on torch 2.5: only the older name
+        cache_size_limit = 8
+
+    monkeypatch.setattr(torch._dynamo, "config", OlderConfig())
+    compiled.raise_limit("recompile_limit", "cache_size_limit", compiled.MAX_GRAPHS)
+    assert torch._dynamo.config.cache_size_limit == compiled.MAX_GRAPHS
+    assert not hasattr(torch._dynamo.config, "recompile_limit")

@@ -87,9 +87,8 @@ class CompiledParts:
         self.failure: str | None = None  # "<part>: <the exception's first line>" once compilation failed
         self.graphs_at_start = graphs_built() if self.modules else 0
         if self.modules:
-            limit = torch._dynamo.config
-            limit.recompile_limit = max(limit.recompile_limit, MAX_GRAPHS)
-            limit.accumulated_recompile_limit = max(limit.accumulated_recompile_limit, MAX_GRAPHS * len(self.modules))
+            raise_limit("recompile_limit", "cache_size_limit", MAX_GRAPHS)
+            raise_limit("accumulated_recompile_limit", "accumulated_cache_size_limit", MAX_GRAPHS * len(self.modules))
         for module, name in zip(self.modules, self.names):
             module._compiled_call_impl = GuardedCall(module, name, self)
 
@@ -114,6 +113,16 @@ class CompiledParts:
     def graphs(self) -> int:
         """Graphs compiled since these parts were set up (every shape and every graph break is one)."""
         return graphs_built() - self.graphs_at_start
+
+
+def raise_limit(name: str, older_name: str, value: int) -> None:
+    """Dynamo's limit on graphs a function may have, at least `value` (named cache_size_limit before torch 2.7;
+    the requirements allow 2.5, and an unknown name is an AttributeError)."""
+    config = torch._dynamo.config
+    for key in (name, older_name):
+        if hasattr(config, key):
+            setattr(config, key, max(getattr(config, key), value))
+            return
 
 
 def graphs_built() -> int:
