@@ -431,7 +431,7 @@ class Engine:
                         for k, v in losses.items():
                             total[k] = total.get(k, 0.0) + v.detach() * weight
             except Exception as exc:
-                if self.compiled and compiled.is_compile_failure(exc):  # e.g. the compiled backward's build
+                if self.compiled and not opt.is_oom(exc) and compiled.is_compile_failure(exc):  # the backward's build
                     self.compiled.failed("backward pass", exc)
                     total = losses = piece = None
                     continue  # the same micro-batches again, eager: no rank needs to hear of it
