@@ -43,7 +43,11 @@ def run_folders(ws: Workspace) -> list[Path]:
 
 
 def list_voices(ws: Workspace) -> list[str]:
-    return sorted(p.name for p in ws.voices.iterdir() if p.is_dir() and is_acoustic(p)) if ws.voices.exists() else []
+    """The voices of the workspace; a hidden folder is none (an export being written, `.NAME.tmp-export`: the
+    Inference tab's timer listed it and said its name could not be used, during every successful export)."""
+    if not ws.voices.exists():
+        return []
+    return sorted(p.name for p in ws.voices.iterdir() if not p.name.startswith(".") and p.is_dir() and is_acoustic(p))
 
 
 def best_checkpoint(ws: Workspace, run: str) -> Path | None:
