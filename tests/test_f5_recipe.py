@@ -146,7 +146,8 @@ def test_guidance_before_start_says_the_hours_the_time_and_the_disk(corpus):
                                  disk_free_gb=50)
     hours = usable_hours(corpus, "am")
     data, time, disk = guidance(corpus, "am", 20_000, t4)
-    assert f"{hours:.1f} h of usable speech" in data and "took people 10-15 h" in data
+    assert f"{hours * 60:.0f} min of usable speech" in data and "took people 10-15 h" in data  # minutes under an hour
+    assert hours < 1 and "0.0 h" not in data
     assert "for one pass over the data" in time and "Tesla T4" in time and "estimated" in time
     assert "Checkpoints need up to 12 GB" in disk and "GB are free where the workspace is" in disk
     assert "already speaks Amharic" in guidance(corpus, "am", 20_000, t4, speaks_amharic=True)[0]
@@ -168,7 +169,7 @@ def test_the_training_tab_says_what_to_expect_of_an_f5_run_and_nothing_for_match
     ctx = AppContext(corpus)
     shown = expectations(ctx, "f5", "am", 20_000, "")
     assert shown["visible"] and f"under its licence: {LICENCE}" in shown["value"]
-    assert "h of usable speech" in shown["value"] and "for one pass over the data" in shown["value"]
+    assert "min of usable speech" in shown["value"] and "for one pass over the data" in shown["value"]
     assert "Checkpoints need up to" in shown["value"]
     base = public_base(corpus.root / "pretrained" / "tab-base")
     assert f"It starts from {base}" in expectations(ctx, "f5", "am", 100, str(base))["value"]

@@ -18,6 +18,7 @@ NEEDS_BASE = ("The F5 engine fine-tunes the pretrained base: pass --init SWivid/
               "fine-tunes. From zero it trains only the tiny test configuration (--preset tiny).")
 
 
-SMOKE_TEST = ("Only the tiny random F5 runs on this machine, as a smoke test of the set-up (no usable voice): "
-              "python app.py train --engine f5 --preset tiny, without --init.")
+SMOKE_TEST = ("Only the tiny random F5 runs on this machine, as a smoke test of the set-up (no usable voice): choose "
+              "the model size tiny and no base to start from (on the command line: python app.py train --engine f5 "
+              "--preset tiny, without --init).")
 BASE_PARAMETERS = 100_000_000  # a base this large is the 337 M-parameter F5-TTS v1 Base (the other size is tiny)

@@ -70,6 +70,11 @@ def _measured(ws: Workspace, device: str) -> tuple[float, str] | None:
     return None
 
 
+def say_hours(hours: float) -> str:
+    """Speech in plain units: "3 min" under an hour ("0.0 h" read as nothing at all), else "1.4 h"."""
+    return f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h"
+
+
 def say_time(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} s"
@@ -91,14 +96,14 @@ def guidance(ws: Workspace, dataset: str, max_steps: int, report=None, keep_chec
     hours = usable_hours(ws, dataset)
     low, high = NEW_LANGUAGE_HOURS
     if speaks_amharic:
-        data = (f"{hours:.1f} h of usable speech: the base already speaks Amharic, so {ADAPT_HOURS:.0f} h or more "
+        data = (f"{say_hours(hours)} of usable speech: the base already speaks Amharic, so {ADAPT_HOURS:.0f} h or more "
                 "adapts it to this voice" + ("." if hours >= ADAPT_HOURS else "; record more if you can."))
     elif hours < low:
-        data = (f"{hours:.1f} h of usable speech: teaching the base a new language took people {low:.0f}-{high:.0f} h "
-                f"(F5-TTS issue 87; 10 h of one speaker still mispronounced some words). With {hours:.1f} h expect "
+        data = (f"{say_hours(hours)} of usable speech: teaching the base a new language took people {low:.0f}-{high:.0f} h "
+                f"(F5-TTS issue 87; 10 h of one speaker still mispronounced some words). With {say_hours(hours)} expect "
                 "an accent and mistakes; a base that already speaks Amharic, or more recordings, helps.")
     else:
-        data = f"{hours:.1f} h of usable speech: within or above the {low:.0f}-{high:.0f} h a new language needed."
+        data = f"{say_hours(hours)} of usable speech: within or above the {low:.0f}-{high:.0f} h a new language needed."
     speed, source = training_speed(ws, report)
     one_pass = hours * 3600 * FRAMES_PER_SECOND_OF_AUDIO / speed
     run_s = max_steps * frames_per_update / speed
