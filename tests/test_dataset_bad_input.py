@@ -135,7 +135,8 @@ def test_zero_byte_non_audio_and_three_hour_files_are_named_and_the_rest_prepare
     assert summary["clips"] == 2 and {r["id"] for r in load_manifest(ws, "bad")} == {"ok0", "ok1"}
     text = messages(ws, "bad")
     assert "zero.wav: the file is empty (0 bytes)" in text
-    assert "fake.wav: not readable audio" in text
+    assert "fake.wav: not readable audio, damaged or not a sound file" in text and "re-export it as WAV" in text
+    assert str(tmp_path) not in text and "Error opening" not in text  # no server path, no library wording
     assert "marathon.wav: 3:00:00 long" in text and "--format long" in text
     assert not (ws.dataset_dir("bad") / "audio" / "marathon.wav").exists()
 

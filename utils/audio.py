@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -60,7 +61,7 @@ def audio_info(path: str | Path) -> sf._SoundFileInfo:
     try:
         return sf.info(str(path))
     except Exception as exc:  # soundfile raises several types for unreadable files
-        raise StudioError(f"{Path(path).name}: not readable audio ({_short(exc)}). Re-export it as WAV or FLAC.") from exc
+        raise StudioError(unreadable(Path(path).name, exc)) from exc
 
 
 def needs_ffmpeg(path: str | Path) -> bool:
@@ -100,7 +101,7 @@ def load_audio(path: str | Path, sample_rate: int | None = None, mono: bool = Tr
     try:
         data, sr = sf.read(str(path), dtype="float32", always_2d=True)
     except Exception as exc:
-        raise StudioError(f"{path.name}: not readable audio ({_short(exc)}). Re-export it as WAV or FLAC.") from exc
+        raise StudioError(unreadable(path.name, exc)) from exc
     if data.shape[0] == 0:
         raise StudioError(f"{path.name}: the file holds no audio samples.")
     audio = data.mean(axis=1) if mono else data.T
@@ -198,5 +199,13 @@ def log_mel(audio, cfg: FeatureConfig = FeatureConfig()):
 
 
 def _short(exc: Exception) -> str:
+    """What the audio reader said, for a curator: its first line, without the server path it names ("Error opening
+    '/tmp/.../x.wav': ..."), cut at a word rather than mid-word."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text[:160]
+    text = re.sub(r"^Error opening '[^']*':\s*", "", text)
+    return text if len(text) <= 160 else text[:160].rsplit(" ", 1)[0] + " ..."
+
+
+def unreadable(name: str, exc: Exception) -> str:
+    """The message for an audio file that cannot be read: which file, in plain words, and what to do."""
+    return f"{name}: not readable audio, damaged or not a sound file ({_short(exc)}); re-export it as WAV or FLAC."

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from utils.audio import resample, wav_bytes
+from utils.audio import resample, unreadable, wav_bytes
 from utils.datasets import vad
 from utils.datasets.checks import check_text
 from utils.datasets.config import PrepareConfig
@@ -46,8 +46,7 @@ def open_info(path: Path, name: str):
     try:
         info = sf.info(str(path))
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
-        return None, f"{name}: not readable audio ({first}); re-export it as WAV or FLAC."
+        return None, unreadable(name, exc)
     if info.frames <= 0 or info.samplerate <= 0:
         return None, f"{name}: the file holds no audio samples."
     return info, None
