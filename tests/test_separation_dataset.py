@@ -260,3 +260,18 @@ def test_the_gate_spread_over_workers_finds_what_one_process_finds(ws, monkeypat
     assert results() == (alone_rows, alone_files) and alone_rows["song"]["separated"]
     assert sorted(spread["errors"]) == sorted(alone["errors"]) 
     assert len(separated_here) == 1  # only the song: the clean clip was judged in a worker
+
+
+def test_a_faint_score_is_logged_as_kept_not_as_music_separated(ws, monkeypatch):
+    """Nine clean clips with faint scores were logged "music: separated (score 0.02)"; only the summary said they
+    stay as they are unless picked. Each line now says what happens to its clip."""
+    real = dataset._separate_row
+
+    def faint_song(ws_, row, folder, settings, gated):
+        score, music, speech, sr = real(ws_, row, folder, settings, gated)
+        return (0.03 if row["id"] == "song" else score), music, speech, sr  # between the gate's THRESHOLD and CLEAR
+
+    monkeypatch.setattr(dataset, "_separate_row", faint_song)
+    lines = [e.message for e in dataset.process_dataset(ws, "news", backend="dsp")]
+    assert any("song faint: kept as is (separated only to listen to) (score 0.03" in line for line in lines), lines
+    assert not any("song music: separated" in line for line in lines)

@@ -116,10 +116,10 @@ def _process_rows(ws: Workspace, rows: list[dict], folder: Path, settings: dict,
         if len(done) >= SAVE_EVERY:
             update_rows(ws, folder.name, done)
             done.clear()
-        verdict = "music: separated" if music else "clean: passed through"
+        said = LOG_WORDS[verdict(row)]
         audio_s += row.get("duration") or 0.0
         left = time_left(audio_s, total_s, t0) if count < len(rows) else None
-        yield Event("separate", count, len(rows), f"{row['id']} {verdict} (score {score}"
+        yield Event("separate", count, len(rows), f"{row['id']} {said} (score {score}"
                     + (f"; about {left} left)" if left else ")"))
     if count < len(rows):
         raise StudioError(f"Cancelled after {count} of {len(rows)} clips; their results are saved.")
@@ -203,6 +203,10 @@ def clearly_music(row: dict) -> bool:
 
 
 MUSIC, FAINT, CLEAN, UNGATED = "music", "faint", "clean", "ungated"
+# each clip's line in the run's log, in the verdict's own words: a faint score was logged "music: separated" while the
+# clip stays as it is unless the curator picks it
+LOG_WORDS = {MUSIC: "music: separated", FAINT: "faint: kept as is (separated only to listen to)",
+             CLEAN: "clean: passed through", UNGATED: "separated (the music detector was off)"}
 
 
 def verdict(row: dict) -> str | None:
