@@ -519,7 +519,8 @@ def settings_form(ws: Workspace, preset: str = "small", use_saved: bool = True) 
     from utils.training.optimization import resolve
 
     saved = saved_settings(ws) if use_saved else {}
-    cfg = TrainConfig(preset=preset)
+    # the steps the form shows: the averaged weights' span and whether compiling pays are decided for that many
+    cfg = TrainConfig(preset=preset, max_steps=default_steps(ws) if use_saved else recommended_steps()[0])
     machine = resolve(cfg, plan=families.get(cfg.engine).memory_plan(cfg))  # what "auto" means on this machine
     trades = json.loads((ASSETS / "optimization_trades.json").read_text(encoding="utf-8"))
     plain = plain_words()
