@@ -61,7 +61,8 @@ def test_sigterm_finishes_the_step_saves_a_checkpoint_and_exits_0(corpus):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == 0
     status = read_json(run_dir / "status.json")
-    assert status["state"] == "stopped" and "SIGTERM" in status["message"]
+    assert status["state"] == "stopped" and "a stop signal: Stop pressed" in status["message"]
+    assert "SIGTERM" not in status["message"]  # the Training tab shows this message: plain words
     saved = step_folders(run_dir / "checkpoints")
     assert saved and saved[-1][0] == status["step"] and status["last_checkpoint"] == str(saved[-1][1])
 

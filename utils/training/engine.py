@@ -109,6 +109,10 @@ class Context:
     autocast: Any                  # () -> the mixed-precision context the machine chose
 
 
+SIGNAL_WORDS = {signal.SIGTERM: "a stop signal: Stop pressed, or the process asked to end",
+                signal.SIGINT: "Ctrl+C in the terminal"}  # in the run's message, which the Training tab shows
+
+
 class StopRequest:
     """SIGTERM / SIGINT / runs/RUN/STOP / a caller's threading.Event: finish the step, save, exit cleanly."""
 
@@ -128,11 +132,11 @@ class StopRequest:
             signal.signal(sig, handler)
 
     def _on_signal(self, signum, frame):
-        self.reason = signal.Signals(signum).name
+        self.reason = SIGNAL_WORDS.get(signum, signal.Signals(signum).name)
 
     def __call__(self) -> bool:
         if not self.reason and self.file.exists():
-            self.reason = "STOP file"
+            self.reason = "the Stop button"
         if not self.reason and self.event is not None and self.event.is_set():
             self.reason = "request"
         return bool(self.reason)
