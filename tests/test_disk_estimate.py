@@ -211,3 +211,12 @@ def test_dropping_the_uploads_never_touches_a_data_folder_read_in_place(tmp_path
     assert sorted((p.relative_to(corpus), p.read_bytes()) for p in corpus.rglob("*") if p.is_file()) == before
     assert any(p.is_symlink() for p in (ws.dataset_dir("d") / "raw").iterdir())  # the link stays: it cost nothing
     run_to_end(prepare(ws, "d", workers=1))  # so the dataset can still be prepared again from it
+
+
+def test_small_sizes_are_never_said_as_zero():
+    """"0 kB of uploads are already on that disk and are linked": a few hundred bytes (a subtitle file) said as
+    nothing."""
+    from utils.datasets import disk
+
+    assert disk._gb(300) == "300 bytes" and disk._gb(2_500) == "2 kB" and disk._gb(3e6) == "3 MB"
+    assert disk._gb(2.5 * disk.GB) == "2.5 GB"

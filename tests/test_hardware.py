@@ -155,3 +155,17 @@ def test_a_cpu_is_told_it_cannot_fine_tune_f5_and_what_to_use_instead():
     report = replace(hardware.detect(), gpus=[])
     verdict, why = families.get("f5").machine_verdict(report)
     assert verdict is False and "Train the MMS-TTS engine here" in why and "Matcha" in why
+
+
+def test_the_first_cpu_reading_is_a_measurement_not_zero(monkeypatch):
+    """The System tab's first CPU reading was always 0 %: psutil's cpu_percent(None) measures from its last call,
+    and the first call has none."""
+    import psutil
+
+    from utils import hardware
+
+    asked = []
+    monkeypatch.setattr(hardware, "_CPU_MEASURED", False)
+    monkeypatch.setattr(psutil, "cpu_percent", lambda interval=None: asked.append(interval) or 42.0)
+    assert hardware.live_usage()["cpu_percent"] == 42.0 and hardware.live_usage()["cpu_percent"] == 42.0
+    assert asked[0] and asked[0] > 0 and asked[1:] == [None]  # the first waits for a real interval, then none do

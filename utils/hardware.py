@@ -386,11 +386,17 @@ def describe(report: HardwareReport) -> str:
 
 
 # --------------------------------------------------------------------------- live usage
+_CPU_MEASURED = False  # whether psutil has a CPU reading to measure the next one from (see live_usage)
+
 def live_usage(pids: list[int] | None = None) -> dict:
     """Memory and utilization now: per GPU (NVML) and, where the driver allows, per process; CPU/RAM always."""
     import psutil
 
-    out: dict[str, Any] = {"cpu_percent": psutil.cpu_percent(interval=None),
+    global _CPU_MEASURED
+    # cpu_percent(None) is the use since its last call: the first call has none and says 0 %; that one waits 0.2 s
+    cpu = psutil.cpu_percent(interval=None if _CPU_MEASURED else 0.2)
+    _CPU_MEASURED = True
+    out: dict[str, Any] = {"cpu_percent": cpu,
                            "ram_used_gb": psutil.virtual_memory().used / 2**30,
                            "ram_total_gb": psutil.virtual_memory().total / 2**30, "gpus": []}
     try:

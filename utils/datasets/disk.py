@@ -260,7 +260,12 @@ def estimate(sources: Iterable[str | Path], where: str | Path, cfg: PrepareConfi
 
 # ------------------------------------------------------------------------------ in plain words
 def _gb(n: float) -> str:
-    return f"{n / GB:.1f} GB" if n >= 0.1 * GB else f"{n / 1e6:.0f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
+    """Bytes in the unit a person reads; never "0 kB" for something that is there."""
+    if n >= 0.1 * GB:
+        return f"{n / GB:.1f} GB"
+    if n >= 1e6:
+        return f"{n / 1e6:.0f} MB"
+    return f"{n / 1e3:.0f} kB" if n >= 1e3 else f"{int(n)} bytes"
 
 
 def _names(items: list[str], k: int = 3) -> str:
