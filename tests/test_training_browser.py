@@ -182,6 +182,10 @@ def test_a_reload_after_an_f5_run_brings_the_form_back_on_f5_with_its_licence_an
     expect(page.locator("#train-message")).to_contain_text("This machine cannot fine-tune the F5-TTS base",
                                                            timeout=30_000)
     assert not ws.run_dir("f5-again").exists()
+    expect(page.locator("#f5-licence input")).to_be_checked()
+    page.get_by_role("radio", name=re.compile("^MMS")).check()  # a yes is to one licence: MMS asks its own
+    expect(page.locator("#f5-licence input")).not_to_be_checked()
+    expect(page.locator("#f5-licence")).to_contain_text("MMS-TTS base's licence")
     page.get_by_role("radio", name=re.compile("^Matcha")).check()  # back on Matcha: its size and modes return
     expect(page.get_by_label("learn everything")).to_be_visible()
     expect(page.locator("#train-form").get_by_label("tiny")).to_be_visible()

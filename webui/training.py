@@ -473,6 +473,9 @@ def _wire_live(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> list:
 
     ws = ctx.workspace
     f.engine.change(engine_controls, f.engine, [f.licence, f.prompt, f.preset, f.mode, f.base], show_progress="hidden")
+    # a yes is to one licence: the curator's own change of family unticks it (F5's yes showed as MMS's, and the run
+    # logged its licence accepted); `input`, not `change`, so that restoring a run keeps the yes it was started with
+    f.engine.input(lambda: False, None, f.licence, show_progress="hidden")
     f.dataset.change(lambda d: engine_advice(ctx, d), f.dataset, f.advice, show_progress="hidden")
     for trigger in (f.engine.change, f.dataset.change, f.max_steps.blur, f.base.blur):  # what to expect, said anew
         trigger(lambda *a: expectations(ctx, *a), [f.engine, f.dataset, f.max_steps, f.base], f.expect,
