@@ -323,7 +323,7 @@ def _average_in_buckets(rank: int, init: str, out: str) -> None:
         g = torch.Generator().manual_seed(rank)
         params = [torch.nn.Parameter(torch.zeros(*shape)) for shape in ((3, 4), (30,), (2,), (5,), (1,))]
         for p in params[:-1]:
-            p.grad = torch.randn(p.shape, generator=g)  # the last has none: zeros on both ranks
+            p.grad = torch.randn(p.shape, generator=g, device=g.device)  # the last has none: zeros on both ranks
         loss = ddp.average_gradients(params, ddp.Dist(rank, 0, 2), torch.tensor(1.0 + rank))
         torch.save({"grads": [p.grad for p in params], "loss": loss}, f"{out}/{rank}.pt")
     finally:
@@ -344,7 +344,7 @@ def test_gradients_are_averaged_over_ranks_in_bounded_buckets(tmp_path):
     drawn = []
     for rank in (0, 1):  # what each rank drew, in its order
         g = torch.Generator().manual_seed(rank)
-        drawn.append([torch.randn(shape, generator=g) for shape in shapes])
+        drawn.append([torch.randn(shape, generator=g, device=g.device) for shape in shapes])
     want = [(a + b) / 2 for a, b in zip(*drawn)] + [torch.zeros(1)]
     for rank in (0, 1):
         got = torch.load(tmp_path / f"{rank}.pt")

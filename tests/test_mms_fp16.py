@@ -28,10 +28,10 @@ def speech_like_batch(vocab: int) -> dict:
     g, items = torch.Generator().manual_seed(0), []
     for n, frames in ((20, 60), (25, 70)):
         t = torch.arange(frames * FEATURES.hop_length) / FEATURES.sample_rate
-        f0 = 120 + 40 * torch.rand(1, generator=g)
+        f0 = 120 + 40 * torch.rand(1, generator=g, device=g.device)
         wave = 0.3 * sum(torch.sin(2 * math.pi * f0 * k * t) / k for k in range(1, 8))
-        wave = wave + 0.01 * torch.randn(len(t), generator=g)
-        items.append({"ids": torch.randint(0, vocab, (n,), generator=g), "wave": wave,
+        wave = wave + 0.01 * torch.randn(len(t), generator=g, device=g.device)
+        items.append({"ids": torch.randint(0, vocab, (n,), generator=g, device=g.device), "wave": wave,
                       "spec": spectrogram(wave, FEATURES), "pos": (0, 0)})
     return collate(items)
 
