@@ -151,15 +151,11 @@ def pick_device(ws: Workspace, requested: str = "auto") -> tuple[str, str]:
 
 
 def idle_gpus(ws: Workspace, count: int) -> list[int]:
-    """The GPUs (0..count-1) that no training run of this workspace holds or waits for ("cuda" without an index,
-    an older run's key, holds them all)."""
+    """The GPUs (0..count-1) that no training run of this workspace holds or waits for (as utils.runs.pick_devices
+    finds a free one for a run)."""
     from utils import jobs
 
-    held = set()
-    for run in jobs.list_runs(ws):
-        if run.get("state") in jobs.ACTIVE and str(run.get("devices", "")).startswith("cuda"):
-            held |= jobs.device_units(run["devices"])
-    return [] if "cuda" in held else [i for i in range(count) if f"cuda:{i}" not in held]
+    return [i for i in range(count) if not jobs.device_busy(ws, f"cuda:{i}")]
 
 
 def release_gpu_models() -> int:
