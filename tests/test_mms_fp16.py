@@ -45,7 +45,6 @@ def generator_gradients(base, scale: float) -> tuple[dict, dict]:
 
     torch.manual_seed(0)
     gen = build_generator(describe_base(base)).train()
-    gen.text_encoder.encoder.layerdrop = 0.0
     adapter = object.__new__(MmsAdapter)  # its step's methods only: no workspace, no data loader
     adapter.__dict__.update(gen=gen, disc=VitsDiscriminator(**TINY_DISCRIMINATOR).train(), cached=None,
                             machine=types.SimpleNamespace(mas="cython"),

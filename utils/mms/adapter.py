@@ -118,9 +118,6 @@ class MmsAdapter:
         self.licence, self.text = start["licence"], start["text"]
         self._build_data(ctx.log, load_user_dict(self.ws))
         self.gen = bases.build_generator(start).to(ctx.device).train()
-        # no layer drop in training: VITS never had it (transformers' config adds it), and its numpy draws would
-        # escape the engine's per-step seeding (a resume would not retrace the run)
-        self.gen.text_encoder.encoder.layerdrop = 0.0
         if ctx.resume_from:  # the engine loads the saved discriminator into one of the saved sizes
             from models.vits_discriminator import VitsDiscriminator
 

@@ -214,7 +214,9 @@ def _licence_of(folder: Path) -> str:
 def build_generator(base: dict):
     """transformers' VitsModel: a public base through the library's own loader (its legacy names, a .bin read as
     weights only); one of this studio's checkpoints from its config.json's "model" and its model.safetensors
-    (VitsModel's own state dict). Weights that leave any parameter unset are refused, never trained from random."""
+    (VitsModel's own state dict). Weights that leave any parameter unset are refused, never trained from random.
+    No layer drop: VITS never had it (transformers' config adds it), and its numpy draws would escape every seed
+    (a resume would not retrace its run, a test would skip a layer one time in ten)."""
     from transformers import VitsConfig, VitsModel
 
     from utils.safeload import load_safetensors
@@ -234,6 +236,7 @@ def build_generator(base: dict):
                           + "; ".join(filter(None, [f"missing {', '.join(sorted(missing)[:5])}" if missing else "",
                                                     f"unexpected {', '.join(sorted(unexpected)[:5])}" if unexpected
                                                     else ""])))
+    model.text_encoder.encoder.layerdrop = 0.0
     return model
 
 
