@@ -70,11 +70,16 @@ def _plot(frame: pd.DataFrame, drawn: list | None) -> tuple:
     return None, None
 
 
-def _curves(label: str, elem_id: str, **kw) -> gr.LinePlot:
+def _curves(label: str, elem_id: str, points: bool = False, **kw) -> gr.LinePlot | gr.ScatterPlot:
     """A live plot of metric curves over steps; its legend names each curve (no title: the names say it).
     No fixed height: the plot's own height leaves room for the legend, which a fixed one cuts off. No fixed
-    colours either: a curve missing from a colour map (a vocoder run's loss_mel) would be drawn in none."""
-    return gr.LinePlot(x="step", y="value", color="series", color_title="", label=label, elem_id=elem_id, **kw)
+    colours either: a curve missing from a colour map (a vocoder run's loss_mel) would be drawn in none.
+    `points`: one marker a value, for what is measured at evaluations only (a line through one point draws
+    nothing, so the first evaluation would not show). Axis labels are plain numbers ("~g": 50, not the
+    '50.000000' an axis spanning one value gets by default)."""
+    plot = gr.ScatterPlot if points else gr.LinePlot
+    return plot(x="step", y="value", color="series", color_title="", label=label, elem_id=elem_id,
+                x_axis_format="~g", y_axis_format="~g", **kw)
 
 
 def run_choices(ctx: AppContext) -> list[str]:
@@ -364,13 +369,13 @@ def _run_panel(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
         gr.Markdown("No GPU here: no GPU memory plot.")
     with gr.Row():
         loss_plot = _curves("losses", "loss-plot")
-        mcd_plot = _curves("validation MCD (dB)", "mcd-plot")
+        mcd_plot = _curves("validation MCD (dB)", "mcd-plot", points=True)
     with gr.Row():
         lr_plot = _curves("learning rate", "lr-plot")
         speed_plot = _curves("samples per second", "speed-plot")
         mem_plot = _curves("GPU memory (GiB) and utilization", "mem-plot", visible=on_gpu)
     with gr.Row():
-        cer_plot = _curves("character error rate of the synthesised held-out clips", "cer-plot")
+        cer_plot = _curves("character error rate of the synthesised held-out clips", "cer-plot", points=True)
         cer_status = gr.Markdown(asr.status_line(ws), elem_id="training-cer-status")
     vocoder_status = gr.Markdown(status_line(ws, training=True), elem_id="training-vocoder-status")
     gr.Markdown("**Samples rendered at evaluations (newest first)**")
