@@ -8,7 +8,8 @@ Per word, in order:
    C1əC2C2əC3ə perfective, ʔɨnnə- plurals);
 4. the 6th-order ɨ by syllable structure: a 6th-order letter is a bare consonant and ɨ is inserted
    only where a consonant has no syllable to join (word-initial clusters, three-consonant clusters,
-   word-final clusters of rising sonority), never word-finally;
+   word-final clusters whose sonority does not fall, two obstruents aside: ክንፍ, ልብስ, but ለምን -> ləmɨn),
+   never word-finally;
 5. ə -> a after a laryngeal (h, ʔ): ሀ, ሐ, ኀ, አ, ዐ are read ha, ʔa (ኧ keeps ə).
 """
 from __future__ import annotations
@@ -169,9 +170,12 @@ def _final_ok(a: Seg, b: Seg) -> bool:
     """May a and b end a word together (ሚስት, ክንፍ) or must ɨ split them (አምሳግር -> ...gɨr)?"""
     if a.gem == 2 or a.sym in LARYNGEALS:  # እኅት -> ʔɨ.hɨt
         return False
+    if a.gem == 1:                         # the two halves of one long consonant: ማን -> manː
+        return True
     if a.sym == "w" and _son(b) >= 3:      # the definite -w takes ɨ before -n, -m: እርሻውን -> ...wɨn
         return False
-    return _son(a) >= _son(b) or (_son(a) <= 2 and _son(b) <= 2)
+    # sonority must fall, or both be obstruents (ልብስ); two nasals or two liquids split: ለምን -> ləmɨn, ያንን -> janɨn
+    return _son(a) > _son(b) or (_son(a) <= 2 and _son(b) <= 2)
 
 
 def _epenthesis(segs: list[Seg]) -> list[Seg]:
