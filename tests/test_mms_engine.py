@@ -243,13 +243,15 @@ def test_the_base_comes_once_after_the_licence_yes_with_its_discriminator_and_li
 
 def test_offline_without_the_base_it_says_which_files_to_fetch_and_where_to_put_them(corpus, hub_cache, tmp_path,
                                                                                      monkeypatch):
+    """The trainer's own message, for a run queued while the base could be had (here: the hub's cache) and started
+    when it no longer can; Start refuses at once otherwise (tests/test_mms_offline.py)."""
     from huggingface_hub import constants
 
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     ws = Workspace.open(tmp_path / "ws")
     shutil.copytree(corpus.dataset_dir("am"), ws.dataset_dir("am"))
     path = prepare_run(mms_config(ws, "mms-offline", init="facebook/mms-tts-amh", max_steps=1, evaluate=False),
                        accept_licence=True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     with pytest.raises(StudioError) as refused:
         run(path)
     message = str(refused.value)

@@ -13,7 +13,10 @@ Adding a family = its package (importable without torch) + one line in FAMILIES.
     GUIDE (when to choose it: the data and machine it is made for, in a few words)
     BASE_HELP (a family that ASKS_LICENCE: what its base box on the Training tab takes)
     DICTIONARY_NOTE (what the pronunciation dictionary can and cannot do for its voices; "" when all of it)
+    BASE_UPLOAD (the files its base upload box on the Training tab takes; "" when it has none)
     machine_verdict(report) -> (bool, why)       whether this machine can train it usefully
+    base_verdict(ws) -> (bool, line)             whether its default base can be had here, and the line saying it
+    import_base(ws, files) -> folder             its base from uploaded files (a family with BASE_UPLOAD)
     check_request(cfg, report=None)              refuse, before anything, what it cannot do (StudioError)
     default_init(preset) -> str                  what a run begins from when no checkpoint is chosen
     prepare(ws, cfg, accept_licence)             settle a new run's start (a base's licence, paths)
@@ -60,6 +63,14 @@ def load(folder, device: str = "cpu"):
     return of(read_config(folder)).load(folder, device)
 
 
+def verdict(family, ws, report) -> tuple[bool, str]:
+    """Whether `family` can train here now, and why: the machine, then its base (one that cannot be had here
+    stops it as surely as a missing GPU)."""
+    can, why = family.machine_verdict(report)
+    ready, line = family.base_verdict(ws)
+    return (True, why) if can and ready else (False, why if not can else line)
+
+
 def machine_lines(report) -> list[str]:
     """One line a family: can this machine train it, and why (`app.py hardware`)."""
     lines = []
@@ -80,6 +91,6 @@ def advice(ws, dataset: str, report) -> list[str]:
     lines = [f"{amount} of usable speech in {dataset}; this machine: {gpu}."]
     for name in FAMILIES:
         family = get(name)
-        can, why = family.machine_verdict(report)
+        can, why = verdict(family, ws, report)
         lines.append(f"**{family.TITLE}**: for {family.GUIDE}." + ("" if can else f" Not on this machine: {why}"))
     return lines

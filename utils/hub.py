@@ -45,6 +45,36 @@ def is_offline_error(exc: BaseException) -> bool:
     return hub_offline()
 
 
+REACH_TIMEOUT_S = 3.0  # a hub that answers at all answers a TCP connection within this
+_REACHED: dict[str, tuple[float, bool]] = {}  # host -> (when asked, answer): the machine's network, asked once a minute
+
+
+def hub_reachable(timeout: float = REACH_TIMEOUT_S) -> bool:
+    """Whether this machine can reach the hub now, asked before a run that would download is queued (instead of the
+    download's retries in its log): False with HF_HUB_OFFLINE, or when the hub's host does not resolve or take a
+    connection within `timeout`; True behind a proxy, which only a download can try. The answer is kept a minute."""
+    import time
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if hub_offline() or constants.HF_HUB_OFFLINE:
+        return False
+    if any(os.environ.get(k) for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True
+    url = urlparse(constants.ENDPOINT)  # HF_ENDPOINT: a mirror is asked in the hub's place
+    host = url.hostname or "huggingface.co"
+    asked, answer = _REACHED.get(host, (0.0, False))
+    if time.monotonic() - asked > 60:
+        try:
+            socket.create_connection((host, url.port or (80 if url.scheme == "http" else 443)), timeout=timeout).close()
+            answer = True
+        except OSError:  # gaierror ("Name or service not known"), refused, timed out
+            answer = False
+        _REACHED[host] = (time.monotonic(), answer)
+    return answer
+
+
 class HubUnreachable(StudioError):
     """A download refused because this machine cannot reach the hub; its message says what to do instead."""
 

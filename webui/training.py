@@ -25,7 +25,7 @@ MAX_SAMPLES = 4
 VOCODER_SCRATCH = ["(from scratch)"]
 LOSS = lambda k: ("loss" in k and k != "loss_scale") or k in ("dur", "prior", "cfm")  # noqa: E731
 QUALITY = lambda k: "mcd" in k  # noqa: E731
-CER = lambda k: k == "cer"  # noqa: E731  (written only when the workspace has a speech recognizer)
+CER = lambda k: k in ("cer", "cer_recorded")  # noqa: E731  (written only when there is a speech recognizer)
 LR = lambda k: k == "lr"  # noqa: E731
 SPEED = lambda k: k == "samples_per_s"  # noqa: E731
 MEMORY = lambda k: "mem" in k or k.startswith("nvml") or k.startswith("gpu_util")  # noqa: E731
@@ -33,7 +33,8 @@ MEMORY = lambda k: "mem" in k or k.startswith("nvml") or k.startswith("gpu_util"
 
 CURVES = {  # a curve's name in a legend: what it measures, then the metric's own name in brackets
     "loss": "total", "dur": "sound lengths", "prior": "text fit", "cfm": "sound detail", "lr": "learning rate",
-    "samples_per_s": "clips a second", "cer": "letters misheard",
+    "samples_per_s": "clips a second", "cer": "letters misheard in the synthesised speech",
+    "cer_recorded": "letters misheard in the recordings: the floor",
     "mcd": "distance from the real voice", "mcd_ema": "smoothed model", "mcd_raw": "latest weights",
     "logmel_mcd": "quick estimate", "loss_g": "all parts (GAN)", "loss_d": "the judge (GAN)",
     "loss_kl": "sound matched to the text", "loss_dur": "how long each sound lasts",  # the MMS engine's VITS
@@ -209,6 +210,35 @@ def engine_controls(engine: str | None) -> tuple:
     return licence, gr.update(visible=family.ASKS_PROMPT), gr.update(visible=family.HAS_SIZES), mode, base
 
 
+def engine_info(ws, report) -> str:
+    """Under the engine choice: whether each family with a pretrained base can train here now (the machine and the
+    base: no "yes" for a base that cannot be had)."""
+    return " ".join(f"{f.TITLE} on this machine: {'yes' if can else 'no'}. {why}"
+                    for f in map(families.get, families.names()) if f.ASKS_LICENCE
+                    for can, why in [families.verdict(f, ws, report)])
+
+
+def base_panel(ws, engine: str | None) -> tuple:
+    """(the base's state line, its upload box, what the box takes) for a family: whether its base is ready or can be had, and the box
+    that takes its files, shown for a family that takes them (BASE_UPLOAD)."""
+    family = families.get(engine if engine in families.names() else None)
+    line = family.base_verdict(ws)[1]
+    box = gr.update(visible=bool(family.BASE_UPLOAD), label=f"{family.TITLE} base files (for a machine that cannot "
+                                                            "reach the Hugging Face hub)")
+    return gr.update(visible=bool(line), value=line), box, f"Upload {family.BASE_UPLOAD}."
+
+
+def add_base(ws, engine: str | None, files) -> tuple:
+    """The upload box's button: the family's base from the files, then what the page says of it anew."""
+    from utils import hardware
+
+    family = families.get(engine if engine in families.names() else None)
+    folder = family.import_base(ws, files or [])
+    state = base_panel(ws, engine)[0]
+    return (f"Added the {family.TITLE} base: `{folder.relative_to(ws.root)}`. Start now fine-tunes from it.", state,
+            gr.update(info=engine_info(ws, hardware.detect(ws.root))))
+
+
 def licence_label(family) -> str:
     return (f"yes to the {family.TITLE} base's licence: {family.SHORT_LICENCE} (about {family.SIZE_MB} MB, downloaded "
             "once)")
@@ -291,9 +321,7 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
         report = hardware.detect(ws.root)
         choices = [families.get(name) for name in families.names()]
         engine = gr.Radio([(f.DESCRIPTION, f.NAME) for f in choices], value=families.DEFAULT, label="engine",
-                          elem_id="engine", info=" ".join(f"{f.TITLE} on this machine: {'yes' if can else 'no'}. {why}"
-                                                          for f in choices if f.ASKS_LICENCE
-                                                          for can, why in [f.machine_verdict(report)]))
+                          elem_id="engine", info=engine_info(ws, report))
         licensed = next(f for f in choices if f.ASKS_LICENCE)
         licence = gr.Checkbox(False, label=licence_label(licensed), elem_id="f5-licence", visible=False)
         prompt = gr.Textbox(label="F5 reference clip (a row id of the dataset)", elem_id="f5-prompt", visible=False,
@@ -301,6 +329,13 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
                             info="an F5 voice speaks in the voice of this clip: pick a clean 5-10 s one")
         base = gr.Textbox(label=f"{licensed.TITLE} base to start from", elem_id="f5-base", visible=False,
                           placeholder=licensed.default_init("base"), info=licensed.BASE_HELP)
+    base_state = gr.Markdown(visible=False, elem_id="base-state")  # whether the family's base can be had here
+    with gr.Accordion("base files (for a machine that cannot reach the Hugging Face hub)", open=False, visible=False,
+                      elem_id="base-upload") as base_upload:
+        base_help = gr.Markdown()  # which files: the family's BASE_UPLOAD
+        base_files = gr.File(label="base files", file_count="multiple", elem_id="base-files")
+        base_add = gr.Button("Add base", elem_id="base-add")
+        base_msg = gr.Markdown(elem_id="base-msg")
     expect = gr.Markdown(visible=False, elem_id="f5-guidance")  # what to expect of this run, before Start
     advice = gr.Markdown(visible=False, elem_id="engine-advice")  # which engine for this much speech, this machine
     with gr.Row(elem_id="train-form"):
@@ -466,6 +501,9 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
     deleted = [f.message, f.about, p.selected, p.run_list]
     p.delete.click(action(on_delete, deleted), [p.selected, p.confirm], deleted, api_name="delete_run")
     p.export.click(action(on_export, said), [p.selected, p.voice_name], said, api_name="training_export_voice")
+    f.base_add.click(says_errors(lambda e, files: add_base(ws, e, files), [f.base_msg, f.base_state, f.engine],
+                                 f.base_msg), [f.engine, f.base_files], [f.base_msg, f.base_state, f.engine],
+                     api_name="add_base")
 
 
 def _wire_live(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> list:
@@ -478,6 +516,8 @@ def _wire_live(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> list:
 
     ws = ctx.workspace
     f.engine.change(engine_controls, f.engine, [f.licence, f.prompt, f.preset, f.mode, f.base], show_progress="hidden")
+    f.engine.change(lambda e: base_panel(ws, e), f.engine, [f.base_state, f.base_upload, f.base_help],
+                    show_progress="hidden")
     # a yes is to one licence: the curator's own change of family unticks it (F5's yes showed as MMS's, and the run
     # logged its licence accepted); `input`, not `change`, so that restoring a run keeps the yes it was started with
     f.engine.input(lambda: False, None, f.licence, show_progress="hidden")

@@ -21,6 +21,7 @@ STEPS_HELP = (f"more: cleaner speech, made more slowly; {SAMPLE_STEPS} is F5-TTS
               "sampler)")
 GUIDE = "many hours of speech and a big GPU (fine-tunes a 337 M-parameter base; CC-BY-NC-4.0)"
 DICTIONARY_NOTE = ""       # the pronunciation dictionary's phonemes reach it as they are
+BASE_UPLOAD = ""           # its 1.35 GB base is not taken through the browser (the offline remedy names its folder)
 BASE_HELP = ("empty: the public base; or another F5 model on the hub (owner/repo[:folder]), a folder in the workspace "
              "with its model file and vocab.txt, or one of your F5 runs or voices to continue")
 
@@ -28,6 +29,13 @@ BASE_HELP = ("empty: the public base; or another F5 model on the hub (owner/repo
 def default_init(preset: str) -> str:
     """What a run started without a checkpoint begins from: the public base (the tiny random F5 from zero)."""
     return "" if preset == "tiny" else HUB_ID
+
+
+def base_verdict(ws) -> tuple[bool, str]:
+    """Whether the public base can be had here (in the workspace, the hub's cache, or from the hub); "" when it can."""
+    from utils.f5.hub import obtainable
+
+    return obtainable(ws.root)
 
 
 def prepare(ws, cfg, accept_licence: bool = False) -> None:

@@ -144,6 +144,18 @@ def _check_name(hub: HubBase) -> str:
     return f"check the name at {hub.url} (owner/repo, or owner/repo:folder for a repo holding several models)"
 
 
+def obtainable(root: Path) -> tuple[bool, str]:
+    """Whether a run can start from the public base: a model file in its workspace folder, the hub's cache, or the
+    hub reachable; (False, what to do) otherwise."""
+    from utils.hub import hub_reachable
+
+    hub = HubBase(HUB_ID)
+    if any((Path(root) / "pretrained" / hub.folder).glob("*.safetensors")) or _cached_snapshot(hub.repo) \
+            or hub_reachable():
+        return True, ""
+    return False, str(unreachable(hub.what, offline_remedy(hub)))
+
+
 def offline_remedy(hub: HubBase) -> str:
     files = ("its model file and vocab.txt" if not hub.is_default
              else "its " + " and ".join(Path(name).name for name in HUB_FILES.values()))

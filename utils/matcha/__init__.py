@@ -22,6 +22,7 @@ ONNX = True
 STEPS_HELP = "more: cleaner speech, made more slowly; 4-10 is usual (ODE steps of the flow decoder)"
 GUIDE = "when the voice must be free of a non-commercial licence (trained from zero: many hours of speech)"
 DICTIONARY_NOTE = ""       # the pronunciation dictionary's phonemes reach it as they are
+BASE_UPLOAD = ""           # no pretrained base, nothing to upload
 
 
 def default_init(preset: str) -> str:
@@ -31,6 +32,10 @@ def default_init(preset: str) -> str:
 def machine_verdict(report) -> tuple[bool, str]:
     return True, ("any machine: a CPU trains the tiny size in minutes, a GPU the larger ones 10-100x faster"
                   if not report.gpus else "a GPU trains it 10-100x faster than a CPU")
+
+
+def base_verdict(ws) -> tuple[bool, str]:
+    return True, ""  # trained from zero: no base to get
 
 
 def check_request(cfg, report=None) -> None:

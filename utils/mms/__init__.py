@@ -4,7 +4,8 @@ hour or two of one speaker, on the shared training engine as a GAN (adapter.py),
 through uroman as the base was trained (text.py), its weights from the hub or a folder (base.py), its speech
 (speech.py). This module answers what the studio asks of a model family (utils/families.py); importing it needs no
 torch."""
-from utils.mms.about import DESCRIPTION, GUIDE, HUB_ID, LICENCE, NEEDS_BASE, SHORT_LICENCE, SIZE_MB  # noqa: F401
+from utils.mms.about import (BASE_UPLOAD, DESCRIPTION, GUIDE, HUB_ID, LICENCE, NEEDS_BASE, SHORT_LICENCE,  # noqa: F401
+                             SIZE_MB)
 from utils.mms.text import DICTIONARY_NOTE  # noqa: F401  (what the pronunciation dictionary can do for it)
 
 NAME = "mms"
@@ -40,6 +41,21 @@ def machine_verdict(report) -> tuple[bool, str]:
     return True, (f"no GPU: it trains on the CPU, slowly: {CPU_S_PER_CLIP:g} s of training a clip at the real size on "
                   f"2 cores (bench/mms_step.py), so a pass over an hour of speech (~600 clips) takes "
                   f"~{600 * CPU_S_PER_CLIP / 60:.0f} minutes or more")
+
+
+def base_verdict(ws) -> tuple[bool, str]:
+    """Whether Meta's base can be had here (in the workspace, the hub's cache, or from the hub), and the line that
+    says it."""
+    from utils.mms.base import obtainable
+
+    return obtainable(ws)
+
+
+def import_base(ws, files):
+    """Meta's base from uploaded files (BASE_UPLOAD) into the workspace, where every MMS run looks first."""
+    from utils.mms.base import import_base as put
+
+    return put(ws, files)
 
 
 def check_request(cfg, report=None) -> None:

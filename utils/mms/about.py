@@ -35,4 +35,10 @@ NEEDS_BASE = (f"The MMS engine fine-tunes Meta's Amharic MMS-TTS voice: pass --i
               f"{SIZE_MB} MB, downloaded once into workspace/pretrained/{FOLDER}/), --init FOLDER holding the same "
               "files (config.json, model.safetensors or pytorch_model.bin, vocab.json, tokenizer_config.json, and "
               "optionally D_100000.pth), or --init RUN (or VOICE) to continue one of this studio's MMS fine-tunes.")
+BASE_UPLOAD = ("config.json, vocab.json, tokenizer_config.json and model.safetensors (or pytorch_model.bin) from "
+               f"https://huggingface.co/{HUB_ID}, and optionally D_100000.pth (facebook/mms-tts, full_models/amh/, "
+               "its discriminator), copied from a machine that has them")  # what the Training tab's upload box takes
+OFFLINE = ("This machine cannot reach the Hugging Face hub and this workspace holds no MMS-TTS base, so no MMS run can "
+           f"start: under *MMS-TTS base files* on the Training tab, upload {BASE_UPLOAD} (or pass --init with a "
+           "folder holding them).")
 GUIDE = "an hour or two of one speaker, any GPU or a CPU (fine-tunes Meta's Amharic voice; CC-BY-NC-4.0)"

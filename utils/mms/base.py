@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from utils.events import StudioError
-from utils.hub import download_error, install_folder
+from utils.hub import HubUnreachable, download_error, hub_reachable, install_folder
 from utils.mms.about import (DISCRIMINATOR, DISCRIMINATOR_HUB, FOLDER, HUB_FILES, HUB_ID, LICENCE, NEEDS_BASE,
-                             NO_DISCRIMINATOR, SIZE_MB, WEIGHTS, WEIGHTS_BIN)
+                             NO_DISCRIMINATOR, OFFLINE, SIZE_MB, WEIGHTS, WEIGHTS_BIN)
 from utils.workspace import Workspace, atomic_write_text, read_json
 
 FETCH_WAIT_HOURS = 2  # how long a run's other processes wait for the first one's download
@@ -48,11 +48,64 @@ def local_base(ws: Workspace, init: str, accept_licence: bool) -> tuple[str, str
     if is_hub_id(init):
         if complete(pretrained_dir(ws)):
             return str(pretrained_dir(ws)), describe_base(pretrained_dir(ws))["licence"]
+        ready, why = obtainable(ws)
+        if not ready:  # refused now, not after a queue and the download's retries
+            raise HubUnreachable(why)
         if not accept_licence:
             raise StudioError(refusal())
         return init, LICENCE
     folder = start_folder(ws, init)
     return str(folder), describe_base(folder)["licence"]
+
+
+def obtainable(ws: Workspace) -> tuple[bool, str]:
+    """Whether a run can start from Meta's base now, and the line the Training tab shows: it is in the workspace, in
+    this machine's hub cache, or the hub can be reached to download it; else what to do (OFFLINE)."""
+    if complete(pretrained_dir(ws)):
+        with_d = (pretrained_dir(ws) / DISCRIMINATOR).is_file() or any(pretrained_dir(ws).glob("D_*.pth"))
+        return True, (f"Meta's MMS-TTS base is ready in this workspace (pretrained/{FOLDER}/, "
+                      f"{'with' if with_d else 'without'} its discriminator).")
+    if _cached():
+        return True, "Meta's MMS-TTS base is in this machine's Hugging Face cache: Start copies it into the workspace."
+    if hub_reachable():
+        return True, (f"Meta's MMS-TTS base is not in this workspace yet: Start downloads it once (about {SIZE_MB} MB) "
+                      "after the licence's yes.")
+    return False, OFFLINE
+
+
+def _cached() -> bool:
+    """The generator's files in the hub's local cache, from which a download offline is answered."""
+    from huggingface_hub import try_to_load_from_cache
+
+    found = lambda name: isinstance(try_to_load_from_cache(HUB_ID, name), str)  # noqa: E731
+    return all(found(name) for name in HUB_FILES) and (found(WEIGHTS) or found(WEIGHTS_BIN))
+
+
+def import_base(ws: Workspace, files) -> Path:
+    """Meta's base from files the curator uploads (a machine that cannot reach the hub): the generator's files and
+    weights, and a discriminator (D_*.pth, kept as discriminator.safetensors) when given, checked to load, into
+    pretrained/mms-tts-amh/ whole or not at all, in place of what was there. The uploads stay as they were."""
+    import shutil
+
+    picked = {Path(f).name: Path(f) for f in files or []}
+    missing = [n for n in HUB_FILES if n not in picked]
+    missing += [] if {WEIGHTS, WEIGHTS_BIN} & picked.keys() else [f"{WEIGHTS} (or {WEIGHTS_BIN})"]
+    if missing:
+        raise StudioError(f"Upload the MMS-TTS base's files together: {', '.join(missing)} missing (got "
+                          f"{', '.join(sorted(picked)) or 'nothing'}).")
+    critics = sorted(n for n in picked if n == DISCRIMINATOR or (n.startswith("D_") and n.endswith(".pth")))
+
+    def fill(tmp: Path) -> None:
+        for name in (*HUB_FILES, WEIGHTS, WEIGHTS_BIN):
+            if name in picked:
+                shutil.copyfile(picked[name], tmp / name)
+        if critics:
+            save_discriminator(load_discriminator_file(picked[critics[-1]]), tmp / DISCRIMINATOR)
+        build_generator(describe_base(tmp))  # refuses files that are no VITS base, or weights that do not fit
+        atomic_write_text(tmp / "LICENSE.txt", f"Source: https://huggingface.co/{HUB_ID}, uploaded on the Training "
+                          f"tab\nLicence: {LICENCE}\nSupplied: {time.strftime('%Y-%m-%d %H:%M')} by the user.\n")
+
+    return install_folder(pretrained_dir(ws), fill, complete, replace=True)
 
 
 def start_folder(ws: Workspace, init: str) -> Path:
@@ -77,7 +130,8 @@ def offline_remedy() -> str:
     return (f"on a machine that can, download {', '.join(HUB_FILES)} and {WEIGHTS} (or {WEIGHTS_BIN}) from "
             f"https://huggingface.co/{HUB_ID}, and {path} from https://huggingface.co/{repo} (the discriminator; "
             f"without it training starts from random discriminators), put them into the workspace's pretrained/"
-            f"{FOLDER}/ folder, where every MMS run looks first, and start again (or pass --init with that folder)")
+            f"{FOLDER}/ folder (the Training tab's *MMS-TTS base files* box does it), where every MMS run looks first, "
+            "and start again (or pass --init with that folder)")
 
 
 # ------------------------------------------------------------------------------------ the download
