@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Installs what the tests need (Debian: espeak-ng for real Amharic test speech, chromium for the
 # browser tests, fonts-sil-abyssinica so Amharic renders in them and in the docs' screenshots, ffmpeg
-# with which Gradio streams speech in the Inference tab;
+# with which Gradio streams speech in the Inference tab; libfuse2, with which
+# tests/test_store_on_fuse.py mounts a FUSE file system as Colab mounts Google Drive;
 # PyPI: requirements-test.txt) and runs the whole suite. Run it as root, as the test image does: the
 # disk-full test (tests/test_faults.py) mounts a small tmpfs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=$(command -v sudo >/dev/null && [ "$(id -u)" != 0 ] && echo sudo || true)
-if ! command -v espeak-ng >/dev/null || ! command -v chromium >/dev/null || ! command -v ffmpeg >/dev/null || ! fc-list | grep -qi abyssinica; then
+if ! command -v espeak-ng >/dev/null || ! command -v chromium >/dev/null || ! command -v ffmpeg >/dev/null || ! fc-list | grep -qi abyssinica \
+   || ! ldconfig -p | grep -q libfuse.so.2; then
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq espeak-ng chromium fonts-sil-abyssinica ffmpeg >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq espeak-ng chromium fonts-sil-abyssinica ffmpeg libfuse2 >/dev/null
 fi
 python -m pip install -q -r requirements-test.txt
 # The reference F5-TTS for tests/test_f5_model.py only, without its declared dependencies (torchaudio, wandb,

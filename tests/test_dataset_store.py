@@ -87,13 +87,17 @@ def _crash_while_writing(folder):
     store.update(folder, [{**rows[0], "text": "changed"}, Dies(rows[1])])
 
 
-def test_a_process_killed_in_the_middle_of_a_write_leaves_the_table_as_it_was(ws):
-    folder = ws.dataset_dir("big")
-    before = store.read_all(folder)
+def kill_a_writer_mid_write(folder) -> None:
     child = mp.get_context("spawn").Process(target=_crash_while_writing, args=(folder,))
     child.start()
     child.join(60)
     assert child.exitcode == -signal.SIGKILL
+
+
+def test_a_process_killed_in_the_middle_of_a_write_leaves_the_table_as_it_was(ws):
+    folder = ws.dataset_dir("big")
+    before = store.read_all(folder)
+    kill_a_writer_mid_write(folder)
     assert store.read_all(folder) == before  # the first row's change was rolled back with the rest
     datasets.apply_edits(ws, "big", [{"id": "r00000", "action": "keep"}])  # and the table takes writes again
     assert datasets.get_rows(ws, "big", ["r00000"])["r00000"]["review"] == "keep"

@@ -47,6 +47,12 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 # less) is laid out again from its rows' JSON the first time this version opens it; 0 is a file made before the
 # number was kept (its layout is this one's) or a new file. Raise it whenever COLUMNS or _SCHEMA change.
 SCHEMA_VERSION = 2  # 2: text_hash and its index
+# JOURNAL: a rollback journal kept between writes (PERSIST: a commit zeroes its header), not one made and deleted
+# by every write (DELETE, SQLite's default), and never WAL. Colab's workspace lives on Google Drive's FUSE mount:
+# every file deleted there goes to Drive's trash, and a click would leave one behind; WAL's shared-memory index
+# needs mmap that network and FUSE file systems do not keep coherent. Locks are POSIX locks, which a FUSE mount
+# whose daemon has none keeps in the kernel for this machine's processes (tests/test_store_on_fuse.py mounts one).
+JOURNAL_LIMIT = 8 << 20  # bytes the kept journal may stay at after a large write (a 200-hour import)
 _CHUNK = 500  # ids per IN (...) query: under SQLite's variable limit everywhere
 
 
@@ -59,6 +65,8 @@ def _open(folder: Path, write: bool = False) -> Iterator[sqlite3.Connection]:
     """A connection in autocommit mode; a write holds the write lock from its start (BEGIN IMMEDIATE), so two
     writers queue instead of one failing halfway. Imports a changed manifest.jsonl first."""
     with closing(sqlite3.connect(folder / FILE, timeout=60, isolation_level=None)) as con:
+        con.execute("PRAGMA journal_mode = PERSIST")  # per connection: see JOURNAL
+        con.execute(f"PRAGMA journal_size_limit = {JOURNAL_LIMIT}")
         _lay_out(con, folder)
         _import_jsonl(con, folder)
         if not write:
