@@ -12,6 +12,7 @@ import soundfile as sf
 from tests.helpers import espeak_amharic, sentences, tone, write_wav
 from utils.audio import FeatureConfig, file_digest, load_audio, log_mel
 from utils.datasets import features, load_manifest, load_report, prepare
+from utils.datasets.sources import discover
 from utils.datasets.split import assign_split
 from utils.datasets.subtitles import parse_subtitles
 from utils.events import StudioError, run_to_end
@@ -180,6 +181,38 @@ def test_long_recording_with_srt_is_cut_at_cue_times_refined_by_vad(tmp_path):
     for r, (s, e) in zip(rows, times):
         assert abs(r["duration"] - (e - s)) < 0.45  # the whole sentence, not the late/early cue
         assert r["source"].startswith("raw/talk/talk.wav#t=")
+
+
+@pytest.mark.parametrize("layout", ["ljspeech", "csv"])
+def test_subtitles_beside_a_transcript_table_cut_their_recording_and_unused_ones_are_named(tmp_path, layout):
+    """A zip of transcribed clips with a lecture and its subtitles in a folder of their own (issue 46, item 1): the
+    lecture is cut by its cues as when uploaded alone, not kept whole as one clip with no text."""
+    src = ljspeech(tmp_path / "lj", 2)
+    if layout == "csv":  # the same clips listed in a table of paths and texts
+        (src / "metadata.csv").unlink()
+        (src / "clips.csv").write_text("file,text\n" + "".join(f"wavs/utt{i:03d}.wav,{SENTS[i]}\n" for i in (0, 1)),
+                                       encoding="utf-8")
+    _, times = recording_with_pauses(src / "long" / "lecture_01.wav", tmp_path)
+    cues = [f"{i + 1}\n{srt_time(s)} --> {srt_time(e)}\n{SENTS[i]}\n" for i, (s, e) in enumerate(times)]
+    (src / "long" / "lecture_01.srt").write_text("\n".join(cues), encoding="utf-8")
+    (src / "long" / "lecture_02.srt").write_text(cues[0], encoding="utf-8")  # its recording was left out
+    archive = tmp_path / "upload.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for p in sorted(src.rglob("*")):
+            zf.write(p, p.relative_to(src).as_posix())
+    ws = Workspace.open(tmp_path / "ws")
+    summary = run(ws, "mixed", archive, fmt="auto" if layout == "ljspeech" else layout)
+    rows = {r["id"]: r for r in load_manifest(ws, "mixed")}
+    assert summary["format"] == layout
+    assert set(rows) == {"utt000", "utt001", "lecture_01-0001", "lecture_01-0002", "lecture_01-0003"}
+    assert [rows[f"lecture_01-{i:04d}"]["text"] for i in (1, 2, 3)] == SENTS[:3]
+    assert not any(r["excluded"] for r in rows.values())
+    assert any(e["message"].startswith("raw/upload/long/lecture_02.srt: subtitles with no recording")
+               for e in load_report(ws, "mixed")["errors"])
+    if layout == "csv":  # left to find the format: the subtitles win, and the table left unread is named
+        found = discover(ws.dataset_dir("mixed"))
+        assert found.format == "subtitles" and any(e["message"].startswith("raw/upload/clips.csv: a transcript, not "
+                                                                           "read") for e in found.errors)
 
 
 def test_vtt_subtitles_are_parsed(tmp_path):

@@ -1,8 +1,9 @@
 """Bring an upload into `raw/` byte for byte, then find the utterances in it, format by format.
 
 Formats: LJSpeech (`metadata.csv` + `wavs/`), CSV/TSV (audio path and text columns), audio + `.txt`
-pairs, long recordings + `.srt`/`.vtt`, and long recordings alone (cut later by VAD). Every problem
-becomes a message naming the file or row; discovery never stops at the first one.
+pairs, long recordings + `.srt`/`.vtt`, and long recordings alone (cut later by VAD). Subtitles cut their
+recording in any layout (a lecture beside a metadata.csv too). Every problem, and every file left unused, becomes
+a message naming the file or row; discovery never stops at the first one.
 """
 from __future__ import annotations
 
@@ -229,8 +230,9 @@ def _ljspeech(ds_dir, files, columns, origin):
                 continue
             used.add(audio)
             items.append(Item(safe_id(uid), audio, _rel(ds_dir, audio), text, speaker or DEFAULT_SPEAKER))
-    items += _orphans(ds_dir, files, used)
-    return items, errors
+    subtitled, ignored = _subtitled(ds_dir, files, used)
+    items += subtitled + _orphans(ds_dir, files, used)
+    return items, errors + ignored
 
 
 def _orphans(ds_dir, files, used) -> list[Item]:
@@ -329,7 +331,8 @@ def _csv(ds_dir, files, columns, origin):
             speaker = str(row[pick["speaker"]]).strip() if pick["speaker"] else ""
             items.append(Item(safe_id(Path(ref).stem), audio, _rel(ds_dir, audio), str(row[pick["text"]]).strip(),
                               speaker or DEFAULT_SPEAKER))
-    return items, errors
+    subtitled, ignored = _subtitled(ds_dir, files, used)
+    return items + subtitled, errors + ignored
 
 
 # ----------------------------------------------------------------------------------------- pairs
@@ -352,19 +355,39 @@ def _pairs(ds_dir, files, columns, origin):
 
 
 # ---------------------------------------------------------------------------- long recordings
-def _subtitles(ds_dir, files, columns, origin):
+def _subtitled(ds_dir, files, used: set) -> tuple[list[Item], list[dict]]:
+    """Recordings cut by their own subtitles (`.srt`/`.vtt` of the same name, in any folder of the upload, whatever
+    its layout), and a message for each subtitle file left unused, saying why. `used`: the recordings a transcript
+    already names (they keep it); those taken here are added."""
     audio = {p.with_suffix(""): p for p in files if p.suffix.lower() in AUDIO_SUFFIXES}
     items, errors = [], []
     for p in files:
-        if p.suffix.lower() in SUBTITLE_SUFFIXES:
-            if p.with_suffix("") in audio:
-                rec = audio.pop(p.with_suffix(""))
-                items.append(Item(safe_id(rec.stem), rec, _rel(ds_dir, rec), kind="subtitled", subtitles=p))
-            else:
-                errors.append({"source": _rel(ds_dir, p), "message": f"{_rel(ds_dir, p)}: subtitles with no "
-                               "recording (expected an audio file with the same name)."})
-    for rec in audio.values():  # recordings without subtitles: cut by VAD, transcribe later
-        items.append(Item(safe_id(rec.stem), rec, _rel(ds_dir, rec), kind="long"))
+        if p.suffix.lower() not in SUBTITLE_SUFFIXES:
+            continue
+        rec, where = audio.get(p.with_suffix("")), _rel(ds_dir, p)
+        if rec is None:
+            why = "subtitles with no recording (expected an audio file with the same name)"
+        elif rec in used:
+            why = f"not used: {rec.name} already has its text (from a transcript table or other subtitles)"
+        else:
+            used.add(rec)
+            items.append(Item(safe_id(rec.stem), rec, _rel(ds_dir, rec), kind="subtitled", subtitles=p))
+            continue
+        errors.append({"source": where, "message": f"{where}: {why}; ignored."})
+    return items, errors
+
+
+def _subtitles(ds_dir, files, columns, origin):
+    used: set[Path] = set()
+    items, errors = _subtitled(ds_dir, files, used)
+    for p in files:  # recordings without subtitles: cut by VAD, transcribe later
+        kind = p.suffix.lower()
+        if kind in AUDIO_SUFFIXES and p not in used:
+            items.append(Item(safe_id(p.stem), p, _rel(ds_dir, p), kind="long"))
+        elif kind not in AUDIO_SUFFIXES + SUBTITLE_SUFFIXES:
+            why = ("a transcript, not read in an upload of recordings with subtitles (choose Format csv or pairs to "
+                   "read it)" if kind in (".csv", ".tsv", ".txt") else "not an audio or subtitle file")
+            errors.append({"source": _rel(ds_dir, p), "message": f"{_rel(ds_dir, p)}: {why}; ignored."})
     return items, errors
 
 
