@@ -16,6 +16,15 @@ from utils.jobs import is_check_run
 from utils.workspace import Workspace, read_json
 
 _STEP_RE = re.compile(r"^step-(\d+)$")
+DICTIONARY = "pronunciations.tsv"  # an exported voice's copy of the dictionary it was trained and heard with
+
+
+def voice_dictionary(folder: Path) -> dict[str, list[str]]:
+    """The pronunciation dictionary a voice folder carries ({} for a checkpoint, or a voice exported without one):
+    what the voice reads with when it is loaded from its folder, outside any workspace."""
+    from utils.text.lexicon import read_user_dict
+
+    return read_user_dict(Path(folder) / DICTIONARY)
 
 
 # ----------------------------------------------------------------------------- what a folder is

@@ -5,6 +5,7 @@
     voices/<name>/vocoder/            Vocos weights in this app's format (+ their LICENSE.md), unless Griffin-Lim
     voices/<name>/acoustic.onnx       with --onnx: text ids -> mel, `steps` Euler steps unrolled
     voices/<name>/vocoder.onnx        with --onnx and a vocoder: mel -> magnitude + phase (ISTFT outside)
+    voices/<name>/pronunciations.tsv  the workspace's pronunciation dictionary, which the voice reads with elsewhere
     voices/<name>/README.md           what it is (its weights' licence first) and a Python snippet that uses it
     voices/<name>/LICENSE.txt         a voice fine-tuned from a licensed base (F5): that licence (CC-BY-NC-4.0)
     exports/<name>.zip                all of the above in one file to download
@@ -19,6 +20,8 @@ from pathlib import Path
 from utils import families
 from utils.events import StudioError
 from utils.inference.voices import GRIFFIN_LIM, auto_vocoder, resolve_voice, vocoder_source
+from utils.text.lexicon import format_user_dict, load_user_dict
+from utils.voice_folders import DICTIONARY
 from utils.vocoder.default import NOTICE, notice
 from utils.workspace import Workspace, atomic_write_json, atomic_write_text, read_json
 
@@ -67,9 +70,19 @@ def _readme(name: str, config: dict, onnx_files: list[str]) -> str:
             f"- vocoder: {voice['vocoder_source'] or _no_vocoder(config)}"
             + (f" ({voice['vocoder_licence']}; see vocoder/{NOTICE})" if voice.get("vocoder_licence") else "") + "\n"
             f"- sample rate: {(config.get('features') or {}).get('sample_rate', 24000)} Hz\n"
+            + f"- pronunciation dictionary: {_dictionary_line(voice.get('pronunciations', 0))}\n"
             + (f"- ONNX: {', '.join(onnx_files)}" + (f" ({voice.get('onnx_steps')} flow steps)" if
                                                      families.of(config).USES_STEPS else "") + "\n" if onnx_files else "")
             + "\n## Use it\n\n" + usage_snippet(name, speakers, bool(onnx_files)))
+
+
+def _dictionary_line(words: int) -> str:
+    if not words:
+        return "none (the workspace had none at export): every word is read by the studio's pronunciation rules"
+    return (f"{DICTIONARY}, {words} word{'s' if words != 1 else ''} as the workspace's G2P tab held them at export. "
+            "`Voice.load` and `OnnxVoice` read with it, so the voice says those words as it did in the studio; edit it "
+            "(a word, a tab, its phonemes separated by spaces) to change them. Spoken inside a workspace, the voice "
+            "reads with that workspace's dictionary instead")
 
 
 def _no_vocoder(config: dict) -> str:
@@ -125,6 +138,10 @@ def export_voice(ws: Workspace, source: str, voice_name: str, vocoder: str | Non
         config["voice"] = {"name": voice_name, "source": str(folder.relative_to(ws.root)),
                            "vocoder": "vocoder" if vocoder_label else None, "vocoder_source": vocoder_label,
                            "vocoder_licence": licence, "exported": time.strftime("%Y-%m-%d %H:%M:%S")}
+        words = load_user_dict(ws)  # what the curator heard in the studio: the voice reads with it elsewhere
+        if words:
+            atomic_write_text(tmp / DICTIONARY, format_user_dict(words))
+            config["voice"]["pronunciations"] = len(words)
         atomic_write_json(tmp / "config.json", config)
         if config.get("licence"):
             atomic_write_text(tmp / WEIGHTS_LICENCE, _licence_notice(config["licence"]))

@@ -13,6 +13,7 @@ import numpy as np
 from utils import families
 from utils.inference.speech import split_sentences
 from utils.matcha.onnx import graph_inputs
+from utils.voice_folders import voice_dictionary
 
 
 def istft(magnitude: np.ndarray, phase: np.ndarray, n_fft: int, hop: int) -> np.ndarray:
@@ -36,6 +37,7 @@ class OnnxVoice:
         self.config = json.loads((self.folder / "config.json").read_text(encoding="utf-8"))
         self.tokenizer = families.of(self.config).tokenizer(self.config)  # its family's text frontend
         self.speakers = list(self.config.get("speakers") or [])
+        self.user_dict = voice_dictionary(self.folder)  # the pronunciation dictionary it was trained and heard with
         self.features = self.config.get("features") or {}
         providers = ["CPUExecutionProvider"]
         voice = self.folder / "voice.onnx"  # a family whose model makes the waveform (MMS): one graph, ids -> audio
@@ -47,13 +49,15 @@ class OnnxVoice:
         self.vocoder = ort.InferenceSession(str(vocoder), providers=providers) if vocoder.exists() else None
 
     def synthesize(self, text: str, speaker: str | None = None, temperature: float = 0.667,
-                   length_scale: float = 1.0) -> tuple[np.ndarray, int]:
-        """Text -> (float32 waveform, sample rate); sentences joined with their pauses."""
+                   length_scale: float = 1.0, user_dict: dict | None = None) -> tuple[np.ndarray, int]:
+        """Text -> (float32 waveform, sample rate); sentences joined with their pauses. `user_dict`: a pronunciation
+        dictionary; None: the one the voice folder carries."""
+        user_dict = self.user_dict if user_dict is None else user_dict
         sr = int(self.features.get("sample_rate", 24000))
         spk = np.array([self.speakers.index(speaker) if speaker else 0], np.int64)
         pieces = []
         for sentence in split_sentences(text):
-            ids = self.tokenizer.encode(sentence.text)
+            ids = self.tokenizer.encode(sentence.text, user_dict)
             if not ids:
                 continue
             if self.voice is not None:

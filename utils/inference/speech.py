@@ -19,6 +19,7 @@ from utils.events import StudioError
 from utils.text.ethiopic import is_ethiopic
 from utils.inference.voices import (GRIFFIN_LIM, check_features_match, load_acoustic, load_vocoder_for,
                                     pick_device, resolve_voice)
+from utils.voice_folders import voice_dictionary
 from utils.workspace import Workspace
 
 DEFAULT_STEPS = 10              # Euler steps of the flow (Matcha's default)
@@ -146,6 +147,7 @@ class Voice:
         self.family = families.of(config)
         self.tokenizer = self.family.tokenizer(config)  # the family's text frontend, as it was trained
         self.speakers = list(config.get("speakers") or [])
+        self.user_dict = voice_dictionary(self.folder)  # its own, used unless a workspace's is given (stream)
         if vocoder is not None:
             check_features_match(self.features, vocoder, self.folder.name, vocoder_label)
 
@@ -177,7 +179,8 @@ class Voice:
     def stream(self, text: str, speaker: str | None = None, steps: int | None = None,
                temperature: float = DEFAULT_TEMPERATURE, length_scale: float = 1.0, seed: int | None = 0,
                user_dict: dict | None = None, batch_size: int | None = None) -> Iterator[Chunk]:
-        """Text -> audio chunks, the first as soon as the first sentence is made (see `speak`)."""
+        """Text -> audio chunks, the first as soon as the first sentence is made (see `speak`). `user_dict`: a
+        pronunciation dictionary (a workspace's); None: the one the voice folder carries."""
         import torch
 
         from utils.vocoder import griffin_lim, vocode
@@ -186,7 +189,8 @@ class Voice:
         _check_request(text, steps, length_scale)
         spk = self.speaker_index(speaker)
         sentences = split_sentences(text)
-        encoded = [_frontend_row(self.tokenizer, s.text, user_dict or {}) for s in sentences]
+        user_dict = self.user_dict if user_dict is None else user_dict
+        encoded = [_frontend_row(self.tokenizer, s.text, user_dict) for s in sentences]
         speakable = [i for i, (ids, _) in enumerate(encoded) if ids]
         warnings = [w for _, row in encoded for w in row["warnings"]]
         warnings += [f"nothing speakable in {row['text'][:40]!r} (no symbol this voice knows); skipped"

@@ -62,7 +62,12 @@ def format_user_dict(mapping: dict[str, list[str] | str]) -> str:
 
 def load_user_dict(ws: Workspace) -> dict[str, list[str]]:
     """The workspace's pronunciation dictionary; {} when there is none yet."""
-    path = Path(ws.pronunciations)
+    return read_user_dict(ws.pronunciations)
+
+
+def read_user_dict(path: Path) -> dict[str, list[str]]:
+    """A pronunciation dictionary file (the workspace's, or the copy an exported voice carries); {} when absent."""
+    path = Path(path)
     if not path.exists():
         return {}
     mapping, problems = parse_user_dict(path.read_text(encoding="utf-8"))
