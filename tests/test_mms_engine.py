@@ -114,6 +114,29 @@ def test_out_of_memory_splits_the_batch_and_failing_mixed_precision_goes_on_in_f
     assert [r["step"] for r in steps][-2:] == [3, 4] and all(torch.isfinite(torch.tensor(r["loss_g"])) for r in steps[-2:])
 
 
+def test_after_an_out_of_memory_split_each_pieces_generator_forward_runs_once(corpus, monkeypatch):
+    """Phase by phase, the discriminator's pass kept only the last piece's generator output and the generator's
+    first piece let it go: every piece's forward ran twice (up to 2x slower for the rest of the run). Several
+    micro-batches now go through both phases one at a time, as finetune-hf-vits accumulates."""
+    from utils.mms.adapter import MmsAdapter
+
+    seen, forward, losses = [], MmsAdapter._forward, MmsAdapter.losses
+    monkeypatch.setattr(MmsAdapter, "losses", lambda self, batch, phase, step: (
+        seen.append(("step", step)), losses(self, batch, phase, step))[1])
+    monkeypatch.setattr(MmsAdapter, "_forward", lambda self, batch: (seen.append(("forward",)), forward(self, batch))[1])
+    result = run(prepare_run(mms_config(corpus, "mms-split", fault_oom_above_frames=200, max_steps=3, evaluate=False)))
+    assert result["state"] == "finished"
+    assert "micro-batch halved (each batch now in 2 parts)" in (corpus.run_dir("mms-split") / "train.log").read_text()
+    forwards, calls, step = {}, {}, None
+    for event in seen:
+        if event[0] == "step":
+            step = event[1]
+            calls[step] = calls.get(step, 0) + 1
+        else:
+            forwards[step] = forwards.get(step, 0) + 1
+    assert calls[2] >= 4 and forwards[2] == calls[2] // 2, (forwards, calls)  # two phases, one forward per piece
+
+
 def test_an_mms_voice_speaks_at_16_khz_beside_a_matcha_voice_in_batch_and_exports_with_its_licence(corpus, mms_voice):
     from utils import inference
     from webui.context import AppContext

@@ -5,7 +5,8 @@ compile, from utils.hardware via the adapter's Machine), the model the adapter b
 probe, resume, then the loop:
 
     for each step:   seed(seed, rank, step) -> lr -> the step's batches ->
-                     for each phase (one optimizer: the acoustic model has one, the GAN two):
+                     for each phase (one optimizer: the acoustic model has one, the GAN two; a GAN step of
+                     several micro-batches takes both phases per micro-batch, then both updates):
                          forward/backward of every micro-batch -> ranks agree nobody ran out of memory ->
                          average gradients (and the loss) -> unscale, clip -> finite on every rank? step : skip
                      -> EMA -> log -> evaluate the raw and the averaged weights (the better: best checkpoint)
@@ -394,13 +395,15 @@ class Engine:
             self.log(f"step {self.step}: {self.grow_after} steps without running out of memory: micro-batch doubled "
                      f"back (each batch now in {self.split} part{'s' if self.split > 1 else ''})")
         losses, grad_norms, skipped, overflow = {}, {}, 0, True
-        for phase in a.phases:
-            phase_losses = self._accumulate(phase, batches)
-            grad_norms[phase.name], finite_loss, finite_grads = self._update(phase, phase_losses["loss"])
-            skipped += not (finite_loss and finite_grads)
-            overflow = overflow and finite_loss
-            losses.update(phase_losses if len(a.phases) == 1 else
-                          {k: v for k, v in phase_losses.items() if k != "loss"})
+        for group in self._phase_groups(batches):
+            group_losses = self._accumulate(group, batches)
+            for phase in group:
+                phase_losses = group_losses[phase.name]
+                grad_norms[phase.name], finite_loss, finite_grads = self._update(phase, phase_losses["loss"])
+                skipped += not (finite_loss and finite_grads)
+                overflow = overflow and finite_loss
+                losses.update(phase_losses if len(a.phases) == 1 else
+                              {k: v for k, v in phase_losses.items() if k != "loss"})
         self.scaler.update()  # fp16: halves the scale after an overflow, grows it slowly otherwise
         self.good_steps += 1
         if skipped == 0 and self.ema is not None:
@@ -415,29 +418,45 @@ class Engine:
                 self.window["losses"][k] = self.window["losses"].get(k, 0.0) + v
         return losses, grad_norms, skipped, overflow
 
-    def _accumulate(self, phase: Phase, batches: list) -> dict:
-        """Forward and backward of every micro-batch of one phase; retried in smaller micro-batches when any
-        rank runs out of memory. No micro-batch all-reduces by itself: a rank that ran out of memory would
-        leave the others waiting in the all-reduce for ever, so the ranks first agree (one tiny all-reduce)."""
+    def _phase_groups(self, batches: list) -> list[list[Phase]]:
+        """Which phases share one pass over the micro-batches. One micro-batch: each phase alone, in order (the
+        GAN's generator meets the discriminator already updated, as in VITS and HiFi-GAN, and the generator's
+        output is made once and kept between the phases). Several (accumulation, or a step split after running
+        out of memory): every phase per micro-batch, updates after all of them, as finetune-hf-vits accumulates;
+        phase by phase each micro-batch's generator output would be made twice, since keeping every one of them
+        between the phases would hold the memory the split gave back."""
+        phases = self.a.phases
+        if len(phases) > 1 and len(batches) * self.split > 1:
+            return [list(phases)]
+        return [[phase] for phase in phases]
+
+    def _accumulate(self, phases: list[Phase], batches: list) -> dict[str, dict]:
+        """Forward and backward of every micro-batch for the given phases ({phase: its summed losses}); retried in
+        smaller micro-batches when any rank runs out of memory. No micro-batch all-reduces by itself: a rank that
+        ran out of memory would leave the others waiting in the all-reduce for ever, so the ranks first agree (one
+        tiny all-reduce)."""
         a, accum = self.a, len(batches)
         while True:
-            oom, total = False, {}
+            oom, totals = False, {phase.name: {} for phase in phases}
             # from zero: a guard for adapters whose loss reaches another phase's weights (the GAN freezes its
             # discriminators in the generator's phase, so it leaves none), and a retry's partial gradients
-            phase.optimizer.zero_grad(set_to_none=True)
+            for phase in phases:
+                phase.optimizer.zero_grad(set_to_none=True)
             try:
                 for b in batches:
                     size = a.size(b)
                     for piece in a.split(b, self.split):
                         weight = a.size(piece) / size / accum  # the micro-batch's share of the step
-                        losses = a.losses(piece, phase.name, self.step)
-                        self.scaler.scale(losses["loss"] * weight).backward()
-                        for k, v in losses.items():
-                            total[k] = total.get(k, 0.0) + v.detach() * weight
+                        for phase in phases:
+                            losses = a.losses(piece, phase.name, self.step)
+                            self.scaler.scale(losses["loss"] * weight).backward()
+                            total = totals[phase.name]
+                            for k, v in losses.items():
+                                total[k] = total.get(k, 0.0) + v.detach() * weight
             except Exception as exc:
                 if self.compiled and not opt.is_oom(exc) and compiled.is_compile_failure(exc):  # the backward's build
                     self.compiled.failed("backward pass", exc)
-                    total = losses = piece = None
+                    totals = total = losses = piece = None
                     continue  # the same micro-batches again, eager: no rank needs to hear of it
                 if not opt.is_oom(exc):
                     raise
@@ -445,9 +464,9 @@ class Engine:
             stuck = oom and self.split >= max(a.size(b) for b in batches)
             any_oom, any_stuck = ddp.any_flags([oom, stuck], self.dist, self.device)
             if not any_oom:
-                return total
-            total = losses = piece = None  # the failed step's activations can be freed now
-            self._drop_step(phase)
+                return totals
+            totals = total = losses = piece = None  # the failed step's activations can be freed now
+            self._drop_step(*phases)
             if any_stuck:
                 raise StudioError(f"out of memory even with one {a.unit} per micro-batch at step {self.step}; "
                                   f"{a.oom_advice}")
@@ -456,14 +475,15 @@ class Engine:
             self.log(f"out of memory{where} at step {self.step}: micro-batch halved (each batch now in {self.split} "
                      f"parts), accumulation doubled to {accum * self.split} micro-steps per optimizer step; continuing")
 
-    def _drop_step(self, phase: Phase) -> None:
+    def _drop_step(self, *phases: Phase) -> None:
         """Free what a step that ran out of memory holds, in this order: the adapter's tensors kept between phases
-        (the GAN's generator output and its graph), the phase's partial gradients, then the CUDA cache, which can
+        (the GAN's generator output and its graph), the phases' partial gradients, then the CUDA cache, which can
         only hand back blocks no live tensor holds."""
         forget = getattr(self.a, "forget_step", None)
         if forget is not None:
             forget()
-        phase.optimizer.zero_grad(set_to_none=True)
+        for phase in phases:
+            phase.optimizer.zero_grad(set_to_none=True)
         if self.m.device == "cuda":
             torch.cuda.empty_cache()
 
