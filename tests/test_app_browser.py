@@ -54,3 +54,25 @@ def test_a_tab_selection_answered_after_a_newer_one_changes_no_timer():
     assert [u.active for u in open_dataset(1000.0, "dataset", other)] == [True, False]  # another browser's own clock
     assert [u.active for u in open_dataset(3000.0, "dataset", browser)] == [True, False]  # a newer click switches
     assert [u.active for u in open_system(4000.0, "", browser)] == [False, True]  # no tab found: the select decides
+
+
+def test_offline_the_page_asks_nothing_of_another_host_and_its_fonts_are_its_own(app_server, page):
+    """A curator offline (or on a Colab without internet) sees the studio's own fonts, never a fallback one for some
+    letters: every request goes to the app itself, and every font face the page declares loads from it."""
+    from urllib.parse import urlparse
+
+    hosts, failed = set(), []
+    page.on("request", lambda r: hosts.add(urlparse(r.url).netloc) if r.url.startswith("http") else None)
+    page.on("requestfailed", lambda r: failed.append(r.url))
+    page.goto(app_server.url)
+    expect(page.get_by_role("tab", name=TABS[0][0])).to_be_visible()
+    for label, _ in TABS:
+        page.get_by_role("tab", name=label, exact=True).click()
+    faces = page.evaluate("""async () => { await document.fonts.ready;
+        const out = []; document.fonts.forEach(f => out.push([f.family, f.weight, f.status])); return out; }""")
+    assert hosts == {urlparse(app_server.url).netloc}, hosts
+    assert not [u for u in failed if "font" in u], failed
+    title_font = page.evaluate("() => getComputedStyle(document.querySelector('h1')).fontFamily")
+    family = title_font.split(",")[0].strip().strip('"')
+    assert [f for f in faces if f[0].strip('"') == family and f[2] == "loaded"], (family, faces)
+    assert all(status == "loaded" for _, _, status in faces if status != "unloaded"), faces

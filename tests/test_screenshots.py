@@ -80,6 +80,7 @@ def ready(page, label: str) -> None:
     elif label == "System":
         expect(page.locator("#live-usage")).to_contain_text(re.compile(r"CPU \d+%"), timeout=30_000)
     expect(page.get_by_text("Error", exact=True)).to_have_count(0)  # the docs never show a failed tab
+    page.evaluate("async () => { await document.fonts.ready; }")  # no letter photographed in a fallback font
     page.wait_for_timeout(1500)  # plots finish drawing
 
 
