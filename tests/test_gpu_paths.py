@@ -20,7 +20,7 @@ from tests.conftest import ROOT
 from tests.helpers import make_dataset
 from utils import hardware
 from utils.events import StudioError
-from utils.training import compiled
+from utils.training import compiled, failures
 from utils.training import optimization as opt
 from utils.training.config import TrainConfig
 from utils.datasets import load_manifest
@@ -337,8 +337,8 @@ def test_gpu_readings_in_a_container_and_on_a_mig_slice(monkeypatch):
 def test_an_unsupported_cudnn_setting_is_not_taken_for_out_of_memory():
     error = RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a "
                          "non-contiguous input.")
-    assert not opt.is_oom(error) and "precision to fp32" in opt.explain_failure(error)
-    assert opt.is_oom(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    assert not failures.is_oom(error) and "precision to fp32" in failures.explain_failure(error)
+    assert failures.is_oom(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
 
 
 # ------------------------------------------------------------------------------------ checkpoints of a large model

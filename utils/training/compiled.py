@@ -22,6 +22,8 @@ import traceback
 
 import torch
 
+from utils.training.failures import is_oom
+
 OPTIONS: dict = {}  # extra torch.compile arguments: tests count compilations, or make them fail, with a backend
 MAX_GRAPHS = 32     # graphs per compiled part (shapes); bench/compile_shapes.py counts what an epoch needs
 COMPILER_PATHS = ("/torch/_inductor/", "/torch/_dynamo/", "/torch/_functorch/", "/triton/")
@@ -67,8 +69,6 @@ class GuardedCall:
             try:
                 return self.compiled(*args, **kwargs)
             except Exception as exc:
-                from utils.training.optimization import is_oom
-
                 if is_oom(exc):
                     raise
                 out = self.module._call_impl(*args, **kwargs)  # the model's own error, if it has one, goes on

@@ -46,7 +46,7 @@ import torch
 
 from utils.events import Event, StudioError
 from utils.training import checkpoint as ckpt
-from utils.training import compiled
+from utils.training import compiled, failures
 from utils.training import ddp
 from utils.training import optimization as opt
 from utils.training.probe import optimizer_state_ballast, probe_limit, probe_max_frames
@@ -214,7 +214,7 @@ class Engine:
 
     def _record_failure(self, exc: BaseException, run_dir: Path) -> None:
         full = disk_full_message(exc, run_dir, ckpt.step_folders(run_dir / "checkpoints"))
-        message = full or f"{type(exc).__name__}: {exc}{opt.explain_failure(exc)}"
+        message = full or f"{type(exc).__name__}: {exc}{failures.explain_failure(exc)}"
         try:
             self.files.status(state="failed", message=message[:2000], ended=time.time())
         except OSError:
@@ -454,11 +454,11 @@ class Engine:
                             for k, v in losses.items():
                                 total[k] = total.get(k, 0.0) + v.detach() * weight
             except Exception as exc:
-                if self.compiled and not opt.is_oom(exc) and compiled.is_compile_failure(exc):  # the backward's build
+                if self.compiled and not failures.is_oom(exc) and compiled.is_compile_failure(exc):  # the backward's build
                     self.compiled.failed("backward pass", exc)
                     totals = total = losses = piece = None
                     continue  # the same micro-batches again, eager: no rank needs to hear of it
-                if not opt.is_oom(exc):
+                if not failures.is_oom(exc):
                     raise
                 oom = True  # a flag, not the exception: its traceback holds the failed step's tensors
             stuck = oom and self.split >= max(a.size(b) for b in batches)

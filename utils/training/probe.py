@@ -9,7 +9,7 @@ from typing import Callable, Iterable
 import torch
 
 from utils import hardware
-from utils.training.optimization import is_oom
+from utils.training.failures import is_oom
 
 # per trainable parameter, the optimizer state tensors of its own size that the first step creates
 STATE_TENSORS = {"AdamW": 2, "Adam": 2, "SGD": 1}
