@@ -15,7 +15,7 @@ from utils.events import StudioError
 from utils.jobs import is_check_run
 from utils.workspace import Workspace, read_json
 
-_STEP_RE = re.compile(r"^step-(\d+)$")
+STEP_RE = re.compile(r"^step-(\d+)$")  # a checkpoint's folder: runs/<run>/checkpoints/step-N, the one rule
 DICTIONARY = "pronunciations.tsv"  # an exported voice's copy of the dictionary it was trained and heard with
 
 
@@ -41,7 +41,7 @@ def is_vocoder(folder: Path) -> bool:
 def checkpoints_of(run: Path) -> list[Path]:
     """A run's checkpoint folders, oldest first."""
     ck = run / "checkpoints"
-    found = [p for p in ck.iterdir() if p.is_dir() and _STEP_RE.match(p.name)] if ck.is_dir() else []
+    found = [p for p in ck.iterdir() if p.is_dir() and STEP_RE.match(p.name)] if ck.is_dir() else []
     return sorted(found, key=lambda p: int(p.name.split("-")[1]))
 
 

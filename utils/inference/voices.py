@@ -7,7 +7,6 @@ A VOICE argument (UI picker, CLI `--voice`) is one of
 """
 from __future__ import annotations
 
-import re
 from collections import OrderedDict
 from pathlib import Path
 
@@ -17,7 +16,6 @@ from utils.voice_folders import (best_checkpoint, is_acoustic, is_vocoder, list_
 from utils.workspace import Workspace, read_json
 
 GRIFFIN_LIM = "griffin-lim"
-_STEP_RE = re.compile(r"^step-(\d+)$")
 
 
 # ----------------------------------------------------------------------------------- listing

@@ -28,8 +28,8 @@ from safetensors.torch import save_file
 
 from utils.events import StudioError
 from utils.safeload import load_safetensors, load_torch_plain
+from utils.voice_folders import STEP_RE
 
-STEP_RE = re.compile(r"^step-(\d+)$")
 LEFTOVER_RE = re.compile(r"^\.(step-\d+)\.(tmp|old)-(\d+)$")  # what a writer killed mid-save leaves
 
 
