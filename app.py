@@ -105,13 +105,15 @@ def cmd_hardware(args) -> None:
     from utils import hardware
 
     from utils import families
+    from utils.transcripts import recognizers
 
     report = hardware.detect()
     if args.json:
         print(json.dumps({**report.to_dict(), "families": {name: dict(zip(("can_train", "why"), families.get(name)
                           .machine_verdict(report))) for name in families.names()}}, indent=2))
     else:
-        print(hardware.describe(report) + "\n\n" + "\n".join(families.machine_lines(report)))
+        print(hardware.describe(report) + "\n\n" + "\n".join(families.machine_lines(report)) + "\n"
+              + recognizers.line(recognizers.choose([g.memory_gb for g in report.gpus])))
 
 
 # --------------------------------------------------------------------------------------- g2p
@@ -454,7 +456,8 @@ def add_transcribe_command(sub) -> None:
                                    "the Dataset tab lists them for review, least confident first.")
     p.add_argument("--dataset", required=True)
     p.add_argument("--model", help="recognizer to fetch once and use: a Hugging Face id or a folder (default: the "
-                                   "installed one, else $AMHARIC_TTS_ASR_SOURCE, else facebook/mms-1b-all)")
+                                   "installed one, else $AMHARIC_TTS_ASR_SOURCE, else this machine's omniASR CTC: "
+                                   "`app.py hardware` says which; facebook/mms-1b-all with --lang amh)")
     p.add_argument("--lang", help="language adapter of a multi-language (MMS-style) model, e.g. amh")
     p.add_argument("--json", action="store_true", help="the drafts as JSON on stdout (progress on stderr)")
     p.add_argument("--redo", action="store_true", help="draft again the clips this recognizer already drafted")

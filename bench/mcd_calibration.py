@@ -10,7 +10,8 @@ are), against the same recording:
 - Griffin-Lim from a mel capped at 8 kHz                                          notes: 7.8 dB
 - white noise about 20 dB below the speech (RMS)                                  notes: 6.6 dB
 - an unrelated sentence                                                           notes: ~12 dB
-plus the log-mel proxy (utils.evaluation.logmel_mcd) on the same pairs and the time per MCD call.
+plus the log-mel proxy (utils.evaluation.logmel_mcd) on the same pairs and the time per MCD call; with
+--recognizer-speed, the speed of the recognizer behind an evaluation's CER (bench/recognizer_speed.py).
 Results go to bench/out/mcd_calibration-<cpu|cuda>.json and .png (bench/common.py).
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import common  # bench/common.py (the script's folder is on sys.path); puts the repository root there too
 import numpy as np
+import recognizer_speed
 
 from tests.helpers import espeak_amharic, sentences  # noqa: E402
 from utils.audio import FeatureConfig, load_audio, log_mel  # noqa: E402
@@ -37,6 +39,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sentences", type=int, default=4)
     parser.add_argument("--gl-iters", type=int, default=64)
+    parser.add_argument("--recognizer-speed", action="store_true",
+                        help="also time the CER's recognizer (bench/recognizer_speed.py): omniASR 300M against MMS")
+    recognizer_speed.add_args(parser)
     common.add_output_args(parser)
     args = parser.parse_args()
 
@@ -78,6 +83,10 @@ def main() -> None:
     per_call = float(np.mean(mcd_times))
     # the reference side is cached across calls, as during training evaluation
     print(f"\nmcd(): {per_call:.2f} s per call on average, {sum(mcd_times) / audio_seconds:.3f} s per second of test audio")
+    speeds = (recognizer_speed.measure(args.recognizer_seconds, args.recognizer_repeats) if args.recognizer_speed
+              else [])
+    if speeds:  # an evaluation's CER hears each synthesised clip, and the recordings once per run
+        print("\nThe CER's speech recognizer (random weights, real size):\n" + recognizer_speed.report(speeds))
 
     def draw(fig):
         ax = fig.subplots()
@@ -89,7 +98,7 @@ def main() -> None:
         ax.legend(fontsize=8)
 
     common.save("mcd_calibration", {"sentences": args.sentences, "gl_iters": args.gl_iters, "rows": table,
-                                    "mcd_s_per_call": per_call}, draw, args.out)
+                                    "mcd_s_per_call": per_call, "recognizer_speed": speeds}, draw, args.out)
 
 
 if __name__ == "__main__":

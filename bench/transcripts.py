@@ -3,6 +3,8 @@
     python bench/transcripts.py                         # 36 espeak-ng clips, 6 damaged, alignment method
     python bench/transcripts.py --clips 60 --every 5    # more clips, more damage
     python bench/transcripts.py --threads 2
+    python bench/transcripts.py --recheck 2           # then fix 2 damaged texts and check again (Check again)
+    python bench/transcripts.py --recognizer-speed      # then omniASR 300M's speed against MMS-1b-all's
 
 Builds an espeak-ng Amharic dataset (voices am and am+f2, sentences of <= 60 characters) and spoils every
 `--every`-th transcript in turn: swapped with a sentence the dataset does not speak, cut in half, or a sentence
@@ -19,6 +21,7 @@ import time
 from pathlib import Path
 
 import common  # bench/common.py (the script's folder is on sys.path); puts the repository root there too
+import recognizer_speed
 
 
 def main() -> None:
@@ -28,11 +31,16 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=None, help="aligner training steps (default: sized to the data)")
     p.add_argument("--method", default="alignment", choices=["alignment", "auto", "asr"])
     p.add_argument("--keep", type=Path, default=None, help="build the workspace here and keep it")
+    p.add_argument("--recheck", type=int, default=0, help="then restore this many damaged texts and check again")
+    p.add_argument("--recognizer-speed", action="store_true",
+                   help="then time the recognizer of the asr method (bench/recognizer_speed.py): omniASR 300M, MMS")
+    recognizer_speed.add_args(p)
     common.add_machine_args(p)
     args = p.parse_args()
     common.start(args)
 
     from tests.helpers import damage_transcripts, make_dataset, sentences
+    from utils.datasets import apply_edits, load_manifest
     from utils.events import run_to_end
     from utils.transcripts import check_transcripts
 
@@ -40,6 +48,7 @@ def main() -> None:
     t0 = time.perf_counter()
     ws = make_dataset(root, name="damaged", n_train=args.clips - 2, n_val=2, voices=("am", "am+f2"), max_chars=60)
     spares = [s for s in sentences() if len(s) <= 60][200:300]  # never spoken in the dataset
+    spoken = {r["id"]: r["text"] for r in load_manifest(ws, "damaged")}
     damaged = damage_transcripts(ws, "damaged", spares, every=args.every)
     print(f"dataset: {args.clips} clips, {len(damaged)} damaged ({time.perf_counter() - t0:.0f} s to build)")
 
@@ -67,9 +76,21 @@ def main() -> None:
     print(f"\n{hits_k} of {k} damaged rows in the top {k}, {hits_2k} in the top {2 * k}; highest clean row: "
           f"{clean[0]['id']} score {clean[0]['score']:.2f} ({clean[0]['reason']})")
     print(f"wall {wall:.0f} s for {len(order)} clips; {said.get('estimate', '')}")
+    again = None
+    if args.recheck:  # the curator fixed a few texts: the check again reuses the aligner, aligns only those
+        fixed = [r["id"] for r in rows[: args.recheck]]
+        apply_edits(ws, "damaged", [{"id": rid, "action": "text", "text": spoken[rid]} for rid in fixed])
+        t0 = time.perf_counter()
+        run_to_end(check_transcripts(ws, "damaged", method=args.method), printer=print)
+        again = round(time.perf_counter() - t0, 1)
+        print(f"check again after fixing {len(fixed)} texts: wall {again:.0f} s")
+    speeds = (recognizer_speed.measure(args.recognizer_seconds, args.recognizer_repeats) if args.recognizer_speed
+              else [])
+    if speeds:  # drafts and the asr check hear every clip once: this is their speed on this machine
+        print("\nThe speech recognizer (random weights, real size):\n" + recognizer_speed.report(speeds))
     common.save("transcripts", {"clips": args.clips, "damaged": k, "hits_top_k": hits_k, "hits_top_2k": hits_2k,
-                                "wall_s": round(wall, 1), "estimate": said.get("estimate"), "rows": rows,
-                                "ranking": result["rows"]}, out=args.out)
+                                "wall_s": round(wall, 1), "recheck_s": again, "estimate": said.get("estimate"), "rows": rows,
+                                "ranking": result["rows"], "recognizer_speed": speeds}, out=args.out)
 
 
 if __name__ == "__main__":

@@ -197,6 +197,40 @@ def tiny_recognizer(folder: Path, vocab: dict | None = None, target_lang: str | 
     return folder
 
 
+TINY_OMNIASR = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                    conv_dim=(32, 32, 32), conv_kernel=(10, 4, 4), conv_stride=(5, 4, 4), num_conv_pos_embeddings=16,
+                    num_conv_pos_embedding_groups=2)
+
+
+def tiny_omniasr(folder: Path, blank_bias: float = 0.0) -> Path:
+    """An omniASR CTC recognizer in the hub's layout (config.json with model_type omniasr_ctc, model.safetensors,
+    processor_config.json, tokenizer.json + tokenizer_config.json of a ParakeetTokenizer), random weights: the
+    released tokenizer is a SentencePiece unigram whose id 0 is the CTC blank, named <pad>; here its pieces are
+    the Ethiopic letters of the test sentences and the word mark. `blank_bias` is added to the blank's logit.
+    A model card (README.md) declares the licence, as the hub's does."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import OmniASRCTCConfig, OmniASRCTCProcessor, OmniASRForCTC, ParakeetTokenizer
+    from transformers.models.omniasr.feature_extraction_omniasr import OmniASRFeatureExtractor
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    pieces = ["<pad>", "<s>", "</s>", "<unk>", "\u2581"] + ethiopic_letters()
+    unigram = Tokenizer(models.Unigram([(p, 0.0 if i < 4 else -1.0) for i, p in enumerate(pieces)], unk_id=3))
+    unigram.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+    unigram.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
+    tokenizer = ParakeetTokenizer(tokenizer_object=unigram, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                  unk_token="<unk>")
+    OmniASRCTCProcessor(feature_extractor=OmniASRFeatureExtractor(), tokenizer=tokenizer).save_pretrained(str(folder))
+    torch.manual_seed(0)
+    model = OmniASRForCTC(OmniASRCTCConfig(vocab_size=len(pieces), audio_config=TINY_OMNIASR))
+    with torch.no_grad():
+        model.ctc_head.bias[0] += blank_bias  # blanks between symbols, as a trained CTC model emits them
+    model.save_pretrained(str(folder))
+    (folder / "README.md").write_text("---\nlicense: apache-2.0\n---\nA tiny random omniASR CTC.\n", encoding="utf-8")
+    return folder
+
+
 def ethiopic_letters() -> list[str]:
     return sorted({c for s in sentences(200) for c in s if 0x1200 <= ord(c) <= 0x137F})
 

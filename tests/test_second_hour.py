@@ -189,7 +189,7 @@ def test_every_download_says_offline_in_one_sentence_with_the_one_thing_to_do(ws
 
     assert os.environ.get("HF_HUB_OFFLINE") == "1"  # tests/conftest.py: the hub is unreachable here
     expected = {
-        "the recognizer facebook/mms-1b-all": (lambda: run_to_end(asr.fetch(ws)), "in the Recognizer box"),
+        "the recognizer hf-audio/omniasr-ctc-300m-v2": (lambda: run_to_end(asr.fetch(ws)), "in the Recognizer box"),
         "the vocoder charactr/vocos-mel-24khz": (lambda: load_vocoder("charactr/vocos-mel-24khz"),
                                                  "under Add Vocos weights on the Inference tab"),
         "the F5-TTS base SWivid/F5-TTS": (lambda: bases.fetch(ws, accept_licence=True, log=lambda line: None),

@@ -160,3 +160,32 @@ def byte_progress(report):
             return out
 
     return Reporting
+
+
+def downloading(work, stage: str, size_mb: float | None = None, name: str = "download"):
+    """Generator of byte-progress events ("downloading: 120 MB of about 1300 MB", one a megabyte) while
+    `work(tqdm_class)` downloads in a thread; returns what it returned, or raises what it raised, here."""
+    import queue
+
+    from utils.events import Event
+
+    received: queue.Queue = queue.Queue()
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["result"] = work(byte_progress(received.put))
+        except BaseException as exc:  # handed to the generator's thread, raised there
+            outcome["error"] = exc
+        finally:
+            received.put(None)
+
+    threading.Thread(target=run, daemon=True, name=name).start()
+    shown = -1
+    while (n := received.get()) is not None:
+        if int(n / 1e6) > shown:
+            shown = int(n / 1e6)
+            yield Event(stage, 0, 0, f"downloading: {shown} MB" + (f" of about {size_mb:.0f} MB" if size_mb else ""))
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]

@@ -250,7 +250,8 @@ def delete_dataset(ws: Workspace, name: str, confirmed: bool = False, how_to_con
 
 def last_cer(run_dir: Path, tail_bytes: int = 65536) -> str:
     """The newest evaluation's character error rate (metrics.jsonl "cer", written when the workspace has a speech
-    recognizer), as a percentage; "" when there is none. Reads only the file's tail: the run list refreshes often."""
+    recognizer), as a percentage, with the recognizer's own on the recordings beside it ("cer_recorded", the floor);
+    "" when there is none. Reads only the file's tail: the run list refreshes often."""
     path = run_dir / "metrics.jsonl"
     try:
         with open(path, "rb") as f:
@@ -261,7 +262,9 @@ def last_cer(run_dir: Path, tail_bytes: int = 65536) -> str:
     for line in reversed(lines):
         if '"cer"' in line:
             try:
-                return f"{json.loads(line)['cer']:.0%}"
+                row = json.loads(line)
+                floor = f" (recordings {row['cer_recorded']:.0%})" if "cer_recorded" in row else ""
+                return f"{row['cer']:.0%}{floor}"
             except (ValueError, KeyError, TypeError):
                 continue
     return ""

@@ -5,6 +5,7 @@ import gradio as gr
 import pandas as pd
 
 from utils import hardware, runs
+from utils.transcripts import recognizers
 from webui.components import plain_label
 from webui.context import AppContext
 
@@ -24,6 +25,7 @@ def hardware_card(report: hardware.HardwareReport) -> str:
     cuda = (f" with CUDA {report.cuda_version}" if report.gpus else
             f" (built for NVIDIA GPUs, CUDA {report.cuda_version}: unused here)") if report.cuda_version else ""
     lines.append(f"**Software** PyTorch {report.torch_version}{cuda} · {report.platform}")
+    lines.append("**" + recognizers.line(recognizers.choose([g.memory_gb for g in report.gpus])).replace(":", ":**", 1))
     return "\n\n".join(lines)
 
 

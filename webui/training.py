@@ -410,7 +410,8 @@ def _run_panel(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
         speed_plot = _curves("samples per second", "speed-plot")
         mem_plot = _curves("GPU memory (GiB) and utilization", "mem-plot", visible=on_gpu)
     with gr.Row():
-        cer_plot = _curves("character error rate of the synthesised held-out clips", "cer-plot", points=True)
+        cer_plot = _curves("character error rate of the held-out sentences, synthesised and recorded", "cer-plot",
+                           points=True)
         cer_status = gr.Markdown(asr.status_line(ws), elem_id="training-cer-status")
     vocoder_status = gr.Markdown(status_line(ws, training=True), elem_id="training-vocoder-status")
     gr.Markdown("**Samples rendered at evaluations (newest first)**")

@@ -11,7 +11,7 @@ import gradio as gr
 import pandas as pd
 
 from utils.events import StudioError
-from utils.transcripts import asr, check_transcripts, decide, load_ranking, review_rows
+from utils.transcripts import asr, check_transcripts, decide, load_ranking, recognizers, review_rows
 from utils.transcripts.review import check_running, review_row, still_current
 from utils.workers import events_in_child
 from webui.components import says_errors
@@ -98,6 +98,13 @@ def run_drafts(ws, name: str, progress=None):
         yield "\n".join(lines[-30:])
 
 
+def recognizer_info(choice, why: str) -> str:
+    """Under the Recognizer box: this machine's pick and why, then every known one with its licence."""
+    known = "; ".join(f"{k.repo}: {k.title}, {k.download_gb} GB, licence {k.licence}"
+                      for k in recognizers.KNOWN.values())
+    return f"for this machine {choice.repo}: {why}. Known: {known}. Or any Hugging Face CTC model id, or a folder."
+
+
 def fetch_recognizer(ws, model_id: str, progress=None):
     lines: list[str] = []
     for event in asr.fetch(ws, (model_id or "").strip() or None):
@@ -152,8 +159,10 @@ def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State, decided: gr
                 elem_id="transcripts-drafts-head")
     recognizer = gr.Markdown(asr.status_line(ws), elem_id="transcripts-recognizer")
     with gr.Row():
-        model_id = gr.Textbox(label="Recognizer (Hugging Face id or folder)", value=asr.DEFAULT_MODEL,
-                              info=f"default: {asr.DEFAULT_MODEL}, Amharic adapter, licence {asr.DEFAULT_LICENCE}")
+        choice, why = recognizers.for_this_machine()
+        model_id = gr.Dropdown([k.repo for k in recognizers.KNOWN.values()], value=choice.repo,
+                               allow_custom_value=True, label="Recognizer (Hugging Face id or folder)",
+                               elem_id="transcripts-model", info=recognizer_info(choice, why))
         fetch_btn = gr.Button("Get recognizer")
         draft_btn = gr.Button("Draft missing transcripts", elem_id="transcripts-draft")
     drafts = gr.Dataframe(headers=DRAFT_COLUMNS, interactive=False, wrap=True, elem_id="transcripts-drafts",

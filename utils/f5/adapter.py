@@ -218,7 +218,8 @@ class F5Adapter(TextMelAdapter):
         model.train(was_training)
         texts = [spoken_text(it.row) for it in self.val_items[: cfg.eval_clips]]
         return {"val_loss": float(np.mean(losses)), "mcd": float(np.mean(scores)), "mcd_per_clip": scores,
-                **intelligibility(self.ws, waves, self.feat_cfg.sample_rate, texts, str(self.ctx.device))}
+                **intelligibility(self.ws, waves, self.feat_cfg.sample_rate, texts, str(self.ctx.device),
+                                   (cfg.dataset, [it.row for it in self.val_items[: cfg.eval_clips]]))}
 
     def chosen_prompt(self):
         """The voice's reference clip: the row the curator named (--prompt ID), else `pick_prompt`'s. A clip that

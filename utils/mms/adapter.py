@@ -290,7 +290,8 @@ class MmsAdapter:
         self.gen.train()
         texts = [spoken_text(c.row) for c in clips]
         return {"mcd": float(np.mean(scores)), "mcd_per_clip": scores,
-                **intelligibility(self.ws, waves, SAMPLE_RATE, texts, str(self.ctx.device))}
+                **intelligibility(self.ws, waves, SAMPLE_RATE, texts, str(self.ctx.device),
+                                   (cfg.dataset, [c.row for c in clips]))}
 
     def score(self, metrics: dict) -> float:
         return metrics["mcd"]

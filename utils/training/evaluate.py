@@ -83,7 +83,8 @@ def synthesis_quality(model, items, ws, dataset: str, feat_cfg: FeatureConfig, m
                       sample_dir: Path | None, n_samples: int, seed: int, features_fn, vocoder=None) -> dict:
     """Synthesise each item's text (predicted durations), measure MCD against its recording, and
     write the first `n_samples` as WAV under sample_dir. Returns {"mcd": mean, "mcd_per_clip": [...]}, and
-    "cer" (the recognizer's character error rate on the synthesised clips) when the workspace has a recognizer."""
+    "cer" and "cer_recorded" (the recognizer's character error rate on the synthesised clips and on their
+    recordings) when the workspace has a recognizer."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -107,9 +108,8 @@ def synthesis_quality(model, items, ws, dataset: str, feat_cfg: FeatureConfig, m
             save_audio(Path(sample_dir) / f"{it.row['id']}.wav", wave, feat_cfg.sample_rate)
     model.train(was_training)
     out = {"mcd": float(np.mean(scores)) if scores else float("nan"), "mcd_per_clip": scores}
-    if heard:
-        out.update(intelligibility(ws, waves, feat_cfg.sample_rate, texts, str(device)))
-    return out
+    return {**out, **intelligibility(ws, waves, feat_cfg.sample_rate, texts, str(device),
+                                     (dataset, [it.row for it in items]))}
 
 
 def recognizer_available(ws) -> bool:
@@ -124,8 +124,10 @@ def spoken_text(row: dict) -> str:
     return row.get("normalized") or row.get("text") or ""
 
 
-def intelligibility(ws, waves, sample_rate: int, texts: list[str], device: str) -> dict:
-    """{"cer": ...} from the workspace's recognizer, for every engine's evaluation; {} without one. Whatever the
+def intelligibility(ws, waves, sample_rate: int, texts: list[str], device: str,
+                    recorded: tuple[str, list[dict]] | None = None) -> dict:
+    """{"cer": ..., "cer_recorded": ...} from the workspace's recognizer, for every engine's evaluation (`recorded`:
+    the dataset and the held-out rows spoken); without one, {} and a line in the log that says so. Whatever the
     recognizer raises (a damaged folder, a CUDA out-of-memory beside the training...) costs this evaluation its
     CER and one warning line, never the MCD or the run."""
     from utils.transcripts.asr import failure
@@ -133,8 +135,12 @@ def intelligibility(ws, waves, sample_rate: int, texts: list[str], device: str) 
 
     if ws is None:
         return {}
+    if not recognizer_available(ws):
+        print("evaluation: no character error rate: no speech recognizer in this workspace (get one on the Dataset "
+              "tab, Get recognizer)", flush=True)
+        return {}
     try:
-        return cer_of(ws, waves, sample_rate, texts, device)
+        return cer_of(ws, waves, sample_rate, texts, device, recorded)
     except Exception as exc:
         print(f"warning: evaluation: no character error rate this time: the speech recognizer failed "
               f"({failure(exc)})", flush=True)

@@ -1,14 +1,15 @@
 """The speech recognizer: fetched once into the workspace, then drafts, transcript checks and CER.
 
-Default: Meta's MMS (facebook/mms-1b-all, a 1-billion-parameter wav2vec 2.0 CTC model with a small
-adapter per language; Amharic is "amh"). It is trained on Amharic and writes Ethiopic script, which
-Whisper barely does; its licence is CC-BY-NC-4.0 (non-commercial use only), shown wherever it is used.
-Any other Hugging Face CTC model id (Wav2Vec2ForCTC + its processor) can be named instead.
+Default: Meta's omniASR CTC v2 (Apache-2.0), loaded by transformers as `OmniASRForCTC`; the machine picks the
+300M (1.3 GB) or, on a GPU with room, the 1B (utils/transcripts/recognizers.py says which and why). It writes
+Ethiopic script for Amharic without being told the language. facebook/mms-1b-all (CC-BY-NC-4.0, with its Amharic
+adapter "amh") and any other Hugging Face CTC model (Wav2Vec2ForCTC + its processor) can be named instead;
+utils/transcripts/ctc.py loads and decodes either. The licence is shown wherever a recognizer is used.
 
 Like the public Vocos (utils/vocoder/default.py): `fetch` copies the files into
 workspace/recognizers/NAME/ with a LICENSE.md notice, from $AMHARIC_TTS_ASR_SOURCE (a local folder) or
-the hub (never when HF_HUB_OFFLINE is set). Tests save a tiny random-weight model of the same format and
-go through the same loading and decoding code.
+the hub (never when HF_HUB_OFFLINE is set), saying the bytes received. Tests save tiny random-weight models of
+both formats and go through the same loading and decoding code.
 
     run_to_end(fetch(ws), printer=print)                    # once, online
     run_to_end(transcribe_missing(ws, "my-voice"), print)   # drafts for clips without text
@@ -29,16 +30,19 @@ import numpy as np
 
 from utils.events import Event, StudioError, time_left
 from utils.hub import install_folder
+from utils.transcripts import recognizers
+from utils.transcripts.ctc import SAMPLE_RATE, Recognizer
 from utils.workspace import Workspace, atomic_write_json, atomic_write_text, read_json
 
-DEFAULT_MODEL = "facebook/mms-1b-all"
-DEFAULT_LANG = "amh"
+DEFAULT_MODEL = recognizers.OMNI_300M.repo  # what a machine without a GPU fetches (`default_model` asks the machine)
+DEFAULT_LICENCE = recognizers.OMNI_300M.licence
+MMS_MODEL = recognizers.MMS.repo
+DEFAULT_LANG = "amh"  # MMS's Amharic adapter
 SOURCE_ENV = "AMHARIC_TTS_ASR_SOURCE"
-DEFAULT_LICENCE = "CC-BY-NC-4.0 (non-commercial use only)"
 STAGE = "asr"
-SAMPLE_RATE = 16_000  # what wav2vec 2.0 models hear
-FILES = ("config.json", "preprocessor_config.json", "tokenizer_config.json", "vocab.json",
-         "special_tokens_map.json", "model.safetensors")
+FILES = ("config.json", "preprocessor_config.json", "processor_config.json", "tokenizer_config.json", "vocab.json",
+         "tokenizer.json", "special_tokens_map.json", "generation_config.json", "model.safetensors",
+         "model.safetensors.index.json", "model-*-of-*.safetensors")  # wav2vec 2.0 and omniASR, one or many shards
 CHOSEN = "chosen.json"  # recognizers/chosen.json: the folder name used by default
 OFFLINE_REMEDY = ("copy its files (config.json, model.safetensors and the processor's files) from a machine that has "
                   "them into a folder here, and give that folder in the Recognizer box (--model FOLDER on the command "
@@ -50,8 +54,8 @@ def recognizers_dir(ws: Workspace) -> Path:
 
 
 def _complete(folder: Path) -> bool:
-    return (folder / "config.json").is_file() and ((folder / "model.safetensors").is_file()
-                                                   or (folder / "pytorch_model.bin").is_file())
+    return (folder / "config.json").is_file() and any((folder / f).is_file() for f in (
+        "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"))
 
 
 def available(ws: Workspace) -> Path | None:
@@ -77,10 +81,16 @@ def required(ws: Workspace) -> Path:
     return folder
 
 
+def default_model() -> recognizers.Known:
+    """The recognizer `fetch` takes when none is named: this machine's choice (recognizers.for_this_machine)."""
+    return recognizers.for_this_machine()[0]
+
+
 def how_to_get() -> str:
+    model = default_model()
     return (f"connect to the internet and fetch one (Dataset tab, *Get recognizer*, or "
-            f"`python app.py transcribe --dataset NAME`, which fetches it once, then drafts): the default is "
-            f"{DEFAULT_MODEL} (Amharic adapter '{DEFAULT_LANG}', licence {DEFAULT_LICENCE}, about 3.9 GB); or give "
+            f"`python app.py transcribe --dataset NAME`, which fetches it once, then drafts): for this machine "
+            f"{model.repo} (licence {model.licence}, about {model.download_gb} GB); or give "
             "a folder holding a downloaded copy in the Recognizer box (--model FOLDER).")
 
 
@@ -106,10 +116,11 @@ def fetch(ws: Workspace, source: str | None = None, lang: str | None = None,
           licence: str | None = None) -> Iterator[Event]:
     """Copy a recognizer into recognizers/NAME/ (once) and make it the one used; the last event carries the folder.
 
-    source: a local folder (a saved Wav2Vec2ForCTC + processor) or a hub id; default $AMHARIC_TTS_ASR_SOURCE,
-    else facebook/mms-1b-all with lang "amh". lang: the MMS adapter to use (None for single-language models)."""
-    source = str(source or os.environ.get(SOURCE_ENV) or DEFAULT_MODEL)
-    if lang is None and source == DEFAULT_MODEL:
+    source: a local folder (a saved OmniASRForCTC or Wav2Vec2ForCTC with its processor) or a hub id; default
+    $AMHARIC_TTS_ASR_SOURCE, else this machine's omniASR (`default_model`). lang: the MMS adapter to use ("amh" for
+    facebook/mms-1b-all; None for models of one language or none, such as omniASR)."""
+    source = str(source or os.environ.get(SOURCE_ENV) or default_model().repo)
+    if lang is None and source == MMS_MODEL:
         lang = DEFAULT_LANG
     target = recognizers_dir(ws) / _safe_name(source)
     if not _complete(target) or (lang and notice(target).get("lang") != lang):  # another language: reinstall
@@ -117,11 +128,12 @@ def fetch(ws: Workspace, source: str | None = None, lang: str | None = None,
         if local.is_dir():
             folder = local
         else:
-            yield Event(STAGE, 0, 0, f"downloading {source} from the Hugging Face hub (once)")
-            folder = _download(source, lang)
+            yield Event(STAGE, 0, 0, f"downloading {source} from the Hugging Face hub (once)"
+                        + (f", licence {recognizers.known(source).licence}" if recognizers.known(source) else ""))
+            folder = yield from _download(source, lang)
         chosen = _language(folder, source, lang)
         if chosen != lang and not local.is_dir():
-            folder = _download(source, chosen)  # the adapter of the language found in its vocabulary
+            folder = yield from _download(source, chosen)  # the adapter of the language found in its vocabulary
         lang = chosen
         yield Event(STAGE, 0, 0, "checking that the recognizer loads")
         _install(folder, target, {"source": source, "lang": lang or "",
@@ -143,14 +155,20 @@ def ensure(ws: Workspace, source: str | None = None, lang: str | None = None) ->
     return (yield from fetch(ws, source, lang))
 
 
-def _download(repo_id: str, lang: str | None) -> Path:
+def _download(repo_id: str, lang: str | None) -> Iterator[Event]:
+    """The model's files (and MMS's one adapter, not its thousand) from the hub, saying the bytes received;
+    returns the hub cache's folder."""
     from huggingface_hub import snapshot_download
 
-    from utils.hub import download_error, hub_offline
+    from utils.hub import download_error, downloading, hub_offline
 
     patterns = list(FILES) + ["pytorch_model.bin", "README.md"] + ([f"adapter.{lang}.safetensors"] if lang else [])
+    size = recognizers.known(repo_id)
     try:
-        return Path(snapshot_download(repo_id, allow_patterns=patterns, local_files_only=hub_offline()))
+        return Path((yield from downloading(
+            lambda progress: snapshot_download(repo_id, allow_patterns=patterns, local_files_only=hub_offline(),
+                                               tqdm_class=progress),
+            STAGE, size.download_gb * 1000 if size else None, "recognizer-download")))
     except Exception as exc:
         raise download_error(f"the recognizer {repo_id}", exc, OFFLINE_REMEDY) from exc
 
@@ -179,8 +197,8 @@ def _language(folder: Path, source: str, lang: str | None) -> str | None:
 
 def _licence(folder: Path, source: str) -> str:
     """The licence a model card declares (its README's front matter), the default's known one, else unknown."""
-    if source == DEFAULT_MODEL:
-        return DEFAULT_LICENCE
+    if recognizers.known(source):
+        return recognizers.known(source).licence
     try:
         head = (Path(folder) / "README.md").read_text(encoding="utf-8").split("---")[1]
         for line in head.splitlines():
@@ -201,56 +219,12 @@ def _install(folder: Path, target: Path, about: dict) -> None:
         atomic_write_json(tmp / "studio.json", about)
         atomic_write_text(tmp / "LICENSE.md", f"Source: {about['source']}\nLicence: {about['licence']}\n"
                                               f"Fetched: {about['fetched']}\n")
-        Recognizer(tmp, "cpu").transcribe([np.zeros(SAMPLE_RATE // 2, np.float32)])
+        Recognizer(tmp, "cpu").transcribe([np.zeros(SAMPLE_RATE // 2, np.float32)])  # loads and decodes
 
     install_folder(target, fill, _complete, replace=True)
 
 
 # ------------------------------------------------------------------------------------ decoding
-class Recognizer:
-    """A CTC recognizer (Wav2Vec2ForCTC + processor) from a workspace folder; greedy decoding with a confidence."""
-
-    def __init__(self, folder: Path, device: str = "cpu"):
-        try:
-            from transformers import Wav2Vec2ForCTC, Wav2Vec2Processor
-        except ImportError as exc:
-            raise StudioError("The speech recognizer needs the transformers package: pip install transformers") from exc
-        import torch
-
-        from utils.hardware import inference_precision
-
-        lang = notice(folder).get("lang") or None
-        self.processor = Wav2Vec2Processor.from_pretrained(str(folder))
-        kw = {"target_lang": lang, "ignore_mismatched_sizes": True} if lang else {}
-        # half precision on a GPU: MMS-1B takes ~2 GB instead of ~4 beside a training run (a T4 has 15)
-        self.dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(inference_precision(device), torch.float32)
-        self.model = Wav2Vec2ForCTC.from_pretrained(str(folder), **kw).to(device, self.dtype).eval()
-        if lang:
-            self.processor.tokenizer.set_target_lang(lang)
-        self.device = device
-
-    def transcribe(self, waves: list[np.ndarray]) -> list[tuple[str, float]]:
-        """16 kHz mono waves (one padded batch) -> [(text, confidence)]. Confidence: the mean probability of the
-        symbols the greedy path emits (blanks aside), 0 when it emits none."""
-        import torch
-
-        inputs = self.processor([np.asarray(w, np.float32) for w in waves], sampling_rate=SAMPLE_RATE,
-                                padding=True, return_tensors="pt")
-        mask = inputs.get("attention_mask")
-        with torch.no_grad():
-            logits = self.model(inputs.input_values.to(self.device, self.dtype),
-                                attention_mask=None if mask is None else mask.to(self.device)).logits.float()
-        frames = self.model._get_feat_extract_output_lengths(torch.tensor([len(w) for w in waves])).tolist()
-        probs, ids = logits.softmax(-1).max(-1)  # [B, T]
-        pad = self.processor.tokenizer.pad_token_id
-        out = []
-        for b, n in enumerate(frames):
-            emitted = ids[b, :n] != pad
-            text = self.processor.decode(ids[b, :n].cpu())
-            out.append((text, float(probs[b, :n][emitted].mean()) if bool(emitted.any()) else 0.0))
-        return out
-
-
 _LOADED: dict = {}
 _LOCK = threading.Lock()
 
@@ -466,30 +440,46 @@ def compare_with_transcripts(ws: Workspace, dataset: str, rows: list[dict], devi
     return {rid: cer(texts[rid], text) for rid, (text, _) in heard.items()}
 
 
-EVAL_BATCH = 8  # synthesised clips recognised per forward pass at a training evaluation
+EVAL_BATCH = 8  # clips recognised per forward pass at a training evaluation
+_FLOOR: dict = {}  # (recognizer, dataset, (clip id, audio hash)...) -> CER on those recordings: once per process
 
 
 def intelligibility(ws: Workspace, waves: list[np.ndarray], sample_rate: int, texts: list[str],
-                    device: str = "auto") -> dict:
-    """{"cer": mean character error rate of the recognizer on synthesised speech} ({} without a recognizer).
-    Batches of similar length; on a GPU the recognizer is let go afterwards, even when it failed, so the
-    training that called it gets its memory back."""
+                    device: str = "auto", recorded: tuple[str, list[dict]] | None = None) -> dict:
+    """{"cer": mean character error rate of the recognizer on synthesised speech, "cer_recorded": the same on the
+    held-out recordings of the same sentences (`recorded`: dataset and rows), the floor: what it gets wrong on
+    real speech of this speaker} ({} without a recognizer). The recordings never change during a run, so they
+    are heard once. On a GPU the recognizer is let go afterwards, even when it failed, so the training that called
+    it gets its memory back."""
     from utils.audio import resample
-    from utils.transcripts.cer import cer
 
     folder = available(ws)
     if folder is None or not waves:
         return {}
     rec = load(folder, device)
-    order = sorted(range(len(waves)), key=lambda i: len(waves[i]))
-    heard: dict[int, str] = {}
     with released(folder, rec.device):
         try:
-            for start in range(0, len(order), EVAL_BATCH):
-                batch = order[start:start + EVAL_BATCH]
-                out = rec.transcribe([resample(np.asarray(waves[i], np.float32), sample_rate, SAMPLE_RATE)
-                                      for i in batch])
-                heard.update({i: text for i, (text, _) in zip(batch, out)})
+            out = {"cer": _mean_cer(rec, [resample(np.asarray(w, np.float32), sample_rate, SAMPLE_RATE)
+                                          for w in waves], texts)}
+            if recorded:
+                dataset, rows = recorded
+                key = (str(folder), dataset, tuple((r["id"], r.get("sha1") or r.get("audio")) for r in rows))
+                if key not in _FLOOR:
+                    _FLOOR[key] = _mean_cer(rec, [_wave(ws, dataset, r) for r in rows],
+                                            [r.get("normalized") or r.get("text") or "" for r in rows])
+                out["cer_recorded"] = _FLOOR[key]
         finally:
             rec = None  # the last reference: unloading can free the model only without it
-    return {"cer": float(np.mean([cer(texts[i], heard[i]) for i in range(len(waves))]))}
+    return out
+
+
+def _mean_cer(rec, waves: list[np.ndarray], texts: list[str]) -> float:
+    """Mean CER of 16 kHz waves against their texts, recognised in batches of similar length."""
+    from utils.transcripts.cer import cer
+
+    order = sorted(range(len(waves)), key=lambda i: len(waves[i]))
+    heard: dict[int, str] = {}
+    for start in range(0, len(order), EVAL_BATCH):
+        batch = order[start:start + EVAL_BATCH]
+        heard.update({i: text for i, (text, _) in zip(batch, rec.transcribe([waves[i] for i in batch]))})
+    return float(np.mean([cer(texts[i], heard[i]) for i in range(len(waves))]))

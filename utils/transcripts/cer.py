@@ -1,8 +1,9 @@
 """Character error rate: edit distance over characters after the studio's own text normalisation.
 
 Both sides go through `utils.text.normalize` (numbers read out, homophone letters folded, punctuation
-made pauses), then punctuation is dropped and spaces collapsed, so a recogniser that writes ፲ as
-"አስር", or ሀ for ሐ, is not counted wrong for it.
+made pauses), then punctuation is dropped, Latin letters lower-cased and spaces collapsed, so a recogniser
+that writes ፲ as "አስር" or "10", ሀ for ሐ, no ። at all, or a word space ፡ where the transcript has a space, is
+not counted wrong for it: what is counted is what was said (omniASR, for one, writes no punctuation).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Sequence
 def _plain(text: str) -> str:
     from utils.text import normalize
 
-    spoken = normalize(text or "").text
+    spoken = normalize(unicodedata.normalize("NFC", text or "")).text.casefold()
     kept = "".join(c if not unicodedata.category(c).startswith("P") else " " for c in spoken)
     return " ".join(kept.split())
 

@@ -17,7 +17,6 @@ used in place of the hub: air-gapped machines and the tests go through the same 
 from __future__ import annotations
 
 import os
-import queue
 import shutil
 import threading
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Iterator
 
 from utils.events import Event, StudioError
-from utils.hub import HubUnreachable, byte_progress, hub_offline, install_folder
+from utils.hub import HubUnreachable, downloading, hub_offline, install_folder
 from utils.vocoder import PUBLIC_VOCOS, _looks_like_repo_id
 from utils.workspace import Workspace, atomic_write_text
 
@@ -121,26 +120,8 @@ def _from_hub(repo_id: str) -> Iterator[Event]:
 
     if hub_offline():  # the cache, or nothing
         return _download(repo_id, cache_only=True)
-    received: queue.Queue = queue.Queue()
-    outcome: dict = {}
-
-    def work():
-        try:
-            outcome["folder"] = _download(repo_id, tqdm_class=byte_progress(received.put))
-        except BaseException as exc:  # handed to the generator's thread, raised there
-            outcome["error"] = exc
-        finally:
-            received.put(None)
-
-    threading.Thread(target=work, daemon=True, name="vocos-download").start()
-    shown = -1
-    while (n := received.get()) is not None:
-        if int(n / 1e6) > shown:
-            shown = int(n / 1e6)
-            yield Event(STAGE, 0, 0, f"downloading: {shown} MB of about {SIZE_MB} MB")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["folder"]
+    return (yield from downloading(lambda progress: _download(repo_id, tqdm_class=progress), STAGE, SIZE_MB,
+                                   "vocos-download"))
 
 
 

@@ -1,0 +1,63 @@
+"""The speech recognizers the studio knows by name, and the one this machine should fetch, with its reason.
+
+omniASR CTC v2 (Meta, Apache-2.0, loaded by transformers >= 5.24 as `OmniASRForCTC`) is the default: on the public
+Amharic benchmark SaarAI/GSMAEthioTelecomBench its error rate is 18.91 (300M v2) and 14.24 (1B v2), against 81.07
+for MMS-1b-all, which is also three times the download of the 300M and non-commercial. MMS stays selectable.
+Sizes are the released checkpoints' (omniASR-CTC-300M-v2.pt 1,304,065,508 bytes, omniASR-CTC-1B-v2.pt
+3,902,956,068 bytes: fp32 weights of 326 M and 975 M parameters).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Known:
+    repo: str
+    title: str
+    params_m: int      # parameters, millions
+    download_gb: float
+    gpu_gb: float      # GPU memory to recognise in half precision, weights and a batch of 30 s chunks
+    licence: str
+    lang: str = ""     # the language adapter to load (MMS only)
+    cer_gsma: float = 0.0  # error rate on SaarAI/GSMAEthioTelecomBench (Amharic), as published
+
+
+OMNI_300M = Known("hf-audio/omniasr-ctc-300m-v2", "omniASR CTC 300M v2", 326, 1.3, 2.0, "Apache-2.0", "", 18.91)
+OMNI_1B = Known("hf-audio/omniasr-ctc-1b-v2", "omniASR CTC 1B v2", 975, 3.9, 4.0, "Apache-2.0", "", 14.24)
+MMS = Known("facebook/mms-1b-all", "MMS-1b-all", 965, 3.9, 4.0, "CC-BY-NC-4.0 (non-commercial use only)", "amh",
+            81.07)
+KNOWN = {k.repo: k for k in (OMNI_300M, OMNI_1B, MMS)}
+BIG_GPU_GB = 20.0  # below this (a 15 GB T4, a 16 GB laptop card) the GPU is the training run's; the 300M leaves it
+
+
+def known(source: str) -> Known | None:
+    return KNOWN.get(str(source).strip())
+
+
+def choose(gpus_gb: list[float]) -> tuple[Known, str]:
+    """(the recognizer to fetch, why) for a machine with GPUs of these memories (GiB; [] for a CPU)."""
+    small = (f"{OMNI_300M.title} ({OMNI_300M.download_gb} GB download, about {OMNI_300M.gpu_gb:.0f} GB of GPU "
+             f"memory, error rate {OMNI_300M.cer_gsma} on an Amharic benchmark)")
+    if not gpus_gb:
+        return OMNI_300M, (f"{small}: no GPU, and on a CPU the 1B's three times the parameters cost three times "
+                           f"the time for its lower error rate ({OMNI_1B.cer_gsma})")
+    if max(gpus_gb) < BIG_GPU_GB:
+        return OMNI_300M, (f"{small}: this {max(gpus_gb):.0f} GB GPU keeps its memory for training; "
+                           f"the 1B needs about {OMNI_1B.gpu_gb:.0f} GB beside it")
+    return OMNI_1B, (f"{OMNI_1B.title} ({OMNI_1B.download_gb} GB download, error rate {OMNI_1B.cer_gsma} against "
+                     f"{OMNI_300M.cer_gsma} for the 300M): this {max(gpus_gb):.0f} GB GPU holds it beside a "
+                     "training run")
+
+
+def for_this_machine() -> tuple[Known, str]:
+    """`choose` for the GPUs this machine has (NVML/torch through utils.hardware; none is a CPU)."""
+    from utils.hardware import query_gpus
+
+    return choose([g.memory_gb for g in query_gpus()])
+
+
+def line(choice: tuple[Known, str]) -> str:
+    """One sentence for the System tab and `app.py hardware`."""
+    model, why = choice
+    return f"Speech recognizer to fetch: {model.repo} (licence {model.licence}); {why}."
