@@ -139,6 +139,10 @@ def test_the_machine_picks_the_300m_on_a_cpu_or_a_small_gpu_and_the_1b_on_a_big_
     line = recognizers.line(recognizers.choose([]))
     assert "hf-audio/omniasr-ctc-300m-v2" in line and "Apache-2.0" in line
     assert asr.default_model() is recognizers.OMNI_300M  # this machine has no GPU
+    from utils import hardware
+    from webui.system import hardware_card
+
+    assert line in hardware_card(hardware.detect()).replace("**", "")  # the System tab says it
     assert recognizers.MMS.licence.startswith("CC-BY-NC") and recognizers.known("facebook/mms-1b-all").lang == "amh"
 
 

@@ -124,12 +124,12 @@ class Recognizer:
             for piece in chunks(np.asarray(w, np.float32)):
                 pieces.append(piece)
                 owner.append(i)
-        probs, ids = self.logits(pieces).softmax(-1).max(-1)  # [B, T]
+        probs, ids = (t.cpu() for t in self.logits(pieces).softmax(-1).max(-1))  # [B, T] each, one copy
         texts: list[list[str]] = [[] for _ in waves]
         heard: list[list[float]] = [[] for _ in waves]
         for b, piece in enumerate(pieces):
             n = output_frames(len(piece), *self.conv)
-            path = ids[b, :n].cpu()
+            path = ids[b, :n]
             text = self.tokenizer.decode(collapse(path.tolist(), self.blank), skip_special_tokens=True,
                                          group_tokens=False).strip()
             if text:

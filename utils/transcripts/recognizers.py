@@ -28,6 +28,7 @@ OMNI_1B = Known("hf-audio/omniasr-ctc-1b-v2", "omniASR CTC 1B v2", 975, 3.9, 4.0
 MMS = Known("facebook/mms-1b-all", "MMS-1b-all", 965, 3.9, 4.0, "CC-BY-NC-4.0 (non-commercial use only)", "amh",
             81.07)
 KNOWN = {k.repo: k for k in (OMNI_300M, OMNI_1B, MMS)}
+CPU_SLOWER_1B = 2.4  # MMS-1b-all's size against the 300M's on a 2-core CPU (bench/RESULTS.md, 2026-11-26)
 BIG_GPU_GB = 20.0  # below this (a 15 GB T4, a 16 GB laptop card) the GPU is the training run's; the 300M leaves it
 
 
@@ -40,8 +41,8 @@ def choose(gpus_gb: list[float]) -> tuple[Known, str]:
     small = (f"{OMNI_300M.title} ({OMNI_300M.download_gb} GB download, about {OMNI_300M.gpu_gb:.0f} GB of GPU "
              f"memory, error rate {OMNI_300M.cer_gsma} on an Amharic benchmark)")
     if not gpus_gb:
-        return OMNI_300M, (f"{small}: no GPU, and on a CPU the 1B's three times the parameters cost three times "
-                           f"the time for its lower error rate ({OMNI_1B.cer_gsma})")
+        return OMNI_300M, (f"{small}: no GPU, and on a CPU a model of the 1B's size takes {CPU_SLOWER_1B}x as long "
+                           f"(bench/recognizer_speed.py) for its lower error rate ({OMNI_1B.cer_gsma})")
     if max(gpus_gb) < BIG_GPU_GB:
         return OMNI_300M, (f"{small}: this {max(gpus_gb):.0f} GB GPU keeps its memory for training; "
                            f"the 1B needs about {OMNI_1B.gpu_gb:.0f} GB beside it")
