@@ -24,6 +24,8 @@ class Known:
 
 
 OMNI_300M = Known("hf-audio/omniasr-ctc-300m-v2", "omniASR CTC 300M v2", 326, 1.3, 2.0, "Apache-2.0", "", 18.91)
+# transformers' own source names hf-audio/omniasr-ctc-300m-v2; the 1B's id follows its naming (not checked: the hub
+# is out of this machine's reach). A wrong id fails at fetch with the hub's message; any id or folder can be typed.
 OMNI_1B = Known("hf-audio/omniasr-ctc-1b-v2", "omniASR CTC 1B v2", 975, 3.9, 4.0, "Apache-2.0", "", 14.24)
 MMS = Known("facebook/mms-1b-all", "MMS-1b-all", 965, 3.9, 4.0, "CC-BY-NC-4.0 (non-commercial use only)", "amh",
             81.07)
