@@ -21,6 +21,12 @@ def default_model_size() -> str:
     return "base" if hardware.query_gpus() else "tiny"
 
 
+def current_pick(names: list[str], current: str | None) -> dict:
+    """A picker brought up to date: what exists now, showing the curator's pick while it exists, else the first
+    (never a name that is gone, nor nothing while something exists)."""
+    return gr.update(choices=names, value=current if current in names else (names[0] if names else None))
+
+
 def plain_label(name: str, plain: dict) -> str:
     """A setting as the curator reads it: what it does in plain words (assets/settings_plain.json), then its
     technical name in brackets for those who know it; the Optimizations and System tabs name settings alike."""

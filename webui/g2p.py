@@ -11,7 +11,7 @@ from utils.text import load_user_dict, save_user_dict, word_to_ipa
 from utils.text.convert import analyze, convert_dataset
 from utils.text.lexicon import dict_from_rows, usable_symbols_hint
 from utils.workspace import Workspace
-from webui.components import says_errors
+from webui.components import current_pick, says_errors
 from webui.context import AppContext
 
 EXAMPLE = "በ፲፰፻፹፯ ዓ.ም ዶ/ር አበበ ወደ ት/ቤት ሄዱ። 2ኛው ቀን 25 ብር ከፈሉ፤ ልጆቻቸው ደስ አላቸው!"
@@ -67,8 +67,8 @@ def suggest(word: str) -> str:
     return " ".join(word_to_ipa(word.strip())) if word and word.strip() else ""
 
 
-def dataset_choices(ws: Workspace):
-    return gr.Dropdown(choices=ws.list_datasets())
+def dataset_choices(ws: Workspace, current: str | None = None):
+    return current_pick(ws.list_datasets(), current)
 
 
 def convert(ws: Workspace, name: str, progress=gr.Progress()) -> str:
@@ -144,9 +144,10 @@ def build(ctx: AppContext) -> list:
                api_name="g2p_dict_save").then(explained, text, shown, show_progress="hidden")
     reload.click(says_errors(lambda: (dict_rows(ws), ""), [table, dict_status], dict_status), None,
                  [table, dict_status], api_name="g2p_dict_load").then(explained, text, shown, show_progress="hidden")
-    refresh.click(partial(dataset_choices, ws), None, dataset, api_name="g2p_datasets")
-    dataset.focus(partial(dataset_choices, ws), None, dataset, show_progress="hidden")  # a dataset prepared meanwhile
+    refresh.click(partial(dataset_choices, ws), dataset, dataset, api_name="g2p_datasets")
     go.click(says_errors(partial(convert, ws), [convert_status], convert_status), dataset, convert_status,
              api_name="g2p_convert")
-    # the example text is already in the box: show its reading at page load, not three empty boxes
-    return [(explained, [text], [normalized, ipa, symbols, notes])]
+    # the example text is already in the box: show its reading at page load, not three empty boxes; the dataset
+    # picker as the workspace is at page load and each time the tab opens (a dataset prepared or deleted meanwhile)
+    picker = (partial(dataset_choices, ws), [dataset], [dataset])
+    return [(explained, [text], [normalized, ipa, symbols, notes]), picker, (*picker, "open")]

@@ -274,29 +274,35 @@ def build(ctx: AppContext):
         pick = default if default in values else (values[0] if values else None)
         return pick, pick
 
-    def on_refresh(current, auto=None):
+    def on_refresh(current, a, b, exported, auto=None):
+        """Every voice picker as the workspace is now; A, B and the export keep their pick while it exists, else
+        take the voice shown above (B another one where there is one), as they do when the page is built."""
         now = inference.voice_choices(ws)
         values = [v for _, v in now]
         pick, _ = picked(current, auto, values)
+        a_pick = a if a in values else pick
+        b_pick = b if b in values else next((v for v in values if v != a_pick), a_pick)
         vocoders = vocoder_choices(ctx)
         return (gr.update(choices=now, value=pick, info="" if now else NO_VOICE), gr.update(choices=vocoders),
-                speaker_choices(ctx, pick), gr.update(choices=now), gr.update(choices=now), gr.update(choices=now),
+                speaker_choices(ctx, pick), gr.update(choices=now, value=a_pick), gr.update(choices=now, value=b_pick),
+                gr.update(choices=now, value=exported if exported in values else pick),
                 gr.update(choices=vocoders), status_line(ws))
 
     refresh_outputs = [voice, vocoder, speaker, voice_a, voice_b, export_from, export_vocoder, vocoder_status]
+    pickers = [voice, voice_a, voice_b, export_from]
     # what this browser has (voices, vocoder line, the voice the tab picked itself), so a tick only sends what changed
     shown = gr.State([[v for _, v in voices], status_line(ws), first])
 
-    def on_tick(current, before):  # a new checkpoint, or the fetched vocoder, shows up without a reload
+    def on_tick(current, a, b, exported, before):  # a new checkpoint, or the fetched vocoder, shows up without a reload
         values = [v for _, v in inference.voice_choices(ws)]
         pick, auto = picked(current, before[2], values)
         now = [values, status_line(ws), auto]
         if now == before and pick == current:
             return (*[gr.update()] * len(refresh_outputs), before)
-        return (*on_refresh(current, before[2]), now)
+        return (*on_refresh(current, a, b, exported, before[2]), now)
 
-    gr.Timer(5.0).tick(on_tick, inputs=[voice, shown], outputs=[*refresh_outputs, shown], show_progress="hidden")
-    reload.click(on_refresh, inputs=[voice], outputs=refresh_outputs, api_name="inference_refresh")
+    gr.Timer(5.0).tick(on_tick, inputs=[*pickers, shown], outputs=[*refresh_outputs, shown], show_progress="hidden")
+    reload.click(on_refresh, inputs=pickers, outputs=refresh_outputs, api_name="inference_refresh")
     voice.change(lambda v: speaker_choices(ctx, v), inputs=[voice], outputs=[speaker], api_name="inference_speakers")
 
     def on_engine(v, before):  # only a voice of the other engine resets the steps: a typed number stays otherwise
@@ -313,6 +319,9 @@ def build(ctx: AppContext):
     speaking = go.click(says_errors(on_speak, spoken_outputs, info),
                         inputs=[voice, speaker, text, *settings, device, seed],
                         outputs=spoken_outputs, api_name="speak")
+    # the voice spoken with is the curator's pick from now on: the picker no longer follows the run to its next best
+    # checkpoint while this one's speech is on the page
+    go.click(lambda before: [*before[:2], None], shown, shown, show_progress="hidden")
     stop.click(None, cancels=[speaking])
     ab_outputs = [audio_a, info_a, audio_b, info_b]
     ab_go.click(says_errors(lambda *a: compare(ctx, *a), ab_outputs, info_a),
@@ -335,4 +344,4 @@ def build(ctx: AppContext):
     # a voice exported on the Training tab is offered as soon as this tab is opened, not after Refresh
     # at each page load too: the value built into the page is the default of when the app started
     ticked = [*refresh_outputs, shown]
-    return [(on_tick, [voice, shown], ticked), (on_tick, [voice, shown], ticked, "open")]
+    return [(on_tick, [*pickers, shown], ticked), (on_tick, [*pickers, shown], ticked, "open")]

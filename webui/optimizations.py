@@ -5,7 +5,7 @@ import gradio as gr
 
 from utils import runs
 from utils.events import StudioError
-from webui.components import default_model_size, plain_label, says_errors
+from webui.components import current_pick, default_model_size, plain_label, says_errors
 from webui.context import AppContext
 
 
@@ -72,7 +72,7 @@ def build(ctx: AppContext) -> list:
         gr.Markdown("One real training step on the dataset's longest batch, then bisection to the largest batch "
                     "that fits this GPU, with headroom.")
         with gr.Row():
-            dataset = gr.Dropdown(ws.list_datasets(), label="dataset")
+            dataset = gr.Dropdown(ws.list_datasets(), label="dataset", elem_id="measure-dataset")
             measure = gr.Button("Measure")
         measured = gr.Markdown(elem_id="probe-result")
 
@@ -107,4 +107,6 @@ def build(ctx: AppContext) -> list:
                   [dataset, preset], measured, api_name="measure_batch")
     # no probe yet: the box keeps what it says (a refusal of Measure, written there by says_errors)
     gr.Timer(3.0).tick(lambda: runs.probe_report(ws) or gr.update(), None, measured, show_progress="hidden")
-    return [(refill, [preset], said)]
+    # the dataset to measure on, as the workspace is at page load and each time the tab opens
+    datasets = (lambda current: current_pick(ws.list_datasets(), current), [dataset], [dataset])
+    return [(refill, [preset], said), datasets, (*datasets, "open")]

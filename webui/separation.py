@@ -15,7 +15,7 @@ from utils import separation
 from utils.events import StudioError
 from utils.separation import dataset as sep_dataset
 from utils.separation.gate import CLEAR as THRESHOLD_CLEAR
-from webui.components import says_errors
+from webui.components import current_pick, says_errors
 from webui.context import AppContext
 
 BACKEND_LABELS = [("auto: the best this machine has", "auto"),
@@ -203,5 +203,6 @@ def build(ctx: AppContext) -> list:
         pick = current if current in names else (names[0] if names else None)
         return gr.update(choices=names, value=pick), *dataset_view(ws, pick), ""
 
+    # opened again: a dataset prepared or deleted meanwhile (a new pick shows its clips through name.change)
     return [(says_errors(on_page_load, [name, *shown], status, what="Showing the dataset"), [name],
-             [name, *shown])]
+             [name, *shown]), (lambda current: current_pick(ws.list_datasets(), current), [name], [name], "open")]

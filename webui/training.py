@@ -18,7 +18,7 @@ from utils.events import StudioError
 from utils import families
 from utils.transcripts import asr
 from utils.vocoder.default import status_line
-from webui.components import default_model_size, says_errors
+from webui.components import current_pick, default_model_size, says_errors
 from webui.context import AppContext
 
 MAX_SAMPLES = 4
@@ -290,7 +290,7 @@ def restore_form(ctx: AppContext) -> tuple:
     does not blank the dataset, put the steps back to the default or bring an F5 run's form back on Matcha.
     With no run yet the steps start where the Optimizations tab says (a setting saved there since the app
     started included); the rest stays as built. Order: dataset, preset, steps, start from, mode, every GPU,
-    engine, licence, reference clip, vocoder start from, size, steps."""
+    engine, licence, reference clip, vocoder start from, size, steps, the Optimizations tab's saved steps."""
     from utils import inference
 
     ws, keep = ctx.workspace, gr.update()
@@ -302,7 +302,16 @@ def restore_form(ctx: AppContext) -> tuple:
     form += _restored_training(ws, t) if t else (keep, gr.update(value=runs.default_steps(ws)), *(keep,) * 6)
     form += (gr.update(value=v["init"] if v["init"] in inference.list_vocoders(ws) else VOCODER_SCRATCH[0]),
              gr.update(value=v["preset"]), gr.update(value=v["max_steps"])) if v else (keep,) * 3
-    return form
+    return form + (runs.default_steps(ws),)  # the saved steps as the page has them (form_on_open)
+
+
+def form_on_open(ctx: AppContext, dataset: str | None, saved_steps) -> tuple:
+    """(dataset picker, steps box, the saved steps the page now has) each time the tab opens: the datasets as they
+    are now (one deleted meanwhile is not shown), and the steps the Optimizations tab saved since the page last read
+    them; a number typed here stays until then."""
+    steps = runs.default_steps(ctx.workspace)
+    return (current_pick(ctx.workspace.list_datasets(), dataset),
+            gr.update(value=steps) if steps != saved_steps else gr.update(), steps)
 
 
 def _vocoder_label(steps) -> str:
@@ -601,6 +610,9 @@ def build(ctx: AppContext) -> list:
     p = _run_panel(ctx, on_gpu)
     _wire_actions(ctx, f, p)
     opened = _wire_live(ctx, f, p)
+    saved_steps = gr.State(runs.default_steps(ctx.workspace))  # the Optimizations tab's steps as the page has them
     restored = [f.dataset, f.preset, f.max_steps, f.init, f.mode, f.all_gpus, f.engine, f.licence, f.prompt,
-                f.vocoder_init, f.vocoder_size, f.vocoder_steps]
-    return [(lambda: restore_form(ctx), None, restored), *opened]
+                f.vocoder_init, f.vocoder_size, f.vocoder_steps, saved_steps]
+    return [(lambda: restore_form(ctx), None, restored), *opened,
+            (lambda d, s: form_on_open(ctx, d, s), [f.dataset, saved_steps], [f.dataset, f.max_steps, saved_steps],
+             "open")]
