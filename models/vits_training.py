@@ -10,7 +10,7 @@ duration predictor, HiFi-GAN decoder) but runs only inference. Training adds the
     prior expanded by the alignment -> KL(q(z|x) || p(z|text))      (per frame)
     a random window of `segment` frames of z -> decoder -> waveform [B, segment * hop]
 
-The waveform window goes to the mel and adversarial losses (utils/mms/losses.py). Shapes: B clips, N tokens,
+The waveform window goes to the mel and adversarial losses (utils/training/gan.py). Shapes: B clips, N tokens,
 T spectrogram frames, C latent channels (flow_size), H hidden size.
 """
 from __future__ import annotations

@@ -25,7 +25,8 @@ from utils.training.checkpoint import load_trainer_state
 from utils.training.engine import Engine, drain
 from utils.training.faults import with_faults
 from utils.vocoder import griffin_lim, load_vocoder, save_vocoder, vocode
-from utils.vocoder.training import (VocoderAdapter, VocoderTrainConfig, frozen, generator_losses, prepare_vocoder_run,
+from utils.training.gan import frozen
+from utils.vocoder.training import (VocoderAdapter, VocoderTrainConfig, generator_losses, prepare_vocoder_run,
                                     train_vocoder)
 from utils.workspace import Workspace, read_json, read_jsonl, write_jsonl
 

@@ -26,6 +26,7 @@ from utils.events import StudioError
 from utils.mms.about import (BETAS, CLIPS_PER_STEP, CPU_CLIPS_PER_STEP, EPS, FINE_TUNE_LR, LOSS_WEIGHTS,
                              NEEDS_BASE, SAMPLE_RATE, SEGMENT_FRAMES)
 from utils.mms.data import FEATURES
+from utils.training import gan
 from utils.training import optimization as opt
 from utils.training.config import TrainConfig, write_run_config
 from utils.training.engine import Engine, LoopSettings, Phase, drain
@@ -240,26 +241,23 @@ class MmsAdapter:
         return forward, real
 
     def _discriminator_losses(self, forward, real) -> dict:
-        from utils.mms.losses import discriminator_loss
-
         with self.ctx.autocast():
             real_logits, _ = self.disc(real)
             fake_logits, _ = self.disc(forward.wave.detach())
-        loss_d = discriminator_loss(real_logits, fake_logits)
+        loss_d = gan.least_squares_discriminator_loss(real_logits, fake_logits)
         return {"loss": LOSS_WEIGHTS["discriminator"] * loss_d, "loss_d": loss_d}
 
     def _generator_losses(self, forward, real, batch: dict) -> dict:
         from models.vits_training import windows
         from utils.mms.features import log_mel, spectrogram
-        from utils.mms.losses import feature_matching, generator_loss
-        from utils.vocoder.training import frozen
 
-        with frozen(self.disc), self.ctx.autocast():  # the generator's loss reaches no discriminator weight
+        with gan.frozen(self.disc), self.ctx.autocast():  # the generator's loss reaches no discriminator weight
             _, real_features = self.disc(real)
             fake_logits, fake_features = self.disc(forward.wave)
         real_mel = windows(log_mel(batch["spec"].to(self.ctx.device), FEATURES), forward.starts, SEGMENT_FRAMES)
         loss_mel = (log_mel(spectrogram(forward.wave, FEATURES), FEATURES) - real_mel).abs().mean()
-        loss_adv, loss_fm = generator_loss(fake_logits), feature_matching(real_features, fake_features)
+        loss_adv = gan.least_squares_generator_loss(fake_logits)
+        loss_fm = gan.vits_feature_matching(real_features, fake_features)
         w = LOSS_WEIGHTS
         loss_g = (w["mel"] * loss_mel + w["kl"] * forward.kl + w["duration"] * forward.duration
                   + w["adversarial"] * loss_adv + w["feature_matching"] * loss_fm)

@@ -22,7 +22,6 @@ rank draws its own crops; gradients averaged in one flat all-reduce per phase; r
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
 import threading
@@ -35,6 +34,7 @@ import numpy as np
 from utils.audio import MODEL_SAMPLE_RATE, FeatureConfig, load_audio, log_mel, save_audio
 from utils.events import Event, StudioError
 from utils.hardware import VOCODER_STEPS_GPU
+from utils.training.gan import feature_matching_loss, frozen, hinge_discriminator_loss, hinge_generator_loss
 from utils.workspace import Workspace, atomic_write_json, read_json
 
 # (multi-period widths, multi-resolution width) per preset: Vocos/HiFi-GAN sizes, small ones for CPU smoke runs
@@ -146,31 +146,6 @@ def dataset_clips(ws: Workspace, name: str) -> tuple[list[dict], list[dict]]:
 
 
 # ---------------------------------------------------------------------------------- losses
-# Losses take fp32 copies: under bf16 autocast the discriminators' outputs and features are bf16, whose 8-bit
-# mantissa would round the sums of many small terms.
-def discriminator_loss(real: list, fake: list):
-    """Hinge loss, averaged over sub-discriminators."""
-    import torch
-
-    total = 0.0
-    for r, f in zip(real, fake):
-        total = total + torch.relu(1 - r.float()).mean() + torch.relu(1 + f.float()).mean()
-    return total / len(real)
-
-
-def generator_adv_loss(fake: list):
-    import torch
-
-    return sum(torch.relu(1 - f.float()).mean() for f in fake) / len(fake)
-
-
-def feature_matching_loss(real_feats: list, fake_feats: list):
-    total = 0.0
-    for rs, fs in zip(real_feats, fake_feats):
-        total = total + sum((r.detach().float() - f.float()).abs().mean() for r, f in zip(rs, fs))
-    return total / len(real_feats)
-
-
 def discriminator_losses(gen, mpd, mrd, y, features: FeatureConfig, mrd_weight: float, amp) -> tuple[dict, tuple]:
     """The discriminators' hinge loss on real crops `y` [B, S] and the generator's output for them; returns
     (losses, (mel, y_hat)): the generator's phase reuses its output instead of running the generator again."""
@@ -181,7 +156,7 @@ def discriminator_losses(gen, mpd, mrd, y, features: FeatureConfig, mrd_weight: 
         fake_p, _ = mpd(y_hat.detach())
         real_r, _ = mrd(y)
         fake_r, _ = mrd(y_hat.detach())
-    loss_d = discriminator_loss(real_p, fake_p) + mrd_weight * discriminator_loss(real_r, fake_r)
+    loss_d = hinge_discriminator_loss(real_p, fake_p) + mrd_weight * hinge_discriminator_loss(real_r, fake_r)
     return {"loss": loss_d, "loss_d": loss_d}, (mel, y_hat)
 
 
@@ -194,25 +169,10 @@ def generator_losses(mpd, mrd, y, mel, y_hat, features: FeatureConfig, mel_weigh
         _, feat_real_r = mrd(y)
         fake_r, feat_fake_r = mrd(y_hat)
     loss_mel = (log_mel(y_hat, features) - mel).abs().mean()
-    loss_adv = generator_adv_loss(fake_p) + mrd_weight * generator_adv_loss(fake_r)
+    loss_adv = hinge_generator_loss(fake_p) + mrd_weight * hinge_generator_loss(fake_r)
     loss_fm = feature_matching_loss(feat_real_p, feat_fake_p) + mrd_weight * feature_matching_loss(feat_real_r, feat_fake_r)
     loss_g = loss_adv + loss_fm + mel_weight * loss_mel
     return {"loss": loss_g, "loss_g": loss_g, "loss_mel": loss_mel, "loss_adv": loss_adv, "loss_fm": loss_fm}
-
-
-@contextlib.contextmanager
-def frozen(*modules):
-    """Forward passes inside record no gradient for these modules' weights (they still pass gradients to their
-    inputs): the generator's loss runs through the discriminators, whose weight gradients its update would
-    compute and throw away."""
-    params = [p for m in modules for p in m.parameters() if p.requires_grad]
-    for p in params:
-        p.requires_grad_(False)
-    try:
-        yield
-    finally:
-        for p in params:
-            p.requires_grad_(True)
 
 
 def cosine_lr(base: float, step: int, total: int) -> float:
