@@ -13,6 +13,7 @@ import pandas as pd
 from utils.events import StudioError
 from utils.transcripts import asr, check_transcripts, decide, load_ranking, recognizers, review_rows
 from utils.transcripts.review import check_running, review_row, still_current
+from utils.transcripts.scoring import cancel_check
 from utils.workers import events_in_child
 from webui.components import says_errors
 from webui.context import AppContext
@@ -136,6 +137,7 @@ def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State, decided: gr
     with gr.Row():
         method = gr.Dropdown(["auto", "alignment", "asr"], value="auto", label="Method", info=METHOD_HELP)
         check_btn = gr.Button("Check transcripts", variant="primary", elem_id="transcripts-check")
+        cancel_btn = gr.Button("Cancel check", variant="stop", elem_id="transcripts-cancel")
         refresh = gr.Button("Refresh lists")
     check_note = gr.Markdown(elem_id="transcripts-check-note")  # what a press of Check did, said at once
     check_log = gr.Textbox(label="Check log", lines=4, max_lines=12, elem_id="transcripts-log")
@@ -206,6 +208,9 @@ def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State, decided: gr
                     trigger_mode="multiple", show_progress="hidden", api_name="transcripts_press")
     go.change(logged(on_check), [dataset, method], check_log, trigger_mode="once",
               api_name="transcripts_check").then(on_lists, dataset, lists)
+    # the check stops itself at its next poll (a request on disk): it may run in another page or from the command line
+    cancel_btn.click(says_errors(lambda n: cancel_check(ws, n), [check_note], check_note), dataset, check_note,
+                     api_name="transcripts_cancel")
     draft_btn.click(logged(on_drafts), dataset, check_log, api_name="transcripts_draft").then(on_lists, dataset, lists)
     fetch_btn.click(logged(on_fetch), model_id, check_log, api_name="transcripts_fetch").then(
         lambda: asr.status_line(ws), None, recognizer)

@@ -6,7 +6,9 @@
 
 Method "alignment" (works offline, on a CPU): train the tiny acoustic model briefly on the dataset
 on the training engine, without its evaluation (run `<dataset>-transcript-check`), then let its aligner lay each
-transcript over its audio (`signals.py`). Method "asr" transcribes the clips with the workspace's
+transcript over its audio (`signals.py`). The aligner and each clip's result are kept: a check cut off goes on
+from there, and a check after a few texts were fixed aligns only the clips that changed. `cancel_check` stops a
+running check from any page or process. Method "asr" transcribes the clips with the workspace's
 speech recognizer and compares. "auto" uses the alignment, and the recognizer too when one is here.
 The ranking is written to datasets/<name>/transcript_check.json (the Dataset tab's review list).
 """
@@ -79,9 +81,49 @@ def check_transcripts(ws: Workspace, dataset: str, method: str = "auto", steps: 
     heard_on = asr.work_device(ws, device)  # the recognizer keeps off a GPU that a training run holds
     with one_check_at_a_time(ws, dataset), asr.released(recognizer, heard_on):
         # the lock before loading a recognizer: a refused second check loads nothing
+        cancel_path(ws, dataset).unlink(missing_ok=True)  # a Cancel pressed before this check began is not for it
         recognizer = yield from _loadable(recognizer, method, heard_on)
-        result = yield from _check(ws, dataset, method, steps, device, rows, skipped, recognizer, heard_on)
+        result = yield from _until_cancelled(ws, dataset, _check(ws, dataset, method, steps, device, rows, skipped,
+                                                                 recognizer, heard_on))
     return result
+
+
+# ------------------------------------------------------------------------------ cancelling
+def cancel_path(ws: Workspace, dataset: str) -> Path:
+    return ws.dataset_dir(dataset) / ".transcript-check.cancel"
+
+
+def cancel_check(ws: Workspace, dataset: str) -> str:
+    """Ask the dataset's running check to stop, from any page or process (the check runs in a process of its own
+    and looks for the request at each training poll, each clip and each event); what it did is kept."""
+    from utils.transcripts.review import check_running
+
+    if not dataset or not check_running(ws, dataset):
+        raise StudioError(f"No transcript check of {dataset or 'this dataset'} is running.")
+    cancel_path(ws, dataset).touch()
+    return (f"Cancelling the check of {dataset}: it stops within seconds. What it finished (a trained aligner, the "
+            "clips it aligned) is kept, so the next check goes on from there.")
+
+
+def stop_if_cancelled(ws: Workspace, dataset: str) -> None:
+    if cancel_path(ws, dataset).exists():
+        cancel_path(ws, dataset).unlink(missing_ok=True)
+        raise StudioError(f"The check of {dataset} was cancelled. What it finished (a trained aligner, the clips it "
+                          "aligned) is kept: Check transcripts goes on from there.")
+
+
+def _until_cancelled(ws: Workspace, dataset: str, events: Iterator[Event]):
+    """`yield from events`, stopped at the first event after a Cancel (the stage's own cleanup runs first)."""
+    try:
+        while True:
+            try:
+                event = next(events)
+            except StopIteration as done:
+                return done.value
+            stop_if_cancelled(ws, dataset)
+            yield event
+    finally:
+        events.close()
 
 
 @contextlib.contextmanager
@@ -135,7 +177,7 @@ def _check(ws: Workspace, dataset: str, method: str, steps: int | None, device: 
     for r in ranked:
         r["text"] = checked[r["id"]]  # what was checked: the review list marks a row whose text changed since
     result = _write(ws, dataset, "+".join(used), ranked, skipped, time.time() - started)
-    progress_log(ws, dataset).remove()  # the check is whole: the next one trains its aligner afresh
+    # the progress log stays: the next check reuses its aligner and aligns only the clips changed since
     yield Event(STAGE, 1, 1, f"{len(ranked)} clips ranked in {result['seconds']:.0f} s; most suspicious first in "
                              f"{check_path(ws, dataset)}", result=result)
     return result
@@ -188,11 +230,11 @@ def _alignment(ws: Workspace, dataset: str, rows: list[dict], steps: int | None,
     from utils.events import say_duration
     from utils.transcripts.progress import stamp
 
-    frames = [feature_frames(ws, dataset, r) for r in rows]
-    steps = steps or plan_steps(frames)
     log = progress_log(ws, dataset)
-    checkpoint, done = _resumable(log, steps)
+    checkpoint, done = _resumable(log, steps, rows)
     if checkpoint is None:
+        frames = [feature_frames(ws, dataset, r) for r in rows]
+        steps = steps or plan_steps(frames)
         yield Event(STAGE, 0, 0, "measuring how fast this machine trains the aligner")
         seconds = estimate_seconds(len(rows), max(frames), steps, device)
         yield Event(STAGE, 0, 0, f"this will take about {say_duration(seconds)} (an estimate from a few training "
@@ -202,24 +244,30 @@ def _alignment(ws: Workspace, dataset: str, rows: list[dict], steps: int | None,
         log.start({"checkpoint": str(checkpoint), "aligner": stamp(checkpoint), "steps": steps})
     else:
         left = sum(1 for r in rows if done.get(r["id"], {}).get("key") != row_key(r))
-        yield Event(STAGE, 0, 0, f"going on with the check that was cut off: its aligner is trained and "
-                                 f"{len(rows) - left} of {len(rows)} clips are aligned; {left} to align")
+        yield Event(STAGE, 0, 0, f"going on with the aligner this dataset's last check trained: {len(rows) - left} "
+                                 f"of {len(rows)} clips are aligned as they are now (their results are kept); {left} "
+                                 "to align (new, changed since, or not reached when a check was cut off)")
     try:
         return (yield from align_all(ws, dataset, rows, checkpoint, device, done=done, keep=log.append))
     finally:
         release_gpu_memory()
 
 
-def _resumable(log, steps: int) -> tuple[Path | None, dict[str, dict]]:
-    """(the aligner of a check cut off after its training, {row id: its saved result}), or (None, {}) when there is
-    none, it was trained for another number of steps, or its checkpoint is no longer the one it saved."""
+def _resumable(log, steps: int | None, rows: list[dict]) -> tuple[Path | None, dict[str, dict]]:
+    """(the aligner an earlier check trained, {row id: its saved result}): a check cut off after its training, or a
+    finished one (a re-check after fixing a few texts). (None, {}) when there is none, `steps` asks for another
+    training, its checkpoint is no longer the one it saved, or most clips it aligned have changed since (a dataset
+    prepared anew: an aligner trained on other audio or texts is trained afresh)."""
     from utils.transcripts.progress import stamp
 
     header, lines = log.read()
     path = Path(header["checkpoint"]) if header.get("checkpoint") else None
-    if path is None or header.get("steps") != steps or not path.is_dir() or stamp(path) != header.get("aligner"):
+    if path is None or (steps and header.get("steps") != steps) or not path.is_dir() or \
+            stamp(path) != header.get("aligner"):
         return None, {}
-    return path, {line["id"]: line for line in lines}
+    done = {line["id"]: line for line in lines}
+    changed = sum(1 for r in rows if r["id"] in done and done[r["id"]].get("key") != row_key(r))
+    return (None, {}) if 2 * changed > len(rows) else (path, done)
 
 
 def row_key(row: dict) -> str:
@@ -269,6 +317,7 @@ def align_all(ws: Workspace, dataset: str, rows: list[dict], checkpoint: Path, d
             (problems if "problem" in saved else out)[r["id"]] = saved.get("problem") or saved["signals"]
     try:
         for n, i in enumerate(todo, 1):
+            stop_if_cancelled(ws, dataset)
             r, tokens = encoded[i]
             mel = (features(ws, dataset, r) - mean) / std
             line = {"id": r["id"], "key": row_key(r)}
@@ -452,6 +501,7 @@ def train_aligner(ws: Workspace, dataset: str, steps: int, device: str = "auto")
     shown, status = (-1, ""), {}
     try:
         while (status := jobs.reconcile(path.parent)).get("state") in jobs.ACTIVE:
+            stop_if_cancelled(ws, dataset)
             step = int(status.get("step") or 0)
             waiting = status.get("state") == "queued" and status.get("message", "").startswith("waiting")
             if (step, waiting) != shown:
