@@ -145,15 +145,10 @@ def decide(ws: Workspace, dataset: str, row_id: str, action: str, text: str = ""
 
 
 def check_running(ws: Workspace, dataset: str) -> bool:
-    """Whether a transcript check of the dataset runs now (in this app or from the command line): it holds the
-    dataset's check lock."""
-    from utils.transcripts.scoring import one_check_at_a_time
+    """Whether a transcript check of the dataset runs now (in this app or from the command line)."""
+    from utils.transcripts.scoring import check_running as running
 
-    try:
-        with one_check_at_a_time(ws, dataset):
-            return False
-    except StudioError:
-        return True
+    return running(ws, dataset)
 
 
 def still_current(ws: Workspace, dataset: str, method: str) -> str | None:

@@ -96,8 +96,6 @@ def cancel_path(ws: Workspace, dataset: str) -> Path:
 def cancel_check(ws: Workspace, dataset: str) -> str:
     """Ask the dataset's running check to stop, from any page or process (the check runs in a process of its own
     and looks for the request at each training poll, each clip and each event); what it did is kept."""
-    from utils.transcripts.review import check_running
-
     if not dataset or not check_running(ws, dataset):
         raise StudioError(f"No transcript check of {dataset or 'this dataset'} is running.")
     cancel_path(ws, dataset).touch()
@@ -142,6 +140,16 @@ def one_check_at_a_time(ws: Workspace, dataset: str):
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def check_running(ws: Workspace, dataset: str) -> bool:
+    """Whether a transcript check of the dataset runs now (in this app or from the command line): it holds the
+    dataset's check lock."""
+    try:
+        with one_check_at_a_time(ws, dataset):
+            return False
+    except StudioError:
+        return True
 
 
 def _check(ws: Workspace, dataset: str, method: str, steps: int | None, device: str, rows: list[dict],
