@@ -278,7 +278,7 @@ def train_step(preset: str, settings: dict, report, n_symbols: int = 100, n_spea
 
     from models.matcha import MatchaConfig, MatchaTTS
     from utils.training import optimization as opt
-    from utils.training.acoustic import MatchaAdapter
+    from utils.matcha.adapter import MatchaAdapter
     from utils.training.batching import batch_to_device
     from utils.training.config import TrainConfig
 

@@ -156,7 +156,7 @@ def test_the_probe_tries_the_largest_batch_the_plan_can_use_and_nothing_larger()
 def test_the_probe_measures_beside_the_ema_and_the_optimizer_state_the_run_will_hold(tmp_path):
     """AdamW makes its two moments at the first step and the EMA is a third copy: for F5 on a T4 ~4 GB the probe
     did not see. Each probe step now runs with the EMA made and the moments' size held as ballast."""
-    from utils.training.acoustic import MatchaAdapter
+    from utils.matcha.adapter import MatchaAdapter
     from utils.training.engine import Engine, drain
     from utils.training.faults import with_faults
     from utils.training.probe import probe_limit
@@ -239,7 +239,7 @@ def test_a_compiled_run_says_it_compiles_and_evaluates_without_compiling_again(t
         return graph.forward
 
     monkeypatch.setattr(compiled, "OPTIONS", {"backend": counting})
-    from utils.training.acoustic import MatchaAdapter
+    from utils.matcha.adapter import MatchaAdapter
 
     evaluate = MatchaAdapter.evaluate
     during_eval = []

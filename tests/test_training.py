@@ -340,19 +340,20 @@ def test_blanks_are_on_by_default_recorded_in_the_checkpoint_and_a_checkpoint_ke
 
 def test_the_held_out_loss_is_measured_on_a_spread_of_held_out_clips_not_all_of_them(tmp_path, monkeypatch):
     """A 200 h dataset holds out ~11k clips: all of them would be ~1 GB of mels read before the first step."""
+    from utils.matcha import adapter as matcha_adapter
     from utils.training import acoustic
     from utils.training.data import spread
 
     assert spread(list(range(10)), 3) == [0, 4, 8] and spread(list(range(3)), 5) == [0, 1, 2]
     ws = make_dataset(tmp_path / "ws", n_train=2, n_val=5, max_chars=30)
-    measured, loss = [], acoustic.validation_loss
+    measured, loss = [], matcha_adapter.validation_loss
 
     def counting(model, batches, *args):
         measured.append(sum(b["tokens"].shape[0] for b in batches))
         return loss(model, batches, *args)
 
     monkeypatch.setattr(acoustic, "VAL_LOSS_CLIPS", 2)
-    monkeypatch.setattr(acoustic, "validation_loss", counting)
+    monkeypatch.setattr(matcha_adapter, "validation_loss", counting)
     result = run(prepare_run(tiny_config(ws, "held-out", max_steps=1, checkpoint_every=1, sample_clips=0)))
     assert result["state"] == "finished" and measured and set(measured) == {2}  # the averaged and the raw weights
     assert "5 held-out clips" in (ws.run_dir("held-out") / "train.log").read_text()  # all are still held out

@@ -24,8 +24,8 @@ from utils.training import checkpoint as ckpt
 from utils.training import optimization as opt
 from utils.training.acoustic import TextMelAdapter
 from utils.training.config import TrainConfig
-from utils.training.engine import Engine, Phase, drain
-from utils.training.faults import with_faults
+from utils.training import engine
+from utils.training.engine import Phase
 
 F5_FEATURES = FeatureConfig(log_floor=1e-5)  # the base was trained on log(clamp(mel, 1e-5)) of the same mels
 FINE_TUNE_LR = 1e-5  # community fine-tunes of v1 Base (F5-TTS issue 87): about 1e-5; 5e-6 learnt nothing (#849)
@@ -34,11 +34,8 @@ TINY_LR = 1e-3
 
 
 def train(cfg: TrainConfig, report=None) -> dict:
-    """Run (or resume) an F5 run; the same result dict as the acoustic trainer."""
-    adapter = with_faults(F5Adapter(cfg, report), cfg.fault_oom_above_frames, cfg.fault_oom_ranks,
-                          cfg.fault_nan_steps, cfg.fault_pause_checkpoint_step,
-                          measure=lambda b: b["mels"].shape[0] * b["mels"].shape[-1])
-    return drain(Engine(adapter).run())
+    """Run (or resume) an F5 run; the engine's result dict (utils.training.engine.train)."""
+    return engine.train(F5Adapter(cfg, report), cfg)
 
 
 class F5Adapter(TextMelAdapter):

@@ -1,5 +1,5 @@
 """The Matcha family: a small non-autoregressive model (models/matcha.py) trained from zero, or fine-tuned from one of
-this studio's Matcha checkpoints, on the shared training engine (utils/training/acoustic.py's MatchaAdapter). It runs
+this studio's Matcha checkpoints, on the shared training engine (utils/matcha/adapter.py's MatchaAdapter). It runs
 on any machine, and its weights are the curator's own: the one voice free of a non-commercial licence. This module
 answers what the studio asks of a model family (utils/families.py); importing it needs no torch."""
 from __future__ import annotations
@@ -50,7 +50,7 @@ def prepare(ws, cfg, accept_licence: bool = False) -> None:
 
 def memory_plan(cfg):
     """Its memory for the batch guess (utils.hardware.MemoryPlan), as its adapter plans it."""
-    from utils.training.acoustic import MatchaAdapter
+    from utils.matcha.adapter import MatchaAdapter
 
     return MatchaAdapter.memory_plan(cfg)
 
@@ -60,7 +60,7 @@ def guidance(ws, cfg) -> list[str]:
 
 
 def train(cfg, report=None) -> dict:
-    from utils.training.acoustic import train as run
+    from utils.matcha.adapter import train as run
 
     return run(cfg, report)
 

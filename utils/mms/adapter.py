@@ -29,8 +29,8 @@ from utils.mms.data import FEATURES
 from utils.training import gan
 from utils.training import optimization as opt
 from utils.training.config import TrainConfig, write_run_config
-from utils.training.engine import Engine, LoopSettings, Phase, drain
-from utils.training.faults import with_faults
+from utils.training import engine
+from utils.training.engine import LoopSettings, Phase
 from utils.workspace import Workspace
 
 # The batch guess's plan (utils.hardware.MemoryPlan); the batch itself is set in clips (_build_data), so it only
@@ -43,11 +43,8 @@ NOT_FOR_MMS = ("attention", "grad_checkpointing", "fp8", "blanks", "length_multi
 
 
 def train(cfg: TrainConfig, report=None) -> dict:
-    """Run (or resume) an MMS fine-tune; the same result dict as the other engines."""
-    adapter = with_faults(MmsAdapter(cfg, report), cfg.fault_oom_above_frames, cfg.fault_oom_ranks,
-                          cfg.fault_nan_steps, cfg.fault_pause_checkpoint_step, nan_phase="generator",
-                          measure=lambda b: int(b["spec_lens"].max()) * len(b["spec_lens"]))
-    return drain(Engine(adapter).run())
+    """Run (or resume) an MMS fine-tune; the engine's result dict (utils.training.engine.train)."""
+    return engine.train(MmsAdapter(cfg, report), cfg, nan_phase="generator")
 
 
 class MmsAdapter:
@@ -200,6 +197,9 @@ class MmsAdapter:
 
     def size(self, batch: dict) -> int:
         return len(batch["ids"])
+
+    def padded_frames(self, batch: dict) -> int:
+        return int(batch["spec_lens"].max()) * len(batch["spec_lens"])
 
     def split(self, batch: dict, parts: int) -> list[dict]:
         from utils.mms.data import split

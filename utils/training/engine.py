@@ -21,7 +21,7 @@ noise is a function of (seed, rank, step)), data parallelism under torchrun (one
 phase, after the out-of-memory agreement), stop requests, heartbeat, metrics.jsonl / TensorBoard, evaluation
 and best-checkpoint tracking.
 
-What differs lives in an adapter (utils/training/acoustic.py, utils/vocoder/training.py): how to build the
+What differs lives in an adapter (utils/matcha/adapter.py, utils/f5/adapter.py, utils/mms/adapter.py, utils/vocoder/training.py): how to build the
 model and its data, its optimizers and phases, one micro-batch's losses, how to evaluate, what a checkpoint's
 config.json says. Two optional methods: `forget_step()` drops what an adapter keeps between the phases of a
 step (called when the step runs out of memory, before the CUDA cache is emptied), and `save_checkpoint(folder,
@@ -150,6 +150,17 @@ def drain(events: Iterator[Event]) -> dict:
             next(events)
         except StopIteration as end:
             return end.value
+
+
+def train(adapter, cfg, nan_phase: str | None = None) -> dict:
+    """A family's run (or resume) to its end: {"state", "step", "last_checkpoint", "best_checkpoint", "message"}.
+    The test faults a TrainConfig asks for (its fault_* fields) wrap the adapter, sized by its `padded_frames`; a
+    run without them gets the adapter itself."""
+    from utils.training.faults import with_faults
+
+    adapter = with_faults(adapter, cfg.fault_oom_above_frames, cfg.fault_oom_ranks, cfg.fault_nan_steps,
+                          cfg.fault_pause_checkpoint_step, measure=adapter.padded_frames, nan_phase=nan_phase)
+    return drain(Engine(adapter).run())
 
 
 class SkipWindow:
