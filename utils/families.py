@@ -5,27 +5,9 @@
     family = families.of(config)         # the family of a checkpoint's or voice's config.json
     model, config = families.load(folder, device)
 
-Adding a family = its package (importable without torch) + one line in FAMILIES. What a family package answers
-(CONTRIBUTING.md, "Adding a model family"; utils/matcha is the smallest):
-    NAME, TITLE, DESCRIPTION, LICENCE (its weights', "" when none), SHORT_LICENCE, SAMPLE_STEPS, SAMPLE_RATE,
-    USES_STEPS, USES_TEMPERATURE, ASKS_LICENCE, ASKS_PROMPT, HAS_SIZES, FINETUNE_MODES, ONNX, STEPS_HELP,
-    USES_VOCODER (False: its model makes the waveform itself; its speech carries "wave", no vocoder is loaded),
-    GUIDE (when to choose it: the data and machine it is made for, in a few words)
-    BASE_HELP (a family that ASKS_LICENCE: what its base box on the Training tab takes)
-    DICTIONARY_NOTE (what the pronunciation dictionary can and cannot do for its voices; "" when all of it)
-    BASE_UPLOAD (the files its base upload box on the Training tab takes; "" when it has none)
-    machine_verdict(report) -> (bool, why)       whether this machine can train it usefully
-    base_verdict(ws) -> (bool, line)             whether its default base can be had here, and the line saying it
-    import_base(ws, files) -> folder             its base from uploaded files (a family with BASE_UPLOAD)
-    check_request(cfg, report=None)              refuse, before anything, what it cannot do (StudioError)
-    default_init(preset) -> str                  what a run begins from when no checkpoint is chosen
-    prepare(ws, cfg, accept_licence)             settle a new run's start (a base's licence, paths)
-    memory_plan(cfg) -> hardware.MemoryPlan      its fixed memory and per-frame cost for the batch guess
-    guidance(ws, cfg) -> [str]                   what to expect before Start (hours of data, time, disk)
-    train(cfg, report=None) -> dict              the run on the shared engine (utils/training/engine.py)
-    load(folder, device) -> (model, config)      a checkpoint or voice, with the Voice's calls (synthesise_batch)
-    tokenizer(config)                            its text frontend for speech
-    export(folder, vocoder, steps) -> [files]    what an exported voice adds (ONNX), or a refusal
+Adding a family = its package (importable without torch) + one line in FAMILIES (CONTRIBUTING.md, "Adding a model
+family"). What a family package answers, member by member, is the Protocol `Family` in utils/family_contract.py; `get`
+checks a package against it the first time it imports it, and refuses one that lacks a member, naming each.
 """
 from __future__ import annotations
 
@@ -41,11 +23,23 @@ def names() -> list[str]:
 
 
 def get(name: str | None):
+    """The family's package, checked against the contract the first time it is asked for."""
     from utils.events import StudioError
+    from utils.family_contract import missing
 
-    if (name or DEFAULT) not in FAMILIES:
+    name = name or DEFAULT
+    if name not in FAMILIES:
         raise StudioError(f"Unknown model family {name!r}: one of {', '.join(FAMILIES)}.")
-    return importlib.import_module(FAMILIES[name or DEFAULT])
+    family = importlib.import_module(FAMILIES[name])
+    if family not in _checked:
+        if lacking := missing(family):
+            raise StudioError(f"Model family {name!r} ({FAMILIES[name]}) lacks what every family answers "
+                              f"(utils/family_contract.py): {', '.join(lacking)}.")
+        _checked.add(family)
+    return family
+
+
+_checked: set = set()  # the packages that passed the contract (a module is hashable)
 
 
 def of(config: dict):

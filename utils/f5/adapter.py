@@ -271,7 +271,7 @@ class F5Adapter(TextMelAdapter):
 
     def _config_extra(self) -> dict:
         p = self.prompt.row
-        return {"engine": "f5", "model": self.mcfg.to_dict(), "text": self.frontend.to_dict(),
+        return {"model": self.mcfg.to_dict(), "text": self.frontend.to_dict(),
                 "speakers": self.speakers, "features": self.feat_cfg.to_dict(),
                 "licence": self.licence,
                 "prompt": {"id": p.get("id"), "text": p.get("text", ""), "tokens": self.prompt.tokens,

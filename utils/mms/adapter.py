@@ -309,7 +309,7 @@ class MmsAdapter:
     def _config_extra(self) -> dict:
         from models.vits_discriminator import sizes_of
 
-        return {"engine": "mms", "model": self.gen.config.to_dict(), "text": self.text.to_dict(),
+        return {"engine": self.cfg.engine, "model": self.gen.config.to_dict(), "text": self.text.to_dict(),
                 "speakers": self.speakers, "features": FEATURES.to_dict(), "licence": self.licence,
                 "discriminator_sizes": sizes_of(self.disc.state_dict())}
 

@@ -135,11 +135,16 @@ class TextMelAdapter:
 
     def write_run_config(self) -> None:
         write_run_config(self.run_dir / "config.json", self.cfg, resolved=self.machine.values,
-                         reasons=self.machine.reasons, **self._config_extra())
+                         reasons=self.machine.reasons, **self._family_config())
 
     def checkpoint_config(self, step: int) -> dict:
-        """config.json of a checkpoint: the model's own part (`_config_extra`) + the run's settings."""
-        return {**self._config_extra(), "step": step, "train": self.cfg.to_dict(), "resolved": self.machine.values}
+        """config.json of a checkpoint: its family and the model's own part + the run's settings."""
+        return {**self._family_config(), "step": step, "train": self.cfg.to_dict(), "resolved": self.machine.values}
+
+    def _family_config(self) -> dict:
+        """The family's name (families.of reads it back: a voice speaks and exports through its own family, also
+        one built on another's adapter), then the model's own part (`_config_extra`)."""
+        return {"engine": self.cfg.engine, **self._config_extra()}
 
     def schedule_lines(self) -> list[str]:
         """The schedule as this run will make it, in optimizer updates: warm-up (never over a tenth of the run,

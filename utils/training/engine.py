@@ -23,11 +23,11 @@ and best-checkpoint tracking.
 
 What differs lives in an adapter (utils/matcha/adapter.py, utils/f5/adapter.py, utils/mms/adapter.py, utils/vocoder/training.py): how to build the
 model and its data, its optimizers and phases, one micro-batch's losses, how to evaluate, what a checkpoint's
-config.json says. Two optional methods: `forget_step()` drops what an adapter keeps between the phases of a
-step (called when the step runs out of memory, before the CUDA cache is emptied), and `save_checkpoint(folder,
-weights, config, trainer_state)` writes a checkpoint instead of utils.training.checkpoint's (the fault wrapper
-pauses a save there). Test faults (out of memory, NaN, a save paused half-written) wrap the adapter
-(utils/training/faults.py); nothing of them is in this loop.
+config.json says. What the engine asks of it, member by member, is the Protocol `TrainingAdapter` in
+utils/family_contract.py (checked before the run starts); what it asks only of adapters that have it
+(`forget_step`, `save_checkpoint`, the batch probe, ...) is that module's OPTIONAL, read through `optional`.
+Test faults (out of memory, NaN, a save paused half-written) wrap the adapter (utils/training/faults.py);
+nothing of them is in this loop.
 """
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ from typing import Any, Iterator
 import torch
 
 from utils.events import Event, StudioError
+from utils.family_contract import check_adapter, optional
 from utils.training import checkpoint as ckpt
 from utils.training import compiled, failures
 from utils.training import ddp
@@ -189,6 +190,7 @@ class SkipWindow:
 
 class Engine:
     def __init__(self, adapter, echo: bool = True):
+        check_adapter(adapter)  # a member missing fails now, by name, not hours into a run
         self.a = adapter
         self.s: LoopSettings = adapter.settings
         self.m: opt.Machine = adapter.machine
@@ -203,7 +205,7 @@ class Engine:
         self.dist = ddp.setup(self.m.device)
         self.device = f"cuda:{self.dist.local_rank}" if self.m.device == "cuda" else self.m.device
         self.files = RunFiles(run_dir, enabled=self.dist.main, echo=self.echo)
-        self.stop = StopRequest(run_dir, getattr(self.a, "stop_event", None))
+        self.stop = StopRequest(run_dir, optional(self.a, "stop_event"))
         self.files.status(state="running", kind=self.a.kind, pid=os.getpid(), step=0, max_steps=self.s.max_steps,
                           eta_s=None, last_checkpoint=None, best_checkpoint=None, message="preparing data",
                           started=time.time())
@@ -258,6 +260,7 @@ class Engine:
         resume_from = ckpt.resume_point(s.resume, checkpoints)
         self.step = 0
         a.build(Context(self.device, self.dist, self.log, resume_from, lambda: opt.autocast(m)))
+        check_adapter(a, built=True)
         yield from self._events()
         self.scaler = opt.grad_scaler(m)  # loss scaling for fp16 only
         self.split, self.lr_scale, self.bad_steps, self.good_lr_scale = 1, 1.0, 0, 1.0
@@ -269,10 +272,10 @@ class Engine:
         # the averaged weights exist before the probe, so that what it measures leaves room for them
         self.ema = ([p.detach().clone() for p in a.modules[a.inference].parameters()]
                     if s.ema_decay > 0 else None)
-        if m.probe and not resume_from and hasattr(a, "probe_batch"):
+        if m.probe and not resume_from and optional(a, "probe_batch"):
             self._probe()  # a resumed run keeps its batch size (the data order depends on it)
         # after the probe: every probed size would be a new shape to compile
-        targets = a.compile_targets() if m.values.get("compile") else []
+        targets = optional(a, "compile_targets", list)() if m.values.get("compile") else []
         self.compiled = compiled.CompiledParts(targets, part_names(targets, a.modules), self._compile_failed)
         self.graphs_logged = 0
         for module in a.modules.values():  # every rank starts from rank 0's weights
@@ -300,7 +303,7 @@ class Engine:
             phase.optimizer.zero_grad(set_to_none=True)
 
         longest = a.probe_unit()
-        limit = probe_limit(self.dist.world_size, getattr(a.cfg, "probe_headroom", 1.0))
+        limit = probe_limit(self.dist.world_size, getattr(optional(a, "cfg"), "probe_headroom", 1.0))
         self.probe_ballast = optimizer_state_ballast(a.optimizers.values(), self.device)
         try:
             fitted, _ = probe_max_frames(try_frames, min(m.max_frames_per_batch, limit), longest, limit=limit,
@@ -490,7 +493,7 @@ class Engine:
         """Free what a step that ran out of memory holds, in this order: the adapter's tensors kept between phases
         (the GAN's generator output and its graph), the phases' partial gradients, then the CUDA cache, which can
         only hand back blocks no live tensor holds."""
-        forget = getattr(self.a, "forget_step", None)
+        forget = optional(self.a, "forget_step")
         if forget is not None:
             forget()
         for phase in phases:
@@ -708,7 +711,7 @@ class Engine:
         if self.ema is not None and self.winner == "ema":  # the weights the last evaluation found better
             for (name, _), e in zip(a.modules[a.inference].named_parameters(), self.ema):
                 weights[name] = e
-        weights.update(getattr(a, "extra_weights", dict)())  # tensors inference needs beside the model (F5's prompt)
+        weights.update(optional(a, "extra_weights", dict)())  # tensors inference needs beside the model (F5's prompt)
         trainer_state = {
             "format": STATE_FORMAT, "step": step, "split": self.split, "lr_scale": self.lr_scale,
             **{name: getattr(self, name) for name in COUNTERS},
@@ -718,13 +721,13 @@ class Engine:
             "scaler": self.scaler.state_dict(), "ema": self.ema, "adapter": a.state_dict(),
             "precision_fallback": self.fallback, "winner": self.winner,
         }
-        if getattr(a, "state_newest_only", False) and (note := ckpt.make_room(a.run_dir / "checkpoints")):
+        if optional(a, "state_newest_only", False) and (note := ckpt.make_room(a.run_dir / "checkpoints")):
             self.log(note, "warning")
-        save = getattr(a, "save_checkpoint", ckpt.save_checkpoint)
+        save = optional(a, "save_checkpoint", ckpt.save_checkpoint)
         folder = save(a.run_dir / "checkpoints" / f"step-{step}", weights, a.checkpoint_config(step), trainer_state)
         ckpt.prune(a.run_dir / "checkpoints", self.s.keep_checkpoints,
                    {Path(self.best["path"])} if self.best["path"] else set(),
-                   state_newest_only=getattr(a, "state_newest_only", False))  # large models: one resumable copy
+                   state_newest_only=optional(a, "state_newest_only", False))  # large models: one resumable copy
         self.files.status(last_checkpoint=str(folder))
         return folder
 

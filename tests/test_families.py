@@ -1,0 +1,110 @@
+"""The family seam: every registered family answers the contract (utils/family_contract.py), a package that lacks
+a member is refused by name when it registers, and a new family is one package plus one registry line: a throw-away
+family (Matcha's model under another name) trains on the CPU through the service the CLI uses, speaks and exports."""
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from tests.helpers import make_dataset
+from utils import families
+from utils.events import StudioError
+from utils.family_contract import BUILT, Family, TrainingAdapter, members, missing
+
+# The smallest family: Matcha's model, adapter and loader under another name (CONTRIBUTING.md's worked example).
+ECHO = '''
+"""Echo: Matcha's model under another name, the smallest family the studio takes."""
+from utils.matcha import (base_verdict, check_request, default_init, guidance, load, machine_verdict,  # noqa: F401
+                          memory_plan, prepare, tokenizer, train)
+
+NAME = "echo"
+TITLE = "Echo"
+DESCRIPTION = "Echo: Matcha's model under another name."
+GUIDE = "testing the family seam"
+LICENCE = SHORT_LICENCE = DICTIONARY_NOTE = BASE_UPLOAD = ""
+SAMPLE_RATE, SAMPLE_STEPS, STEPS_HELP = 24_000, 2, "steps of the flow decoder"
+USES_STEPS = USES_TEMPERATURE = USES_VOCODER = HAS_SIZES = True
+ASKS_LICENCE = ASKS_PROMPT = ONNX = False
+FINETUNE_MODES = ("full",)
+
+
+def export(folder, vocoder, steps):
+    (folder / "echo.txt").write_text(f"exported by {NAME} with {steps} steps")
+    return ["echo.txt"]
+'''
+
+
+def register(tmp_path, monkeypatch, name: str, source: str) -> None:
+    """A family package `name` in a temporary folder, importable and in FAMILIES."""
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(families.FAMILIES, name, name)
+
+
+def test_every_registered_family_answers_the_whole_contract():
+    for name in families.names():
+        assert missing(families.get(name)) == [], name
+        assert families.get(name).NAME == name
+    assert {"NAME", "USES_VOCODER", "train", "load", "export"} <= set(members(Family))
+    assert {"build", "losses", "evaluate", "modules", "kind"} <= set(members(TrainingAdapter))
+
+
+def test_a_family_that_lacks_a_member_is_refused_by_name_when_it_registers(tmp_path, monkeypatch):
+    register(tmp_path, monkeypatch, "no_tokenizer_family", ECHO.replace("memory_plan, prepare, tokenizer, train",
+                                                                        "memory_plan, prepare, train"))
+    with pytest.raises(StudioError, match="no_tokenizer_family.*: tokenizer\\.$"):
+        families.get("no_tokenizer_family")
+    # a family that asks for its base's licence answers what the licence box and the base box say
+    register(tmp_path, monkeypatch, "licensed_family", ECHO.replace("ASKS_LICENCE = ASKS_PROMPT", "ASKS_PROMPT")
+             + "ASKS_LICENCE = True\n")
+    with pytest.raises(StudioError, match="licensed_family.*: BASE_HELP, SIZE_MB\\.$"):
+        families.get("licensed_family")
+
+
+def test_the_engine_refuses_an_adapter_that_lacks_a_member_by_name_before_and_after_build(tmp_path):
+    from types import SimpleNamespace
+
+    from tests.test_engine import LineAdapter
+    from utils.training.engine import Engine, drain
+
+    without_score = SimpleNamespace(**{n: None for n in members(TrainingAdapter) if n not in BUILT + ("score",)})
+    with pytest.raises(TypeError, match="lacks what the engine asks of a training adapter.*: score\\.$"):
+        Engine(without_score)
+
+    class Unbuilt(LineAdapter):
+        def build(self, ctx):
+            self.ctx = ctx  # sets no modules, optimizers or phases
+
+    with pytest.raises(TypeError, match="Unbuilt lacks .*: modules, optimizers, phases\\.$"):
+        drain(Engine(Unbuilt(tmp_path / "run"), echo=False).run())
+
+
+def test_a_new_family_is_one_package_and_one_registry_line(tmp_path, monkeypatch):
+    """Trained through prepare_run/run (what `app.py train` calls), spoken with through the Voice, exported: each
+    step asks the family by the name its checkpoint carries, never Matcha's."""
+    from utils import inference
+    from utils.training import TrainConfig, prepare_run, run
+
+    register(tmp_path, monkeypatch, "echo", ECHO)
+    ws = make_dataset(tmp_path / "ws", n_train=2, n_val=1, max_chars=30)
+    cfg = TrainConfig(workspace=str(ws.root), dataset="am", run="echo-run", engine="echo", preset="tiny",
+                      max_steps=2, warmup_steps=1, log_every=1, checkpoint_every=2, max_frames_per_batch=400,
+                      grad_accumulation=1, mcd="logmel", eval_clips=1, sample_clips=0, ode_steps=2)
+    result = run(prepare_run(cfg))
+    assert result["state"] == "finished", result["message"]
+    saved = json.loads((ws.run_dir("echo-run") / "checkpoints" / "step-2" / "config.json").read_text())
+    assert families.of(saved).NAME == "echo"  # the checkpoint says its family
+
+    voice = inference.Voice.load(result["last_checkpoint"])
+    assert voice.family.NAME == "echo"
+    wave, sample_rate, _ = voice.synthesize("ሰላም ነው።", steps=2)
+    assert sample_rate == 24_000 and len(wave) > 0
+
+    exported = inference.export_voice(ws, "echo-run", "echo-voice", vocoder="griffin-lim", onnx=True, onnx_steps=3)
+    assert (exported / "echo.txt").read_text() == "exported by echo with 3 steps"  # the family's own export
+    config = json.loads((exported / "config.json").read_text())
+    assert config["engine"] == "echo" and config["voice"]["onnx"] == ["echo.txt"]
+    assert inference.voice_engine(ws, "echo-voice") == "echo"
