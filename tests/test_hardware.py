@@ -169,3 +169,22 @@ def test_the_first_cpu_reading_is_a_measurement_not_zero(monkeypatch):
     monkeypatch.setattr(psutil, "cpu_percent", lambda interval=None: asked.append(interval) or 42.0)
     assert hardware.live_usage()["cpu_percent"] == 42.0 and hardware.live_usage()["cpu_percent"] == 42.0
     assert asked[0] and asked[0] > 0 and asked[1:] == [None]  # the first waits for a real interval, then none do
+
+
+def test_the_helper_models_device_is_decided_in_one_place_for_the_recognizer_and_the_aligner(monkeypatch, tmp_path):
+    """The recognizer and the transcript check's aligner ask utils.hardware where "auto" runs: the GPU when CUDA is
+    there (asked at each call), the CPU otherwise; a device asked for is kept. The recognizer in the app's process
+    keeps off a GPU a training run holds."""
+    from utils import jobs
+    from utils.transcripts import asr
+    from utils.workspace import Workspace
+
+    ws = Workspace.open(tmp_path / "ws")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert hardware.cuda_or_cpu() == "cpu" and hardware.cuda_or_cpu("cuda:1") == "cuda:1"
+    assert asr.work_device(ws) == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert hardware.cuda_or_cpu() == "cuda" and hardware.cuda_or_cpu("cpu") == "cpu"
+    assert asr.work_device(ws) == "cuda"
+    monkeypatch.setattr(jobs, "gpu_runs", lambda ws: ["a-run"])
+    assert asr.work_device(ws) == "cpu" and asr.work_device(ws, "cuda") == "cuda"

@@ -204,6 +204,21 @@ def device() -> str:
     return "cuda" if torch.cuda.is_available() else "mps" if _mps_available() else "cpu"
 
 
+def has_cuda() -> bool:
+    """A CUDA GPU this process can use, asked at each call (a test or a CUDA_VISIBLE_DEVICES change is seen)."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def cuda_or_cpu(requested: str = "auto") -> str:
+    """The device of the studio's helper models (recognizer, aligner, checkpoints read for a check): what was asked
+    for, or for "auto" the CUDA GPU when there is one, else the CPU (no MPS: their kernels are not all there)."""
+    if requested != "auto":
+        return requested
+    return "cuda" if has_cuda() else "cpu"
+
+
 # -------------------------------------------------------------------------- recommendations
 def recommend(report: HardwareReport, plan: MemoryPlan = MemoryPlan()) -> dict[str, Setting]:
     """Settings for this machine and a model's memory `plan`, each with why. Pure: depends only on its arguments."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from pathlib import Path
 
+from utils import hardware
 from utils.events import StudioError
 from utils.voice_folders import (best_checkpoint, is_acoustic, is_vocoder, list_voices, resolve_voice, run_folders,
                                  checkpoints_of, vocoder_source)
@@ -134,7 +135,7 @@ def pick_device(ws: Workspace, requested: str = "auto") -> tuple[str, str]:
     requested = (requested or "auto").lower()
     if requested not in DEVICES:
         raise StudioError(f"Device {requested!r}: use one of {', '.join(DEVICES)}.")
-    if requested == "cpu" or not torch.cuda.is_available():
+    if requested == "cpu" or not hardware.has_cuda():
         return "cpu", "CPU" if requested == "cpu" else "CPU (no GPU here)"
     training = jobs.gpu_runs(ws)
     if requested == "cuda":

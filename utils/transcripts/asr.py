@@ -28,6 +28,7 @@ from typing import Iterator
 
 import numpy as np
 
+from utils import hardware
 from utils.events import Event, StudioError, time_left
 from utils.hub import install_folder
 from utils.transcripts import recognizers
@@ -231,10 +232,7 @@ _LOCK = threading.Lock()
 
 def load(folder: Path, device: str = "auto") -> Recognizer:
     """One loaded recognizer per (folder, device) until `unload` (a 1 B model loads in seconds)."""
-    import torch
-
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = hardware.cuda_or_cpu(device)
     key = (str(Path(folder).resolve()), device)
     with _LOCK:
         if key not in _LOADED:
@@ -257,13 +255,11 @@ def unload(folder: Path, device: str) -> None:
 def work_device(ws: Workspace, device: str = "auto") -> str:
     """Where recognition in the app's own process runs: `auto` is the GPU unless a training run holds or waits for
     it (its memory is the run's; the CPU is slower but takes nothing from it)."""
-    import torch
-
     from utils import jobs
 
     if device != "auto":
         return device
-    return "cuda" if torch.cuda.is_available() and not jobs.gpu_runs(ws) else "cpu"
+    return "cuda" if hardware.has_cuda() and not jobs.gpu_runs(ws) else "cpu"
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ from typing import Iterator
 
 import numpy as np
 
+from utils import hardware
 from utils.events import Event, StudioError
 from utils.jobs import check_run
 from utils.workspace import Workspace, atomic_write_json, read_json
@@ -294,7 +295,7 @@ def release_gpu_memory() -> None:
 
     import torch
 
-    if torch.cuda.is_available():
+    if hardware.has_cuda():
         gc.collect()
         torch.cuda.empty_cache()
 
@@ -398,11 +399,7 @@ def _align_one(model, tokens, mel: np.ndarray, speaker: int, sounds, others: lis
 def _load(checkpoint: Path, device: str):
     from utils.training import load_checkpoint
 
-    import torch
-
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    return load_checkpoint(checkpoint, device=device)
+    return load_checkpoint(checkpoint, device=hardware.cuda_or_cpu(device))
 
 
 def _frontend(config: dict, rows: list[dict]):
@@ -423,7 +420,7 @@ def estimate_seconds(n_clips: int, longest: int, steps: int, device: str = "auto
     batch shape on this machine, then scale by the steps and clips (plus the trainer's start-up)."""
     import torch
 
-    dev = "cuda" if device == "auto" and torch.cuda.is_available() else ("cpu" if device == "auto" else device)
+    dev = hardware.cuda_or_cpu(device)
     with torch.random.fork_rng(devices=[torch.device(dev).index or 0] if dev.startswith("cuda") else []):
         # the caller's random stream is left as it was
         torch.manual_seed(0)
@@ -504,7 +501,7 @@ def train_aligner(ws: Workspace, dataset: str, steps: int, device: str = "auto")
     shutil.rmtree(ws.run_dir(name), ignore_errors=True)  # a check never resumes an older check's weights
     cfg = aligner_config(ws, dataset, steps, device)
     path = prepare_run(cfg)
-    gpu = device == "cuda" or (device == "auto" and _has_cuda())
+    gpu = device == "cuda" or (device == "auto" and hardware.has_cuda())
     jobs.start(ws, name, path, devices="cuda:0" if gpu else "cpu")
     shown, status = (-1, ""), {}
     try:
@@ -542,9 +539,3 @@ def _stop_and_wait(ws: Workspace, name: str, patience_s: float = 60.0) -> None:
         time.sleep(0.2)
     if running():
         jobs.stop(ws, name)  # a second Stop kills the process group
-
-
-def _has_cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
