@@ -138,6 +138,9 @@ def test_the_machine_picks_the_300m_on_a_cpu_or_a_small_gpu_and_the_1b_on_a_big_
     assert model is recognizers.OMNI_1B and "80 GB" in why
     line = recognizers.line(recognizers.choose([]))
     assert "hf-audio/omniasr-ctc-300m-v2" in line and "Apache-2.0" in line
+    assert recognizers.omniasr_loadable()  # transformers >= 5.24 on Python >= 3.11 (requirements.txt)
+    model, why = recognizers.choose([80.0], omniasr=False)  # Python 3.10: transformers stops below 5.24
+    assert model is recognizers.MMS and "Python 3.11" in why and "non-commercial" in why
     assert asr.default_model() is recognizers.OMNI_300M  # this machine has no GPU
     from utils import hardware
     from webui.system import hardware_card

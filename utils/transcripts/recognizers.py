@@ -38,8 +38,23 @@ def known(source: str) -> Known | None:
     return KNOWN.get(str(source).strip())
 
 
-def choose(gpus_gb: list[float]) -> tuple[Known, str]:
-    """(the recognizer to fetch, why) for a machine with GPUs of these memories (GiB; [] for a CPU)."""
+def omniasr_loadable() -> bool:
+    """Whether the installed transformers has omniASR CTC (5.24 and later, which need Python 3.11: on Python 3.10
+    the requirements install an older one, and MMS-1b-all is the recognizer there)."""
+    import importlib.util
+
+    return importlib.util.find_spec("transformers.models.omniasr_ctc") is not None
+
+
+def choose(gpus_gb: list[float], omniasr: bool | None = None) -> tuple[Known, str]:
+    """(the recognizer to fetch, why) for a machine with GPUs of these memories (GiB; [] for a CPU) whose
+    transformers has omniASR (`omniasr`; None: this one's)."""
+    if not (omniasr_loadable() if omniasr is None else omniasr):
+        import sys
+
+        return MMS, (f"{MMS.title} ({MMS.download_gb} GB download, {MMS.licence}): omniASR needs transformers 5.24 "
+                     f"or newer, which needs Python 3.11 or newer (this is Python {sys.version_info[0]}."
+                     f"{sys.version_info[1]}); on a newer Python, install the requirements again for omniASR")
     small = (f"{OMNI_300M.title} ({OMNI_300M.download_gb} GB download, about {OMNI_300M.gpu_gb:.0f} GB of GPU "
              f"memory, error rate {OMNI_300M.cer_gsma} on an Amharic benchmark)")
     if not gpus_gb:
