@@ -154,6 +154,24 @@ def test_training_evaluates_through_the_default_fixed_when_the_run_is_prepared(w
     assert load_eval_vocoder(ws, "griffin-lim", "cpu", FeatureConfig()) is None
 
 
+def test_a_vocoder_of_other_mel_features_is_refused_by_name_for_speech_and_for_a_runs_evaluation(ws, public_folder):
+    """One check (utils/vocoder/choice.py) for the Inference tab and for a run's evaluations: the public Vocos
+    expects 24 kHz, 100 mels, hop 256; a model of 22.05 kHz mels would be turned into noise through it."""
+    from dataclasses import replace
+
+    from utils.training.evaluate import load_eval_vocoder
+    from utils.vocoder.choice import check_features_match
+
+    run_to_end(vd.fetch(ws, source=public_folder))
+    other = replace(FeatureConfig(), sample_rate=22050)
+    with pytest.raises(StudioError, match=r"eval_vocoder: the model makes different mel features .*sample rate 22050"):
+        load_eval_vocoder(ws, "auto", "cpu", other)
+    vocoder = load_eval_vocoder(ws, "auto", "cpu", FeatureConfig())
+    with pytest.raises(StudioError, match=r"step-8 makes different mel features than the vocoder vocos \(x\)"):
+        check_features_match(other, vocoder.cfg, "step-8", "vocos (x)")
+    check_features_match(FeatureConfig(), vocoder.cfg, "step-8", "vocos (x)")  # the same features pass
+
+
 @pytest.mark.parametrize("hf_offline", [True, False], ids=["HF_HUB_OFFLINE", "no-network"])
 def test_offline_the_fetch_is_tried_once_and_griffin_lim_speaks_with_a_one_line_reason(ws, monkeypatch, hf_offline):
     import huggingface_hub

@@ -90,14 +90,3 @@ def resolve_voice(ws: Workspace, voice: str) -> Path:
         raise StudioError(f"{name} is not an acoustic-model checkpoint (model.safetensors + config.json with "
                           "model and frontend); a vocoder folder goes in the vocoder field instead.")
     return folder
-
-
-def vocoder_source(ws: Workspace, vocoder: str) -> Path | str:
-    """A vocoder folder/file in the workspace (paths outside it are refused), else a hub id as given."""
-    path = Path(vocoder)
-    if path.is_absolute() or (ws.root / path).exists():
-        return ws.inside(path)
-    if path.parts and path.parts[0] in ("vocoders", "runs", "voices"):  # meant the workspace, not the hub
-        raise StudioError(f"No vocoder at {ws.root / path}: choose one the workspace lists (Inference tab), "
-                          "or add the public Vocos there.")
-    return vocoder

@@ -17,8 +17,8 @@ import numpy as np
 from utils import families
 from utils.events import StudioError
 from utils.text.ethiopic import is_ethiopic
-from utils.inference.voices import (GRIFFIN_LIM, check_features_match, load_acoustic, load_vocoder_for,
-                                    pick_device, resolve_voice)
+from utils.inference.voices import GRIFFIN_LIM, load_acoustic, load_vocoder_for, pick_device, resolve_voice
+from utils.vocoder.choice import check_features_match
 from utils.voice_folders import voice_dictionary
 from utils.workspace import Workspace
 
@@ -149,7 +149,7 @@ class Voice:
         self.speakers = list(config.get("speakers") or [])
         self.user_dict = voice_dictionary(self.folder)  # its own, used unless a workspace's is given (stream)
         if vocoder is not None:
-            check_features_match(self.features, vocoder, self.folder.name, vocoder_label)
+            check_features_match(self.features, vocoder.cfg, self.folder.name, vocoder_label)
 
     @classmethod
     def load(cls, folder: str | Path, device: str = "cpu", vocoder: str | Path | None = None) -> "Voice":

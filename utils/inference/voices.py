@@ -12,11 +12,11 @@ from pathlib import Path
 
 from utils import hardware
 from utils.events import StudioError
+from utils.vocoder.choice import GRIFFIN_LIM, auto_vocoder, vocoder_source
 from utils.voice_folders import (best_checkpoint, is_acoustic, is_vocoder, list_voices, resolve_voice, run_folders,
-                                 checkpoints_of, vocoder_source)
+                                 checkpoints_of)
 from utils.workspace import Workspace, read_json
 
-GRIFFIN_LIM = "griffin-lim"
 
 
 # ----------------------------------------------------------------------------------- listing
@@ -49,16 +49,6 @@ def vocoder_menu(ws: Workspace) -> list[tuple[str, str]]:
         rel = str(default.relative_to(ws.root))
         menu.append((f"{rel} (public Vocos, MIT licence)", rel))
     return menu + [(f"{GRIFFIN_LIM} (no vocoder: buzzy)", GRIFFIN_LIM)]
-
-
-def auto_vocoder(ws: Workspace, voice_folder: Path | None = None) -> Path | None:
-    """What "auto" means: the voice's own vocoder, else the workspace default (the public Vocos once fetched),
-    else None (Griffin-Lim)."""
-    from utils.vocoder.default import default_vocoder
-
-    if voice_folder is not None and is_vocoder(voice_folder / "vocoder"):
-        return voice_folder / "vocoder"
-    return default_vocoder(ws)
 
 
 def auto_vocoder_label(ws: Workspace) -> str:
@@ -206,18 +196,6 @@ def load_vocoder_for(ws: Workspace, voice_folder: Path, vocoder: str | None, dev
         return None, GRIFFIN_LIM
     source = vocoder_source(ws, vocoder)
     return _cached(f"vocoder:{device}", Path(source), lambda: load_vocoder(source, device)), f"vocos ({vocoder})"
-
-
-def check_features_match(features, vocoder, acoustic_name: str, vocoder_label: str) -> None:
-    """A vocoder made for other mel features would turn good mels into noise: refuse it by name."""
-    cfg = vocoder.cfg
-    ours = {"sample rate": features.sample_rate, "mels": features.n_mels, "hop": features.hop_length,
-            "FFT size": features.n_fft}
-    theirs = {"sample rate": cfg.sample_rate, "mels": cfg.n_mels, "hop": cfg.hop_length, "FFT size": cfg.n_fft}
-    diff = [f"{k} {ours[k]} vs {theirs[k]}" for k in ours if ours[k] != theirs[k]]
-    if diff:
-        raise StudioError(f"{acoustic_name} makes different mel features than the vocoder {vocoder_label} expects "
-                          f"({'; '.join(diff)}). Pick a vocoder trained on the same features, or Griffin-Lim.")
 
 
 def import_vocoder(ws: Workspace, files: list[str | Path], name: str) -> Path:

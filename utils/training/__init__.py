@@ -25,7 +25,7 @@ def prepare_run(cfg: TrainConfig, accept_licence: bool = False) -> Path:
     import time
 
     from utils.datasets.manifest import require_usable
-    from utils.vocoder.default import resolve
+    from utils.vocoder.choice import resolve
     from utils.workspace import Workspace, check_name
 
     ws = Workspace.open(cfg.workspace)

@@ -28,22 +28,19 @@ def vocode(logmel: torch.Tensor, feat_cfg: FeatureConfig, vocoder=None) -> np.nd
 def load_eval_vocoder(ws, name: str, device: str, feat_cfg: FeatureConfig):
     """The vocoder a run evaluates through (TrainConfig.eval_vocoder), or None for Griffin-Lim. Checked before
     training starts: a wrong name or a vocoder of other features fails now, not at the first evaluation."""
-    from utils.vocoder.default import resolve
+    from utils.vocoder.choice import check_features_match, resolve, vocoder_source
 
     name = resolve(ws, name)  # "auto": the workspace's default vocoder (prepare_run has usually fixed it already)
     if name in ("", "griffin-lim"):
         return None
     from utils.events import StudioError
-    from utils.voice_folders import vocoder_source
     from utils.vocoder import load_vocoder
 
     try:
         model = load_vocoder(vocoder_source(ws, name), device)
+        check_features_match(feat_cfg, model.cfg, "the model", name)
     except StudioError as exc:
         raise StudioError(f"eval_vocoder: {exc}") from exc
-    if (model.cfg.n_mels, model.cfg.hop_length) != (feat_cfg.n_mels, feat_cfg.hop_length):
-        raise StudioError(f"eval_vocoder {name}: it expects {model.cfg.n_mels} mels at hop {model.cfg.hop_length}, "
-                          f"the model makes {feat_cfg.n_mels} at hop {feat_cfg.hop_length}.")
     return model
 
 

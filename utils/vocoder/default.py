@@ -73,15 +73,6 @@ def default_vocoder(ws: Workspace) -> Path | None:
     return folder if (folder / "pytorch_model.bin").is_file() or (folder / "model.safetensors").is_file() else None
 
 
-def resolve(ws: Workspace, name: str) -> str:
-    """A vocoder setting with "auto" made concrete: the default's folder relative to the workspace, else
-    "griffin-lim". Training evaluations use it (TrainConfig.eval_vocoder); other names pass unchanged."""
-    if name != "auto":
-        return name
-    folder = default_vocoder(ws)
-    return str(folder.relative_to(ws.root)) if folder is not None else "griffin-lim"
-
-
 def notice(folder: Path) -> dict[str, str]:
     """The `Key: value` lines at the top of a vocoder's LICENSE.md (Source, Licence, Fetched); {} without one."""
     try:
