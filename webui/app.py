@@ -19,6 +19,17 @@ TABS = (
 )
 
 
+def studio_theme() -> gr.themes.Theme:
+    """Gradio's default look with fonts whose every face has every letter: its bundled SemiBold files of Source Sans
+    Pro and IBM Plex Mono hold a few dozen glyphs (subsets), so a title or a button at weight 600 drew "A" and "B" in
+    the font and the other letters in the browser's fallback. Regular and Bold are whole; 600 text takes the Bold."""
+    whole = (400, 700)
+    return gr.themes.Default(font=[gr.themes.LocalFont("Source Sans Pro", weights=whole), "ui-sans-serif",
+                                   "system-ui", "sans-serif"],
+                             font_mono=[gr.themes.LocalFont("IBM Plex Mono", weights=whole), "ui-monospace",
+                                        "Consolas", "monospace"])
+
+
 def build_ui(ctx: AppContext) -> gr.Blocks:
     with gr.Blocks(title="Amharic TTS Studio") as demo:
         gr.Markdown("# Amharic TTS Studio\nFrom raw Amharic recordings to a working voice. "
@@ -134,7 +145,7 @@ def launch(workspace: Workspace, host: str = "127.0.0.1", port: int = 7860, shar
         server_name=host, server_port=port, share=share, auth=auth,
         auth_message="Amharic TTS Studio: log in with the user and password printed where the app started.",
         allowed_paths=[str(workspace.root), str(ASSETS)],  # nothing else on the machine is served
-        max_file_size=f"{max_upload_mb}mb", css_paths=[ASSETS / "style.css"],
+        max_file_size=f"{max_upload_mb}mb", css_paths=[ASSETS / "style.css"], theme=studio_theme(),
         js=(ASSETS / "app.js").read_text(encoding="utf-8"), footer_links=["api", "settings"],
         show_error=True,
     )
