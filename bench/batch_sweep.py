@@ -61,7 +61,7 @@ def main() -> None:
     common.add_machine_args(p)
     args = p.parse_args()
 
-    from utils.training.optimization import is_oom
+    from utils.training.failures import is_oom
 
     report = common.start(args)
     gpu = report.device == "cuda"
