@@ -357,3 +357,15 @@ def test_the_held_out_loss_is_measured_on_a_spread_of_held_out_clips_not_all_of_
     result = run(prepare_run(tiny_config(ws, "held-out", max_steps=1, checkpoint_every=1, sample_clips=0)))
     assert result["state"] == "finished" and measured and set(measured) == {2}  # the averaged and the raw weights
     assert "5 held-out clips" in (ws.run_dir("held-out") / "train.log").read_text()  # all are still held out
+
+
+def test_a_run_without_held_out_rows_evaluates_on_training_clips_and_says_so_and_one_with_no_usable_row_is_refused():
+    """One rule for every family (Matcha, F5 and MMS read their rows through it)."""
+    from utils.events import StudioError
+    from utils.training.data import held_out_or_fit
+
+    said = []
+    assert held_out_or_fit("d", [1, 2, 3], [9], 2, said.append) == [9] and said == []
+    assert held_out_or_fit("d", [1, 2, 3], [], 2, said.append) == [1, 2] and "measures fit" in said[0]
+    with pytest.raises(StudioError, match="Dataset 'd': no training row could be used"):
+        held_out_or_fit("d", [], [9], 2, said.append)

@@ -136,7 +136,7 @@ class MmsAdapter:
 
     def _build_data(self, log, user_dict: dict) -> None:
         from utils.mms.data import prepare_clips
-        from utils.training.data import training_rows
+        from utils.training.data import held_out_or_fit, training_rows
 
         cfg, m = self.cfg, self.machine
         train_rows, val_rows = training_rows(self.ws, cfg.dataset)
@@ -148,12 +148,7 @@ class MmsAdapter:
         self.speakers = speakers
         self.clips = prepare_clips(self.ws, cfg.dataset, train_rows, self.text, user_dict, log)
         self.val_clips = prepare_clips(self.ws, cfg.dataset, val_rows, self.text, user_dict, log)
-        if not self.clips:
-            raise StudioError(f"Dataset {cfg.dataset!r}: no training row could be used (see the log).")
-        if not self.val_clips:
-            log("data: no held-out (val) rows: evaluation speaks the first training clips (this measures fit, not "
-                "generalisation)")
-            self.val_clips = self.clips[: max(1, cfg.eval_clips)]
+        self.val_clips = held_out_or_fit(cfg.dataset, self.clips, self.val_clips, cfg.eval_clips, log)
         if cfg.max_frames_per_batch == "auto":
             median = int(np.median([c.frames for c in self.clips]))
             clips = CLIPS_PER_STEP if m.device == "cuda" else CPU_CLIPS_PER_STEP

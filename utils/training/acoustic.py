@@ -15,7 +15,8 @@ from utils.training import ddp
 from utils.training import optimization as opt
 from utils.training.batching import Collate, FrameBatchSampler, make_loader, round_up, split_batch
 from utils.training.config import TrainConfig, write_run_config
-from utils.training.data import VAL_LOSS_CLIPS, MelDataset, prepare_items, spread, training_rows
+from utils.training.data import (VAL_LOSS_CLIPS, MelDataset, held_out_or_fit, prepare_items, spread,
+                                  training_rows)
 from utils.training.engine import LoopSettings
 from utils.training.loader import ResilientLoader
 from utils.workspace import Workspace
@@ -55,12 +56,7 @@ class TextMelAdapter:
         self.speakers = speakers + [n for n in names if n not in speakers]
         self.items = prepare_items(ws, cfg.dataset, train_rows, self.frontend, self.speakers, self.feat_cfg, log)
         self.val_items = prepare_items(ws, cfg.dataset, val_rows, self.frontend, self.speakers, self.feat_cfg, log)
-        if not self.items:
-            raise StudioError(f"Dataset {cfg.dataset!r}: no training row could be used (see the log).")
-        if not self.val_items:
-            log("data: no held-out (val) rows: evaluation uses the first training clips (this measures fit, not "
-                "generalisation)")
-            self.val_items = self.items[: max(1, cfg.eval_clips)]
+        self.val_items = held_out_or_fit(cfg.dataset, self.items, self.val_items, cfg.eval_clips, log)
         self.mean, self.std = self.mel_normalisation(base)
         log(f"data: {len(self.items)} training / {len(self.val_items)} held-out clips, {len(self.speakers)} "
             f"speaker(s), {len(self.frontend.symbols)} symbols ({self.frontend.kind}), mel mean {self.mean:.3f} "

@@ -32,6 +32,18 @@ def training_rows(ws: Workspace, dataset: str) -> tuple[list[dict], list[dict]]:
     return train, val
 
 
+def held_out_or_fit(dataset: str, train: list, val: list, eval_clips: int, log) -> list:
+    """What a run evaluates on: the held-out items, else (said in the log) the first training ones, which measure
+    fit, not generalisation. A dataset of which no training row could be prepared is refused."""
+    if not train:
+        raise StudioError(f"Dataset {dataset!r}: no training row could be used (see the log).")
+    if val:
+        return val
+    log("data: no held-out (val) rows: evaluation uses the first training clips (this measures fit, not "
+        "generalisation)")
+    return train[: max(1, eval_clips)]
+
+
 # ----------------------------------------------------------------------------------- items
 @dataclass
 class Item:
