@@ -3,7 +3,9 @@ a member is refused by name when it registers, and a new family is one package p
 family (Matcha's model under another name) trains on the CPU through the service the CLI uses, speaks and exports."""
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 import textwrap
 
 import pytest
@@ -40,7 +42,10 @@ def register(tmp_path, monkeypatch, name: str, source: str) -> None:
     """A family package `name` in a temporary folder, importable and in FAMILIES."""
     (tmp_path / name).mkdir()
     (tmp_path / name / "__init__.py").write_text(textwrap.dedent(source), encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    # sys.path by hand: monkeypatch.syspath_prepend calls pkg_resources, which a newer setuptools left as an empty
+    # namespace once an earlier test imported it (CI failed there)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    importlib.invalidate_caches()
     monkeypatch.setitem(families.FAMILIES, name, name)
 
 
