@@ -17,6 +17,11 @@ except ImportError:  # pragma: no cover - depends on the environment
     _mas_cython = None
 
 
+def cython_available() -> bool:
+    """Whether the compiled Cython search (monotonic-alignment-search) is installed: the fastest on a CPU."""
+    return _mas_cython is not None
+
+
 def sequence_mask(lengths: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
     """lengths [B] -> bool [B, max_len], True on real positions."""
     max_len = int(max_len or lengths.max())

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from models.alignment import _mas_cython, mas_disagreement
+from models.alignment import cython_available, mas_disagreement
 from utils import hardware
 from utils.events import StudioError
 from utils.training.compiled import CompiledParts
@@ -247,7 +247,7 @@ def _resolve_mas(cfg: TrainConfig, m: Machine, on_gpu: bool) -> None:
     elif on_gpu and importlib.util.find_spec("triton") is not None:
         m.set("mas", "triton", "words are lined up with the audio on the GPU in one go, so no step waits while "
                                "the CPU does it (one Triton kernel for the monotonic alignment search)")
-    elif _mas_cython is not None:
+    elif cython_available():
         m.set("mas", "cython", "the fastest way on a CPU, every clip of a batch at once (the compiled Cython search)"
               if not on_gpu else
               "done on the CPU while the GPU waits each step, since Triton is not installed (Cython kernel)")
