@@ -112,6 +112,8 @@ OPTIONAL = {
     "compile_targets": "compile_targets() -> [module]: the parts torch.compile compiles in place when the machine "
                        "compiles (none: nothing is compiled)",
     "forget_step": "forget_step(): drop what is kept between a step's phases, after an out-of-memory",
+    "padded_frames": "padded_frames(batch): the frames a batch holds with its padding, what engine.train's test "
+                     "faults compare with fault_oom_above_frames (none: its size)",
     "extra_weights": "extra_weights() -> {name: tensor} saved beside the model for speech (F5's prompt)",
     "state_newest_only": "True: only the newest checkpoint keeps the trainer state (large models)",
     "save_checkpoint": "save_checkpoint(folder, weights, config, trainer_state): instead of "

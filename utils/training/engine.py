@@ -155,12 +155,13 @@ def drain(events: Iterator[Event]) -> dict:
 
 def train(adapter, cfg, nan_phase: str | None = None) -> dict:
     """A family's run (or resume) to its end: {"state", "step", "last_checkpoint", "best_checkpoint", "message"}.
-    The test faults a TrainConfig asks for (its fault_* fields) wrap the adapter, sized by its `padded_frames`; a
-    run without them gets the adapter itself."""
+    The test faults a TrainConfig asks for (its fault_* fields) wrap the adapter, sized by its `padded_frames`
+    (else its `size`); a run without them gets the adapter itself."""
     from utils.training.faults import with_faults
 
+    measure = optional(adapter, "padded_frames") or adapter.size
     adapter = with_faults(adapter, cfg.fault_oom_above_frames, cfg.fault_oom_ranks, cfg.fault_nan_steps,
-                          cfg.fault_pause_checkpoint_step, measure=adapter.padded_frames, nan_phase=nan_phase)
+                          cfg.fault_pause_checkpoint_step, measure=measure, nan_phase=nan_phase)
     return drain(Engine(adapter).run())
 
 
