@@ -12,7 +12,7 @@ import numpy as np
 
 from utils import families
 from utils.inference.speech import split_sentences
-from utils.matcha.onnx import graph_inputs
+from utils.onnx_inputs import graph_inputs
 from utils.voice_folders import voice_dictionary
 
 

@@ -6,14 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from utils.events import StudioError
+from utils.onnx_inputs import graph_inputs
 
 ONNX_OPSET = 17
-
-
-def graph_inputs(session, values: dict) -> dict:
-    """The values an ONNX graph takes, by its own input names: the exporter drops an input the graph never reads
-    (a one-speaker voice has no speaker table, so no `speaker`), and ONNX Runtime refuses a name it does not have."""
-    return {i.name: values[i.name] for i in session.get_inputs()}
 
 
 def export_onnx(folder: Path, vocoder, steps: int) -> list[str]:
