@@ -19,22 +19,59 @@ from utils.training.config import AUTO, TrainConfig, as_bool
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
+class Setting:
+    """One resolved setting of a Machine, read as `m.<name>` from `m.values` (its reason is `m.reasons[name]`); an
+    unset one raises AttributeError, so `getattr(m, name, default)` works."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, m, owner=None):
+        if m is None:
+            return self
+        try:
+            return m.values[self.name]
+        except KeyError as exc:
+            raise AttributeError(self.name) from exc
+
+
 @dataclass
 class Machine:
-    """The resolved settings for this machine and run (value + reason for each)."""
+    """The resolved settings for this machine and run (value + reason for each). `values` keeps the order they were
+    resolved in (config.json's "resolved", the start-of-run log); each one has its line below."""
     values: dict = field(default_factory=dict)
     reasons: dict = field(default_factory=dict)
     auto_lr: tuple | None = None  # (rate, reason) before any batch scaling, when lr is "auto"
 
+    device = Setting()  # "cuda" or "cpu"
+    precision = Setting()  # "bf16", "fp16" or "fp32": the autocast dtype
+    tf32 = Setting()  # TF32 tensor cores for fp32 matmuls and convolutions
+    cudnn_benchmark = Setting()  # time cuDNN's convolution methods once per shape
+    attention = Setting()  # the SDPA kernel: "flash", "efficient", "math" (or "none": no attention layers)
+    grad_checkpointing = Setting()  # recompute block activations in backward
+    compile = Setting()  # torch.compile the adapter's compile targets
+    fp8 = Setting()  # FP8 matmuls (torchao float8 training)
+    mas = Setting()  # where the monotonic alignment search runs: "triton", "cython" or "torch"
+    max_frames_per_batch = Setting()  # one micro-batch, in frames (MMS: clips x median frames)
+    grad_accumulation = Setting()  # micro-batches per optimizer step
+    effective_batch = Setting()  # frames per optimizer step, over every process
+    num_workers = Setting()  # loader worker processes
+    pin_memory = Setting()  # page-locked loader batches
+    persistent_workers = Setting()  # loader workers kept between epochs
+    length_multiple = Setting()  # clip lengths padded to a multiple of this many frames
+    probe = Setting()  # measure the largest batch that fits with one real step
+    fused_adamw = Setting()  # one fused AdamW kernel (else for-each)
+    lr = Setting()  # peak learning rate
+    new_rows_lr = Setting()  # F5: the rate of the rows a vocabulary adds to a pretrained table
+    betas = Setting()  # MMS: AdamW's betas
+    ema_decay = Setting()  # the EMA's decay once warmed up
+    blanks = Setting()  # a blank between text symbols
+
     def set(self, name: str, value, reason: str) -> None:
+        if not isinstance(getattr(type(self), name, None), Setting):
+            raise AttributeError(f"Machine has no setting {name!r}: add its line to Machine")
         self.values[name] = value
         self.reasons[name] = reason
-
-    def __getattr__(self, name):
-        try:
-            return self.__dict__["values"][name]
-        except KeyError as exc:
-            raise AttributeError(name) from exc
 
     def describe(self) -> list[str]:
         return [f"{k:22} {str(v):10} {self.reasons[k]}" for k, v in self.values.items()]
