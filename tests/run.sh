@@ -17,6 +17,9 @@ python -m pip install -q -r requirements-test.txt
 # The reference F5-TTS for tests/test_f5_model.py only, without its declared dependencies (torchaudio, wandb,
 # accelerate, ...): the model code the test imports needs just x_transformers and torchdiffeq (requirements-test.txt).
 python -m pip install -q --no-deps f5-tts==1.1.22
+# OmniVoice's own packages (omnivoice, and a torchaudio built for this torch unless one here runs) into their own
+# folder beside the environment, as a user installs them: only the OmniVoice family puts it on sys.path.
+python -m utils.omnivoice.runtime install
 python -c "import sys, torch; print(f\"python {sys.version.split()[0]}, torch {torch.__version__}\")"
 export GRADIO_ANALYTICS_ENABLED=False PYTHONUNBUFFERED=1
 python -m pytest "$@"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-FAMILIES = {"matcha": "utils.matcha", "f5": "utils.f5", "mms": "utils.mms"}  # name -> package, in the UI's order
+FAMILIES = {"matcha": "utils.matcha", "f5": "utils.f5", "mms": "utils.mms", "omnivoice": "utils.omnivoice"}  # name -> package, in the UI's order
 DEFAULT = "matcha"  # what a checkpoint written before families said nothing of is
 
 
@@ -52,9 +52,9 @@ def load(folder, device: str = "cpu"):
     from utils.events import StudioError
     from utils.training.checkpoint import read_config
 
-    if not (Path(folder) / "model.safetensors").exists():
-        raise StudioError(f"{folder} has no model.safetensors.")
-    return of(read_config(folder)).load(folder, device)
+    if not (Path(folder) / "config.json").exists():
+        raise StudioError(f"{folder} has no config.json: it is no checkpoint or voice of this studio.")
+    return of(read_config(folder)).load(folder, device)  # each family says what else its folders need
 
 
 def verdict(family, ws, report) -> tuple[bool, str]:

@@ -121,6 +121,19 @@ OPTIONAL = {
 }
 
 
+# What the studio asks only of families that have it (read through `family_optional`), and what it does without.
+FAMILY_OPTIONAL = {
+    "VOICE_FILES": "the files a voice folder carries besides model.safetensors and config.json, which export copies "
+                   "(none: nothing else)",
+}
+
+
+def family_optional(family, name: str, default: Any = None) -> Any:
+    """A FAMILY_OPTIONAL member of a family package, or `default` for one without it."""
+    assert name in FAMILY_OPTIONAL, f"{name} is not an optional family member"
+    return getattr(family, name, default)
+
+
 def members(protocol: type) -> list[str]:
     """The names a Protocol class declares (annotated attributes and methods), in its order."""
     names = list(protocol.__dict__.get("__annotations__", {}))

@@ -29,8 +29,12 @@ def voice_dictionary(folder: Path) -> dict[str, list[str]]:
 
 # ----------------------------------------------------------------------------- what a folder is
 def is_acoustic(folder: Path) -> bool:
+    """A checkpoint or voice that speaks: its weights beside its config, or a voice that speaks with its base's
+    weights as they are (an OmniVoice voice made from a clip, with no training)."""
     config = read_json(folder / "config.json", {}) or {}
-    return (folder / "model.safetensors").exists() and "model" in config and config.get("kind") != "vocos"
+    if "model" not in config or config.get("kind") == "vocos":
+        return False
+    return (folder / "model.safetensors").exists() or (config["model"] or {}).get("weights") == "base"
 
 
 def is_vocoder(folder: Path) -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from utils import families
 from utils.events import StudioError
+from utils.family_contract import family_optional
 from utils.inference.voices import GRIFFIN_LIM, auto_vocoder, resolve_voice, vocoder_source
 from utils.text.lexicon import format_user_dict, load_user_dict
 from utils.voice_folders import DICTIONARY
@@ -118,8 +119,10 @@ def export_voice(ws: Workspace, source: str, voice_name: str, vocoder: str | Non
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        shutil.copy2(folder / "model.safetensors", tmp / "model.safetensors")
         config = read_json(folder / "config.json")
+        for name in ("model.safetensors", *family_optional(families.of(config), "VOICE_FILES", ())):  # a clip voice: none
+            if (folder / name).is_file():
+                shutil.copy2(folder / name, tmp / name)
         config.pop("voice", None)
         vocoder_label, voc, licence = None, None, None
         if not families.of(config).USES_VOCODER:  # its model makes the waveform itself (MMS): nothing to copy

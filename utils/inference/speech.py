@@ -125,8 +125,9 @@ def _frontend_row(tokenizer, sentence: str, user_dict: dict) -> tuple[list[int],
     known = set(tokenizer.symbols)
     shown = (phonemes_string(phonemize(sentence, user_dict)) if tokenizer.kind == "phoneme" else
              getattr(tokenizer, "shown", " ".join)(units))  # a tokenizer may say how its units read (MMS: letters)
-    return ids, {"text": sentence, "normalized": norm.text, "phonemes": shown,
-                 "skipped": " ".join(sorted({u for u in units if u not in known and u.strip()})),
+    unknown = getattr(tokenizer, "unknown", None)  # a tokenizer with no fixed table says itself (OmniVoice: none)
+    skipped = unknown(units) if unknown else {u for u in units if u not in known and u.strip()}
+    return ids, {"text": sentence, "normalized": norm.text, "phonemes": shown, "skipped": " ".join(sorted(skipped)),
                  "warnings": list(norm.warnings)}
 
 

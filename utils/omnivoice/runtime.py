@@ -1,0 +1,186 @@
+"""OmniVoice's own packages, kept apart from the rest of the studio.
+
+The `omnivoice` package imports torchaudio at module level, and transformers' Higgs Audio v2 codec needs it to
+resample. The studio itself dropped torchaudio: a torchaudio built for another torch (or another CUDA) breaks
+`import torchaudio`, and transformers imports it wherever it finds it. So OmniVoice's packages live in a folder of
+their own beside this environment, one per torch version, and only this family puts it on `sys.path`:
+
+    python -m utils.omnivoice.runtime install     # once: omnivoice + a torchaudio that runs with this torch
+    activate()                                     # in the family, before it imports omnivoice
+
+`install` takes a torchaudio that this environment already runs (Colab, Lightning and the lent GPUs ship a
+matching pair) and otherwise puts one into the folder: the same major.minor as torch when the index has it, else
+its newest, checked in a fresh process (import, resample) before it is kept.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from utils.events import StudioError
+
+OMNIVOICE = "omnivoice==0.2.1"
+PACKAGES_ENV = "AMHARIC_TTS_OMNIVOICE_PACKAGES"  # another folder for them (tests; a read-only environment)
+# transformers' classes that need torchaudio and that omnivoice imports from transformers' top level
+NEEDS_TORCHAUDIO = ("HiggsAudioV2TokenizerModel",)
+CODEC_MODULE = "transformers.models.higgs_audio_v2_tokenizer.modeling_higgs_audio_v2_tokenizer"
+CHECK = ("import torch, torchaudio, torchaudio.functional as F; "
+         "assert F.resample(torch.ones(1, 160), 16000, 24000).shape[-1] == 240; print(torchaudio.__version__)")
+
+
+def torch_version() -> str:
+    return importlib.metadata.version("torch")
+
+
+def packages_dir() -> Path:
+    """Where OmniVoice's packages live for this environment's torch (inside the environment when it is writable)."""
+    if os.environ.get(PACKAGES_ENV):
+        return Path(os.environ[PACKAGES_ENV])
+    base = Path(sys.prefix) / "share" / "amharic-tts"
+    if not os.access(sys.prefix, os.W_OK):
+        base = Path.home() / ".cache" / "amharic-tts"
+    return base / f"omnivoice-torch{torch_version()}"
+
+
+def installed(folder: Path | None = None) -> bool:
+    folder = folder or packages_dir()
+    return (folder / "omnivoice").is_dir() and (folder / "INSTALLED").is_file()
+
+
+def missing_message() -> str:
+    return ("OmniVoice's packages are not installed for this environment yet: run `python -m utils.omnivoice.runtime "
+            "install` once (about 2 MB from PyPI: omnivoice and, unless this environment has one that runs, a "
+            f"torchaudio built for torch {torch_version()}), or press *Install OmniVoice* on the Inference tab.")
+
+
+def torchaudio_runs(extra_path: Path | None = None) -> str | None:
+    """The torchaudio version a fresh process imports and resamples with (from `extra_path` first), else None."""
+    env = dict(os.environ)
+    if extra_path is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(extra_path), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    done = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, env=env, timeout=300)
+    return done.stdout.strip().splitlines()[-1] if done.returncode == 0 and done.stdout.strip() else None
+
+
+def _pip(target: Path, *requirements: str, index: str | None = None) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+               "--disable-pip-version-check", *requirements]
+    if index:
+        command += ["--index-url", index]
+    return subprocess.run(command, capture_output=True, text=True, timeout=1800)
+
+
+def torchaudio_candidates() -> list[tuple[str, str | None]]:
+    """(requirement, index) to try in order: torch's major.minor from PyPI, PyTorch's own index for torch's CUDA
+    build, then PyPI's newest (which pins no torch)."""
+    import torch  # its __version__ carries the CUDA build (+cu130), which the distribution's metadata may not
+
+    release, _, local = torch.__version__.partition("+")
+    major_minor = ".".join(release.split(".")[:2])
+    tries = [(f"torchaudio=={major_minor}.*", None)]
+    if local:
+        tries.append((f"torchaudio=={major_minor}.*", f"https://download.pytorch.org/whl/{local}"))
+    return tries + [("torchaudio", None)]
+
+
+def install(log=print) -> Path:
+    """OmniVoice's packages into packages_dir(), whole or not at all; the folder when they are already there."""
+    target = packages_dir()
+    if installed(target):
+        return target
+    tmp = target.with_name(target.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    done = _pip(tmp, OMNIVOICE)
+    if done.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise StudioError(f"Could not install {OMNIVOICE} ({_last_line(done)}). On a machine that can reach PyPI run "
+                          f"`pip download --no-deps {OMNIVOICE} torchaudio`, copy the wheels here and run "
+                          f"`pip install --no-deps --target {target} <the wheels>`.")
+    found = torchaudio_runs()
+    if found:
+        log(f"torchaudio {found} of this environment runs with torch {torch_version()}: OmniVoice uses it")
+    else:
+        found = _install_torchaudio(tmp, log)
+    (tmp / "INSTALLED").write_text(f"{OMNIVOICE}\ntorchaudio {found}\ntorch {torch_version()}\n")
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)
+    log(f"OmniVoice's packages are in {target}")
+    return target
+
+
+def _install_torchaudio(tmp: Path, log=print) -> str:
+    """The first candidate that installs and then imports and resamples in a fresh process."""
+    tried = []
+    for requirement, index in torchaudio_candidates():
+        side = tmp / ".torchaudio-try"
+        shutil.rmtree(side, ignore_errors=True)
+        done = _pip(side, requirement, index=index)
+        version = torchaudio_runs(side) if done.returncode == 0 else None
+        tried.append(f"{requirement}{' from ' + index if index else ''}: "
+                     f"{'runs' if version else _last_line(done) if done.returncode else 'does not run with this torch'}")
+        if version:
+            for item in side.iterdir():
+                shutil.move(str(item), str(tmp / item.name))
+            side.rmdir()
+            log(f"torchaudio {version} installed for torch {torch_version()} (OmniVoice only)")
+            return version
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise StudioError(f"No torchaudio that runs with torch {torch_version()} could be installed ({'; '.join(tried)}). "
+                      f"Install the torchaudio built for torch {torch_version()} (see pytorch.org's install matrix) "
+                      "into this environment and run `python -m utils.omnivoice.runtime install` again.")
+
+
+def _last_line(done: subprocess.CompletedProcess) -> str:
+    lines = [ln for ln in (done.stderr or done.stdout or "").splitlines() if ln.strip()]
+    return lines[-1].strip()[:300] if lines else f"exit {done.returncode}"
+
+
+def activate() -> None:
+    """Put OmniVoice's packages on sys.path (once) so `import omnivoice` works in this process, and tell transformers,
+    which decided at its own import whether torchaudio exists, that it does now."""
+    folder = packages_dir()
+    if not installed(folder):
+        raise StudioError(missing_message())
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))  # it holds only omnivoice and, when this environment's did not run, torchaudio
+        importlib.invalidate_caches()
+    if "transformers" in sys.modules:
+        _refresh_transformers()
+
+
+def _refresh_transformers() -> None:
+    """transformers caches "torchaudio is missing" and hands out placeholders for the classes that need it; the real
+    classes are importable by their module once torchaudio is on the path."""
+    import transformers
+    from transformers.utils import import_utils
+
+    check = getattr(import_utils, "is_torchaudio_available", None)
+    if hasattr(check, "cache_clear"):
+        check.cache_clear()
+    codec = importlib.import_module(CODEC_MODULE)
+    for name in NEEDS_TORCHAUDIO:
+        setattr(transformers, name, getattr(codec, name))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["install"]:
+        try:
+            install()
+        except StudioError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    print(f"OmniVoice's packages: {packages_dir()} ({'installed' if installed() else 'not installed'})")
+    print("usage: python -m utils.omnivoice.runtime install")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
