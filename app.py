@@ -8,6 +8,7 @@
     python app.py separate INPUT OUTPUT
     python app.py train --dataset NAME
     python app.py synth "TEXT" --voice VOICE --out FILE.wav [--speed 1.0]
+    python app.py clip-voice NAME --dataset D --row ID | --clip FILE --text "..." [--accept-licence]
     python app.py export-voice RUN NAME [--vocoder V] [--onnx]
     python app.py check-transcripts --dataset NAME [--method auto|alignment|asr] [--json]
     python app.py transcribe --dataset NAME [--model ID] [--lang amh] [--json]
@@ -344,6 +345,37 @@ def cmd_synth(args) -> None:
     print(f"wrote {out}: " + describe(info))
 
 
+# -------------------------------------------------------------------------------- clip-voice
+def add_clip_voice_command(sub) -> None:
+    p = sub.add_parser("clip-voice", help="an OmniVoice voice from one 5-15 s clip and its transcript (no training)",
+                       description="The clip is a dataset row's (its transcript comes with it) or any audio file "
+                                   "with --text. `synth --voice NAME` then speaks with it.")
+    p.add_argument("name", help="the voice's name (workspace/voices/NAME)")
+    p.add_argument("--dataset", help="the dataset whose row gives the clip; without --row, lists the rows that suit")
+    p.add_argument("--row", help="the row's id (its clip and its transcript)")
+    p.add_argument("--clip", help="an audio file instead of a row (only read; 5-15 s works best)")
+    p.add_argument("--text", help="the clip's transcript, exactly what is said (a row's own is used without it)")
+    p.add_argument("--accept-licence", action="store_true",
+                   help="yes to the OmniVoice base's licences (CC-BY-NC-4.0 weights + Boson Higgs Audio 2 Community "
+                        "License codec, non-commercial) before its one download of about 3.3 GB")
+    p.set_defaults(func=cmd_clip_voice)
+
+
+def cmd_clip_voice(args) -> None:
+    from utils.omnivoice.clip_voice import make_clip_voice, suggest_rows
+
+    ws = Workspace.open(args.workspace)
+    if args.dataset and not args.row and not args.clip:
+        rows = suggest_rows(ws, args.dataset)
+        listed = "\n".join(f"  {r['id']}  {r['duration']:.1f} s  {r['text'][:70]}" for r in rows)
+        raise StudioError(f"Give --row ID: the rows of {args.dataset} that suit a clip best (5-15 s, nearest 8 s "
+                          f"first):\n{listed}" if rows else f"Dataset {args.dataset} has no kept row of 5-15 s with "
+                          "a transcript: give an audio file with --clip and --text.")
+    folder = run_to_end(make_clip_voice(ws, args.name, dataset=args.dataset or "", row=args.row or "",
+                                        clip=args.clip, text=args.text, accept_licence=args.accept_licence), print)
+    print(f"made {folder}; speak with it: python app.py synth --voice {args.name} \"ሰላም ነው።\"")
+
+
 # ------------------------------------------------------------------------------ export-voice
 def add_export_command(sub) -> None:
     p = sub.add_parser("export-voice", help="copy a checkpoint (+ vocoder) into a self-contained voice folder and zip")
@@ -498,7 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", parser_class=lambda **kw: argparse.ArgumentParser(parents=[common], **kw))
     for add in (add_hardware_command, add_g2p_command, add_prepare_command, add_export_dataset_command,
                 add_delete_dataset_command, add_separate_command,
-                add_train_command, add_synth_command, add_export_command, add_train_vocoder_command,
+                add_train_command, add_synth_command, add_clip_voice_command, add_export_command,
+                add_train_vocoder_command,
                 add_check_transcripts_command, add_transcribe_command):
         add(sub)
     return parser
