@@ -67,10 +67,14 @@ def torchaudio_runs(extra_path: Path | None = None) -> str | None:
     return done.stdout.strip().splitlines()[-1] if done.returncode == 0 and done.stdout.strip() else None
 
 
-def _pip(target: Path, *requirements: str, index: str | None = None) -> subprocess.CompletedProcess:
+def _pip(target: Path, *requirements: str, index: str | None = None,
+         wheels: Path | None = None) -> subprocess.CompletedProcess:
+    """pip into `target`, from PyPI, another index, or only a folder of wheels (a machine with no registry)."""
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
                "--disable-pip-version-check", *requirements]
-    if index:
+    if wheels is not None:
+        command += ["--no-index", "--find-links", str(wheels)]
+    elif index:
         command += ["--index-url", index]
     return subprocess.run(command, capture_output=True, text=True, timeout=1800)
 
@@ -88,25 +92,26 @@ def torchaudio_candidates() -> list[tuple[str, str | None]]:
     return tries + [("torchaudio", None)]
 
 
-def install(log=print) -> Path:
-    """OmniVoice's packages into packages_dir(), whole or not at all; the folder when they are already there."""
+def install(log=print, wheels: Path | None = None) -> Path:
+    """OmniVoice's packages into packages_dir(), whole or not at all; the folder when they are already there.
+    `wheels`: a folder holding the omnivoice wheel (and a torchaudio one) for a machine that reaches no registry."""
     target = packages_dir()
     if installed(target):
         return target
     tmp = target.with_name(target.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    done = _pip(tmp, OMNIVOICE)
+    done = _pip(tmp, OMNIVOICE, wheels=wheels)
     if done.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         raise StudioError(f"Could not install {OMNIVOICE} ({_last_line(done)}). On a machine that can reach PyPI run "
-                          f"`pip download --no-deps {OMNIVOICE} torchaudio`, copy the wheels here and run "
-                          f"`pip install --no-deps --target {target} <the wheels>`.")
+                          f"`pip download --no-deps {OMNIVOICE} torchaudio -d wheels`, copy that folder here and run "
+                          "`python -m utils.omnivoice.runtime install --wheels wheels`.")
     found = torchaudio_runs()
     if found:
         log(f"torchaudio {found} of this environment runs with torch {torch_version()}: OmniVoice uses it")
     else:
-        found = _install_torchaudio(tmp, log)
+        found = _install_torchaudio(tmp, log, wheels)
     (tmp / "INSTALLED").write_text(f"{OMNIVOICE}\ntorchaudio {found}\ntorch {torch_version()}\n")
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
@@ -114,13 +119,13 @@ def install(log=print) -> Path:
     return target
 
 
-def _install_torchaudio(tmp: Path, log=print) -> str:
+def _install_torchaudio(tmp: Path, log=print, wheels: Path | None = None) -> str:
     """The first candidate that installs and then imports and resamples in a fresh process."""
     tried = []
     for requirement, index in torchaudio_candidates():
         side = tmp / ".torchaudio-try"
         shutil.rmtree(side, ignore_errors=True)
-        done = _pip(side, requirement, index=index)
+        done = _pip(side, requirement, index=index, wheels=wheels)
         version = torchaudio_runs(side) if done.returncode == 0 else None
         tried.append(f"{requirement}{' from ' + index if index else ''}: "
                      f"{'runs' if version else _last_line(done) if done.returncode else 'does not run with this torch'}")
@@ -171,14 +176,16 @@ def _refresh_transformers() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["install"]:
+        wheels = Path(args[args.index("--wheels") + 1]) if "--wheels" in args[:-1] else None
         try:
-            install()
+            install(wheels=wheels)
         except StudioError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         return 0
     print(f"OmniVoice's packages: {packages_dir()} ({'installed' if installed() else 'not installed'})")
-    print("usage: python -m utils.omnivoice.runtime install")
+    print("usage: python -m utils.omnivoice.runtime install [--wheels FOLDER]   (FOLDER: wheels for a machine "
+          "that reaches no package registry)")
     return 0
 
 

@@ -72,10 +72,11 @@ def write_tiny_base(folder: str | Path, seed: int = 0) -> Path:
     model.save_pretrained(folder)  # before any codec is attached: the codec keeps its own folder
     tiny_text_tokenizer().save_pretrained(folder)
     codec = HiggsAudioV2TokenizerModel(tiny_codec_config())
-    with torch.no_grad():  # random codebooks (the default init leaves them equal: every frame one token)
-        for name, p in codec.named_parameters():
-            if "codebook" in name or "embed" in name:
-                p.normal_(0.0, 1.0)
+    with torch.no_grad():  # random codebooks (buffers; the default init leaves them equal: every frame one token)
+        draws = torch.Generator().manual_seed(seed)
+        for name, buffer in codec.named_buffers():
+            if name.endswith("codebook.embed") or name.endswith("codebook.embed_avg"):
+                buffer.copy_(torch.randn(buffer.shape, generator=draws))
     codec.save_pretrained(folder / "audio_tokenizer")
     DacFeatureExtractor(sampling_rate=24000, hop_length=960).save_pretrained(folder / "audio_tokenizer")
     (folder / "LICENSE").write_text("A tiny random OmniVoice made by the studio's tests: no licence of its own.\n")

@@ -1,0 +1,169 @@
+"""OmniVoice speaks through the package's own model and generate, from packages only its family puts on the path.
+
+A tiny random OmniVoice in the hub's layout (utils/omnivoice/tiny.py) stands in for the 3.3 GB base: same files,
+same classes, same code. Its voice is noise, so these tests check the plumbing: that the waveform is exactly what
+the package makes for the same text, prompt and seed; that long text is split at Ethiopic punctuation and streamed;
+that a voice made from a clip travels (export, another folder) and speaks; and that no other family imports
+torchaudio.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.helpers import espeak_amharic
+from utils.events import StudioError
+from utils.workspace import Workspace
+
+CLIP_TEXT = "ሰላም ነው። ዛሬ የአየሩ ሁኔታ በጣም ጥሩ ነው።"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def clip_workspace(tmp_path_factory):
+    """A workspace with the tiny base in pretrained/omnivoice/ and a voice made from an espeak-ng clip."""
+    from utils.omnivoice.speech import make_voice
+    from utils.omnivoice.tiny import write_tiny_base
+
+    root = tmp_path_factory.mktemp("omnivoice")
+    ws = Workspace(root / "ws")
+    base = write_tiny_base(ws.root / "pretrained" / "omnivoice")
+    clip = espeak_amharic(CLIP_TEXT, root / "given" / "clip.wav")
+    digest = hashlib.sha1(clip.read_bytes()).hexdigest()
+    make_voice(ws, "abebe", clip, CLIP_TEXT, base)
+    return ws, base, clip, digest
+
+
+def test_a_clip_voice_is_the_packages_own_generate_for_the_same_text_prompt_and_seed(clip_workspace):
+    import torch
+    from omnivoice import OmniVoice
+
+    from utils.inference.speech import Voice
+
+    ws, _, clip, digest = clip_workspace
+    voice = Voice.load(ws.voice_dir("abebe"))
+    assert type(voice.model.model) is OmniVoice  # the package's class, not a copy of it
+    wave, sr, info = voice.synthesize("ሰላም ነው።", steps=4, seed=7)
+    assert sr == 24_000 and info["spoken"] == 1 and wave.size > 0
+
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=torch.Generator().manual_seed(7)).item())
+    torch.manual_seed(seed)
+    direct = voice.model.model.generate(text=["ሰላም ነው።"], language=["am"], voice_clone_prompt=[voice.model.prompt],
+                                        num_step=4, speed=1.0)[0]
+    peak = float(np.abs(direct).max())
+    expected = direct * (0.99 / peak) if peak > 0.99 else direct  # the Voice scales an overshoot, never clips
+    np.testing.assert_allclose(wave, expected.astype(np.float32), rtol=0, atol=1e-6)
+    assert hashlib.sha1(clip.read_bytes()).hexdigest() == digest  # the clip given is only read
+
+
+def test_the_same_seed_speaks_the_same_and_another_seed_differs(clip_workspace):
+    from utils.inference.speech import synthesize
+
+    ws = clip_workspace[0]
+    first, _, _ = synthesize(ws, "abebe", "እንዴት ነህ?", steps=4, seed=1)
+    again, _, _ = synthesize(ws, "abebe", "እንዴት ነህ?", steps=4, seed=1)
+    other, _, _ = synthesize(ws, "abebe", "እንዴት ነህ?", steps=4, seed=2)
+    assert np.array_equal(first, again) and np.abs(first).max() > 0
+    assert first.shape != other.shape or not np.array_equal(first, other)
+
+
+def test_long_text_is_split_at_ethiopic_punctuation_read_as_written_and_streamed(clip_workspace):
+    from utils.inference.speech import Voice
+
+    ws = clip_workspace[0]
+    voice = Voice.load(ws.voice_dir("abebe"))
+    text = "ሰላም ነው። እንዴት ነህ? ዋጋው 25 ብር ነው፣ ግን ውድ ነው።"
+    chunks = list(voice.stream(text, steps=2, batch_size=1))
+    rows = [row for chunk in chunks for row in chunk.rows]
+    assert len(chunks) == 3 and chunks[0].done == 1 and chunks[-1].done == 3  # one sentence at a time
+    # numbers spelled out, Ethiopic punctuation kept (the model learnt Amharic with it), nothing skipped
+    assert [row["phonemes"] for row in rows] == ["ሰላም ነው።", "እንዴት ነህ?", "ዋጋው ሃያ አምስት ብር ነው፣ ግን ውድ ነው።"]
+    assert all(row["skipped"] == "" for row in rows)
+
+
+def test_an_exported_clip_voice_speaks_from_another_folder(clip_workspace, tmp_path):
+    import shutil
+
+    from utils.inference.export import export_voice
+    from utils.inference.speech import Voice
+
+    ws = clip_workspace[0]
+    folder = export_voice(ws, "abebe", "abebe-copy")
+    assert {p.name for p in folder.iterdir()} >= {"config.json", "prompt.wav", "LICENSE.txt", "README.md"}
+    assert "Boson Higgs Audio 2 Community License" in (folder / "LICENSE.txt").read_text()
+    moved = shutil.copytree(folder, tmp_path / "elsewhere" / "abebe-copy")
+    wave, sr, _ = Voice.load(moved).synthesize("ሰላም", steps=2)
+    assert sr == 24_000 and wave.size > 0
+
+
+def test_a_voice_without_its_base_says_where_to_put_it(clip_workspace, tmp_path, monkeypatch):
+    import json
+    import shutil
+
+    from utils.inference.speech import Voice
+
+    ws = clip_workspace[0]
+    moved = shutil.copytree(ws.voice_dir("abebe"), tmp_path / "lost")
+    config = json.loads((moved / "config.json").read_text())
+    config["model"]["base"] = str(tmp_path / "gone")
+    (moved / "config.json").write_text(json.dumps(config))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    with pytest.raises(StudioError, match="pretrained/omnivoice"):
+        Voice.load(moved)
+
+
+def test_activate_hands_transformers_the_real_codec_after_it_decided_torchaudio_was_missing(tmp_path):
+    """In a fresh process transformers is imported first (the recognizer does it), with no torchaudio on the path;
+    activate() then makes the package importable and the codec a real class, not transformers' placeholder."""
+    code = ("import transformers\n"
+            "from utils.omnivoice.runtime import activate\n"
+            "activate()\n"
+            "import omnivoice\n"
+            "from utils.omnivoice.tiny import tiny_codec_config\n"
+            "from transformers import HiggsAudioV2TokenizerModel as H\n"
+            "import torch\n"
+            "codes = H(tiny_codec_config()).eval().encode(torch.zeros(1, 1, 9600)).audio_codes\n"
+            "print(tuple(codes.shape))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "(1, 8, 10)"
+
+
+def test_no_other_family_imports_torchaudio_or_omnivoice():
+    """The studio's UI (every tab), another family's speech and its trainer's modules load without them."""
+    code = ("import sys\n"
+            "from utils.workspace import Workspace\n"
+            "import tempfile\n"
+            "from webui.app import build_ui\n"
+            "from webui.context import AppContext\n"
+            "build_ui(AppContext(Workspace.open(tempfile.mkdtemp())))\n"
+            "import utils.matcha.adapter, utils.mms.adapter, utils.f5.adapter, utils.inference.speech\n"
+            "print(sorted(m for m in ('torchaudio', 'omnivoice') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_activate_before_install_names_the_install_command(tmp_path, monkeypatch):
+    from utils.omnivoice import runtime
+
+    monkeypatch.setenv(runtime.PACKAGES_ENV, str(tmp_path / "none"))
+    with pytest.raises(StudioError, match="python -m utils.omnivoice.runtime install"):
+        runtime.activate()
+
+
+def test_an_install_with_no_registry_and_no_wheels_says_what_to_copy_and_leaves_nothing(tmp_path, monkeypatch):
+    from utils.omnivoice import runtime
+
+    monkeypatch.setenv(runtime.PACKAGES_ENV, str(tmp_path / "packages"))
+    (tmp_path / "wheels").mkdir()
+    with pytest.raises(StudioError, match="--wheels"):
+        runtime.install(wheels=tmp_path / "wheels")
+    assert not runtime.installed() and not any(tmp_path.glob("packages*"))
