@@ -77,6 +77,12 @@ from utils.evaluation import _allow_pkg_resources; _allow_pkg_resources(); impor
     touch "$site/.installed"
   fi
   export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH} PATH=$PWD/$carry/bin:$PATH
+  # OmniVoice's packages in their own folder, as a user's `python -m utils.omnivoice.runtime install` makes it (the
+  # image's torchaudio runs with its torch, so only the omnivoice wheel is installed)
+  export AMHARIC_TTS_OMNIVOICE_PACKAGES=$site/omnivoice-packages
+  if [ -d "$carry/omnivoice" ]; then
+    $py -m utils.omnivoice.runtime install --wheels "$carry/omnivoice" || return 3
+  fi
   # Debian's espeak-ng program on espeakng-loader's library and voices, which need nothing from the system
   export LD_LIBRARY_PATH=$site/espeakng_loader${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export ESPEAK_DATA_PATH=$site/espeakng_loader/espeak-ng-data

@@ -167,3 +167,22 @@ def test_an_install_with_no_registry_and_no_wheels_says_what_to_copy_and_leaves_
     with pytest.raises(StudioError, match="--wheels"):
         runtime.install(wheels=tmp_path / "wheels")
     assert not runtime.installed() and not any(tmp_path.glob("packages*"))
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_on_a_gpu_the_model_speaks_in_half_precision_and_the_codec_in_fp32(clip_workspace, monkeypatch, precision):
+    """The lines a GPU runs (utils.hardware.inference_precision answers bf16, or fp16 for a T4), run on the CPU: the
+    package recommends half-precision weights for speech; the codec's convolutions stay fp32."""
+    import torch
+
+    from utils import hardware
+    from utils.inference.speech import Voice
+
+    monkeypatch.setattr(hardware, "inference_precision", lambda device, gpus=None: precision)
+    voice = Voice.load(clip_workspace[0].voice_dir("abebe"))
+    model = voice.model.model
+    want = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    assert next(model.llm.parameters()).dtype == want and model.audio_heads.weight.dtype == want
+    assert {p.dtype for p in model.audio_tokenizer.parameters()} == {torch.float32}
+    wave, _, _ = voice.synthesize("ሰላም ነው።", steps=4)
+    assert np.isfinite(wave).all() and np.abs(wave).max() > 0
