@@ -23,6 +23,28 @@ def tiny_llm_config():
                        tie_word_embeddings=False)
 
 
+def full_llm_config():
+    """The released base's backbone (Qwen3-0.6B: width 1024, 28 layers, 16 heads of 128, 8 key-value heads) with
+    random weights: what the GPU bench times at the recipe's batch without the 3.3 GB download."""
+    from transformers import Qwen3Config
+
+    return Qwen3Config(vocab_size=151_936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                       num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40_960,
+                       rope_theta=1_000_000.0, tie_word_embeddings=True)
+
+
+def random_model(size: str = "tiny", attention: str = "sdpa"):
+    """omnivoice.OmniVoice with random weights, `size` "tiny" or "full" (the released base's shapes)."""
+    from utils.omnivoice.runtime import activate
+
+    activate()
+    from omnivoice import OmniVoice, OmniVoiceConfig
+
+    llm = full_llm_config() if size == "full" else tiny_llm_config()
+    llm._attn_implementation = attention
+    return OmniVoice(OmniVoiceConfig(llm_config=llm))
+
+
 def tiny_codec_config():
     """Higgs Audio v2's layout at 24 kHz, 25 frames a second (hop 960 = 8*5*4*2*3), 8 codebooks of 1024."""
     from transformers import HiggsAudioV2TokenizerConfig
