@@ -202,7 +202,7 @@ def add_delete_dataset_command(sub) -> None:
 
 
 def cmd_delete_dataset(args) -> None:
-    from utils.runs import delete_dataset
+    from utils.datasets.deletion import delete_dataset
 
     print(delete_dataset(Workspace.open(args.workspace), args.name, confirmed=args.yes,
                          how_to_confirm="run the same command with --yes"))
@@ -250,7 +250,7 @@ def add_train_command(sub) -> None:
             p.add_argument(flag, dest=name, default=default, choices=choices, help=help_text,
                            type=type(default) if isinstance(default, (int, float)) and not isinstance(default, bool)
                            else None)
-    # unset: the Training tab's run-length-aware schedule (utils.runs.eval_schedule), not a fixed 1000
+    # unset: the Training tab's run-length-aware schedule (utils.runs.settings.eval_schedule), not a fixed 1000
     p.set_defaults(func=cmd_train, dataset=None, eval_every=None)
     p.add_argument("--accept-licence", action="store_true",
                    help="with --engine f5 --init SWivid/F5-TTS: yes to the base's CC-BY-NC-4.0 licence (non-commercial "
@@ -269,7 +269,7 @@ def add_queue_args(p) -> None:
 def train_config(args):
     """The run's config from the flags; with no --eval-every, evaluations fit the run's length as on the
     Training tab (a 300-step run is checked every 50 steps, not once at its end)."""
-    from utils.runs import eval_schedule
+    from utils.runs.settings import eval_schedule
     from utils.training.config import config_from_cli
 
     if not args.dataset:
@@ -292,9 +292,9 @@ def cmd_train(args) -> None:
     for line in families.get(cfg.engine).guidance(Workspace.open(args.workspace), cfg):  # before hours of GPU time
         print(f"what to expect: {line}", flush=True)
     if args.background:
-        from utils import runs
+        from utils.runs import control
 
-        status = runs.queue(Workspace.open(args.workspace), config_path, args.all_gpus)
+        status = control.queue(Workspace.open(args.workspace), config_path, args.all_gpus)
         print(f"{status['state']} on {status['devices']}; follow {config_path.parent / 'train.log'}")
         return
     result = run(config_path)
@@ -421,7 +421,7 @@ def add_train_vocoder_command(sub) -> None:
 
 
 def cmd_train_vocoder(args) -> None:
-    from utils import runs
+    from utils.runs import control
     from utils.vocoder.training import train_vocoder
 
     ws = Workspace.open(args.workspace)
@@ -431,13 +431,13 @@ def cmd_train_vocoder(args) -> None:
     if args.batch_size:
         overrides["batch_size"] = args.batch_size
     if args.background:  # --init here must be a vocoder inside the workspace, as in the Training tab
-        status = runs.start_vocoder_training(ws, args.dataset, args.init or "", args.preset, args.run or "",
-                                             args.max_steps, args.all_gpus, overrides)
+        status = control.start_vocoder_training(ws, args.dataset, args.init or "", args.preset, args.run or "",
+                                                args.max_steps, args.all_gpus, overrides)
         print(f"run {status['run']}: {status['state']} on {status['devices']}; "
               f"follow {ws.run_dir(status['run']) / 'train.log'}")
         return
-    cfg = runs.vocoder_config(ws, args.dataset, "", args.preset, args.run or f"{args.dataset}-vocoder", args.max_steps,
-                              {**overrides, "init": args.init})  # a folder anywhere, or a hub id
+    cfg = control.vocoder_config(ws, args.dataset, "", args.preset, args.run or f"{args.dataset}-vocoder",
+                                 args.max_steps, {**overrides, "init": args.init})  # a folder anywhere, or a hub id
     folder = run_to_end(train_vocoder(ws, cfg), printer=print)
     print(f"vocoder checkpoint: {folder}")
 

@@ -15,7 +15,8 @@ from playwright.sync_api import expect
 from tests.conftest import AppServer
 from tests.helpers import espeak_amharic, sentences
 from tests.test_jobs import TINY
-from utils import jobs, runs
+from utils import jobs
+from utils.runs import settings, views
 from utils.audio import load_audio, save_audio
 from utils.separation.evaluation import mix_at_snr, synth_music
 from utils.separation.gate import CLEAR
@@ -53,11 +54,11 @@ def make_ljspeech_zip(folder: Path, n: int = N_CLIPS) -> Path:
 def journey(tmp_path):
     archive = make_ljspeech_zip(tmp_path)
     ws = Workspace.open(tmp_path / "workspace")
-    runs.save_settings(ws, TINY)  # tiny CPU batches; a full-size model cannot train in a test
+    settings.save_settings(ws, TINY)  # tiny CPU batches; a full-size model cannot train in a test
     server = AppServer(ws.root).wait_ready()
     server.ws, server.archive = ws, archive
     yield server
-    for r in runs.run_table(ws):
+    for r in views.run_table(ws):
         if r["status"] in jobs.ACTIVE:
             jobs.stop(ws, r["run"]), jobs.stop(ws, r["run"])
     server.stop()

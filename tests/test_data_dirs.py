@@ -57,7 +57,7 @@ def test_data_folders_come_from_the_command_line_or_the_environment_and_must_exi
 
 
 def test_a_data_folder_is_read_in_place_prepared_again_and_left_whole(tmp_path):
-    from utils import runs
+    from utils.datasets import deletion
     from utils.datasets import load_manifest, prepare
     from utils.events import run_to_end
 
@@ -76,7 +76,7 @@ def test_a_data_folder_is_read_in_place_prepared_again_and_left_whole(tmp_path):
     assert run_to_end(prepare(ws, "d", None))["clips"] == 2  # prepared again: read through the link
     assert load_manifest(ws, "d")[1]["text"] == SENTS[0]
     (corpus / "a1.txt").write_bytes(before["a1.txt"])
-    runs.delete_dataset(ws, "d", confirmed=True)
+    deletion.delete_dataset(ws, "d", confirmed=True)
     assert not ws.dataset_dir("d").exists() and {p.name: p.read_bytes() for p in corpus.iterdir()} == before
 
 

@@ -245,11 +245,12 @@ def test_the_training_tab_refuses_the_base_on_this_cpu_and_elsewhere_asks_for_th
 
 def test_a_tiny_f5_job_runs_to_the_end_through_the_job_service_with_the_chosen_clip(corpus):
 
-    from utils import jobs, runs
+    from utils import jobs
+    from utils.runs import control
 
     prompt = next(r["id"] for r in load_manifest(corpus, "am") if r["split"] == "train")
-    runs.start_training(corpus, "am", "tiny", "f5-job", engine="f5", max_steps=2,
-                        overrides={"prompt": prompt, "max_frames_per_batch": 600, "grad_accumulation": 1,
+    control.start_training(corpus, "am", "tiny", "f5-job", engine="f5", max_steps=2,
+                           overrides={"prompt": prompt, "max_frames_per_batch": 600, "grad_accumulation": 1,
                                    "eval_vocoder": "griffin-lim", "ode_steps": 2, "eval_clips": 1})
     end = time.time() + 240
     while jobs.reconcile(corpus.run_dir("f5-job")).get("state") not in jobs.FINAL and time.time() < end:

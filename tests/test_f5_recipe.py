@@ -45,7 +45,7 @@ def test_a_run_whose_mixed_precision_keeps_failing_goes_on_in_fp32_and_stays_the
     log = (run_dir / "train.log").read_text(encoding="utf-8")
     assert "3 steps in a row had non-finite loss or gradients in fp16" in log and "continuing in fp32" in log
     assert "continuing in fp32" in json.loads((run_dir / "status.json").read_text())["precision_note"]
-    from utils.runs import view
+    from utils.runs.views import view
 
     assert "continuing in fp32" in view(corpus, name).summary()  # what the Training tab shows of the run
     state = load_trainer_state(run_dir / "checkpoints" / "step-6")

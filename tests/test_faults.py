@@ -18,7 +18,8 @@ from tests.helpers import make_dataset
 from tests.test_jobs import TINY, state, wait
 from tests.test_training import corpus, tiny_config  # noqa: F401  (module fixture)
 from tests.test_training_process import start_trainer, wait_for
-from utils import jobs, runs
+from utils import jobs
+from utils.runs import control, views
 from utils.training import load_checkpoint, prepare_run, run
 from utils.training.checkpoint import latest_resumable, load_trainer_state, recover, save_checkpoint, step_folders
 from utils.training.config import read_run_config, write_run_config
@@ -136,7 +137,7 @@ def test_a_full_disk_stops_the_run_with_a_message_and_keeps_a_usable_checkpoint(
 def jobs_ws(tmp_path):
     ws = make_dataset(tmp_path, n_train=3, n_val=1, max_chars=25)
     yield ws
-    for r in runs.run_table(ws):
+    for r in views.run_table(ws):
         if r["status"] in jobs.ACTIVE:
             jobs.stop(ws, r["run"]), jobs.stop(ws, r["run"])
 
@@ -149,7 +150,7 @@ def test_two_users_starting_runs_at_the_same_moment_get_one_running_and_one_queu
     def user(name):
         barrier.wait()  # both requests read "the CPU is free" at the same time
         try:
-            runs.start_training(ws, "am", run=name, overrides={**TINY, "max_steps": 100_000})
+            control.start_training(ws, "am", run=name, overrides={**TINY, "max_steps": 100_000})
         except Exception as exc:  # reported below, not lost in the thread
             errors.append(exc)
 

@@ -12,7 +12,8 @@ from tests.conftest import AppServer, serve
 from tests.helpers import screenshot
 from tests.test_inference import CKPT, voice_workspace
 from tests.test_separation_dataset import ws  # noqa: F401  (fixture: dataset "news", a clean and a musical clip)
-from utils import inference, runs
+from utils import inference
+from utils.runs import settings
 from utils.transcripts.scoring import check_path
 from utils.workspace import atomic_write_json
 from utils.datasets import load_manifest
@@ -86,7 +87,7 @@ def test_a_pick_or_form_that_fails_says_why_in_a_box_that_stays(server, page, tm
 
     page.get_by_role("tab", name="Optimizations").click()
     expect(page.locator("#chosen-here")).to_contain_text("Where it trains", timeout=30_000)
-    runs.settings_path(ws).write_text("{hand-edited", encoding="utf-8")  # a settings file that cannot be read
+    settings.settings_path(ws).write_text("{hand-edited", encoding="utf-8")  # a settings file that cannot be read
     page.locator("#settings-preset").get_by_label("small", exact=True).check()
     boxes["#settings-changes"] = "training_settings.json cannot be read"
     expect(page.locator("#settings-changes")).to_contain_text(boxes["#settings-changes"], timeout=30_000)

@@ -435,7 +435,7 @@ def running(ws, name: str, devices: str, nproc: int = 1, state: str = "running")
 
 def test_a_run_on_every_gpu_and_a_run_on_gpu_0_exclude_each_other(tmp_path):
     from utils import jobs
-    from utils.runs import pick_devices
+    from utils.runs.control import pick_devices
     from utils.workspace import Workspace
 
     ws = Workspace.open(tmp_path)
@@ -489,7 +489,8 @@ def test_the_first_stop_of_a_torchrun_run_asks_through_the_stop_file_alone(tmp_p
 
 
 def test_resume_picks_the_devices_of_the_machine_it_resumes_on(tmp_path, monkeypatch):
-    from utils import jobs, runs
+    from utils import jobs
+    from utils.runs import control
     from utils.workspace import Workspace
 
     ws = Workspace.open(tmp_path)
@@ -500,7 +501,7 @@ def test_resume_picks_the_devices_of_the_machine_it_resumes_on(tmp_path, monkeyp
     for name, device in (("was-on-two", "auto"), ("cpu-run", "cpu")):
         running(ws, name, "cuda:0,1", nproc=2, state="stopped")
         (ws.run_dir(name) / "config.json").write_text(json.dumps({"train": {"device": device}}))
-        runs.resume_training(ws, name)
+        control.resume_training(ws, name)
     assert asked == {"was-on-two": ("cuda:0", 1), "cpu-run": ("cpu", 1)}
 
 
@@ -625,7 +626,7 @@ def test_a_compilation_that_fails_mid_run_costs_speed_not_the_run(tmp_path, monk
     assert config["resolved"]["compile"] is False and "(torch.compile) failed" in config["reasons"]["compile"]
     status = json.loads((run_dir / "status.json").read_text())
     assert "(torch.compile) failed" in status["compile_note"] and status["state"] == "finished"
-    from utils.runs import view  # the Training tab's summary of the run says it too
+    from utils.runs.views import view  # the Training tab's summary of the run says it too
     shown = view(ws, "fails")
     assert "(torch.compile) failed" in shown.summary()
     rows = [r for r in shown.metrics if "loss" in r and "mcd" not in r]

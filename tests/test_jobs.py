@@ -12,7 +12,8 @@ import time
 import pytest
 
 from tests.helpers import make_dataset
-from utils import jobs, runs
+from utils import jobs
+from utils.runs import control, settings, views
 from utils.events import StudioError
 from utils.workspace import Workspace
 
@@ -40,7 +41,7 @@ def state(ws, name):
 
 
 def start(ws, name, steps=100_000):
-    runs.start_training(ws, "am", run=name, max_steps=steps, overrides={**TINY, "max_steps": steps})
+    control.start_training(ws, "am", run=name, max_steps=steps, overrides={**TINY, "max_steps": steps})
 
 
 def test_second_run_queues_then_stop_saves_and_the_queue_moves_on(ws):
@@ -53,7 +54,7 @@ def test_second_run_queues_then_stop_saves_and_the_queue_moves_on(ws):
     assert "finishes the current step" in jobs.stop(ws, "first")
     final = wait(lambda: (s := state(ws, "first")).get("state") in jobs.FINAL and s, "first to stop")
     assert final["state"] == "stopped"
-    view = runs.view(ws, "first")
+    view = views.view(ws, "first")
     assert view.checkpoints and view.checkpoints[-1][0] == final["step"]
 
     wait(lambda: state(ws, "second").get("state") == "running", "second to start once the device is free")
@@ -62,10 +63,10 @@ def test_second_run_queues_then_stop_saves_and_the_queue_moves_on(ws):
     wait(lambda: state(ws, "second").get("state") in jobs.FINAL, "second to stop")
 
     # resume continues from the saved step, not from zero
-    runs.resume_training(ws, "first")
+    control.resume_training(ws, "first")
     wait(lambda: state(ws, "first").get("state") == "running", "resumed run")
     resumed = wait(lambda: (s := state(ws, "first")).get("step", 0) > final["step"] and s, "steps after resume")
-    assert "resume: continuing from" in runs.view(ws, "first").log
+    assert "resume: continuing from" in views.view(ws, "first").log
     assert resumed["step"] > final["step"]
     # a second Stop kills at once
     jobs.stop(ws, "first")
@@ -89,7 +90,7 @@ def test_runs_whose_processes_vanished_are_marked_failed_on_the_next_look(ws):
     for pid in (status["launcher_pid"], status["pid"]):  # as if the machine had restarted
         os.kill(pid, signal.SIGKILL)
     wait(lambda: not jobs.pid_alive(status["pid"]) and not jobs.pid_alive(status["launcher_pid"]), "processes gone", 30)
-    table = {r["run"]: r for r in runs.run_table(ws)}  # what a freshly started UI does first
+    table = {r["run"]: r for r in views.run_table(ws)}  # what a freshly started UI does first
     assert table["orphan"]["status"] == "failed"
     assert "Last log lines" in state(ws, "orphan")["message"]
 
@@ -98,11 +99,11 @@ def test_starting_a_run_that_exists_or_on_a_missing_dataset_says_what_to_do(ws):
     with pytest.raises(StudioError, match="exists already"):
         start(ws, "killed")
     with pytest.raises(StudioError, match="no prepared dataset"):
-        runs.start_training(ws, "nope", run="x")
+        control.start_training(ws, "nope", run="x")
 
 
 def test_a_run_that_fails_keeps_the_trainers_reason(ws):
-    runs.start_training(ws, "am", run="diverges", overrides={**TINY, "max_steps": 50, "max_bad_steps": 2,
+    control.start_training(ws, "am", run="diverges", overrides={**TINY, "max_steps": 50, "max_bad_steps": 2,
                                                               "fault_nan_steps": list(range(0, 50))})
     final = wait(lambda: (s := state(ws, "diverges")).get("state") in jobs.FINAL and s, "the run to fail")
     assert final["state"] == "failed"
@@ -123,7 +124,7 @@ def test_resume_pressed_while_the_old_launcher_is_still_finishing_keeps_the_new_
             assert "finishes the current step" in jobs.stop(ws, "quick")
             stopped = wait(lambda: (s := jobs.read_status(ws.run_dir("quick"))).get("state") == "stopped"
                            and not jobs.pid_alive(old["pid"]) and s, "the trainer to save and exit")
-            runs.resume_training(ws, "quick")
+            control.resume_training(ws, "quick")
         finally:
             os.kill(old["launcher_pid"], signal.SIGCONT)
         wait(lambda: not jobs.pid_alive(old["launcher_pid"]), "the old launcher to finish", 30)
@@ -150,29 +151,29 @@ def test_a_vocoder_trains_as_a_job_from_the_training_tab_and_resumes_with_its_ow
         note, _, _ = client.predict("am", "(from scratch)", "tiny", 2, False, api_name="/start_vocoder_training")
     name = re.search(r"Vocoder run \*\*(\S+)\*\*", note).group(1)
     final = wait(lambda: (s := state(ws, name)).get("state") in jobs.FINAL and s, "the vocoder run to end", 300)
-    assert final["state"] == "finished", runs.view(ws, name).log[-2000:]
-    row = {r["run"]: r for r in runs.run_table(ws)}[name]
+    assert final["state"] == "finished", views.view(ws, name).log[-2000:]
+    row = {r["run"]: r for r in views.run_table(ws)}[name]
     assert row["preset"] == "vocoder (tiny)" and row["dataset"] == "am"
     assert any(v.startswith(f"runs/{name}/checkpoints/step-2") for v in inference.list_vocoders(ws))
     assert "batch_size" in json.loads((ws.run_dir(name) / "config.json").read_text())["reasons"]
-    runs.resume_training(ws, name)  # the vocoder trainer again, continuing its checkpoint (already at the end)
-    wait(lambda: state(ws, name).get("state") in jobs.FINAL and "resume: continuing from" in runs.view(ws, name).log,
+    control.resume_training(ws, name)  # the vocoder trainer again, continuing its checkpoint (already at the end)
+    wait(lambda: state(ws, name).get("state") in jobs.FINAL and "resume: continuing from" in views.view(ws, name).log,
          "the vocoder run to resume", 300)
     assert state(ws, name)["state"] == "finished"
     with pytest.raises(StudioError, match="no prepared dataset"):
-        runs.start_vocoder_training(ws, "nope")
+        control.start_vocoder_training(ws, "nope")
 
 
 @pytest.mark.slow  # about 3 minutes on 2 shared CPU cores: 100 real steps and two evaluations
 def test_a_short_run_started_without_an_eval_choice_shows_its_quality_several_times(ws):
     """A 300-step run is checked every 50 steps (6 times), not once at its end; a long one keeps the default's
     1000; the curator's own choice (TINY's 0: only at the end) is kept. Here a 100-step run, checked at 50 and 100."""
-    assert [runs.eval_schedule(n, 1000) for n in (300, 2000, 20_000, 30)] == [50, 334, 1000, 50]
+    assert [settings.eval_schedule(n, 1000) for n in (300, 2000, 20_000, 30)] == [50, 334, 1000, 50]
     no_choice = {k: v for k, v in TINY.items() if k != "eval_every"}
-    status = runs.start_training(ws, "am", run="checked", max_steps=100, overrides={**no_choice, "max_steps": 100})
+    status = control.start_training(ws, "am", run="checked", max_steps=100, overrides={**no_choice, "max_steps": 100})
     assert status["eval_every"] == 50
     wait(lambda: state(ws, "checked").get("state") in jobs.FINAL, "the short run to finish", timeout=600)
-    v = runs.view(ws, "checked")
+    v = views.view(ws, "checked")
     assert [row["step"] for row in v.series(lambda k: k == "mcd")] == [50, 100]
     assert sorted({step for step, _ in v.samples}) == [50, 100]
     start(ws, "chosen", steps=100)  # TINY says eval_every 0

@@ -142,9 +142,9 @@ def test_an_mms_voice_speaks_at_16_khz_beside_a_matcha_voice_in_batch_and_export
     from webui.context import AppContext
     from webui.inference import compare, engine_settings
 
-    from utils import runs
+    from utils.runs import views
 
-    assert {r["run"]: r for r in runs.run_table(corpus)}["mms-voice"]["preset"] == "MMS-TTS"  # the run list's size
+    assert {r["run"]: r for r in views.run_table(corpus)}["mms-voice"]["preset"] == "MMS-TTS"  # the run list's size
     folder = mms_voice / "checkpoints" / "step-2"
     voice = inference.Voice.load(folder)
     wave, sr, info = voice.synthesize("ሰላም ነው። ዛሬ ጥሩ ቀን ነው።")
@@ -310,10 +310,11 @@ def test_an_mms_job_runs_through_the_job_service_and_two_ddp_processes_train_in_
     import time
 
     from tests.test_training_process import start_trainer
-    from utils import jobs, runs
+    from utils import jobs
+    from utils.runs import control
 
-    runs.start_training(corpus, "am", "base", "mms-job", init=BASE, engine="mms", max_steps=2,
-                        overrides={"eval_clips": 1, "eval_every": 2})
+    control.start_training(corpus, "am", "base", "mms-job", init=BASE, engine="mms", max_steps=2,
+                           overrides={"eval_clips": 1, "eval_every": 2})
     end = time.time() + 300
     while jobs.reconcile(corpus.run_dir("mms-job")).get("state") not in jobs.FINAL and time.time() < end:
         time.sleep(0.5)

@@ -12,7 +12,8 @@ from playwright.sync_api import expect
 from tests.conftest import AppServer
 from tests.helpers import make_dataset, serve_tab
 from tests.mms_fixtures import tiny_base
-from utils import hardware, jobs, runs
+from utils import hardware, jobs
+from utils.runs import control
 from utils.events import StudioError
 from utils.hub import HubUnreachable
 from utils.mms.about import DESCRIPTION, HUB_ID
@@ -41,7 +42,7 @@ def test_offline_start_is_refused_in_one_sentence_before_any_run_and_the_engine_
 
     ws = make_dataset(tmp_path / "ws", n_train=2, n_val=1, max_chars=20)
     with pytest.raises(HubUnreachable) as refused:
-        runs.start_training(ws, "am", run="mms-offline", engine="mms", accept_licence=True)
+        control.start_training(ws, "am", run="mms-offline", engine="mms", accept_licence=True)
     said = str(refused.value)
     assert said.count(". ") == 0 and said.endswith(".") and "cannot reach the Hugging Face hub" in said
     assert "*MMS-TTS base files* on the Training tab" in said and "model.safetensors" in said

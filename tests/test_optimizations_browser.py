@@ -6,7 +6,7 @@ import re
 from playwright.sync_api import expect
 
 from tests.helpers import screenshot
-from utils import runs
+from utils.runs import settings
 from utils.workspace import Workspace
 
 
@@ -32,13 +32,13 @@ def test_settings_are_prefilled_saved_with_their_trade_and_reset(app_server, pag
     changes = page.locator("#settings-changes")
     expect(changes).to_contain_text("precision: fp32 → fp16")
     expect(changes).to_contain_text("loss scaling")
-    assert json.loads(runs.settings_path(ws).read_text()) == {"precision": "fp16"}
+    assert json.loads(settings.settings_path(ws).read_text()) == {"precision": "fp16"}
     accumulation = page.get_by_label(re.compile(r"\(grad_accumulation\)$"))
     accumulation.fill("3")
     accumulation.press("Tab")
     page.locator("#save-settings").click()
     expect(batch).to_contain_text("2000 frames per micro-batch × 3 accumulated = 6000 frames")
-    assert json.loads(runs.settings_path(ws).read_text()) == {"precision": "fp16", "grad_accumulation": 3}
+    assert json.loads(settings.settings_path(ws).read_text()) == {"precision": "fp16", "grad_accumulation": 3}
     expect(page.locator("#why-precision")).to_contain_text("your choice")
 
     page.reload()  # saved in the workspace, not in the page
@@ -49,7 +49,7 @@ def test_settings_are_prefilled_saved_with_their_trade_and_reset(app_server, pag
     page.get_by_role("button", name="Reset to recommended").click()
     expect(page.get_by_label(PRECISION)).to_have_value("fp32")
     expect(batch).to_contain_text("× 1 accumulated = 2000 frames")
-    assert runs.saved_settings(ws) == {}
+    assert settings.saved_settings(ws) == {}
 
     page.get_by_text("Measure the largest batch this GPU can take").click()
     page.get_by_role("button", name="Measure", exact=True).click()
@@ -79,7 +79,7 @@ def test_steps_start_where_the_optimizations_tab_says_and_the_system_tab_uses_it
     page.reload()
     page.get_by_role("tab", name="Training").click()
     expect(page.get_by_label("steps", exact=True)).to_have_value("3000", timeout=30_000)
-    runs.save_settings(ws, {})
+    settings.save_settings(ws, {})
 
     page.get_by_role("tab", name="System").click()
     table = page.locator("#recommended-settings")

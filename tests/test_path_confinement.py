@@ -14,7 +14,8 @@ import json
 
 import pytest
 
-from utils import datasets, inference, jobs, runs
+from utils import datasets, inference, jobs
+from utils.runs import control, views
 from utils.events import StudioError
 from utils.separation import dataset as separation
 from utils.text.convert import convert_dataset
@@ -73,16 +74,16 @@ CALLS = {
     "music clip table": (lambda ws, x: separation.summary(ws, x), "name", "datasets"),
     "music clip players": (lambda ws, x: separation.clip_paths(ws, x, "a"), "name", "datasets"),
     "g2p convert dataset": (lambda ws, x: list(convert_dataset(ws, x)), "name", "datasets"),
-    "train on dataset": (lambda ws, x: runs.start_training(ws, x, run="r1"), "name", "datasets"),
-    "train run name": (lambda ws, x: runs.start_training(ws, "am", run=x), "name", "runs"),
-    "run view": (lambda ws, x: runs.view(ws, x), "name", "runs"),
-    "run delete": (lambda ws, x: runs.delete(ws, x), "name", "runs"),
-    "run resume": (lambda ws, x: runs.resume_training(ws, x), "name", "runs"),
+    "train on dataset": (lambda ws, x: control.start_training(ws, x, run="r1"), "name", "datasets"),
+    "train run name": (lambda ws, x: control.start_training(ws, "am", run=x), "name", "runs"),
+    "run view": (lambda ws, x: views.view(ws, x), "name", "runs"),
+    "run delete": (lambda ws, x: control.delete(ws, x), "name", "runs"),
+    "run resume": (lambda ws, x: control.resume_training(ws, x), "name", "runs"),
     "run stop": (lambda ws, x: jobs.stop(ws, x), "name", "runs"),
     "voice name to speak": (lambda ws, x: inference.resolve_voice(ws, x), "name", "voices"),
     "export voice name": (lambda ws, x: inference.export_voice(ws, GOOD_CHECKPOINT, x), "name", "voices"),
     "dataset path box": (lambda ws, x: _sources(ws, None, x), "path", "uploads"),
-    "fine-tune from": (lambda ws, x: runs.start_training(ws, "am", run="r2", init=x), "path", "uploads"),
+    "fine-tune from": (lambda ws, x: control.start_training(ws, "am", run="r2", init=x), "path", "uploads"),
     "checkpoint to speak": (lambda ws, x: inference.synthesize(ws, x, "ሰላም"), "path", "uploads"),
     "export from": (lambda ws, x: inference.export_voice(ws, x, "v1"), "path", "uploads"),
     "vocoder": (lambda ws, x: inference.vocoder_source(ws, x), "path", "uploads"),
@@ -101,7 +102,7 @@ def test_names_and_paths_that_leave_the_workspace_are_refused(ws, call, bad):
     with pytest.raises(StudioError, match=r"outside the workspace|cannot be used|no prepared dataset"):
         fn(ws, BAD[bad](parent, kind))
     assert snapshot(outside) == before
-    assert not any(r["run"] == "link" for r in runs.run_table(ws))  # listings leave such links out too
+    assert not any(r["run"] == "link" for r in views.run_table(ws))  # listings leave such links out too
     assert "link" not in ws.list_datasets()
 
 

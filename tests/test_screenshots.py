@@ -17,7 +17,8 @@ from tests.conftest import AppServer
 from tests.helpers import plot_seen
 from tests.test_curator_journey import make_ljspeech_zip
 from tests.test_jobs import TINY
-from utils import inference, runs
+from utils import inference
+from utils.runs import settings
 from utils.datasets import prepare
 from utils.events import run_to_end
 from utils.separation import dataset as separation
@@ -51,7 +52,7 @@ def studio(tmp_path_factory):
     ws = Workspace.open(tmp / "workspace")
     run_to_end(prepare(ws, "abebe", make_ljspeech_zip(tmp)))
     run_to_end(separation.process_dataset(ws, "abebe"))
-    runs.save_settings(ws, TINY)
+    settings.save_settings(ws, TINY)
     cfg = TrainConfig.from_dict({**TINY, "workspace": str(ws.root), "dataset": "abebe", "run": "first",
                                  "preset": "tiny", "max_steps": STEPS, "eval_every": STEPS // 2, "lr": 2e-3})
     result = run(prepare_run(cfg))

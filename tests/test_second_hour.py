@@ -102,11 +102,12 @@ def test_the_f5_request_check_takes_the_machine_a_gpu_passes_this_cpu_is_refused
 
 
 def test_the_f5_base_is_refused_here_before_any_run_folder_queue_entry_or_download(ws):
-    from utils import jobs, runs
+    from utils import jobs
+    from utils.runs import control
 
     before = sorted(p.name for p in ws.runs.iterdir())
     with pytest.raises(StudioError, match="This machine cannot fine-tune the F5-TTS base"):
-        runs.start_training(ws, "am", "base", "f5-queued", engine="f5", accept_licence=True)
+        control.start_training(ws, "am", "base", "f5-queued", engine="f5", accept_licence=True)
     proc = app("train", "--engine", "f5", "--dataset", "am", "--init", "SWivid/F5-TTS", "--accept-licence",
                "--run", "f5-cli", "--background", "--workspace", str(ws.root))
     assert proc.returncode == 2 and "This machine cannot fine-tune the F5-TTS base: no GPU" in proc.stderr
@@ -134,15 +135,15 @@ def test_an_upload_that_makes_no_clip_leaves_no_dataset_and_says_what_was_given_
 
 
 def test_start_refuses_a_dataset_with_no_usable_clip_before_any_run_is_made(ws):
-    from utils import runs
+    from utils.runs import control
 
     source = ws.dataset_dir("am")
     target = ws.dataset_dir("all-excluded")
     shutil.copytree(source, target)
     save_manifest(ws, "all-excluded", [{**r, "excluded": True} for r in load_manifest(ws, "am")])
     before = sorted(p.name for p in ws.runs.iterdir())
-    for start in (lambda: runs.start_training(ws, "all-excluded", "tiny", "no-clips"),
-                  lambda: runs.start_vocoder_training(ws, "all-excluded", preset="tiny", run="no-clips-voc")):
+    for start in (lambda: control.start_training(ws, "all-excluded", "tiny", "no-clips"),
+                  lambda: control.start_vocoder_training(ws, "all-excluded", preset="tiny", run="no-clips-voc")):
         with pytest.raises(StudioError, match="Dataset 'all-excluded' has no usable clip to train on"):
             start()
     proc = app("train", "--dataset", "all-excluded", "--preset", "tiny", "--run", "no-clips-cli",
@@ -261,14 +262,15 @@ def test_amharic_names_work_for_runs_voices_their_zip_and_the_tabs_urls(ws):
 
 
 def test_the_transcript_checks_own_run_is_neither_listed_nor_offered_as_a_voice(ws):
-    from utils import inference, runs
+    from utils import inference
+    from utils.runs import control, views
 
     shutil.copytree(ws.run_dir("one"), ws.run_dir("am-transcript-check"))  # as the check leaves it (dataset am)
     try:
-        assert "am-transcript-check" not in [r["run"] for r in runs.run_table(ws)]
+        assert "am-transcript-check" not in [r["run"] for r in views.run_table(ws)]
         assert not [v for _, v in inference.voice_choices(ws) if "transcript-check" in v]
-        assert not [c for c in runs.init_choices(ws) if "transcript-check" in c]
-        assert "one" in [r["run"] for r in runs.run_table(ws)]  # a curator's run of the same dataset stays
+        assert not [c for c in control.init_choices(ws) if "transcript-check" in c]
+        assert "one" in [r["run"] for r in views.run_table(ws)]  # a curator's run of the same dataset stays
     finally:
         shutil.rmtree(ws.run_dir("am-transcript-check"))
 

@@ -13,7 +13,8 @@ from tests.conftest import serve
 from tests.helpers import plot_seen, screenshot
 from tests.test_inference import voice_workspace
 from tests.test_second_hour_browser import LIVE, live_checkpoint
-from utils import runs
+from utils.datasets import deletion
+from utils.runs import settings
 from utils.workspace import Workspace, append_jsonl, atomic_write_json
 
 VISIBLE_POINTS_JS = """(sel) => [...document.querySelectorAll(sel + ' svg .role-mark path')]
@@ -50,7 +51,7 @@ def studio(tmp_path_factory):
     """An app started on a workspace with nothing in it yet but saved settings: what the tabs built then is empty,
     and all the rest comes while it runs (as the curator's work does)."""
     ws = Workspace.open(tmp_path_factory.mktemp("third-studio") / "workspace")
-    runs.save_settings(ws, {"max_steps": 300})
+    settings.save_settings(ws, {"max_steps": 300})
     s = serve(ws)
     for name in ("lectures", "news"):  # prepared after the app started
         ws.dataset_dir(name).mkdir(parents=True)
@@ -70,7 +71,7 @@ def test_dataset_pickers_and_the_steps_box_are_current_each_time_their_tab_opens
     g2p = page.locator("#g2p-dataset input")
     open_tab(page, "Amharic G2P")
     expect(g2p).to_have_value("lectures")  # not empty while datasets exist
-    runs.delete_dataset(studio.ws, "lectures", confirmed=True)
+    deletion.delete_dataset(studio.ws, "lectures", confirmed=True)
     open_tab(page, "Dataset")
     open_tab(page, "Amharic G2P")
     expect(g2p).to_have_value("news")  # the deleted one is gone without Refresh

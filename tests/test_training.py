@@ -266,7 +266,7 @@ def test_single_speaker_checkpoint_adapts_to_a_new_single_speaker(tmp_path):
 
 def test_held_out_mcd_that_stops_improving_is_called_overfitting_and_stop_ends_the_run_there(corpus):
     """lr 0: the weights never change, so every evaluation scores the same MCD, which never improves."""
-    from utils import runs
+    from utils.runs import views
 
     frozen = dict(lr=0.0, warmup_steps=1, eval_every=1, checkpoint_every=100, max_steps=6, patience=2)
     warned = run(prepare_run(tiny_config(corpus, "overfit-warn", on_overfit="warn", **frozen)))
@@ -274,7 +274,7 @@ def test_held_out_mcd_that_stops_improving_is_called_overfitting_and_stop_ends_t
     assert warned["state"] == "finished" and warned["step"] == 6
     assert status["best_checkpoint"].endswith("step-1")  # the first evaluation stays the best
     assert "has not improved for 5 evaluations" in status["overfitting"] and "overfitting" in status["overfitting"]
-    assert "⚠ Held-out MCD has not improved" in runs.view(corpus, "overfit-warn").summary()
+    assert "⚠ Held-out MCD has not improved" in views.view(corpus, "overfit-warn").summary()
 
     stopped = run(prepare_run(tiny_config(corpus, "overfit-stop", on_overfit="stop", **frozen)))
     assert stopped["state"] == "finished" and stopped["step"] == 3  # evaluations 2 and 3 did not improve

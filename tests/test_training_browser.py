@@ -9,16 +9,17 @@ from playwright.sync_api import expect
 from tests.conftest import serve
 from tests.test_jobs import TINY
 from tests.helpers import make_dataset, numeric_ticks, plot_seen, screenshot
-from utils import jobs, runs
+from utils import jobs
+from utils.runs import control, settings, views
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     ws = make_dataset(tmp_path_factory.mktemp("browser") / "workspace", n_train=3, n_val=1, max_chars=25)
-    runs.save_settings(ws, TINY)  # what the Optimizations tab saves: tiny CPU batches
+    settings.save_settings(ws, TINY)  # what the Optimizations tab saves: tiny CPU batches
     s = serve(ws)
     yield s
-    for r in runs.run_table(ws):
+    for r in views.run_table(ws):
         if r["status"] in jobs.ACTIVE:
             jobs.stop(ws, r["run"]), jobs.stop(ws, r["run"])
     s.stop()
@@ -99,7 +100,7 @@ def test_start_watch_reload_stop_resume_and_queue(server, page, tmp_path):
     expect(message).to_contain_text("Run live (100000 steps) stopped", timeout=30_000)
     expect(summary).to_contain_text("Stopped because Stop was pressed")
     stopped_at = step_shown(page)
-    assert runs.view(server.ws, "live").checkpoints[-1][0] == stopped_at
+    assert views.view(server.ws, "live").checkpoints[-1][0] == stopped_at
 
     # Resume: the step count continues from the checkpoint
     page.locator("#resume-button").click()
@@ -117,7 +118,7 @@ def test_a_trainer_killed_with_sigkill_shows_failed_with_its_last_log_lines(serv
     import signal
     import time
 
-    runs.start_training(server.ws, "am", run="doomed", overrides={**TINY, "max_steps": 100_000})
+    control.start_training(server.ws, "am", run="doomed", overrides={**TINY, "max_steps": 100_000})
     deadline = time.time() + 180
     while time.time() < deadline and not (jobs.reconcile(server.ws.run_dir("doomed")).get("step") or 0) >= 1:
         time.sleep(0.3)
@@ -162,7 +163,7 @@ def test_a_reload_after_an_f5_run_brings_the_form_back_on_f5_with_its_licence_an
     ws = server.ws
     # what the tab's Start writes for an F5 run (engine, the base, licence yes, clip) on a machine whose GPU can
     # fine-tune the base; the run is left as failed, as it would end on a machine that cannot download it
-    cfg = TrainConfig.from_dict({**runs.saved_settings(ws), "workspace": str(ws.root), "dataset": "am",
+    cfg = TrainConfig.from_dict({**settings.saved_settings(ws), "workspace": str(ws.root), "dataset": "am",
                                  "preset": "base", "run": "f5-last", "engine": "f5", "init": HUB_ID,
                                  "prompt": "am-001", "max_steps": 300})
     with pytest.MonkeyPatch.context() as gpu:
@@ -197,7 +198,7 @@ def test_every_evaluation_adds_a_point_to_the_validation_mcd_curve(server, page,
     from tests.test_jobs import state, wait
     from utils.workspace import read_jsonl
 
-    runs.start_training(server.ws, "am", run="evaluated", max_steps=6, overrides={**TINY, "max_steps": 6,
+    control.start_training(server.ws, "am", run="evaluated", max_steps=6, overrides={**TINY, "max_steps": 6,
                                                                                    "eval_every": 2})
     wait(lambda: state(server.ws, "evaluated")["state"] == "finished", "the evaluated run to finish", timeout=300)
     evaluations = [m for m in read_jsonl(server.ws.run_dir("evaluated") / "metrics.jsonl") if "mcd" in m]

@@ -12,7 +12,8 @@ import pytest
 
 from tests.helpers import make_dataset, serve_tab
 from tests.test_jobs import TINY
-from utils import jobs, runs
+from utils import jobs
+from utils.runs import control, settings, views
 from utils.workspace import Workspace, append_jsonl, atomic_write_json
 from webui import training
 
@@ -102,7 +103,7 @@ def test_a_deleted_run_leaves_the_picker_and_the_list_at_once(ws):
         assert message == "Deleted run older." and picker["value"] == "newer"
         assert "older" not in json.dumps(table) and "newer" in json.dumps(table)
         # deleted elsewhere (another browser, the command line) while shown here: the next poll picks a run that is
-        runs.delete(ws, "newer")
+        control.delete(ws, "newer")
         fake_run(ws, "third", state="finished")
         polled = client.predict("newer", api_name="/refresh_run")
         assert polled[PICKER]["value"] == "third" and "newer" not in json.dumps(polled[RUN_LIST])
@@ -125,7 +126,7 @@ def test_pressing_start_twice_starts_one_run_and_the_line_keeps_following_it(tmp
     """The second press of a double press (the same name, moments later) used to leave "Not done: A run called ...
     exists already" on screen for the whole run the first press started."""
     ws = make_dataset(tmp_path / "workspace", n_train=3, n_val=1, max_chars=25)
-    runs.save_settings(ws, TINY)
+    settings.save_settings(ws, TINY)
     with serve_tab(training, ws, "Training") as client:
         def start():
             return client.predict("am", "tiny", "twice", 2, "(from scratch)", "full", False, "matcha", False, "", "",
@@ -136,7 +137,7 @@ def test_pressing_start_twice_starts_one_run_and_the_line_keeps_following_it(tmp
             again = start()
             assert "Not done" not in again and again.startswith("Run **twice**")
             assert "Start was pressed twice: the first press started it, the second nothing" in again
-            assert [r["run"] for r in runs.run_table(ws)] == ["twice"]
+            assert [r["run"] for r in views.run_table(ws)] == ["twice"]
             followed = client.predict("twice", api_name="/refresh_run")[MESSAGE]  # then the run as it is
             assert followed.startswith("Run **twice**") and "pressed twice" not in followed
         finally:

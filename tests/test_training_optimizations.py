@@ -206,13 +206,13 @@ def test_one_process_on_a_box_of_two_gpus_plans_its_batch_for_one(monkeypatch):
 def test_the_optimizations_tab_explains_its_settings_for_the_steps_it_shows(tmp_path):
     """The averaged weights' reason said "a tenth of this 20000-step run" beside a plan of 2000 steps (the run's own
     log was right): the form resolves 'auto' for the steps it shows, saved or recommended."""
-    from utils import runs
+    from utils.runs import settings
     from utils.workspace import Workspace
 
     ws = Workspace.open(tmp_path)
-    steps = runs.default_steps(ws)
-    rows = {r.name: r for r in runs.settings_form(ws, "tiny")}
+    steps = settings.default_steps(ws)
+    rows = {r.name: r for r in settings.settings_form(ws, "tiny")}
     assert rows["max_steps"].value == steps and f"a tenth of this {steps}-step run" in rows["ema_decay"].reason
-    runs.save_settings(ws, {"max_steps": 300})
-    rows = {r.name: r for r in runs.settings_form(ws, "tiny")}
+    settings.save_settings(ws, {"max_steps": 300})
+    rows = {r.name: r for r in settings.settings_form(ws, "tiny")}
     assert rows["max_steps"].value == 300 and "a tenth of this 300-step run" in rows["ema_decay"].reason

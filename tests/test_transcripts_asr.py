@@ -151,9 +151,9 @@ def test_a_training_evaluation_reports_the_character_error_rate(ws):
     assert run(prepare_run(cfg))["state"] == "finished"
     evals = [m for m in read_jsonl(ws.run_dir("cer") / "metrics.jsonl") if "mcd" in m]
     assert evals and all(isinstance(m["cer"], float) and m["cer"] >= 0 for m in evals)
-    from utils import runs
+    from utils.runs import views
 
-    row = next(r for r in runs.run_table(ws) if r["run"] == "cer")
+    row = next(r for r in views.run_table(ws) if r["run"] == "cer")
     assert row["val CER"] == f"{evals[-1]['cer']:.0%} (recordings {evals[-1]['cer_recorded']:.0%})"
 
 

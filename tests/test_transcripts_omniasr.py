@@ -101,14 +101,14 @@ def test_drafts_and_the_recognition_check_run_through_omniasr(ws, capsys):
 
 
 def test_an_evaluation_reports_the_cer_of_the_recordings_beside_the_synthesised(ws):
-    from utils import runs
+    from utils.runs import views
     from utils.training import prepare_run, run
 
     assert run(prepare_run(tiny_run(ws, "floor")))["state"] == "finished"
     evals = [m for m in read_jsonl(ws.run_dir("floor") / "metrics.jsonl") if "mcd" in m]
     assert evals and all(m["cer"] >= 0 and m["cer_recorded"] >= 0 for m in evals)
     assert len({m["cer_recorded"] for m in evals}) == 1  # the same recordings, heard once
-    row = next(r for r in runs.run_table(ws) if r["run"] == "floor")
+    row = next(r for r in views.run_table(ws) if r["run"] == "floor")
     assert row["val CER"] == f"{evals[-1]['cer']:.0%} (recordings {evals[-1]['cer_recorded']:.0%})"
     assert "cer_recorded" in (ws.run_dir("floor") / "train.log").read_text(encoding="utf-8")
 

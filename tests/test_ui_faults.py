@@ -12,7 +12,8 @@ from playwright.sync_api import expect
 from tests.conftest import AppServer
 from tests.helpers import make_dataset
 from tests.test_jobs import TINY, state, wait
-from utils import jobs, runs
+from utils import jobs
+from utils.runs import settings, views
 
 FROM_SCRATCH = "(from scratch)"
 
@@ -20,9 +21,9 @@ FROM_SCRATCH = "(from scratch)"
 @pytest.fixture
 def ws(tmp_path):
     ws = make_dataset(tmp_path / "workspace", n_train=3, n_val=1, max_chars=25)
-    runs.save_settings(ws, TINY)  # what the Optimizations tab saves: tiny CPU batches
+    settings.save_settings(ws, TINY)  # what the Optimizations tab saves: tiny CPU batches
     yield ws
-    for r in runs.run_table(ws):
+    for r in views.run_table(ws):
         if r["status"] in jobs.ACTIVE:
             jobs.stop(ws, r["run"]), jobs.stop(ws, r["run"])
 

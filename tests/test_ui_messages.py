@@ -3,7 +3,7 @@ import logging
 
 import gradio as gr
 
-from utils import runs
+from utils.runs import settings
 from utils.workspace import Workspace
 from webui.components import says_errors
 
@@ -48,9 +48,9 @@ def test_an_unreadable_settings_file_is_named_and_the_app_still_builds(tmp_path)
 
     ws = Workspace.open(tmp_path / "workspace")
     for text in ("{hand-edited", "[1, 2]"):
-        runs.settings_path(ws).write_text(text, encoding="utf-8")
+        settings.settings_path(ws).write_text(text, encoding="utf-8")
         with pytest.raises(StudioError, match=r"training_settings\.json cannot be read .*press Reset to recommended"):
-            runs.saved_settings(ws)
+            settings.saved_settings(ws)
         build_ui(AppContext(workspace=ws, max_upload_mb=10))
-        assert runs.settings_path(ws).read_text(encoding="utf-8") == text
-    assert runs.default_steps(ws) == runs.recommended_steps()[0]
+        assert settings.settings_path(ws).read_text(encoding="utf-8") == text
+    assert settings.default_steps(ws) == settings.recommended_steps()[0]

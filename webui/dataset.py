@@ -11,7 +11,8 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from utils import datasets, runs
+from utils import datasets
+from utils.datasets import deletion
 from utils.datasets import disk
 from utils.datasets.config import PrepareConfig
 from utils.events import StudioError
@@ -321,7 +322,7 @@ def build(ctx: AppContext) -> list:
     def on_delete(n, confirmed):  # unconfirmed: says which runs were trained on it, and how to confirm
         if not n:
             raise StudioError("Pick the dataset to delete first.")
-        said = runs.delete_dataset(ws, n, confirmed=bool(confirmed), how_to_confirm="tick 'yes, delete the "
+        said = deletion.delete_dataset(ws, n, confirmed=bool(confirmed), how_to_confirm="tick 'yes, delete the "
                                        "dataset shown' and press Delete dataset again")
         names = ws.list_datasets()
         return said, gr.update(choices=names, value=names[0] if names else None), False

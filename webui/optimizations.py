@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from utils import runs
+from utils.runs import probe, settings
 from utils.events import StudioError
 from webui.components import current_pick, default_model_size, plain_label, says_errors
 from webui.context import AppContext
@@ -12,7 +12,7 @@ from webui.context import AppContext
 SWITCHES = ("tf32", "compile", "grad_checkpointing", "fused_adamw", "cudnn_benchmark", "pin_memory", "fp8")
 
 
-def _component(row: runs.SettingRow, plain: dict):
+def _component(row: settings.SettingRow, plain: dict):
     """One setting's box: its plain label, and under it its plain help (technical terms in brackets), else the
     trainer's own help."""
     label, info = plain_label(row.name, plain), plain.get(row.name, {}).get("help", row.help)
@@ -25,11 +25,11 @@ def _component(row: runs.SettingRow, plain: dict):
     return gr.Textbox(value=str(row.value), label=label, info=info)
 
 
-def _explain(row: runs.SettingRow) -> str:
+def _explain(row: settings.SettingRow) -> str:
     return f"**why:** {row.reason}\n\n**trade:** {row.trade}"
 
 
-def chosen_here(rows: list[runs.SettingRow], plain: dict) -> str:
+def chosen_here(rows: list[settings.SettingRow], plain: dict) -> str:
     """The first screen: where it trains, in what precision, which speed-ups are on, each with its reason."""
     by = {r.name: r for r in rows}
     on = [plain_label(n, plain) for n in SWITCHES if by[n].value is True]
@@ -41,7 +41,7 @@ def chosen_here(rows: list[runs.SettingRow], plain: dict) -> str:
 
 def build(ctx: AppContext) -> list:
     ws = ctx.workspace
-    plain = runs.plain_words()
+    plain = settings.plain_words()
     gr.Markdown("**Nothing here needs changing**: every setting is chosen for **this machine** (see the System tab). "
                 "New runs start from what is saved here; a setting left at its recommendation keeps following "
                 "the hardware.")
@@ -51,16 +51,16 @@ def build(ctx: AppContext) -> list:
         save = gr.Button("Save settings", variant="primary", elem_id="save-settings")
         reset = gr.Button("Reset to recommended")
     try:
-        rows, problem = runs.settings_form(ws, preset.value), ""
+        rows, problem = settings.settings_form(ws, preset.value), ""
     except StudioError as exc:  # a hand-edited file that does not parse: the app starts, and says so here
-        rows, problem = runs.settings_form(ws, preset.value, use_saved=False), f"Not done: {exc}"
+        rows, problem = settings.settings_form(ws, preset.value, use_saved=False), f"Not done: {exc}"
     chosen = gr.Markdown(chosen_here(rows, plain), elem_id="chosen-here")
-    batch = gr.Markdown(runs.batch_summary(rows), elem_id="effective-batch")
+    batch = gr.Markdown(settings.batch_summary(rows), elem_id="effective-batch")
     changes = gr.Markdown(problem, elem_id="settings-changes")
     names = [r.name for r in rows]
     components, explanations = [], []
-    for title, group in (("Every setting: speed and memory", runs.MACHINE_SETTINGS),
-                         ("Every setting: training length, quality checks, saved copies", runs.SCHEDULE_SETTINGS)):
+    for title, group in (("Every setting: speed and memory", settings.MACHINE_SETTINGS),
+                         ("Every setting: training length, quality checks, saved copies", settings.SCHEDULE_SETTINGS)):
         with gr.Accordion(title, open=False):
             for row in rows:
                 if row.name in group:
@@ -78,20 +78,20 @@ def build(ctx: AppContext) -> list:
 
     # ------------------------------------------------------------------------------- events
     def fill(preset):
-        form = runs.settings_form(ws, preset)
+        form = settings.settings_form(ws, preset)
         return [gr.update(value=r.value) for r in form] + [_explain(r) for r in form] + [
-            runs.batch_summary(form), chosen_here(form, plain)]
+            settings.batch_summary(form), chosen_here(form, plain)]
 
     def on_save(preset, *values):
         try:
-            saved, lines = runs.save_form(ws, preset, dict(zip(names, values)))
+            saved, lines = settings.save_form(ws, preset, dict(zip(names, values)))
         except (StudioError, ValueError) as exc:
             raise gr.Error(str(exc))
         text = ("Saved. New runs use:\n\n" + "\n\n".join(lines)) if lines else "Saved: every setting follows the recommendation."
         return [text] + fill(preset)
 
     def on_reset(preset):
-        runs.save_settings(ws, {})
+        settings.save_settings(ws, {})
         return ["Back to the recommended settings for this machine."] + fill(preset)
 
     def on_preset(preset):  # the message box keeps what it said (a save's changes) unless this fails
@@ -103,10 +103,10 @@ def build(ctx: AppContext) -> list:
     preset.change(refill, preset, said, show_progress="hidden")
     save.click(says_errors(on_save, said, changes), [preset] + components, said, api_name="save_settings")
     reset.click(says_errors(on_reset, said, changes, what="Reset"), preset, said, api_name="reset_settings")
-    measure.click(says_errors(lambda d, p: runs.start_probe(ws, d, p), [measured], measured, what="Measure"),
+    measure.click(says_errors(lambda d, p: probe.start_probe(ws, d, p), [measured], measured, what="Measure"),
                   [dataset, preset], measured, api_name="measure_batch")
     # no probe yet: the box keeps what it says (a refusal of Measure, written there by says_errors)
-    gr.Timer(3.0).tick(lambda: runs.probe_report(ws) or gr.update(), None, measured, show_progress="hidden")
+    gr.Timer(3.0).tick(lambda: probe.probe_report(ws) or gr.update(), None, measured, show_progress="hidden")
     # the dataset to measure on, as the workspace is at page load and each time the tab opens
     datasets = (lambda current: current_pick(ws.list_datasets(), current), [dataset], [dataset])
     return [(refill, [preset], said), datasets, (*datasets, "open")]

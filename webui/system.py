@@ -4,7 +4,8 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from utils import hardware, runs
+from utils import hardware
+from utils.runs import settings
 from utils.transcripts import recognizers
 from webui.components import plain_label
 from webui.context import AppContext
@@ -32,7 +33,7 @@ def hardware_card(report: hardware.HardwareReport) -> str:
 def settings_table(report: hardware.HardwareReport) -> pd.DataFrame:
     """The machine's settings in the Optimizations tab's words (technical name in brackets), so a curator reads
     the same setting by the same name on both tabs."""
-    plain = runs.plain_words()
+    plain = settings.plain_words()
     return pd.DataFrame([{"setting": plain_label(k, plain), "value": str(s.value), "reason": s.reason}
                          for k, s in report.recommended.items()])
 

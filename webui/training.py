@@ -13,7 +13,8 @@ from types import SimpleNamespace
 import gradio as gr
 import pandas as pd
 
-from utils import jobs, runs
+from utils import jobs
+from utils.runs import control, settings, views
 from utils.events import StudioError
 from utils import families
 from utils.transcripts import asr
@@ -84,12 +85,12 @@ def _curves(label: str, elem_id: str, points: bool = False, **kw) -> gr.LinePlot
 
 
 def run_choices(ctx: AppContext) -> list[str]:
-    return [r["run"] for r in runs.run_table(ctx.workspace)]
+    return [r["run"] for r in views.run_table(ctx.workspace)]
 
 
 def default_run(ctx: AppContext) -> str | None:
     """The run to show when nothing is selected: an active one, else the newest."""
-    table = runs.run_table(ctx.workspace)
+    table = views.run_table(ctx.workspace)
     active = [r["run"] for r in table if r["status"] in ("running", "stopping", "queued")]
     return (active or [r["run"] for r in table] or [None])[0]
 
@@ -98,7 +99,7 @@ RUN_COLUMNS = ["run", "status", "step", "dataset", "preset", "best (val MCD)", "
 
 
 def run_list_frame(ctx: AppContext) -> pd.DataFrame:
-    return pd.DataFrame(runs.run_table(ctx.workspace), columns=RUN_COLUMNS)
+    return pd.DataFrame(views.run_table(ctx.workspace), columns=RUN_COLUMNS)
 
 
 PLOTS = {"loss": LOSS, "quality": QUALITY, "lr": LR, "speed": SPEED, "memory": MEMORY, "cer": CER}
@@ -135,7 +136,7 @@ def changed(held: dict, key: str, value) -> bool:
 def panel(ctx: AppContext, name: str | None, held: dict, fresh: bool = False) -> dict:
     """What of run `name` the live panel must redraw, given what this browser `held` (updated in place):
     {"summary", "log", "plots" ({index: value}), "players" (list)}, each only when changed.
-    Files unchanged since the last poll (runs.fingerprint) are not read at all. Curves are sent when new metric
+    Files unchanged since the last poll (views.fingerprint) are not read at all. Curves are sent when new metric
     rows arrived, at most every PLOTS_EVERY_S; "news" says the log, the curves or the samples moved on. `fresh`:
     a page just opened, whose plots are empty (drawn at once, not emptied first)."""
     hidden = [gr.update(value=None, visible=False)] * MAX_SAMPLES
@@ -147,11 +148,11 @@ def panel(ctx: AppContext, name: str | None, held: dict, fresh: bool = False) ->
     if not name:
         return {"summary": NO_RUN, "log": "", "plots": dict.fromkeys(range(len(PLOTS))), "players": hidden} \
             if changed(held, "summary", NO_RUN) else {}
-    files = runs.fingerprint(ctx.workspace, name)
+    files = views.fingerprint(ctx.workspace, name)
     if files == held.get("files") and not held.get("pending"):
         return {}
     try:
-        v = runs.view(ctx.workspace, name)
+        v = views.view(ctx.workspace, name)
     except StudioError as exc:
         held["files"] = files
         return {"summary": str(exc), "log": "", "plots": dict.fromkeys(range(len(PLOTS))), "players": hidden} \
@@ -178,7 +179,7 @@ def panel(ctx: AppContext, name: str | None, held: dict, fresh: bool = False) ->
     return out
 
 
-def _changed_plots(v: runs.RunView, held: dict) -> dict:
+def _changed_plots(v: views.RunView, held: dict) -> dict:
     """{plot index: what to send} for the plots whose curves changed since this browser drew them (a loss plot at
     each new metrics row, the MCD plot only at evaluations); the others are left as drawn."""
     frames = [_frame(r) for r in v.plots(PLOTS).values()]
@@ -279,7 +280,7 @@ def _restored_training(ws, t: dict) -> tuple:
     licence, prompt, size, mode, _ = engine_controls(engine)
     if families.get(engine).HAS_SIZES:  # an F5 run's size is the base's, not a choice: the Matcha size stays
         size = {**size, "value": t["preset"]}
-    init = t["init"] if t["init"] in runs.init_choices(ws) else "(from scratch)"
+    init = t["init"] if t["init"] in control.init_choices(ws) else "(from scratch)"
     return (size, gr.update(value=t["max_steps"]), gr.update(value=init),
             {**mode, "value": t.get("finetune_mode", "full")}, gr.update(value=t["all_gpus"]), gr.update(value=engine),
             {**licence, "value": bool(t.get("licence_accepted"))}, {**prompt, "value": t.get("prompt") or ""})
@@ -294,22 +295,22 @@ def restore_form(ctx: AppContext) -> tuple:
     from utils import inference
 
     ws, keep = ctx.workspace, gr.update()
-    last = runs.last_choices(ws)
+    last = views.last_choices(ws)
     t, v = last.get("train", {}), last.get("vocoder", {})
     names = ws.list_datasets()
     newest = next(iter(last.values()), {}).get("dataset")
     form = (gr.update(choices=names, value=newest) if newest in names else gr.update(choices=names),)
-    form += _restored_training(ws, t) if t else (keep, gr.update(value=runs.default_steps(ws)), *(keep,) * 6)
+    form += _restored_training(ws, t) if t else (keep, gr.update(value=settings.default_steps(ws)), *(keep,) * 6)
     form += (gr.update(value=v["init"] if v["init"] in inference.list_vocoders(ws) else VOCODER_SCRATCH[0]),
              gr.update(value=v["preset"]), gr.update(value=v["max_steps"])) if v else (keep,) * 3
-    return form + (runs.default_steps(ws),)  # the saved steps as the page has them (form_on_open)
+    return form + (settings.default_steps(ws),)  # the saved steps as the page has them (form_on_open)
 
 
 def form_on_open(ctx: AppContext, dataset: str | None, saved_steps) -> tuple:
     """(dataset picker, steps box, the saved steps the page now has) each time the tab opens: the datasets as they
     are now (one deleted meanwhile is not shown), and the steps the Optimizations tab saved since the page last read
     them; a number typed here stays until then."""
-    steps = runs.default_steps(ctx.workspace)
+    steps = settings.default_steps(ctx.workspace)
     return (current_pick(ctx.workspace.list_datasets(), dataset),
             gr.update(value=steps) if steps != saved_steps else gr.update(), steps)
 
@@ -353,11 +354,11 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
         preset = gr.Radio(["tiny", "small", "base"], value=default_model_size(), label="model size",
                           info="tiny: trains on a CPU in minutes (rough voice); small (10M parameters); base: 21M parameters, GPU")
         run_name = gr.Textbox(label="run name", placeholder="automatic: dataset + time")
-        max_steps = gr.Number(value=runs.default_steps(ws), precision=0, label="steps", minimum=1,
+        max_steps = gr.Number(value=settings.default_steps(ws), precision=0, label="steps", minimum=1,
                               info="starts at the Optimizations tab's 'How long it trains'; the ETA shows once it runs"
                                    + ("" if on_gpu else "; no GPU here: keep it small"))
     with gr.Row():
-        init = gr.Dropdown(["(from scratch)"] + runs.init_choices(ws), value="(from scratch)",
+        init = gr.Dropdown(["(from scratch)"] + control.init_choices(ws), value="(from scratch)",
                            label="start from", info="a checkpoint to fine-tune, or scratch")
         mode = gr.Radio([("learn everything", "full"), ("keep how it reads text, learn the voice (freeze_encoder)",
                                                          "freeze_encoder"),
@@ -441,9 +442,9 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
     ws = ctx.workspace
 
     def on_start(dataset, preset, run_name, max_steps, init, mode, all_gpus, engine, licence, prompt, base, about):
-        if about and (run_name or "").strip() in ("", about) and runs.just_started(ws, about):
+        if about and (run_name or "").strip() in ("", about) and control.just_started(ws, about):
             # pressed again while the first press's run starts: that run is what the curator asked for
-            return (runs.state_line(ws, about) + " (Start was pressed twice: the first press started it, the second "
+            return (views.state_line(ws, about) + " (Start was pressed twice: the first press started it, the second "
                     "nothing)",
                     gr.update(), gr.update(), about)
         if not families.get(engine).HAS_SIZES:  # the size is the pretrained base's (F5's tiny is a CLI smoke test)
@@ -451,17 +452,17 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
         init = "" if init == "(from scratch)" else init
         if not init and families.get(engine).ASKS_LICENCE:
             init = (base or "").strip()  # another base, or a fine-tune to continue; empty: the family's default
-        status = runs.start_training(ws, dataset, preset, run_name or "", init,
-                                     mode, int(max_steps or 0) or None, all_gpus, engine=engine or families.DEFAULT,
-                                     accept_licence=bool(licence),
-                                     overrides={"prompt": prompt.strip()} if (prompt or "").strip() else None)
-        return (runs.state_line(ws, status["run"]), run_list_frame(ctx),
+        status = control.start_training(ws, dataset, preset, run_name or "", init,
+                                        mode, int(max_steps or 0) or None, all_gpus, engine=engine or families.DEFAULT,
+                                        accept_licence=bool(licence),
+                                        overrides={"prompt": prompt.strip()} if (prompt or "").strip() else None)
+        return (views.state_line(ws, status["run"]), run_list_frame(ctx),
                 gr.update(choices=run_choices(ctx), value=status["run"]), status["run"])
 
     def on_start_vocoder(dataset, init, size, steps, all_gpus):
-        status = runs.start_vocoder_training(ws, dataset, "" if init in VOCODER_SCRATCH else init, size,
-                                             max_steps=int(steps or 0) or None, all_gpus=all_gpus)
-        return (runs.state_line(ws, status["run"]), run_list_frame(ctx),
+        status = control.start_vocoder_training(ws, dataset, "" if init in VOCODER_SCRATCH else init, size,
+                                                max_steps=int(steps or 0) or None, all_gpus=all_gpus)
+        return (views.state_line(ws, status["run"]), run_list_frame(ctx),
                 gr.update(choices=run_choices(ctx), value=status["run"]), status["run"])
 
     def on_stop(name):
@@ -472,17 +473,17 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
     def on_resume(name):
         if not name:
             raise StudioError("Choose a run first.")
-        runs.resume_training(ws, name)
-        return runs.state_line(ws, name), name
+        control.resume_training(ws, name)
+        return views.state_line(ws, name), name
 
     def on_delete(name, confirmed):  # the picker and the list forget the run at once, not at the next poll
         if not confirmed:
             raise StudioError("Tick 'yes, delete the run shown' first: a deleted run cannot be brought back.")
-        said = runs.delete(ws, name)
+        said = control.delete(ws, name)
         return said, None, gr.update(choices=run_choices(ctx), value=default_run(ctx)), run_list_frame(ctx)
 
     def on_export(name, voice):
-        v = runs.view(ws, name)
+        v = views.view(ws, name)
         best = v.status.get("best_checkpoint") or (str(v.checkpoints[-1][1]) if v.checkpoints else None)
         if not best:
             raise StudioError(f"{name} has no checkpoint yet: export it once it has saved one.")
@@ -541,7 +542,7 @@ def _wire_live(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> list:
     rare = {"vocoder": (p.vocoder_status, lambda: status_line(ws, training=True)),
             "cer": (p.cer_status, lambda: asr.status_line(ws)),
             "datasets": (f.dataset, lambda: gr.update(choices=ws.list_datasets())),
-            "init": (f.init, lambda: gr.update(choices=["(from scratch)"] + runs.init_choices(ws))),
+            "init": (f.init, lambda: gr.update(choices=["(from scratch)"] + control.init_choices(ws))),
             "vocoders": (f.vocoder_init, lambda: gr.update(choices=VOCODER_SCRATCH + inference.list_vocoders(ws)))}
 
     def shown_run(name, held: dict, out: dict, fresh: bool) -> bool:
@@ -555,14 +556,14 @@ def _wire_live(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> list:
     def poll(name, seen, about, interval):
         fresh, seen, out, now = seen is None, dict(seen or {}), {}, time.time()
         seen["panel"] = dict(seen.get("panel") or {})
-        table = runs.run_table(ws)  # every poll: it also marks a run whose process died as failed
+        table = views.run_table(ws)  # every poll: it also marks a run whose process died as failed
         names = [r["run"] for r in table]
         news = changed(seen, "states", [(r["run"], r["status"]) for r in table])  # a run come, gone, or its state
         if name and name not in names:  # deleted meanwhile (here or in another browser): show a run that exists
             name = next((r["run"] for r in table if r["status"] in ("running", "stopping", "queued")),
                         names[0] if names else None)
             out[p.selected] = gr.update(choices=names, value=name)
-        line = runs.state_line(ws, about) if about else None
+        line = views.state_line(ws, about) if about else None
         if line is not None and changed(seen, "message", line):
             out[f.message], news = line, True
         news = shown_run(name, seen["panel"], out, fresh) or news
@@ -610,7 +611,7 @@ def build(ctx: AppContext) -> list:
     p = _run_panel(ctx, on_gpu)
     _wire_actions(ctx, f, p)
     opened = _wire_live(ctx, f, p)
-    saved_steps = gr.State(runs.default_steps(ctx.workspace))  # the Optimizations tab's steps as the page has them
+    saved_steps = gr.State(settings.default_steps(ctx.workspace))  # the Optimizations tab's steps as the page has them
     restored = [f.dataset, f.preset, f.max_steps, f.init, f.mode, f.all_gpus, f.engine, f.licence, f.prompt,
                 f.vocoder_init, f.vocoder_size, f.vocoder_steps, saved_steps]
     return [(lambda: restore_form(ctx), None, restored), *opened,

@@ -140,8 +140,8 @@ def pick_device(ws: Workspace, requested: str = "auto") -> tuple[str, str]:
 
 
 def idle_gpus(ws: Workspace, count: int) -> list[int]:
-    """The GPUs (0..count-1) that no training run of this workspace holds or waits for (as utils.runs.pick_devices
-    finds a free one for a run)."""
+    """The GPUs (0..count-1) that no training run of this workspace holds or waits for (as
+    utils.runs.control.pick_devices finds a free one for a run)."""
     from utils import jobs
 
     return [i for i in range(count) if not jobs.device_busy(ws, f"cuda:{i}")]

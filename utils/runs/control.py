@@ -1,0 +1,163 @@
+"""Starting, queueing, resuming and deleting runs: the Training tab's and the CLI's way to the job service
+(utils/jobs.py), which runs each as its own process on the devices picked here.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from utils import families
+from utils.events import StudioError
+from utils.jobs import ACTIVE, reconcile
+from utils.runs.settings import eval_schedule, saved_settings
+from utils.workspace import Workspace, read_json
+
+
+def init_choices(ws: Workspace) -> list[str]:
+    """What a run can fine-tune from: acoustic checkpoints of earlier runs and exported voices."""
+    from utils import inference
+
+    return inference.list_acoustic_checkpoints(ws) + [f"voices/{v}" for v in inference.list_voices(ws)]
+
+
+def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str = "", init: str = "",
+                   finetune_mode: str = "full", max_steps: int | None = None, all_gpus: bool = False,
+                   overrides: dict | None = None, engine: str = families.DEFAULT, accept_licence: bool = False) -> dict:
+    """Write the run's config (saved optimization settings + this form) and hand it to the job service. The F5
+    engine starts from the public pretrained base unless a checkpoint or the tiny test size is chosen."""
+    from utils.training import TrainConfig, prepare_run
+
+    if not dataset:
+        raise StudioError("Choose a prepared dataset first (Dataset tab).")
+    if dataset not in ws.list_datasets():
+        raise StudioError(f"There is no prepared dataset called {dataset!r}; prepare it on the Dataset tab.")
+    values = {**saved_settings(ws), **(overrides or {})}
+    init = init or families.get(engine).default_init(preset)  # the family's start: from zero, or its base
+    values.update(workspace=str(ws.root), dataset=dataset, preset=preset, run=run.strip(), engine=engine,
+                  init=init, finetune_mode=finetune_mode)  # paths are checked by the family's prepare
+    if max_steps:
+        values["max_steps"] = int(max_steps)
+    if values["run"] and (ws.run_dir(values["run"]) / "config.json").exists():
+        raise StudioError(f"A run called {values['run']} exists already: resume it from the run list, or pick a new name.")
+    cfg = TrainConfig.from_dict(values)
+    if "eval_every" not in values:
+        cfg.eval_every = eval_schedule(cfg.max_steps, cfg.eval_every)
+    config_path = prepare_run(cfg, accept_licence=accept_licence)
+    return {"run": config_path.parent.name, "eval_every": cfg.eval_every, **queue(ws, config_path, all_gpus)}
+
+
+def queue(ws: Workspace, config_path: Path, all_gpus: bool = False, **job) -> dict:
+    """Hand a prepared run to the job service on the device(s) a run started from the UI would get: a free
+    GPU, every GPU under torchrun, or the CPU (also for a run set to train on the CPU, which must not hold a
+    GPU's place); the queue is per device, so CLI and UI runs queue together."""
+    from utils import jobs
+
+    devices, nproc = run_devices(ws, config_path, all_gpus)
+    return jobs.start(ws, config_path.parent.name, config_path, devices=devices, nproc=nproc, **job)
+
+
+def run_devices(ws: Workspace, config_path: Path, all_gpus: bool) -> tuple[str, int]:
+    """The devices a run gets on this machine now (also at Resume: the machine may have other GPUs than when the
+    run began, after a Colab runtime reset or on another machine sharing the Drive)."""
+    from utils import hardware
+
+    doc = read_json(config_path, {}) or {}
+    if (doc.get("train") or doc).get("device") == "cpu":
+        return "cpu", 1
+    return pick_devices(ws, len(hardware.query_gpus()), all_gpus)
+
+
+def vocoder_config(ws: Workspace, dataset: str, init: str = "", preset: str = "mel-24khz", run: str = "",
+                   max_steps: int | None = None, overrides: dict | None = None):
+    """The config of a vocoder run: the form's choices, the batch for this machine (with its reason), then
+    any explicit `overrides` (CLI flags)."""
+    from utils import hardware
+    from utils.datasets.manifest import require_usable
+    from utils.vocoder.training import VocoderTrainConfig
+
+    if dataset not in ws.list_datasets():
+        raise StudioError("Choose a prepared dataset first (Dataset tab)." if not dataset else
+                          f"There is no prepared dataset called {dataset!r}; prepare it on the Dataset tab.")
+    require_usable(ws, dataset)  # no clip to learn from: refused before a run folder or a queue entry
+    gpus = len(hardware.query_gpus())
+    cfg = VocoderTrainConfig(dataset=dataset, run=run.strip() or f"{dataset}-vocoder-{time.strftime('%Y%m%d-%H%M%S')}",
+                             preset=preset, init=str(ws.inside(init)) if init else None, resume="auto",
+                             max_steps=int(max_steps or (hardware.VOCODER_STEPS_GPU if gpus else hardware.VOCODER_STEPS_CPU)),
+                             batch_size=16 if gpus else 4)
+    cfg.reasons["batch_size"] = ("16 crops of 0.68 s: the Vocos recipe" if gpus else
+                                 "4 crops: no GPU here, where the recipe's 16 would make each step minutes long")
+    for key, value in (overrides or {}).items():
+        if key not in cfg.__dataclass_fields__:
+            raise StudioError(f"{key!r} is not a vocoder training setting.")
+        setattr(cfg, key, value)
+        if key in cfg.reasons:
+            cfg.reasons[key] = f"{value}: set by the user"
+    return cfg
+
+
+def start_vocoder_training(ws: Workspace, dataset: str, init: str = "", preset: str = "mel-24khz", run: str = "",
+                           max_steps: int | None = None, all_gpus: bool = False, overrides: dict | None = None) -> dict:
+    """A Vocos vocoder trained on the dataset's audio (fine-tuned from `init`, a vocoder in the workspace, or
+    from scratch at `preset` size), as a job like an acoustic run: same queue, log, Stop and Resume."""
+    from utils.vocoder.training import prepare_vocoder_run
+
+    cfg = vocoder_config(ws, dataset, init, preset, run, max_steps, overrides)
+    if (ws.run_dir(cfg.run) / "config.json").exists():
+        raise StudioError(f"A run called {cfg.run} exists already: resume it from the run list, or pick a new name.")
+    config_path = prepare_vocoder_run(ws, cfg)
+    return {"run": cfg.run, "max_steps": cfg.max_steps,
+            **queue(ws, config_path, all_gpus, trainer_module="utils.vocoder.training")}
+
+
+def resume_training(ws: Workspace, name: str) -> dict:
+    """Start the run again from its own config; the trainer (acoustic or vocoder) continues its newest checkpoint."""
+    from utils import jobs
+
+    config_path = ws.run_dir(name) / "config.json"
+    if not config_path.exists():
+        raise StudioError(f"There is no run called {name}.")
+    status = jobs.read_status(ws.run_dir(name))
+    # devices picked again: a run begun on 2 GPUs resumes on the one a new runtime has (its batch plan, kept in the
+    # checkpoint, is per process), and one begun on GPU 1 of a machine that now has only GPU 0 takes GPU 0
+    devices, nproc = run_devices(ws, config_path, all_gpus=int(status.get("nproc") or 1) > 1)
+    return {"run": name, **jobs.start(ws, name, config_path, devices=devices, nproc=nproc,
+                                      trainer_module=status.get("trainer_module", "utils.training"))}
+
+
+def pick_devices(ws: Workspace, gpus: int, all_gpus: bool) -> tuple[str, int]:
+    """(device key, processes): CPU; one free GPU; or every GPU under torchrun."""
+    from utils.jobs import device_busy
+
+    if gpus == 0:
+        return "cpu", 1
+    if all_gpus and gpus > 1:
+        return "cuda:" + ",".join(str(i) for i in range(gpus)), gpus
+    for i in range(gpus):
+        if not device_busy(ws, f"cuda:{i}"):
+            return f"cuda:{i}", 1
+    return "cuda:0", 1
+
+
+DOUBLE_PRESS_S = 5.0  # a second Start this soon after the first, for the same run, is the same wish
+
+
+def just_started(ws: Workspace, name: str, within_s: float = DOUBLE_PRESS_S) -> bool:
+    """Whether run `name` was queued less than `within_s` ago and is still queued or training: a Start pressed
+    again now is a double press, not a wish for a second run."""
+    run_dir = ws.run_dir(name)
+    if not (run_dir / "status.json").exists():
+        return False
+    status = reconcile(run_dir)
+    return status.get("state") in ACTIVE and time.time() - (status.get("created") or 0) < within_s
+
+
+def delete(ws: Workspace, name: str) -> str:
+    run_dir = ws.run_dir(name)
+    status = reconcile(run_dir) if run_dir.exists() else {}
+    if status.get("state") in ACTIVE:
+        raise StudioError(f"{name} is {status['state']}: stop it before deleting it.")
+    if not run_dir.exists():
+        raise StudioError(f"There is no run called {name}.")
+    shutil.rmtree(run_dir)
+    return f"Deleted run {name}."
