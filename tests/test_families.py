@@ -87,6 +87,19 @@ def test_the_engine_refuses_an_adapter_that_lacks_a_member_by_name_before_and_af
         drain(Engine(Unbuilt(tmp_path / "run"), echo=False).run())
 
 
+def test_a_family_registered_after_the_config_was_imported_is_one_of_train_engines_choices(tmp_path, monkeypatch):
+    """`app.py train --engine` reads the registry when its parser is made, not when utils.training.config was
+    imported: a family added later is offered, not refused."""
+    import app
+    from utils.training import config
+
+    assert "echo" not in dict((n, c) for n, _, _, c in config.cli_fields())["engine"]
+    register(tmp_path, monkeypatch, "echo", ECHO)
+    assert dict((n, c) for n, _, _, c in config.cli_fields())["engine"] == families.names()
+    args = app.build_parser().parse_args(["train", "--engine", "echo", "--dataset", "am"])
+    assert args.engine == "echo"
+
+
 def test_a_new_family_is_one_package_and_one_registry_line(tmp_path, monkeypatch):
     """Trained through prepare_run/run (what `app.py train` calls), spoken with through the Voice, exported: each
     step asks the family by the name its checkpoint carries, never Matcha's."""

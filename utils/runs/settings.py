@@ -77,6 +77,7 @@ def settings_form(ws: Workspace, preset: str = "small", use_saved: bool = True) 
     from dataclasses import fields
 
     from utils.training import TrainConfig
+    from utils.training.config import choices_of
     from utils.training.optimization import resolve
 
     saved = saved_settings(ws) if use_saved else {}
@@ -102,7 +103,7 @@ def settings_form(ws: Workspace, preset: str = "small", use_saved: bool = True) 
         value = recommended if chosen == "auto" else chosen
         if name in saved and chosen != "auto":
             reason = f"your choice (recommended here: {recommended}; {reason})"
-        choices = f.metadata.get("choices")
+        choices = choices_of(f)
         if isinstance(recommended, bool):
             choices = [True, False]
         rows.append(SettingRow(name, value, recommended, reason, f.metadata.get("help", ""), trades.get(name, ""),

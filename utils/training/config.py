@@ -11,13 +11,14 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from utils.events import StudioError
-from utils.families import DEFAULT as DEFAULT_FAMILY, FAMILIES
+from utils.families import DEFAULT as DEFAULT_FAMILY, names as family_names
 from utils.hardware import STEPS_GPU
 
 AUTO = "auto"
 
 
 def _f(default, help: str, **kw):
+    """A field with its help; `choices`: a list, or a function that returns it when asked (choices_of)."""
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata={"help": help, **kw})
     return field(default=default, metadata={"help": help, **kw})
@@ -36,7 +37,7 @@ class TrainConfig:
                                      "parameters; a GPU; --init), or a tiny random F5 with --preset tiny | mms, "
                                      "fine-tunes Meta's Amharic MMS-TTS voice (VITS, 36 M parameters, 16 kHz; an hour "
                                      "or two of one speaker, any GPU or a CPU; --init)",
-                     choices=list(FAMILIES))
+                     choices=family_names)  # the registry as it is when asked (choices_of), not at import
     init: str = _f("", "fine-tune from this checkpoint folder (model.safetensors + config.json); with --engine f5: "
                        "a hub base, SWivid/F5-TTS (the public v1 Base) or any F5 model as owner/repo[:folder] (with "
                        "--accept-licence); a folder holding an F5 model file (.safetensors or .pt) and its own "
@@ -151,7 +152,14 @@ def cli_fields():
         if f.name in CLI_HIDDEN:
             continue
         default = f.default_factory() if callable(f.default_factory) else f.default
-        yield f.name, default, f.metadata.get("help", ""), f.metadata.get("choices")
+        yield f.name, default, f.metadata.get("help", ""), choices_of(f)
+
+
+def choices_of(f) -> list | None:
+    """A TrainConfig field's choices now: a family registered after this module was imported is one of
+    `engine`'s."""
+    choices = f.metadata.get("choices")
+    return choices() if callable(choices) else choices
 
 
 def config_from_cli(values: dict, workspace) -> TrainConfig:
