@@ -161,7 +161,7 @@ def test_guidance_before_start_says_the_hours_the_time_and_the_disk(corpus):
 
 def test_the_training_tab_says_what_to_expect_of_an_f5_run_and_nothing_for_matcha(corpus):
     """Before Start, with F5 chosen: where the run starts and under which licence, then the hours, the time and the
-    disk (the Training tab's `#f5-guidance` box, filled by this handler on every change of the form)."""
+    disk (the Training tab's `#run-guidance` box, filled by this handler on every change of the form)."""
     from utils.f5 import LICENCE
     from webui.context import AppContext
     from webui.training import expectations

@@ -99,7 +99,7 @@ def test_the_training_tab_shows_the_base_missing_refuses_start_and_takes_its_fil
         expect(page.locator("#engine")).to_contain_text("MMS-TTS on this machine: no.")
         page.get_by_label("dataset", exact=True).click()
         page.get_by_role("option", name="am", exact=True).click()
-        page.locator("#f5-licence input").check()
+        page.locator("#base-licence input").check()
         page.get_by_role("button", name="Start training").click()
         expect(page.locator("#train-message")).to_contain_text("Not done: This machine cannot reach the Hugging Face "
                                                                "hub", timeout=30_000)

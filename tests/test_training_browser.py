@@ -171,8 +171,8 @@ def test_a_reload_after_an_f5_run_brings_the_form_back_on_f5_with_its_licence_an
         jobs.update_status(prepare_run(cfg, accept_licence=True).parent, state="failed", created=time.time())
     open_training(page, server.url)
     expect(page.get_by_role("radio", name=re.compile("^F5-TTS"))).to_be_checked(timeout=30_000)
-    expect(page.locator("#f5-licence input")).to_be_checked()
-    expect(page.locator("#f5-prompt textarea, #f5-prompt input").first).to_have_value("am-001")
+    expect(page.locator("#base-licence input")).to_be_checked()
+    expect(page.locator("#reference-clip textarea, #reference-clip input").first).to_have_value("am-001")
     expect(page.locator("#train-form").get_by_label("tiny")).to_be_hidden()  # the size is the pretrained base's
     expect(page.get_by_label("learn everything")).to_be_hidden()  # F5 always learns everything: no mode to pick
     expect(page.get_by_label("steps", exact=True)).to_have_value("300")
@@ -183,10 +183,10 @@ def test_a_reload_after_an_f5_run_brings_the_form_back_on_f5_with_its_licence_an
     expect(page.locator("#train-message")).to_contain_text("This machine cannot fine-tune the F5-TTS base",
                                                            timeout=30_000)
     assert not ws.run_dir("f5-again").exists()
-    expect(page.locator("#f5-licence input")).to_be_checked()
+    expect(page.locator("#base-licence input")).to_be_checked()
     page.get_by_role("radio", name=re.compile("^MMS")).check()  # a yes is to one licence: MMS asks its own
-    expect(page.locator("#f5-licence input")).not_to_be_checked()
-    expect(page.locator("#f5-licence")).to_contain_text("MMS-TTS base's licence")
+    expect(page.locator("#base-licence input")).not_to_be_checked()
+    expect(page.locator("#base-licence")).to_contain_text("MMS-TTS base's licence")
     page.get_by_role("radio", name=re.compile("^Matcha")).check()  # back on Matcha: its size and modes return
     expect(page.get_by_label("learn everything")).to_be_visible()
     expect(page.locator("#train-form").get_by_label("tiny")).to_be_visible()

@@ -333,11 +333,11 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
         engine = gr.Radio([(f.DESCRIPTION, f.NAME) for f in choices], value=families.DEFAULT, label="engine",
                           elem_id="engine", info=engine_info(ws, report))
         licensed = next(f for f in choices if f.ASKS_LICENCE)
-        licence = gr.Checkbox(False, label=licence_label(licensed), elem_id="f5-licence", visible=False)
-        prompt = gr.Textbox(label="F5 reference clip (a row id of the dataset)", elem_id="f5-prompt", visible=False,
-                            placeholder="automatic: a clean 5-10 s clip, the one closest to 6 s",
+        licence = gr.Checkbox(False, label=licence_label(licensed), elem_id="base-licence", visible=False)
+        prompt = gr.Textbox(label="F5 reference clip (a row id of the dataset)", elem_id="reference-clip",
+                            visible=False, placeholder="automatic: a clean 5-10 s clip, the one closest to 6 s",
                             info="an F5 voice speaks in the voice of this clip: pick a clean 5-10 s one")
-        base = gr.Textbox(label=f"{licensed.TITLE} base to start from", elem_id="f5-base", visible=False,
+        base = gr.Textbox(label=f"{licensed.TITLE} base to start from", elem_id="base-source", visible=False,
                           placeholder=licensed.default_init("base"), info=licensed.BASE_HELP)
     base_state = gr.Markdown(visible=False, elem_id="base-state")  # whether the family's base can be had here
     with gr.Accordion("base files (for a machine that cannot reach the Hugging Face hub)", open=False, visible=False,
@@ -346,7 +346,7 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
         base_files = gr.File(label="base files", file_count="multiple", elem_id="base-files")
         base_add = gr.Button("Add base", elem_id="base-add")
         base_msg = gr.Markdown(elem_id="base-msg")
-    expect = gr.Markdown(visible=False, elem_id="f5-guidance")  # what to expect of this run, before Start
+    expect = gr.Markdown(visible=False, elem_id="run-guidance")  # what to expect of this run, before Start
     advice = gr.Markdown(visible=False, elem_id="engine-advice")  # which engine for this much speech, this machine
     with gr.Row(elem_id="train-form"):
         dataset = gr.Dropdown(ws.list_datasets(), label="dataset", allow_custom_value=False,
