@@ -127,8 +127,7 @@ def load_package_model(base: Path, device: str = "cpu", precision: str = "fp32",
 
     activate()
     from omnivoice import OmniVoice
-    from omnivoice.utils.duration import RuleDurationEstimator
-    from transformers import AutoFeatureExtractor, AutoTokenizer, HiggsAudioV2TokenizerModel
+    from transformers import AutoTokenizer
 
     model = OmniVoice.from_pretrained(str(base), train=True, attn_implementation=attention_for(device, precision))
     if weights:
@@ -137,12 +136,25 @@ def load_package_model(base: Path, device: str = "cpu", precision: str = "fp32",
     model.to(device=device, dtype=dtype if (dtype and not for_training) else None)
     model.text_tokenizer = AutoTokenizer.from_pretrained(str(base))
     if not for_training:
-        codec = Path(base) / CODEC_FOLDER
-        model.audio_tokenizer = HiggsAudioV2TokenizerModel.from_pretrained(str(codec)).to(device).eval()
-        model.feature_extractor = AutoFeatureExtractor.from_pretrained(str(codec))
-        model.sampling_rate = model.feature_extractor.sampling_rate
-        model.duration_estimator = RuleDurationEstimator()
+        attach_speech(model, base, device)
     return model
+
+
+def attach_speech(model, base: Path, device: str = "cpu", codec=None) -> None:
+    """What the package's `generate` needs beside the model: the codec, its feature extractor and sample rate, the
+    duration rules. `codec`: one already loaded (a training run's, for its evaluations), kept outside the model's
+    modules so that it is never trained, averaged or saved with the model; else the base's, loaded as a submodule
+    (moving the model moves it)."""
+    from omnivoice.utils.duration import RuleDurationEstimator
+    from transformers import AutoFeatureExtractor
+
+    if codec is None:
+        model.audio_tokenizer = load_codec(base, device)
+    else:
+        object.__setattr__(model, "audio_tokenizer", codec)  # not nn.Module's setattr: no submodule
+    model.feature_extractor = AutoFeatureExtractor.from_pretrained(str(Path(base) / CODEC_FOLDER))
+    model.sampling_rate = model.feature_extractor.sampling_rate
+    model.duration_estimator = RuleDurationEstimator()
 
 
 def put_weights(model, weights: dict, source) -> None:

@@ -104,16 +104,17 @@ class FrameBatchSampler:
 
 
 def make_loader(dataset: torch.utils.data.Dataset, sampler: FrameBatchSampler, m, prefetch_factor: int = 2,
-                num_workers: int | None = None):
+                num_workers: int | None = None, collate_fn=None):
     """The training DataLoader with the resolved worker / pinning / prefetch settings (`num_workers` overrides
-    the machine's: utils.training.loader.ResilientLoader restarts it with fewer)."""
+    the machine's: utils.training.loader.ResilientLoader restarts it with fewer; `collate_fn`: a family's own,
+    else the mel batches' Collate)."""
     workers = m.num_workers if num_workers is None else num_workers
     kw = {}
     if workers > 0:
         kw = {"persistent_workers": m.persistent_workers, "prefetch_factor": prefetch_factor,
               "worker_init_fn": ignore_stop_signals}
     return torch.utils.data.DataLoader(dataset, batch_sampler=sampler, num_workers=workers,
-                                       pin_memory=m.pin_memory, collate_fn=Collate(m.length_multiple), **kw)
+                                       pin_memory=m.pin_memory, collate_fn=collate_fn or Collate(m.length_multiple), **kw)
 
 
 def batch_to_device(batch: dict, device, non_blocking: bool = False) -> dict:

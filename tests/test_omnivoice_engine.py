@@ -1,0 +1,181 @@
+"""The OmniVoice engine on the shared trainer, on the CPU with a tiny random OmniVoice in the hub's layout
+(utils/omnivoice/tiny.py) and espeak-ng Amharic: a fine-tune that trains (finite loss, weights that move),
+evaluates (held-out MCD of sentences spoken in the reference clip's voice) and resumes onto the same curve; the
+codec's tokens extracted once per dataset and codec, a killed extraction keeping what it wrote; out-of-memory
+splits and the mixed-precision fallback; a checkpoint that speaks through the studio's Voice, exports with its
+reference clip and speaks again; the adapter's contract and its memory plan."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tests.helpers import espeak_amharic, make_dataset, sentences
+from utils.datasets import load_manifest
+from utils.training import TrainConfig, prepare_run, run
+from utils.training.checkpoint import read_config
+from utils.workspace import Workspace, read_jsonl, write_jsonl
+
+BASE = "pretrained/tiny-omnivoice"
+
+
+def add_long_clip(ws: Workspace, name: str = "am") -> None:
+    """A slow 5-10 s sentence first in the manifest: OmniVoice's reference clip must be 3-20 s long, and the other
+    espeak clips are 1.5-3 s."""
+    from utils.audio import load_audio, save_audio
+
+    ds = ws.dataset_dir(name)
+    rows = read_jsonl(ds / "manifest.jsonl")
+    text = next(s for s in sentences() if 50 <= len(s) <= 70)
+    audio, sr = load_audio(espeak_amharic(text, ds / "raw" / "long.wav", rate=110), 24_000)
+    save_audio(ds / "audio" / "long.wav", audio, sr)
+    rows.insert(0, {**rows[0], "id": f"{name}-long", "audio": "audio/long.wav", "text": text, "normalized": text,
+                    "duration": len(audio) / sr, "source": "raw/long.wav"})
+    write_jsonl(ds / "manifest.jsonl", rows)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Workspace:
+    from utils.omnivoice.tiny import write_tiny_base
+
+    ws = make_dataset(tmp_path_factory.mktemp("ws"), n_train=3, n_val=1, voices=("am",), max_chars=40)
+    add_long_clip(ws)
+    write_tiny_base(ws.root / BASE)
+    return ws
+
+
+def omni_config(ws: Workspace, run_name: str, **kw) -> TrainConfig:
+    base = dict(workspace=str(ws.root), dataset="am", run=run_name, engine="omnivoice", init=BASE, max_steps=4,
+                log_every=1, eval_every=0, checkpoint_every=2, keep_checkpoints=3, eval_clips=1, sample_clips=1,
+                ode_steps=2, ema_decay=0.9, lr=1e-3)
+    return TrainConfig(**{**base, **kw})
+
+
+def losses(run_dir: Path) -> dict[int, float]:
+    return {r["step"]: r["loss"] for r in read_jsonl(run_dir / "metrics.jsonl") if "loss" in r}
+
+
+@pytest.fixture(scope="module")
+def straight(corpus) -> Path:
+    """Four steps with an evaluation at the end; its run folder."""
+    result = run(prepare_run(omni_config(corpus, "omni-straight", eval_every=4)))
+    assert result["state"] == "finished" and result["step"] == 4
+    return corpus.run_dir("omni-straight")
+
+
+def test_a_fine_tune_trains_evaluates_and_resumes_onto_the_same_curve(corpus, straight):
+    curve = losses(straight)
+    assert sorted(curve) == [1, 2, 3, 4] and all(np.isfinite(list(curve.values())))
+    evaluation = [r for r in read_jsonl(straight / "metrics.jsonl") if "mcd" in r]
+    assert evaluation and evaluation[-1]["mcd"] > 0 and evaluation[-1]["val_loss"] > 0
+    assert {"mcd_ema", "mcd_raw"} <= set(evaluation[-1])
+    assert any((straight / "samples" / "step-4").glob("*.wav"))
+    log = (straight / "train.log").read_text()
+    assert "tokens: 0 of 5 clips already encoded" in log and "reference clip: am-long" in log
+
+    folder = straight / "checkpoints" / "step-4"
+    saved, before = load_file(str(folder / "model.safetensors")), load_file(str(corpus.root / BASE / "model.safetensors"))
+    assert set(before) <= set(saved)  # OmniVoice's own keys, as the package saves them
+    assert not torch.equal(saved["audio_heads.weight"], before["audio_heads.weight"])  # the weights moved
+    config = read_config(folder)
+    assert config["engine"] == "omnivoice" and config["model"]["weights"] == "own"
+    assert config["prompt"]["id"] == "am-long" and (folder / "prompt.wav").is_file()
+
+    first = run(prepare_run(omni_config(corpus, "omni-resumed", max_steps=2, evaluate=False)))
+    assert first["step"] == 2
+    second = run(prepare_run(omni_config(corpus, "omni-resumed", evaluate=False)))
+    assert second["state"] == "finished" and second["step"] == 4
+    log = (corpus.run_dir("omni-resumed") / "train.log").read_text()
+    assert "tokens: 5 of 5 clips already encoded" in log and "resume: continuing from" in log
+    resumed = losses(corpus.run_dir("omni-resumed"))
+    for step in (1, 2, 3, 4):  # same masks, same batches, same weights: same losses
+        assert resumed[step] == pytest.approx(curve[step], rel=1e-5, abs=1e-6), step
+
+
+class CountingCodec:
+    """The real codec, counting its encodes; after `die_after` of them it is killed (KeyboardInterrupt)."""
+
+    def __init__(self, codec, die_after: int | None = None):
+        self.codec, self.calls, self.die_after = codec, 0, die_after
+        self.config = codec.config
+
+    def encode(self, wave):
+        if self.die_after is not None and self.calls >= self.die_after:
+            raise KeyboardInterrupt("killed")
+        self.calls += 1
+        return self.codec.encode(wave)
+
+
+def test_tokens_are_extracted_once_per_codec_and_a_killed_extraction_keeps_what_it_wrote(corpus, tmp_path):
+    from utils.omnivoice.base import load_codec
+    from utils.omnivoice.tokens import cache_dir, codec_key, extract
+
+    ws = Workspace.open(tmp_path / "ws")
+    shutil.copytree(corpus.dataset_dir("am"), ws.dataset_dir("am"), ignore=shutil.ignore_patterns("features"))
+    rows = load_manifest(ws, "am")
+    base, lines = corpus.root / BASE, []
+    key, codec = codec_key(base), load_codec(base)
+
+    killed = CountingCodec(codec, die_after=2)
+    with pytest.raises(KeyboardInterrupt):
+        extract(ws, "am", rows, killed, key, "cpu", lines.append)
+    folder = cache_dir(ws, "am", key)
+    assert len(list(folder.glob("*.npy"))) == 2 and not list(folder.glob(".*"))  # whole entries, no half-written
+
+    again = CountingCodec(codec)
+    paths = extract(ws, "am", rows, again, key, "cpu", lines.append)
+    assert again.calls == len(rows) - 2 and sorted(paths) == sorted(r["id"] for r in rows)
+    tokens = np.load(paths["am-long"])
+    assert tokens.dtype == np.int16 and tokens.shape[0] == 8 and tokens.shape[1] == int(rows[0]["duration"] * 25)
+
+    cached = CountingCodec(codec)
+    assert extract(ws, "am", rows, cached, key, "cpu", lines.append) == paths and cached.calls == 0
+    assert "tokens: 5 of 5 clips already encoded" in lines[-1]
+
+    other = tmp_path / "other-codec"  # the same weights under another configuration: never the same entries
+    shutil.copytree(base / "audio_tokenizer", other / "audio_tokenizer")
+    (other / "audio_tokenizer" / "config.json").write_text((base / "audio_tokenizer" / "config.json").read_text() + " ")
+    assert codec_key(other) != key
+
+
+def test_out_of_memory_splits_the_batch_and_failing_mixed_precision_goes_on_in_fp32(corpus):
+    result = run(prepare_run(omni_config(corpus, "omni-faults", precision="bf16", fault_oom_above_frames=400,
+                                         fault_nan_steps=[0, 1], max_bad_steps=2, evaluate=False, max_steps=3)))
+    assert result["state"] == "finished" and result["step"] == 3
+    log = (corpus.run_dir("omni-faults") / "train.log").read_text()
+    assert "micro-batch halved" in log and "continuing in fp32 from the last good weights" in log
+    assert np.isfinite(losses(corpus.run_dir("omni-faults"))[3])
+
+
+def test_a_checkpoint_speaks_as_a_voice_exports_with_its_clip_and_speaks_again(corpus, straight):
+    from utils.inference import Voice
+    from utils.inference.export import export_voice
+
+    wave, sr, info = Voice.load(straight / "checkpoints" / "step-4").synthesize("ሰላም ነው። ዛሬ ጥሩ ቀን ነው።", steps=2)
+    assert sr == 24_000 and info["spoken"] == 2 and len(wave) > sr * 0.1 and np.isfinite(wave).all()
+    exported = export_voice(corpus, "omni-straight", "omni-abebe")
+    assert {"model.safetensors", "prompt.wav", "config.json", "LICENSE.txt"} <= {p.name for p in exported.iterdir()}
+    assert "CC-BY-NC-4.0" in (exported / "LICENSE.txt").read_text()
+    again, sr, _ = Voice.load(exported).synthesize("ሰላም ነው።", steps=2)
+    assert sr == 24_000 and len(again) > 0
+
+
+def test_the_adapter_answers_the_contract_and_plans_memory_by_the_base_size(corpus):
+    from utils.family_contract import check_adapter, optional
+    from utils.omnivoice.adapter import OmniVoiceAdapter
+    from utils.omnivoice.expectations import TRAIN_FIXED_GB
+
+    adapter = OmniVoiceAdapter(omni_config(corpus, "omni-contract"))
+    check_adapter(adapter)
+    assert optional(adapter, "state_newest_only") and optional(adapter, "save_checkpoint")
+    assert adapter.machine.max_frames_per_batch == 1024 and adapter.machine.betas == (0.9, 0.999)
+    assert OmniVoiceAdapter.memory_plan(omni_config(corpus, "x")).fixed_gb == 0.0  # the tiny base
+    full = OmniVoiceAdapter.memory_plan(omni_config(corpus, "x", init="k2-fsa/OmniVoice"))
+    assert full.fixed_gb == pytest.approx(TRAIN_FIXED_GB) and full.frame_factor > 1
+    default = OmniVoiceAdapter(omni_config(corpus, "omni-lr", lr="auto"))
+    assert default.machine.lr == 1e-5 and "recipe" in default.machine.reasons["lr"]
+    assert [round(default.lr_at(s) / 1e-5, 3) for s in (0, 1, 2)] == [1.0, 1.0, 0.75]
