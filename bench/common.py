@@ -279,6 +279,7 @@ def train_step(preset: str, settings: dict, report, n_symbols: int = 100, n_spea
     from models.matcha import MatchaConfig, MatchaTTS
     from utils.training import optimization as opt
     from utils.matcha.adapter import MatchaAdapter
+    from utils.matcha.settings import compile_targets
     from utils.training.batching import batch_to_device
     from utils.training.config import TrainConfig
 
@@ -287,7 +288,7 @@ def train_step(preset: str, settings: dict, report, n_symbols: int = 100, n_spea
     torch.manual_seed(seed)
     model = MatchaTTS(MatchaConfig.preset_config(preset, n_symbols=n_symbols, n_speakers=n_speakers)).to(m.device)
     opt.apply_backend_flags(m)
-    opt.apply_model_settings(model, m)
+    opt.apply_model_settings(model, m, compile_targets(model))
     optimizer = opt.make_optimizer(model, cfg, m)
     scaler, autocast = opt.grad_scaler(m), opt.autocast(m)
     params = [p for p in model.parameters() if p.requires_grad]

@@ -139,6 +139,7 @@ def test_fp8_request_falls_back_with_the_reason_where_it_cannot_run():
     from tests.test_training_optimizations import cpu_report, h100_report
     from models.matcha import MatchaConfig, MatchaTTS
     from utils import hardware
+    from utils.matcha.settings import compile_targets
     from utils.training import optimization as opt
     from utils.training.config import TrainConfig
 
@@ -157,7 +158,7 @@ def test_fp8_request_falls_back_with_the_reason_where_it_cannot_run():
     else:
         assert h100.fp8 is True
     model = MatchaTTS(MatchaConfig.preset_config("tiny", n_symbols=20))
-    opt.apply_model_settings(model, cpu)
+    opt.apply_model_settings(model, cpu, compile_targets(model))
     assert all(type(m) is torch.nn.Linear for m in model.modules() if isinstance(m, torch.nn.Linear))
 
 

@@ -225,7 +225,7 @@ def test_flash_and_fp8_are_named_only_where_they_run(monkeypatch):
     for name, value in (("device", "cpu"), ("precision", "fp32"), ("attention", "math"), ("grad_checkpointing", False),
                         ("mas", "cython"), ("fp8", True)):
         m.set(name, value, "test")
-    opt.apply_model_settings(model, m, compile=False)
+    opt.apply_model_settings(model, m)
     assert m.fp8 is False and "no Linear layer" in m.reasons["fp8"]
 
 

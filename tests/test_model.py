@@ -84,7 +84,7 @@ def test_a_wrong_mas_kernel_is_caught_and_the_trainer_falls_back_to_cython(monke
     assert m.mas == "triton" and "Triton kernel" in m.reasons["mas"]
     m.values["device"] = "cpu"  # checked on this CPU, as the trainer checks on its GPU
     model = tiny()
-    opt.apply_model_settings(model, m, compile=False)
+    opt.apply_model_settings(model, m)
     assert m.mas == "cython" and "did not match" in m.reasons["mas"] and model.mas_implementation == "cython"
 
 
@@ -103,7 +103,7 @@ def test_a_mas_kernel_that_raises_is_reported_and_the_trainer_falls_back_instead
     assert mas_disagreement("triton", "cpu") == "the kernel failed: ValueError: arange's arguments must be of type tl.constexpr"
     m = opt.resolve(TrainConfig(preset="tiny"), h100_report())
     m.values["device"] = "cpu"
-    opt.apply_model_settings(model := tiny(), m, compile=False)
+    opt.apply_model_settings(model := tiny(), m)
     assert m.mas == "cython" and "the kernel failed" in m.reasons["mas"] and model.mas_implementation == "cython"
 
 

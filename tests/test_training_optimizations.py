@@ -82,11 +82,13 @@ def test_backend_flags_autocast_and_scaler_follow_the_settings():
 
 
 def test_model_settings_set_attention_checkpointing_and_compile_on_the_modules():
+    from utils.matcha.settings import compile_targets
+
     model = MatchaTTS(MatchaConfig.preset_config("tiny", n_symbols=30, n_speakers=2))
     m = opt.resolve(TrainConfig(preset="tiny", attention="flash", compile="true", grad_checkpointing="true"),
                     cpu_report())
     assert model.encoder._compiled_call_impl is None
-    opt.apply_model_settings(model, m)
+    opt.apply_model_settings(model, m, compile_targets(model))
     assert model.encoder._compiled_call_impl is not None and model.decoder.estimator._compiled_call_impl is not None
     assert model.encoder.grad_checkpointing and model.decoder.estimator.grad_checkpointing
     assert {a.backend for a in model.modules() if type(a).__name__ == "Attention"} == {"flash"}

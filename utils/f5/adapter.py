@@ -138,7 +138,7 @@ class F5Adapter(TextMelAdapter):
         self.model.to(ctx.device)
         self.mcfg = self.model.cfg
         # attention kernel, recomputation of blocks, FP8 (compile: the engine, after its probe), as for Matcha
-        opt.apply_model_settings(self.model, self.machine, compile=False)
+        opt.apply_model_settings(self.model, self.machine)
         self.modules = {"model": self.model}
         optimizer = opt.make_optimizer(self.model, cfg, self.machine)
         self._new_rows_learn_faster(optimizer, base)

@@ -19,6 +19,7 @@ import torch
 from models.matcha import MatchaConfig, MatchaTTS
 from utils.audio import FeatureConfig
 from utils.events import StudioError
+from utils.matcha import settings
 from utils.training import checkpoint as ckpt
 from utils.training import optimization as opt
 from utils.training.acoustic import TextMelAdapter
@@ -97,14 +98,13 @@ class MatchaAdapter(TextMelAdapter):
             added = [s for s in self.speakers if s not in init_cfg.get("speakers", [])]
             _apply_finetune_mode(model, cfg, self.speakers, added, ctx.log)
         self.model = model.to(ctx.device)
-        opt.apply_model_settings(self.model, m, compile=False)  # attention kernel, checkpointing (compile: later)
+        opt.apply_model_settings(self.model, m)  # attention kernel, checkpointing (compile: later, the engine)
         n_params = sum(p.numel() for p in model.parameters())
         n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
         ctx.log(f"model: {self.mcfg.preset} Matcha-TTS, {n_params / 1e6:.2f}M parameters ({n_train / 1e6:.2f}M trained)")
 
     def compile_targets(self) -> list:
-        """Compiled in place: state_dict keys stay clean, MAS (numpy) stays eager."""
-        return [self.model.encoder, self.model.decoder.estimator]
+        return settings.compile_targets(self.model)
 
     def lr_at(self, step: int) -> float:
         return opt.lr_at(step, self.cfg, self.machine.lr)

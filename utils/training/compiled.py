@@ -77,6 +77,12 @@ class GuardedCall:
         return self.module._call_impl(*args, **kwargs)
 
 
+def part_names(parts: list, modules: dict) -> list[str]:
+    """'encoder', 'decoder.estimator', ...: each compiled part by its name in the adapter's modules, for the log."""
+    names = {id(mod): name for root in modules.values() for name, mod in root.named_modules() if name}
+    return [names.get(id(part), type(part).__name__) for part in parts]
+
+
 class CompiledParts:
     """The compiled parts of one model: compiled in place (state_dict keys stay clean), failing together."""
 

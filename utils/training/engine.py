@@ -277,7 +277,8 @@ class Engine:
             self._probe()  # a resumed run keeps its batch size (the data order depends on it)
         # after the probe: every probed size would be a new shape to compile
         targets = optional(a, "compile_targets", list)() if m.values.get("compile") else []
-        self.compiled = compiled.CompiledParts(targets, part_names(targets, a.modules), self._compile_failed)
+        self.compiled = compiled.CompiledParts(targets, compiled.part_names(targets, a.modules),
+                                                 self._compile_failed)
         self.graphs_logged = 0
         for module in a.modules.values():  # every rank starts from rank 0's weights
             ddp.broadcast_parameters(module, self.dist)
@@ -751,12 +752,6 @@ class Engine:
         yield from self._events()
         return {"state": state, "step": step, "message": message, "best_checkpoint": self.best["path"],
                 "best_mcd": self.best["mcd"], "last_checkpoint": str(last[-1][1]) if last else None}
-
-
-def part_names(parts: list, modules: dict) -> list[str]:
-    """'encoder', 'decoder.estimator', ...: each compiled part by its name in the adapter's modules, for the log."""
-    names = {id(mod): name for root in modules.values() for name, mod in root.named_modules() if name}
-    return [names.get(id(part), type(part).__name__) for part in parts]
 
 
 def _fmt(metrics: dict) -> str:

@@ -13,7 +13,7 @@ import torch
 from models.alignment import cython_available, mas_disagreement
 from utils import hardware
 from utils.events import StudioError
-from utils.training.compiled import CompiledParts
+from utils.training.compiled import CompiledParts, part_names
 from utils.training.config import AUTO, TrainConfig, as_bool
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -313,11 +313,12 @@ def grad_scaler(m: Machine) -> torch.amp.GradScaler:
     return torch.amp.GradScaler(m.device if m.device in ("cuda", "cpu") else "cpu", enabled=m.precision == "fp16")
 
 
-def apply_model_settings(model, m: Machine, compile: bool = True) -> None:
+def apply_model_settings(model, m: Machine, compile_targets: list = ()) -> None:
     """Put the machine's settings on a model (Matcha, F5), and make the Machine say what really runs: the log and
-    config.json never claim a kernel, FP8 or an alignment kernel that did not happen. `compile=False` leaves
-    torch.compile to the engine (the trainer compiles after its batch probe: every probed size would otherwise be a
-    new shape to compile, minutes each)."""
+    config.json never claim a kernel, FP8 or an alignment kernel that did not happen. `compile_targets`: the parts
+    of `model` to torch.compile when the machine compiles (its family's, e.g. utils.matcha.settings.compile_targets);
+    none leaves torch.compile to the engine (the trainer compiles its adapter's compile_targets() after its batch
+    probe: every probed size would otherwise be a new shape to compile, minutes each)."""
     set_attention_honestly(model, m)  # the SDPA kernel every attention layer runs
     if hasattr(model, "mas_implementation"):  # models with an aligner (Matcha): where alignment search runs
         if m.mas == "triton" and (why := mas_disagreement("triton", m.device)):  # never train on a wrong alignment
@@ -328,8 +329,8 @@ def apply_model_settings(model, m: Machine, compile: bool = True) -> None:
         swapped = convert_to_fp8(model)
         m.set("fp8", swapped > 0, f"{swapped} Linear layers run FP8 matmuls (torchao float8 training)" if swapped else
               "asked for, but off: no Linear layer of this model has sizes FP8 matmuls accept (multiples of 16)")
-    if compile:
-        compile_model(model, m)
+    if compile_targets:
+        compile_model(model, m, compile_targets)
 
 
 def set_attention_honestly(model, m: Machine) -> None:
@@ -348,9 +349,10 @@ def set_attention_honestly(model, m: Machine) -> None:
                                     "the memory-efficient kernel, since FlashAttention takes no padding mask")
 
 
-def compile_model(model, m: Machine) -> None:
-    if m.compile:  # in place, guarded (utils/training/compiled.py); MAS (numpy) stays eager
-        CompiledParts([model.encoder, model.decoder.estimator], ["encoder", "decoder"])
+def compile_model(model, m: Machine, targets: list) -> None:
+    """torch.compile `targets` (parts of `model`) in place, guarded (utils/training/compiled.py), when m.compile."""
+    if m.compile:
+        CompiledParts(targets, part_names(targets, {"model": model}))
 
 
 def convert_to_fp8(model) -> int:
