@@ -15,11 +15,13 @@ from utils.events import StudioError
 from utils import families
 from utils.inference.speech import engine_steps
 from utils.vocoder.default import DEFAULT_NAME, status_line
+from webui import clip_voice
 from webui.components import says_errors
 from webui.context import AppContext
 
 AUTO_VOCODER = "auto"  # the voice's own vocoder, else the workspace's default (public Vocos), else Griffin-Lim
-NO_VOICE = "No voice yet: train a run on the Training tab; its checkpoints and exported voices appear here."
+NO_VOICE = ("No voice yet: train a run on the Training tab (its checkpoints and exported voices appear here), or "
+            "make one from a single clip below (OmniVoice, no training).")
 ROW_COLUMNS = ["#", "text", "normalized", "phonemes (what the model spoke)", "skipped symbols"]
 DEVICE_LABELS = [("Auto (GPU unless a training run holds it)", "auto"), ("CPU", "cpu"), ("GPU (share with training)", "cuda")]
 
@@ -177,6 +179,7 @@ def build(ctx: AppContext):
                               elem_id="inference-vocoder")
         reload = gr.Button("↻ Refresh", scale=0, min_width=90)
     vocoder_status = gr.Markdown(status_line(ws), elem_id="vocoder-status")  # licence, download, or why it buzzes
+    clip_voice.build(ctx, voice)  # OmniVoice: a voice from one clip, picked above when made
     text = gr.Textbox(label="Amharic text", lines=4, value=inference.SAMPLE_SENTENCES[0], elem_id="inference-text",
                       info="Any length: split at ። ? ! and line breaks, spoken in batches, joined with pauses.")
     gr.Examples(examples=[[s] for s in inference.SAMPLE_SENTENCES], inputs=[text], label="Sample sentences")

@@ -128,7 +128,7 @@ def make_clip_voice(ws: Workspace, name: str, dataset: str = "", row: str = "", 
     base = yield from logged(lambda log: base_for_voice(ws, accept_licence, log), "OmniVoice base")
     yield Event(STAGE, 2, 3, f"OmniVoice base: {base}")
     folder = make_voice(ws, name, path, transcript, base, source=source)
-    yield Event(STAGE, 3, 3, f"voice {name} is ready in voices/{name}/: pick it and speak", result=folder)
+    yield Event(STAGE, 3, 3, f"voice {name} is ready in voices/{name}/", result=folder)
 
 
 def install_runtime() -> Iterator[Event]:
