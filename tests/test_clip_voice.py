@@ -128,3 +128,16 @@ def test_cli_lists_the_rows_then_makes_the_voice_that_synth_speaks(ws, capsys, t
     out = tmp_path / "said.wav"
     assert app.main(["synth", *where, "--voice", "tigist", "--steps", "2", "--out", str(out), "ሰላም ነው።"]) == 0
     assert out.stat().st_size > 1000
+
+
+def test_the_page_makes_a_voice_from_an_uploaded_clip_and_picks_it(ws, tmp_path):
+    import gradio as gr
+
+    from webui.clip_voice import FROM_FILE, make
+
+    with pytest.raises(gr.Error, match="Upload a clip"):
+        list(make(ws, FROM_FILE, None, None, None, LONG, "abebe", False))
+    clip = espeak_amharic(LONG, tmp_path / "upload.wav")
+    *_, (log, picker, status) = make(ws, FROM_FILE, None, None, str(clip), LONG, "abebe", False)
+    assert "upload.wav" in log and "abebe is picked above" in log and "no download is needed" in status
+    assert picker["value"] == "abebe" and "abebe" in [v for _, v in picker["choices"]]
