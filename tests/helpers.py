@@ -79,6 +79,26 @@ def make_dataset(root: Path, name: str = "am", n_train: int = 4, n_val: int = 1,
     return ws
 
 
+def add_joined_clips(ws: Workspace, name: str = "am", n: int = 1, per_clip: int = 3, rate: int = 130,
+                     first: int = 100) -> list[dict]:
+    """`n` longer clips (each `per_clip` sentences joined, spoken slowly: 5-10 s) put first in a dataset that
+    make_dataset wrote and nothing has read yet; the fixture's sentences alone make clips of 1-3 s, and a family that
+    speaks from a reference clip (OmniVoice: 3-20 s) needs a longer one."""
+    from utils.workspace import read_jsonl
+
+    ds = ws.dataset_dir(name)
+    rows, texts, added = read_jsonl(ds / "manifest.jsonl"), sentences(), []
+    for i in range(n):
+        text = " ".join(texts[first + i * per_clip: first + (i + 1) * per_clip])
+        rid = f"{name}-long-{i:03d}"
+        audio, _ = load_audio(espeak_amharic(text, ds / "raw" / f"{rid}.wav", rate=rate), MODEL_SAMPLE_RATE)
+        save_audio(ds / "audio" / f"{rid}.wav", audio, MODEL_SAMPLE_RATE)
+        added.append({**rows[0], "id": rid, "audio": f"audio/{rid}.wav", "text": text, "normalized": text,
+                      "duration": len(audio) / MODEL_SAMPLE_RATE, "split": "train", "source": f"raw/{rid}.wav"})
+    write_jsonl(ds / "manifest.jsonl", added + rows)
+    return added
+
+
 def launch_local(demo, tries: int = 3) -> None:
     """Gradio refuses to start when its own first request to localhost fails (it does not retry a refused
     connection); on a loaded 2-core machine that happens now and then, so try again before failing."""

@@ -14,28 +14,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.helpers import espeak_amharic, make_dataset, sentences
+from tests.helpers import add_joined_clips, make_dataset
 from utils.datasets import load_manifest
 from utils.training import TrainConfig, prepare_run, run
 from utils.training.checkpoint import read_config
-from utils.workspace import Workspace, read_jsonl, write_jsonl
+from utils.workspace import Workspace, read_jsonl
 
 BASE = "pretrained/tiny-omnivoice"
-
-
-def add_long_clip(ws: Workspace, name: str = "am") -> None:
-    """A slow 5-10 s sentence first in the manifest: OmniVoice's reference clip must be 3-20 s long, and the other
-    espeak clips are 1.5-3 s."""
-    from utils.audio import load_audio, save_audio
-
-    ds = ws.dataset_dir(name)
-    rows = read_jsonl(ds / "manifest.jsonl")
-    text = next(s for s in sentences() if 50 <= len(s) <= 70)
-    audio, sr = load_audio(espeak_amharic(text, ds / "raw" / "long.wav", rate=110), 24_000)
-    save_audio(ds / "audio" / "long.wav", audio, sr)
-    rows.insert(0, {**rows[0], "id": f"{name}-long", "audio": "audio/long.wav", "text": text, "normalized": text,
-                    "duration": len(audio) / sr, "source": "raw/long.wav"})
-    write_jsonl(ds / "manifest.jsonl", rows)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +28,7 @@ def corpus(tmp_path_factory) -> Workspace:
     from utils.omnivoice.tiny import write_tiny_base
 
     ws = make_dataset(tmp_path_factory.mktemp("ws"), n_train=3, n_val=1, voices=("am",), max_chars=40)
-    add_long_clip(ws)
+    add_joined_clips(ws)  # the reference clip: 3-20 s
     write_tiny_base(ws.root / BASE)
     return ws
 
@@ -75,7 +60,7 @@ def test_a_fine_tune_trains_evaluates_and_resumes_onto_the_same_curve(corpus, st
     assert {"mcd_ema", "mcd_raw"} <= set(evaluation[-1])
     assert any((straight / "samples" / "step-4").glob("*.wav"))
     log = (straight / "train.log").read_text()
-    assert "tokens: 0 of 5 clips already encoded" in log and "reference clip: am-long" in log
+    assert "tokens: 0 of 5 clips already encoded" in log and "reference clip: am-long-000" in log
 
     folder = straight / "checkpoints" / "step-4"
     saved, before = load_file(str(folder / "model.safetensors")), load_file(str(corpus.root / BASE / "model.safetensors"))
@@ -83,7 +68,10 @@ def test_a_fine_tune_trains_evaluates_and_resumes_onto_the_same_curve(corpus, st
     assert not torch.equal(saved["audio_heads.weight"], before["audio_heads.weight"])  # the weights moved
     config = read_config(folder)
     assert config["engine"] == "omnivoice" and config["model"]["weights"] == "own"
-    assert config["prompt"]["id"] == "am-long" and (folder / "prompt.wav").is_file()
+    assert config["prompt"]["id"] == "am-long-000" and (folder / "prompt.wav").is_file()
+    onward = run(prepare_run(omni_config(corpus, "omni-onward", init="omni-straight", max_steps=1, evaluate=False)))
+    assert onward["state"] == "finished"  # a fine-tune of this studio continued by its run's name, its weights put on
+    assert "continuing the OmniVoice fine-tune" in (corpus.run_dir("omni-onward") / "train.log").read_text()
 
     first = run(prepare_run(omni_config(corpus, "omni-resumed", max_steps=2, evaluate=False)))
     assert first["step"] == 2
@@ -129,7 +117,7 @@ def test_tokens_are_extracted_once_per_codec_and_a_killed_extraction_keeps_what_
     again = CountingCodec(codec)
     paths = extract(ws, "am", rows, again, key, "cpu", lines.append)
     assert again.calls == len(rows) - 2 and sorted(paths) == sorted(r["id"] for r in rows)
-    tokens = np.load(paths["am-long"])
+    tokens = np.load(paths["am-long-000"])
     assert tokens.dtype == np.int16 and tokens.shape[0] == 8 and tokens.shape[1] == int(rows[0]["duration"] * 25)
 
     cached = CountingCodec(codec)

@@ -19,7 +19,7 @@ TRAIN_FIXED_GB = 5 * 4 * PARAMS / GIB
 SPEAK_GB = (3.0, 5.0)                  # inference in half precision with the codec (~3 GB on a T4, community figure)
 ACTIVATION_GB_PER_1K_TOKENS = 0.9      # bf16 activations of 28 layers at width 1024 a thousand positions (estimate)
 MIN_TRAIN_GB = 20.0                    # below this the model and its optimizer state leave no room for a batch
-CPU_S_PER_STEP_TINY = None             # filled from bench/omnivoice_step.py once measured (see RESULTS.md)
+CPU_S_PER_STEP_TINY = 0.13             # the tiny base, 1024 positions a step, a 2-core CPU (bench/omnivoice_step.py)
 GOOD_MINUTES = 30.0
 
 
@@ -95,6 +95,9 @@ def guidance(ws, cfg) -> list[str]:
                      f"{FINE_TUNE_STEPS[1]:,} steps at lr 1e-5.")
     lines.append(f"Memory: ~{TRAIN_FIXED_GB:.0f} GiB of weights, gradients, AdamW state and the EMA copy before any "
                  f"speech; speaking takes ~{SPEAK_GB[0]:.0f}-{SPEAK_GB[1]:.0f} GiB.")
+    from utils.omnivoice.tokens import BYTES_PER_S
+
     lines.append(f"Disk: each checkpoint holds the model's weights (~{SIZE_MB * 0.75 / 1000:.1f} GB); only the newest "
-                 f"keeps the trainer state (~{3 * 4 * PARAMS / 1e9:.0f} GB more).")
+                 f"keeps the trainer state (~{3 * 4 * PARAMS / 1e9:.0f} GB more). The codec's tokens of the dataset, "
+                 f"encoded once at the first run's start, take ~{minutes * 60 * BYTES_PER_S / 1e6:.1f} MB.")
     return lines
