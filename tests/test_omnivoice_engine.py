@@ -139,6 +139,17 @@ def test_out_of_memory_splits_the_batch_and_failing_mixed_precision_goes_on_in_f
     assert np.isfinite(losses(corpus.run_dir("omni-faults"))[3])
 
 
+def test_the_batch_probe_reaches_the_budget_in_micro_batches_when_less_fits(corpus):
+    """As on a GPU: what fits is measured with real steps (here an out-of-memory above 400 positions stands in for
+    the card), and the recipe's update is kept by accumulating micro-batches."""
+    result = run(prepare_run(omni_config(corpus, "omni-probe", probe="true", fault_oom_above_frames=400, max_steps=1,
+                                         evaluate=False)))
+    assert result["state"] == "finished"
+    resolved = read_config(corpus.run_dir("omni-probe"))["resolved"]
+    assert resolved["max_frames_per_batch"] < 1024 and resolved["grad_accumulation"] >= 2
+    assert "positions fitted in one real step" in (corpus.run_dir("omni-probe") / "train.log").read_text()
+
+
 def test_a_checkpoint_speaks_as_a_voice_exports_with_its_clip_and_speaks_again(corpus, straight):
     from utils.inference import Voice
     from utils.inference.export import export_voice
