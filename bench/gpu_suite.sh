@@ -13,7 +13,8 @@
 #   B  the `tests` phase: every other gpu_tests/test_*.py (test_cuda.py and whatever else is there)
 #   C  the F5 step beside the reference f5-tts (`f5`: bf16 at 38400 frames, fp32 at 19200) while A and B still speak
 #      their corpus (CPU work: the GPU is quiet), then, once A and B are done or only LATE_RESERVE s are left
-#      (default 100), inference, the MMS step and the optimization ladder (`late`), each only if MIN_STEP s are left
+#      (default 100), inference, the MMS step, the OmniVoice step and the optimization ladder (`late`), each only if
+#      MIN_STEP s are left
 #      (default 45) and cut to what is left.
 # A lane's step stopped by its own time limit, or a lane stopped by the deadline, touches no other lane. OUT_DIR then
 # holds two files (a device call hands back at most 8): suite.tgz (every log, the benches' JSON/PNG, and each
@@ -268,6 +269,9 @@ for phase in "$@"; do
       fi
       step inference 90 $py bench/inference.py --presets base --batch 1 8 --e2e-sentences 24 --out "$json"
       step mms_step 240 $py bench/mms_step.py --clips 4 16 --steps 6 --out "$json"
+      # the released base's shapes (613 M, random weights) at the recipe's 8192 positions: bf16, and a T4's fp16
+      step omnivoice_step 150 $py bench/omnivoice_step.py --tokens 8192 --steps 6 --full-random --precision bf16 fp16 \
+        --out "$json"
       step train_ladder 400 $py bench/train_throughput.py --preset base --frames 16000 --steps 10 --warmup 4 \
         ${LADDER_ROWS:+--rows "$LADDER_ROWS"} --out "$json" ;;
     train)

@@ -5,6 +5,7 @@ AdamW. Seconds a step by the positions (text + audio tokens) a step.
     python bench/omnivoice_step.py                          # CPU: the tiny random base, 512 and 1024 positions
     python bench/omnivoice_step.py --tokens 8192 --steps 10  # a GPU: the tiny base, and the real one when it is
                                                              # on this machine (workspace or hub cache) or --base
+    python bench/omnivoice_step.py --tokens 8192 --full-random   # also the released shapes, random weights
 
 Why: the engine's CPU batch (adapter.CPU_BATCH_TOKENS) and the Training tab's expectations quote these numbers. What
 runs is the adapter's own build, data and losses (utils/omnivoice/adapter.py) on espeak-ng Amharic clips; the
@@ -33,6 +34,10 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=6, help="steps per size (the first two warm up)")
     p.add_argument("--clips", type=int, default=16, help="espeak-ng clips to train on")
     p.add_argument("--base", default="", help="the real base's folder (default: found on this machine, GPU only)")
+    p.add_argument("--precision", nargs="+", default=["auto"], choices=["auto", "bf16", "fp16", "fp32"],
+                   help="rows per precision (fp16: a T4's, with its gradient scaler; default: the machine's)")
+    p.add_argument("--full-random", action="store_true", help="also the released base's shapes with random weights "
+                   "(613 M parameters; a machine without the 3.3 GB download: a borrowed GPU)")
     common.add_machine_args(p)
     args = p.parse_args()
     report = common.start(args)
@@ -51,17 +56,20 @@ def main() -> None:
     real = Path(args.base) if args.base else find_base()
     if device == "cuda" and real is not None:
         bases["OmniVoice 613 M"] = real
+    if args.full_random:
+        bases["613 M, random weights"] = write_tiny_base(root / "pretrained" / "full-random", size="full")
     rows = []
     for name, base in bases.items():
-        for budget in tokens:
-            rows.append({"base": name, **_time(root, base, budget, args.steps, report)})
-            print(common.markdown_table(COLUMNS, rows[-1:]), flush=True)
+        for precision in args.precision:
+            for budget in tokens:
+                rows.append({"base": name, **_time(root, base, budget, args.steps, report, precision)})
+                print(common.markdown_table(COLUMNS, rows[-1:]), flush=True)
     print(f"\n# OmniVoice training steps, {common.machine()['summary']}")
     print(common.markdown_table(COLUMNS, rows))
     common.save("omnivoice_step", {"rows": rows}, out=args.out)
 
 
-def _time(root: Path, base: Path, budget: int, steps: int, report) -> dict:
+def _time(root: Path, base: Path, budget: int, steps: int, report, precision: str = "auto") -> dict:
     """The adapter built on `base` with batches of `budget` positions; the median seconds of the timed steps."""
     import torch
 
@@ -72,7 +80,8 @@ def _time(root: Path, base: Path, budget: int, steps: int, report) -> dict:
     from utils.training.engine import Context
 
     cfg = TrainConfig(workspace=str(root), dataset="bench", run=f"bench-{budget}", engine="omnivoice", init=str(base),
-                      max_steps=steps, max_frames_per_batch=budget, grad_accumulation=1, num_workers=0)
+                      max_steps=steps, max_frames_per_batch=budget, grad_accumulation=1, num_workers=0,
+                      precision=precision)
     adapter = OmniVoiceAdapter(cfg, report)
     m = adapter.machine
     adapter.build(Context(m.device, ddp.Dist(), lambda *a: None, None, lambda: opt.autocast(m)))

@@ -124,6 +124,7 @@ case "$*" in
     echo "| ours (models/f5.py) | v1_base | 38400 | 500 |"; echo "ours vs the reference: 1.25x" ;;
   *inference.py*) note inference; echo "| base | 1 | 0.01 |" ;;
   *mms_step.py*) note mms; echo "| mms | 4 | 300 |" ;;
+  *omnivoice_step.py*) note omnivoice; echo "$*" > "$MARKS/omnivoice-args"; echo "| 613 M, random weights | cuda |" ;;
   *train_throughput.py*) note ladder; echo "  fp32 eager: 100.0 ms/step, 5000 frames/s"; sleep 600 ;;
   *) echo "unexpected: $*"; exit 9 ;;
 esac
@@ -164,7 +165,9 @@ def test_gpu_suite_all_runs_lanes_side_by_side_under_one_deadline_and_packs_one_
     assert max(starts) - min(starts) < 2.5  # side by side, each lane in its own TMPDIR
     assert events["f5"][0] < events["paths-end"][0]  # the F5 step while lane A still runs
     # lane C's late steps: after A, while B still hung, once only LATE_RESERVE s were left
-    assert events["paths-end"][0] < events["inference"][0] < events["mms"][0] < events["ladder"][0]
+    assert (events["paths-end"][0] < events["inference"][0] < events["mms"][0] < events["omnivoice"][0]
+            < events["ladder"][0])
+    assert "--full-random --precision bf16 fp16" in (marks / "omnivoice-args").read_text()
     assert deadline - reserve - 2 <= events["inference"][0] < deadline - 15  # (the deadline counts whole seconds)
     f5 = (marks / "f5-args").read_text().splitlines()
     assert [a.split()[1:8] for a in f5] == [

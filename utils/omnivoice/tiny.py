@@ -76,8 +76,10 @@ def tiny_text_tokenizer():
     return fast
 
 
-def write_tiny_base(folder: str | Path, seed: int = 0) -> Path:
-    """Write the tiny random base into `folder` (made if missing) and return it."""
+def write_tiny_base(folder: str | Path, seed: int = 0, size: str = "tiny") -> Path:
+    """Write the tiny random base into `folder` (made if missing) and return it. `size` "full": the backbone at the
+    released base's shapes (2.5 GB of random weights; the codec and text tokenizer stay tiny: training reads cached
+    tokens, so its step costs what the real base's does)."""
     import torch
     from transformers import DacFeatureExtractor
 
@@ -90,7 +92,7 @@ def write_tiny_base(folder: str | Path, seed: int = 0) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    model = OmniVoice(OmniVoiceConfig(llm_config=tiny_llm_config()))
+    model = OmniVoice(OmniVoiceConfig(llm_config=full_llm_config() if size == "full" else tiny_llm_config()))
     model.save_pretrained(folder)  # before any codec is attached: the codec keeps its own folder
     tiny_text_tokenizer().save_pretrained(folder)
     codec = HiggsAudioV2TokenizerModel(tiny_codec_config())
