@@ -100,6 +100,22 @@ def test_a_family_registered_after_the_config_was_imported_is_one_of_train_engin
     assert args.engine == "echo"
 
 
+def test_auto_rate_and_blanks_are_the_familys_own_else_the_default_familys(tmp_path, monkeypatch):
+    """optimization.resolve asks the run's family what lr "auto" and blanks "auto" mean (FAMILY_OPTIONAL
+    auto_settings); a family that says nothing gets the default family's."""
+    from utils.training.config import TrainConfig
+    from utils.training.optimization import resolve
+
+    register(tmp_path, monkeypatch, "echo", ECHO)
+    register(tmp_path, monkeypatch, "own_rate", ECHO + '\n\ndef auto_settings(cfg):\n'
+                                                       '    return {"lr": (1e-5, "its own rate")}\n')
+    default = resolve(TrainConfig(preset="tiny", device="cpu"))
+    echo = resolve(TrainConfig(preset="tiny", device="cpu", engine="echo"))
+    own = resolve(TrainConfig(preset="tiny", device="cpu", engine="own_rate"))
+    assert (echo.lr, echo.reasons["lr"], echo.blanks) == (default.lr, default.reasons["lr"], default.blanks)
+    assert (own.lr, own.reasons["lr"]) == (1e-5, "its own rate") and own.blanks == default.blanks
+
+
 def test_a_new_family_is_one_package_and_one_registry_line(tmp_path, monkeypatch):
     """Trained through prepare_run/run (what `app.py train` calls), spoken with through the Voice, exported: each
     step asks the family by the name its checkpoint carries, never Matcha's."""

@@ -125,6 +125,9 @@ OPTIONAL = {
 FAMILY_OPTIONAL = {
     "VOICE_FILES": "the files a voice folder carries besides model.safetensors and config.json, which export copies "
                    "(none: nothing else)",
+    "auto_settings": "auto_settings(cfg) -> {setting: (value, why)}: what \"auto\" means for the settings no hardware "
+                     "decides (lr by model size, blanks), read by utils.training.optimization.resolve (none: the "
+                     "default family's, utils/families.py DEFAULT)",
 }
 
 

@@ -25,6 +25,14 @@ DICTIONARY_NOTE = ""       # the pronunciation dictionary's phonemes reach it as
 BASE_UPLOAD = ""           # no pretrained base, nothing to upload
 
 
+
+def auto_settings(cfg) -> dict:
+    """What "auto" means for its learning rate (by size) and blanks (utils/matcha/settings.py): the studio's default,
+    which a family without its own auto_settings trains with too."""
+    from utils.matcha.settings import auto_settings
+
+    return auto_settings(cfg)
+
 def default_init(preset: str) -> str:
     return ""  # from zero
 

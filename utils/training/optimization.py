@@ -11,8 +11,9 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from models.alignment import cython_available, mas_disagreement
-from utils import hardware
+from utils import families, hardware
 from utils.events import StudioError
+from utils.family_contract import family_optional
 from utils.training.compiled import CompiledParts, part_names
 from utils.training.config import AUTO, TrainConfig, as_bool
 
@@ -138,11 +139,12 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1, plan: hardware.M
           if on_gpu else "off: only an NVIDIA GPU has convolution methods to time (cuDNN); a CPU has nothing to gain"))
     _resolve_fp8(cfg, m, report, on_gpu)
     _resolve_mas(cfg, m, on_gpu)
-    pick("lr", cfg.lr, float, PRESET_LR.get(cfg.preset, PRESET_LR["base"]))
+    by_family = family_auto_settings(cfg)  # what "auto" means where no hardware decides: the family says
+    pick("lr", cfg.lr, float, by_family["lr"])
     pick("ema_decay", cfg.ema_decay, float, ema_for_run(cfg.max_steps))
     m.auto_lr = (m.lr, m.reasons["lr"]) if cfg.lr == AUTO else None
     set_effective_batch(m, cfg, world_size, rec)
-    pick("blanks", cfg.blanks, lambda v: as_bool(v, "blanks"), BLANKS_DEFAULT)
+    pick("blanks", cfg.blanks, lambda v: as_bool(v, "blanks"), by_family["blanks"])
     workers = m.num_workers
     pick("persistent_workers", cfg.persistent_workers, lambda v: as_bool(v, "persistent_workers"),
          (workers > 0, "the loading helpers keep running between rounds, their cache warm "
@@ -232,9 +234,12 @@ def set_effective_batch(m: Machine, cfg: TrainConfig, world_size: int, rec: dict
                                                              f"({rec['lr_batch_scale'].reason})")
 
 
-# decided by an A/B of held-out MCD with and without blanks (bench/time_to_quality.py --ab blanks=true,false)
-BLANKS_DEFAULT = (True, "a blank between symbols gives transitions and pauses frames of their own (Matcha-TTS, "
-                        "VITS): held-out MCD 5.33 vs 7.06 dB after 1500 steps in bench/RESULTS.md's A/B")
+def family_auto_settings(cfg: TrainConfig) -> dict:
+    """{setting: (value, why)}: what "auto" means for the settings no hardware decides (lr by model size, blanks), as
+    the run's family says (its optional auto_settings, utils/family_contract.py), else as the default family says."""
+    default = families.get(families.DEFAULT).auto_settings(cfg)
+    own = family_optional(families.get(cfg.engine), "auto_settings")
+    return {**default, **(own(cfg) if own else {})}
 
 
 def fp8_unavailable(report, on_gpu: bool) -> str:
@@ -262,14 +267,6 @@ def _resolve_fp8(cfg: TrainConfig, m: Machine, report, on_gpu: bool) -> None:
     why_not = fp8_unavailable(report, on_gpu)
     m.set("fp8", not why_not, f"asked for, but off: {why_not}" if why_not else
           "set by the user: Linear layers with sizes divisible by 16 run FP8 matmuls (torchao float8 training)")
-
-
-PRESET_LR = {  # (peak learning rate, why) per model size, for lr "auto"
-    "tiny": (2e-3, "tiny model, small batches: on a CPU this rate made a clearer voice in 3 minutes than one ten "
-                   "times lower (held-out MCD 11.1 against 12.1 dB, measured 2026-11-23)"),
-    "small": (2e-4, "the rate Matcha-TTS learns a model this size with, at ~40000 frames per step"),
-    "base": (2e-4, "Matcha's scale of rate (1e-4 at batch 32) for the 21M model at ~40000 frames per step"),
-}
 
 
 def _resolve_mas(cfg: TrainConfig, m: Machine, on_gpu: bool) -> None:
