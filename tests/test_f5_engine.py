@@ -544,3 +544,19 @@ def test_an_f5_voice_speaks_with_its_own_sampler_steps_unless_told(f5_voice, mon
     voice.synthesize("ሰላም ነው።")
     voice.synthesize("ሰላም ነው።", steps=3)
     assert asked == [SAMPLE_STEPS, 3] and SAMPLE_STEPS != DEFAULT_STEPS
+
+
+def test_the_batch_probe_keeps_the_fine_tuning_rate_and_does_not_put_back_matchas(corpus, tmp_path):
+    """After the probe (a GPU with an automatic batch), set_effective_batch rescales the automatic learning rate: it
+    must scale F5's ~1e-5, not the default family's preset rate (2e-3 at tiny), which would wreck the base."""
+    from utils import hardware
+    from utils.f5.adapter import FINE_TUNE_LR, F5Adapter
+    from utils.training import optimization as opt
+
+    base = public_base(tmp_path / "base")
+    adapter = F5Adapter(f5_config(corpus, "f5-rate", init=str(base)))
+    m = adapter.machine
+    assert m.lr == FINE_TUNE_LR
+    rec = {"lr_batch_scale": hardware.Setting(1.0, "one process")}
+    opt.set_effective_batch(m, adapter.cfg, 1, rec)  # what apply_probe does once a probe measured the batch
+    assert m.lr == FINE_TUNE_LR and "F5-TTS issue 87" in m.reasons["lr"]

@@ -56,7 +56,7 @@ class F5Adapter(TextMelAdapter):
         if cfg.lr == "auto":
             rate, why = ((FINE_TUNE_LR, "fine-tuning the pretrained base: about 1e-5 (F5-TTS issue 87)") if cfg.init
                          else (TINY_LR, "a random F5 trained from zero (tests and smoke runs)"))
-            m.set("lr", rate, why)
+            m.set_family_lr(rate, why)
         if m.precision == "fp16":  # a card without bf16 (T4, V100)
             m.set("precision", "fp16", f"{m.reasons['precision']} F5 fine-tunes in fp16 have gone NaN after an epoch "
                   "or two (F5-TTS issue 341): if this run's loss scale collapses it goes on in fp32 by itself, from "

@@ -77,7 +77,7 @@ class MmsAdapter:
             m.values.pop(name, None)
             m.reasons.pop(name, None)
         rate = FINE_TUNE_LR if cfg.lr == "auto" else float(cfg.lr)
-        m.set("lr", rate, "the published fine-tuning recipe's (finetune-hf-vits), constant: VITS decays it "
+        m.set_family_lr(rate, "the published fine-tuning recipe's (finetune-hf-vits), constant: VITS decays it "
               "by 0.999875 a pass over the data, under 1 % in a fine-tune" if cfg.lr == "auto" else "set by the user")
         betas = BETAS if (cfg.beta1, cfg.beta2) == (0.9, 0.99) else (cfg.beta1, cfg.beta2)
         m.set("betas", betas, "VITS's AdamW betas (0.8, 0.99)" if betas == BETAS else "set by the user")

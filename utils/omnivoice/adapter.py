@@ -51,6 +51,14 @@ def full_size(init: str, workspace: str) -> bool:
     if not init or is_hub_id(init):
         return True
     folder = Path(init) if Path(init).is_absolute() else Path(workspace or ".") / init
+    root = Path(workspace or ".")
+    if "/" not in init and ((root / "runs" / init).is_dir() or (root / "voices" / init).is_dir()):
+        from utils.voice_folders import resolve_voice  # a run or voice to continue: its checkpoint folder
+
+        try:
+            folder = resolve_voice(Workspace.open(root), init)
+        except StudioError:
+            return True
     config = read_json(folder / "config.json", {}) or {}
     if isinstance(config.get("model"), dict) and config["model"].get("base"):  # a fine-tune: its base's size
         config = read_json(Path(config["model"]["base"]) / "config.json", {}) or {}
@@ -92,7 +100,7 @@ class OmniVoiceAdapter:
             m.values.pop(name, None)
             m.reasons.pop(name, None)
         if cfg.lr == AUTO:
-            m.set("lr", FINE_TUNE_LR, "the published fine-tuning recipe's (OmniVoice's examples/finetune)")
+            m.set_family_lr(FINE_TUNE_LR, "the published fine-tuning recipe's (OmniVoice's examples/finetune)")
         betas = RECIPE_BETAS if (cfg.beta1, cfg.beta2) == (0.9, 0.99) else (cfg.beta1, cfg.beta2)
         m.set("betas", betas, "the recipe's AdamW (torch's defaults)" if betas == RECIPE_BETAS else "set by the user")
         m.set("attention", "sdpa", "transformers' SDPA, PyTorch picking the kernel: the package's own flex_attention "
@@ -110,7 +118,8 @@ class OmniVoiceAdapter:
                   "fp32 by itself from its last good weights (slower) and says so in the log")
         if m.device == "cpu" and full_size(cfg.init, cfg.workspace):
             m.set("device", "cpu", "no GPU: the 613 M-parameter base takes seconds to minutes a step here; it runs, "
-                                   "to check the set-up, but fine-tune on a GPU of 24 GiB or more")
+                                   "to check the set-up, but fine-tune on a GPU (16 GiB at the edge, 24 GiB or more "
+                                   "comfortably)")
         return m
 
     # ------------------------------------------------------------------------------ build

@@ -74,6 +74,13 @@ class Machine:
         self.values[name] = value
         self.reasons[name] = reason
 
+    def set_family_lr(self, rate: float, reason: str) -> None:
+        """A family's own automatic learning rate (a fine-tune's ~1e-5): also the rate that set_effective_batch scales
+        after the batch probe, which would otherwise put back the default family's (Matcha's 2e-4 or more)."""
+        self.set("lr", rate, reason)
+        if self.auto_lr is not None:
+            self.auto_lr = (rate, reason)
+
     def describe(self) -> list[str]:
         return [f"{k:22} {str(v):10} {self.reasons[k]}" for k, v in self.values.items()]
 
