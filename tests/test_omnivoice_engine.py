@@ -16,6 +16,7 @@ from safetensors.torch import load_file
 
 from tests.helpers import add_joined_clips, make_dataset
 from utils.datasets import load_manifest
+from utils.events import StudioError
 from utils.training import TrainConfig, prepare_run, run
 from utils.training.checkpoint import read_config
 from utils.workspace import Workspace, read_jsonl
@@ -178,3 +179,23 @@ def test_the_adapter_answers_the_contract_and_plans_memory_by_the_base_size(corp
     default = OmniVoiceAdapter(omni_config(corpus, "omni-lr", lr="auto"))
     assert default.machine.lr == 1e-5 and "recipe" in default.machine.reasons["lr"]
     assert [round(default.lr_at(s) / 1e-5, 3) for s in (0, 1, 2)] == [1.0, 1.0, 0.75]
+
+
+def test_the_full_base_is_refused_on_a_machine_that_cannot_fine_tune_it_and_a_t4_is_taken(tmp_path):
+    """Said before anything is read or downloaded: no GPU (the clip voice is offered instead), a 12 GiB card; a
+    T4's 15 GiB is taken with fp16 and micro-batches; --device cpu runs anyway (to check a set-up)."""
+    from utils.hardware import GPUInfo, HardwareReport
+    from utils.omnivoice.expectations import check_request
+
+    def report(*gpus):
+        return HardwareReport(gpus=list(gpus), cpu_count=2, ram_gb=24.0, disk_free_gb=100.0)
+
+    cfg = TrainConfig(workspace=str(tmp_path), dataset="am", run="r", engine="omnivoice", init="k2-fsa/OmniVoice")
+    with pytest.raises(StudioError, match="no GPU.*from a clip"):
+        check_request(cfg, report())
+    small = GPUInfo(index=0, name="Small card", memory_gb=12.0, compute_capability="8.6")
+    with pytest.raises(StudioError, match="12 GiB"):
+        check_request(cfg, report(small))
+    t4 = GPUInfo(index=0, name="Tesla T4", memory_gb=15.0, compute_capability="7.5")
+    check_request(cfg, report(t4))
+    check_request(TrainConfig(**{**cfg.to_dict(), "device": "cpu"}), report())

@@ -10,7 +10,7 @@ an hour or more is better (the community's Amharic fine-tune, Lab-et/omnivoice-a
 from __future__ import annotations
 
 from utils.events import StudioError
-from utils.omnivoice.about import (FINE_TUNE_STEPS, FRAMES_PER_S, NEEDS_BASE, PARAMETERS_M, SIZE_MB)
+from utils.omnivoice.about import BATCH_AUDIO_TOKENS, FINE_TUNE_STEPS, FRAMES_PER_S, NEEDS_BASE, PARAMETERS_M, SIZE_MB
 
 GIB = 1024**3
 PARAMS = PARAMETERS_M * 1e6
@@ -18,7 +18,7 @@ PARAMS = PARAMETERS_M * 1e6
 TRAIN_FIXED_GB = 5 * 4 * PARAMS / GIB
 SPEAK_GB = (3.0, 5.0)                  # inference in half precision with the codec (~3 GB on a T4, community figure)
 ACTIVATION_GB_PER_1K_TOKENS = 0.9      # bf16 activations of 28 layers at width 1024 a thousand positions (estimate)
-MIN_TRAIN_GB = 20.0                    # below this the model and its optimizer state leave no room for a batch
+MIN_TRAIN_GB = 14.0                    # a T4's 15 GiB: ~11 GiB of state, short micro-batches with checkpointing
 CPU_S_PER_STEP_TINY = 0.13             # the tiny base, 1024 positions a step, a 2-core CPU (bench/omnivoice_step.py)
 GOOD_MINUTES = 30.0
 
@@ -28,18 +28,21 @@ def machine_verdict(report) -> tuple[bool, str]:
     if not report.gpus:
         return False, (f"no GPU: a fine-tune of {PARAMETERS_M} M parameters holds ~{TRAIN_FIXED_GB:.0f} GiB of "
                        "weights and optimizer state and takes minutes a step on a CPU. Speak with OmniVoice here from "
-                       "a clip (the Inference tab), and fine-tune on a GPU of 24 GiB or more (Colab's A100, an L4).")
+                       "a clip (the Inference tab), and fine-tune on a GPU: a 16 GiB T4 at the edge, 24 GiB or more "
+                       "comfortably (an L4, Colab's A100); --device cpu runs it anyway, to check the set-up.")
     g = min(report.gpus, key=lambda x: x.memory_gb)
     if g.memory_gb < MIN_TRAIN_GB:
         return False, (f"{g.name} has {g.memory_gb:.0f} GiB: fine-tuning holds ~{TRAIN_FIXED_GB:.0f} GiB of weights, "
                        f"gradients, AdamW state and the EMA copy before any speech; it speaks from a clip in "
-                       f"~{SPEAK_GB[0]:.0f}-{SPEAK_GB[1]:.0f} GiB here. Fine-tune on a 24 GiB GPU or larger.")
+                       f"~{SPEAK_GB[0]:.0f}-{SPEAK_GB[1]:.0f} GiB here. Fine-tune on a 16 GiB GPU or larger.")
     left = g.memory_gb - TRAIN_FIXED_GB - 2.0
     tokens = int(left / ACTIVATION_GB_PER_1K_TOKENS * 1000)
     precision = "bf16 + SDPA" if g.bf16 else "fp16 with loss scaling + SDPA (this card has no bf16)"
-    return True, (f"{g.name}: ~{TRAIN_FIXED_GB:.0f} GiB of weights and optimizer state, room for ~{tokens:,} audio "
-                  f"tokens a micro-batch (~{tokens / FRAMES_PER_S:.0f} s of speech; an estimate, the probe measures "
-                  f"it); {precision}")
+    tight = (f"; tight: the recipe's {BATCH_AUDIO_TOKENS:,} positions a step come in several micro-batches (turn on "
+             "gradient checkpointing if even one clip does not fit)" if tokens < BATCH_AUDIO_TOKENS else "")
+    return True, (f"{g.name}: ~{TRAIN_FIXED_GB:.0f} GiB of weights and optimizer state, room for ~{tokens:,} positions "
+                  f"a micro-batch (~{tokens / FRAMES_PER_S:.0f} s of speech; an estimate, the probe measures it); "
+                  f"{precision}{tight}")
 
 
 def check_request(cfg, report=None) -> None:
@@ -52,6 +55,15 @@ def check_request(cfg, report=None) -> None:
                           "Matcha: drop it.")
     if not cfg.init:
         raise StudioError(NEEDS_BASE)
+    from utils.omnivoice.adapter import full_size
+
+    if full_size(cfg.init, cfg.workspace) and str(cfg.device).lower() != "cpu":
+        from utils import hardware
+
+        report = report if report is not None else hardware.detect(cfg.workspace or ".")
+        can, why = machine_verdict(report)
+        if not can:
+            raise StudioError(f"This machine cannot fine-tune OmniVoice: {why}")
 
 
 def prepare(ws, cfg, accept_licence: bool = False) -> None:

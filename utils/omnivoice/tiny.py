@@ -100,7 +100,7 @@ def write_tiny_base(folder: str | Path, seed: int = 0, size: str = "tiny") -> Pa
         draws = torch.Generator().manual_seed(seed)
         for name, buffer in codec.named_buffers():
             if name.endswith("codebook.embed") or name.endswith("codebook.embed_avg"):
-                buffer.copy_(torch.randn(buffer.shape, generator=draws))
+                buffer.copy_(torch.randn(buffer.shape, generator=draws, device=draws.device))
     codec.save_pretrained(folder / "audio_tokenizer")
     DacFeatureExtractor(sampling_rate=24000, hop_length=960).save_pretrained(folder / "audio_tokenizer")
     (folder / "LICENSE").write_text("A tiny random OmniVoice made by the studio's tests: no licence of its own.\n")
