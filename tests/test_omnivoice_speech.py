@@ -186,3 +186,18 @@ def test_on_a_gpu_the_model_speaks_in_half_precision_and_the_codec_in_fp32(clip_
     assert {p.dtype for p in model.audio_tokenizer.parameters()} == {torch.float32}
     wave, _, _ = voice.synthesize("ሰላም ነው።", steps=4)
     assert np.isfinite(wave).all() and np.abs(wave).max() > 0
+
+
+def test_on_a_cpu_a_clip_voice_speaks_with_fewer_decoding_steps_by_default(clip_workspace):
+    """OmniVoice's 32 steps take minutes a sentence on a 2-core CPU (bench/omnivoice_speak.py): there it defaults to
+    its CPU_SAMPLE_STEPS; a GPU and the other families keep their SAMPLE_STEPS."""
+    from utils import families
+    from utils.inference.speech import Voice, engine_steps
+
+    omnivoice, f5 = families.get("omnivoice"), families.get("f5")
+    assert engine_steps("omnivoice", "cpu") == omnivoice.CPU_SAMPLE_STEPS < omnivoice.SAMPLE_STEPS
+    assert engine_steps("omnivoice", "cuda") == omnivoice.SAMPLE_STEPS
+    assert engine_steps("f5", "cpu") == engine_steps("f5", "cuda") == f5.SAMPLE_STEPS
+    voice = Voice.load(clip_workspace[0].voice_dir("abebe"))
+    _, _, info = voice.synthesize("ሰላም ነው።")
+    assert info["steps"] == omnivoice.CPU_SAMPLE_STEPS

@@ -128,6 +128,8 @@ FAMILY_OPTIONAL = {
     "auto_settings": "auto_settings(cfg) -> {setting: (value, why)}: what \"auto\" means for the settings no hardware "
                      "decides (lr by model size, blanks), read by utils.training.optimization.resolve (none: the "
                      "default family's, utils/families.py DEFAULT)",
+    "CPU_SAMPLE_STEPS": "its sampler's usual steps where speech runs on a CPU, fewer when SAMPLE_STEPS would take "
+                        "minutes a sentence there (none: SAMPLE_STEPS)",
 }
 
 

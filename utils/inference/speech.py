@@ -175,7 +175,7 @@ class Voice:
 
     @property
     def default_steps(self) -> int:
-        return self.family.SAMPLE_STEPS
+        return engine_steps(self.family.NAME, self.device)
 
     def stream(self, text: str, speaker: str | None = None, steps: int | None = None,
                temperature: float = DEFAULT_TEMPERATURE, length_scale: float = 1.0, seed: int | None = 0,
@@ -237,9 +237,15 @@ class Voice:
         return join_chunks(self.stream(text, **options))
 
 
-def engine_steps(engine: str | None) -> int:
-    """The sampler's usual steps for a model family: F5's flow sampler wants more than Matcha's decoder."""
-    return families.get(engine).SAMPLE_STEPS
+def engine_steps(engine: str | None, device: str | None = None) -> int:
+    """The sampler's usual steps for a model family (F5's flow sampler wants more than Matcha's decoder) on `device`
+    (None: this machine's): a family slow on a CPU says fewer there (OmniVoice: minutes a sentence at its 32)."""
+    from utils.family_contract import family_optional
+    from utils.hardware import cuda_or_cpu
+
+    family = families.get(engine)
+    on_cpu = str(device or cuda_or_cpu()).startswith("cpu")
+    return family_optional(family, "CPU_SAMPLE_STEPS", family.SAMPLE_STEPS) if on_cpu else family.SAMPLE_STEPS
 
 
 def _check_request(text: str, steps: int | None, length_scale: float) -> None:
