@@ -272,6 +272,7 @@ for phase in "$@"; do
       # the released base's shapes (613 M, random weights) at the recipe's 8192 positions: bf16, and a T4's fp16
       step omnivoice_step 150 $py bench/omnivoice_step.py --tokens 8192 --steps 6 --full-random --precision bf16 fp16 \
         --out "$json"
+      step omnivoice_speak 90 $py bench/omnivoice_speak.py --steps 16 32 --sizes full --out "$json"
       step train_ladder 400 $py bench/train_throughput.py --preset base --frames 16000 --steps 10 --warmup 4 \
         ${LADDER_ROWS:+--rows "$LADDER_ROWS"} --out "$json" ;;
     train)

@@ -125,6 +125,7 @@ case "$*" in
   *inference.py*) note inference; echo "| base | 1 | 0.01 |" ;;
   *mms_step.py*) note mms; echo "| mms | 4 | 300 |" ;;
   *omnivoice_step.py*) note omnivoice; echo "$*" > "$MARKS/omnivoice-args"; echo "| 613 M, random weights | cuda |" ;;
+  *omnivoice_speak.py*) note omnivoice-speak; echo "| 613 M (random) | cuda | bfloat16 | 32 |" ;;
   *train_throughput.py*) note ladder; echo "  fp32 eager: 100.0 ms/step, 5000 frames/s"; sleep 600 ;;
   *) echo "unexpected: $*"; exit 9 ;;
 esac
@@ -166,7 +167,7 @@ def test_gpu_suite_all_runs_lanes_side_by_side_under_one_deadline_and_packs_one_
     assert events["f5"][0] < events["paths-end"][0]  # the F5 step while lane A still runs
     # lane C's late steps: after A, while B still hung, once only LATE_RESERVE s were left
     assert (events["paths-end"][0] < events["inference"][0] < events["mms"][0] < events["omnivoice"][0]
-            < events["ladder"][0])
+            < events["omnivoice-speak"][0] < events["ladder"][0])
     assert "--full-random --precision bf16 fp16" in (marks / "omnivoice-args").read_text()
     assert deadline - reserve - 2 <= events["inference"][0] < deadline - 15  # (the deadline counts whole seconds)
     f5 = (marks / "f5-args").read_text().splitlines()
