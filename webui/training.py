@@ -208,7 +208,10 @@ def engine_controls(engine: str | None) -> tuple:
         licence = gr.update(visible=True, label=licence_label(family))
         base = gr.update(visible=True, label=f"{family.TITLE} base to start from", info=family.BASE_HELP,
                          placeholder=family.default_init("base"))
-    return licence, gr.update(visible=family.ASKS_PROMPT), gr.update(visible=family.HAS_SIZES), mode, base
+    prompt = (gr.update(visible=True, label=f"{family.TITLE} reference clip (a row id of the dataset)",
+                        info=f"a {family.TITLE} voice speaks in the voice of this clip: pick a clean 5-10 s one")
+              if family.ASKS_PROMPT else gr.update(visible=False))
+    return licence, prompt, gr.update(visible=family.HAS_SIZES), mode, base
 
 
 def engine_info(ws, report) -> str:
@@ -335,7 +338,7 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
         licensed = next(f for f in choices if f.ASKS_LICENCE)
         licence = gr.Checkbox(False, label=licence_label(licensed), elem_id="base-licence", visible=False)
         prompt = gr.Textbox(label="F5 reference clip (a row id of the dataset)", elem_id="reference-clip",
-                            visible=False, placeholder="automatic: a clean 5-10 s clip, the one closest to 6 s",
+                            visible=False, placeholder="automatic: a clean clip of the usual length (5-10 s)",
                             info="an F5 voice speaks in the voice of this clip: pick a clean 5-10 s one")
         base = gr.Textbox(label=f"{licensed.TITLE} base to start from", elem_id="base-source", visible=False,
                           placeholder=licensed.default_init("base"), info=licensed.BASE_HELP)

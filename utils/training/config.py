@@ -36,7 +36,8 @@ class TrainConfig:
                                      "zero, fast, runs anywhere | f5, fine-tunes a pretrained F5-TTS model (337 M "
                                      "parameters; a GPU; --init), or a tiny random F5 with --preset tiny | mms, "
                                      "fine-tunes Meta's Amharic MMS-TTS voice (VITS, 36 M parameters, 16 kHz; an hour "
-                                     "or two of one speaker, any GPU or a CPU; --init)",
+                                     "or two of one speaker, any GPU or a CPU; --init) | omnivoice, fine-tunes "
+                                     "k2-fsa's OmniVoice (613 M parameters, already speaks Amharic; a GPU; --init)",
                      choices=family_names)  # the registry as it is when asked (choices_of), not at import
     init: str = _f("", "fine-tune from this checkpoint folder (model.safetensors + config.json); with --engine f5: "
                        "a hub base, SWivid/F5-TTS (the public v1 Base) or any F5 model as owner/repo[:folder] (with "
@@ -44,9 +45,11 @@ class TrainConfig:
                        "vocab.txt; or an F5 fine-tune of this studio to continue: a run name, a checkpoint folder or "
                        "an exported voice; with --engine mms: facebook/mms-tts-amh (with --accept-licence), a folder "
                        "holding its files (config.json, model.safetensors, vocab.json, tokenizer_config.json, "
-                       "optionally D_100000.pth), or an MMS run or voice to continue")
-    prompt: str = _f("", "--engine f5: the dataset row (id) whose clip and transcript the voice speaks from; empty: the "
-                         "training clip closest to 6 s (F5 prompts work best at 5-10 s)")
+                       "optionally D_100000.pth), or an MMS run or voice to continue; with --engine omnivoice: "
+                       "k2-fsa/OmniVoice (with --accept-licence), a folder in the hub's layout, or an OmniVoice run "
+                       "or voice to continue")
+    prompt: str = _f("", "--engine f5 or omnivoice: the dataset row (id) whose clip and transcript the voice speaks "
+                         "from; empty: the training clip closest to 6 s (F5) or 8 s (OmniVoice)")
     licence_accepted: str = _f("", "the licence of the pretrained base the user said yes to (set by --accept-licence or "
                                    "the Training tab's licence box; the trainer downloads the base only then)")
     finetune_mode: str = _f("full", "with --init: full | freeze_encoder | new_speaker (only speaker rows train)",
@@ -105,7 +108,8 @@ class TrainConfig:
     eval_clips: int = _f(8, "held-out clips synthesised for MCD at each evaluation (all of them when fewer); the "
                             "best checkpoint is chosen by their mean, so a few clips' luck does not pick it")
     sample_clips: int = _f(2, "of those, how many are written to samples/step-N/ as WAV")
-    ode_steps: int = _f(10, "Euler steps of the flow decoder at evaluation")
+    ode_steps: int = _f(10, "sampler steps at evaluation: Euler steps of the flow decoder (Matcha, F5), decoding "
+                            "steps (OmniVoice)")
     mcd: str = _f("world", "world (WORLD/SPTK MCD after Griffin-Lim, as bench numbers) | logmel (fast proxy on mels)",
                   choices=["world", "logmel"])
     eval_vocoder: str = _f("auto", "vocoder for the evaluation MCD and samples, so the curve is what you will hear: "
