@@ -199,3 +199,31 @@ def test_the_full_base_is_refused_on_a_machine_that_cannot_fine_tune_it_and_a_t4
     t4 = GPUInfo(index=0, name="Tesla T4", memory_gb=15.0, compute_capability="7.5")
     check_request(cfg, report(t4))
     check_request(TrainConfig(**{**cfg.to_dict(), "device": "cpu"}), report())
+
+
+def test_the_guidance_says_the_time_from_a_measured_run_else_the_cards_throughput_and_renders_as_written(corpus,
+                                                                                                        straight):
+    """Before Start: the time of the run (an estimate from the card; once an OmniVoice run of this workspace trained
+    on this kind of device, its measured speed), the memory and the disk, in lines Markdown shows as written (two
+    "~" in a line were struck through on the Training tab)."""
+    import json
+
+    from utils.hardware import GPUInfo, HardwareReport
+    from utils.omnivoice.expectations import guidance, machine_verdict
+
+    h100 = HardwareReport(gpus=[GPUInfo(0, "NVIDIA H100 80GB HBM3", 79.0, "9.0")], cpu_count=16, ram_gb=125.0,
+                          disk_free_gb=100.0)
+    cfg = omni_config(corpus, "next", init="k2-fsa/OmniVoice", max_steps=3000)
+    lines = guidance(corpus, cfg, h100)
+    time_line = next(line for line in lines if line.startswith("Time:"))
+    assert "3,000 updates" in time_line and "estimated for 1 x NVIDIA H100" in time_line
+    assert not any(line.count("~") >= 2 for line in [*lines, machine_verdict(h100)[1]])
+
+    config_path = straight / "config.json"  # the tiny run, as if it had fine-tuned a base on a GPU
+    config = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**config, "resolved": {**config["resolved"], "device": "cuda"}}))
+    try:
+        time_line = next(line for line in guidance(corpus, cfg, h100) if line.startswith("Time:"))
+    finally:
+        config_path.write_text(json.dumps(config))
+    assert f"measured by run {straight.name}" in time_line

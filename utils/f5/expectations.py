@@ -14,19 +14,15 @@ from __future__ import annotations
 
 import shutil
 
+from utils.training.speed import estimated, measured, say_hours, say_time  # noqa: F401
 from utils.workspace import Workspace
 
 NEW_LANGUAGE_HOURS = (10.0, 15.0)    # F5-TTS issue 87
 ADAPT_HOURS = 1.0                    # a base that speaks Amharic: an hour or two adapts a voice
 FRAMES_PER_S_CPU = 60.0              # the v1 Base on 2 CPU cores (bench/f5_step.py, RESULTS.md)
 FLOPS_PER_FRAME = 6 * 337e6          # forward + backward of 337 M parameters per mel frame (attention aside)
-UTILISATION = 0.35                   # a fair share of a card's peak for this model's mix of matmuls and norms
 FRAMES_PER_SECOND_OF_AUDIO = 24_000 / 256
 WEIGHTS_GB, STATE_GB = 1.35, 5.4     # one checkpoint's weights; the newest one's trainer state on top
-# dense half-precision tensor TFLOPS by name pattern (first match), as published by NVIDIA
-PEAK_TFLOPS = (("H200", 989.0), ("H100 PCIe", 756.0), ("H100", 989.0), ("A100", 312.0), ("L40S", 362.0),
-               ("L40", 181.0), ("L4", 121.0), ("A10", 125.0), ("A6000", 155.0), ("V100", 125.0), ("T4", 65.0),
-               ("4090", 165.0), ("3090", 71.0))
 
 
 def usable_hours(ws: Workspace, dataset: str) -> float:
@@ -37,52 +33,12 @@ def usable_hours(ws: Workspace, dataset: str) -> float:
 
 def training_speed(ws: Workspace, report) -> tuple[float, str]:
     """(mel frames a second the v1 Base trains at here, where the number comes from)."""
-    measured = _measured(ws, "cuda" if report.gpus else "cpu")
-    if measured:
-        return measured
+    found = measured(ws, "f5", "cuda" if report.gpus else "cpu")
+    if found:
+        return found
     if not report.gpus:
         return FRAMES_PER_S_CPU, "measured on a 2-core CPU (bench/f5_step.py)"
-    gpu = min(report.gpus, key=lambda g: g.memory_gb)
-    peak = next((tflops for pattern, tflops in PEAK_TFLOPS if pattern in gpu.name), 30.0 if not gpu.bf16 else 120.0)
-    per_gpu = peak * 1e12 * UTILISATION / FLOPS_PER_FRAME
-    return per_gpu * len(report.gpus), (f"estimated for {len(report.gpus)} x {gpu.name} ({peak:.0f} TFLOPS at "
-                                        f"{UTILISATION:.0%}); the run's own log gives the measured speed")
-
-
-def _measured(ws: Workspace, device: str) -> tuple[float, str] | None:
-    """The frames a second of the newest F5 run of this workspace that trained on this kind of device."""
-    import json
-
-    from utils.workspace import read_jsonl
-
-    runs = sorted((p for p in ws.runs.glob("*/metrics.jsonl")), key=lambda p: p.stat().st_mtime, reverse=True)
-    for path in runs:
-        try:
-            config = json.loads((path.parent / "config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        train, resolved = config.get("train") or {}, config.get("resolved") or {}
-        if train.get("engine") != "f5" or not train.get("init") or resolved.get("device") != device:
-            continue
-        speeds = [r["frames_per_s"] for r in read_jsonl(path) if r.get("frames_per_s")]
-        if speeds:
-            return float(speeds[-1]), f"measured by run {path.parent.name} on this kind of machine"
-    return None
-
-
-def say_hours(hours: float) -> str:
-    """Speech in plain units: "3 min" under an hour ("0.0 h" read as nothing at all), else "1.4 h"."""
-    return f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h"
-
-
-def say_time(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172_800:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.0f} days"
+    return estimated(report, FLOPS_PER_FRAME)
 
 
 def guidance(ws: Workspace, dataset: str, max_steps: int, report=None, keep_checkpoints: int = 3,

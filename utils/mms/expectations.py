@@ -19,7 +19,8 @@ STATE_GB = 1.2             # the newest checkpoint's trainer state: both network
 
 def guidance(ws, cfg, report=None) -> list[str]:
     from utils import hardware
-    from utils.f5.expectations import say_time, usable_hours
+    from utils.f5.expectations import usable_hours
+    from utils.training.speed import say_time
 
     report = report if report is not None else hardware.detect(ws.root)
     start = (f"It starts from Meta's Amharic MMS-TTS voice ({HUB_ID}) under its licence: {LICENCE}. The voice you "

@@ -19,30 +19,32 @@ TRAIN_FIXED_GB = 5 * 4 * PARAMS / GIB
 SPEAK_GB = (3.0, 5.0)                  # inference in half precision with the codec (~3 GB on a T4, community figure)
 ACTIVATION_GB_PER_1K_TOKENS = 0.9      # bf16 activations of 28 layers at width 1024 a thousand positions (estimate)
 MIN_TRAIN_GB = 14.0                    # a T4's 15 GiB: ~11 GiB of state, short micro-batches with checkpointing
-CPU_S_PER_STEP_TINY = 0.13             # the tiny base, 1024 positions a step, a 2-core CPU (bench/omnivoice_step.py)
 GOOD_MINUTES = 30.0
+FLOPS_PER_POSITION = 6 * PARAMS        # forward + backward of 613 M parameters a position (attention aside)
+AUDIO_SHARE = 0.85                     # of a step's positions, the audio tokens (the rest: the text and its marks)
 
 
 def machine_verdict(report) -> tuple[bool, str]:
     """Whether this machine can fine-tune the OmniVoice base, and why (it can speak with it on any machine)."""
     if not report.gpus:
-        return False, (f"no GPU: a fine-tune of {PARAMETERS_M} M parameters holds ~{TRAIN_FIXED_GB:.0f} GiB of "
+        return False, (f"no GPU: a fine-tune of {PARAMETERS_M} M parameters holds about {TRAIN_FIXED_GB:.0f} GiB of "
                        "weights and optimizer state and takes minutes a step on a CPU. Speak with OmniVoice here from "
                        "a clip (the Inference tab), and fine-tune on a GPU: a 16 GiB T4 at the edge, 24 GiB or more "
                        "comfortably (an L4, Colab's A100); --device cpu runs it anyway, to check the set-up.")
     g = min(report.gpus, key=lambda x: x.memory_gb)
     if g.memory_gb < MIN_TRAIN_GB:
-        return False, (f"{g.name} has {g.memory_gb:.0f} GiB: fine-tuning holds ~{TRAIN_FIXED_GB:.0f} GiB of weights, "
+        return False, (f"{g.name} has {g.memory_gb:.0f} GiB: fine-tuning holds about {TRAIN_FIXED_GB:.0f} GiB of weights, "
                        f"gradients, AdamW state and the EMA copy before any speech; it speaks from a clip in "
-                       f"~{SPEAK_GB[0]:.0f}-{SPEAK_GB[1]:.0f} GiB here. Fine-tune on a 16 GiB GPU or larger.")
+                       f"{SPEAK_GB[0]:.0f}-{SPEAK_GB[1]:.0f} GiB here. Fine-tune on a 16 GiB GPU or larger.")
     left = g.memory_gb - TRAIN_FIXED_GB - 2.0
     tokens = int(left / ACTIVATION_GB_PER_1K_TOKENS * 1000)
     precision = "bf16 + SDPA" if g.bf16 else "fp16 with loss scaling + SDPA (this card has no bf16)"
-    tight = (f"; tight: the recipe's {BATCH_AUDIO_TOKENS:,} positions a step come in several micro-batches (turn on "
-             "gradient checkpointing if even one clip does not fit)" if tokens < BATCH_AUDIO_TOKENS else "")
-    return True, (f"{g.name}: ~{TRAIN_FIXED_GB:.0f} GiB of weights and optimizer state, room for ~{tokens:,} positions "
-                  f"a micro-batch (~{tokens / FRAMES_PER_S:.0f} s of speech; an estimate, the probe measures it); "
-                  f"{precision}{tight}")
+    batch = (f"the recipe's {BATCH_AUDIO_TOKENS:,} positions a step fit in one micro-batch" if tokens >= BATCH_AUDIO_TOKENS
+             else f"room for about {tokens:,} positions a micro-batch ({tokens / FRAMES_PER_S:.0f} s of speech), so the "
+                  f"recipe's {BATCH_AUDIO_TOKENS:,} a step come in several (turn on gradient checkpointing if even one "
+                  "clip does not fit)")
+    return True, (f"{g.name}: about {TRAIN_FIXED_GB:.0f} GiB of weights and optimizer state; {batch} (an estimate, the "
+                  f"probe measures it); {precision}")
 
 
 def check_request(cfg, report=None) -> None:
@@ -91,11 +93,26 @@ def prepare(ws, cfg, accept_licence: bool = False) -> None:
                           "that id (see the Dataset tab's table; excluded rows cannot be used).")
 
 
-def guidance(ws, cfg) -> list[str]:
-    """The licence, the speech against what a fine-tune needs, the memory, the disk."""
+def run_time(ws, max_steps: int, report) -> str:
+    """The time a run of `max_steps` updates of the recipe's batch takes here: measured by an OmniVoice run of this
+    workspace on this kind of device, else estimated from the card's throughput (no GPU: it is refused here)."""
+    from utils.training.speed import estimated, measured, say_time
+
+    if not report.gpus:
+        return "Time: no GPU here, so no fine-tune (a clip voice speaks with no training)."
+    per_update = BATCH_AUDIO_TOKENS * AUDIO_SHARE
+    speed, source = measured(ws, "omnivoice", "cuda") or estimated(report, FLOPS_PER_POSITION / AUDIO_SHARE)
+    return (f"Time: about {say_time(max_steps * per_update / speed)} for {max_steps:,} updates of "
+            f"{BATCH_AUDIO_TOKENS:,} positions ({speed:,.0f} audio frames a second, {source}).")
+
+
+def guidance(ws, cfg, report=None) -> list[str]:
+    """The licence, the speech against what a fine-tune needs, the time, the memory, the disk."""
+    from utils import hardware
     from utils.datasets.manifest import usable_hours
     from utils.omnivoice.about import LICENCE
 
+    report = report if report is not None else hardware.detect(ws.root)
     minutes = usable_hours(ws, cfg.dataset, with_text=True) * 60
     lines = [f"It starts from OmniVoice, under its licences: {LICENCE}."]
     if minutes < GOOD_MINUTES:
@@ -105,11 +122,15 @@ def guidance(ws, cfg) -> list[str]:
     else:
         lines.append(f"{minutes / 60:.1f} h of speech: the published recipe fine-tunes {FINE_TUNE_STEPS[0]:,}-"
                      f"{FINE_TUNE_STEPS[1]:,} steps at lr 1e-5.")
-    lines.append(f"Memory: ~{TRAIN_FIXED_GB:.0f} GiB of weights, gradients, AdamW state and the EMA copy before any "
-                 f"speech; speaking takes ~{SPEAK_GB[0]:.0f}-{SPEAK_GB[1]:.0f} GiB.")
+    lines.append(run_time(ws, cfg.max_steps, report))
+    # no "~": two of them in one line are Markdown's strikethrough on the Training tab
+    lines.append(f"Memory: about {TRAIN_FIXED_GB:.0f} GiB of weights, gradients, AdamW state and the EMA copy before "
+                 f"any speech; speaking takes {SPEAK_GB[0]:.0f}-{SPEAK_GB[1]:.0f} GiB.")
     from utils.omnivoice.tokens import BYTES_PER_S
 
-    lines.append(f"Disk: each checkpoint holds the model's weights (~{SIZE_MB * 0.75 / 1000:.1f} GB); only the newest "
-                 f"keeps the trainer state (~{3 * 4 * PARAMS / 1e9:.0f} GB more). The codec's tokens of the dataset, "
-                 f"encoded once at the first run's start, take ~{minutes * 60 * BYTES_PER_S / 1e6:.1f} MB.")
+    tokens_mb = minutes * 60 * BYTES_PER_S / 1e6
+    lines.append(f"Disk: each checkpoint holds the model's weights (about {SIZE_MB * 0.75 / 1000:.1f} GB); only the "
+                 f"newest keeps the trainer state (about {3 * 4 * PARAMS / 1e9:.0f} GB more). The codec's tokens of "
+                 f"the dataset, encoded once at the first run's start, take "
+                 f"{f'{tokens_mb:.1f} MB' if tokens_mb >= 0.1 else 'under 0.1 MB'}.")
     return lines

@@ -1,0 +1,57 @@
+"""How fast a family's model trains on this machine, for what the Training tab says before Start: measured where a
+run of this workspace measured it (its metrics' frames a second, on this kind of device), else estimated from the
+card's published tensor throughput at a fair utilisation. Shared by the families with a large pretrained base (F5,
+OmniVoice), which differ only in their FLOPs a frame and their CPU figure."""
+from __future__ import annotations
+
+import json
+
+from utils.workspace import Workspace, read_jsonl
+
+UTILISATION = 0.35                   # a fair share of a card's peak for a transformer's mix of matmuls and norms
+# dense half-precision tensor TFLOPS by name pattern (first match), as published by NVIDIA
+PEAK_TFLOPS = (("H200", 989.0), ("H100 PCIe", 756.0), ("H100", 989.0), ("A100", 312.0), ("L40S", 362.0),
+               ("L40", 181.0), ("L4", 121.0), ("A10", 125.0), ("A6000", 155.0), ("V100", 125.0), ("T4", 65.0),
+               ("4090", 165.0), ("3090", 71.0))
+
+
+def measured(ws: Workspace, engine: str, device: str) -> tuple[float, str] | None:
+    """The frames a second of the newest run of `engine` in this workspace that fine-tuned a base on this kind of
+    device, and where the number comes from."""
+    runs = sorted((p for p in ws.runs.glob("*/metrics.jsonl")), key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in runs:
+        try:
+            config = json.loads((path.parent / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        train, resolved = config.get("train") or {}, config.get("resolved") or {}
+        if train.get("engine") != engine or not train.get("init") or resolved.get("device") != device:
+            continue
+        speeds = [r["frames_per_s"] for r in read_jsonl(path) if r.get("frames_per_s")]
+        if speeds:
+            return float(speeds[-1]), f"measured by run {path.parent.name} on this kind of machine"
+    return None
+
+
+def estimated(report, flops_per_frame: float) -> tuple[float, str]:
+    """Frames a second on the report's GPUs (their smallest, times their number) from its peak TFLOPS."""
+    gpu = min(report.gpus, key=lambda g: g.memory_gb)
+    peak = next((tflops for pattern, tflops in PEAK_TFLOPS if pattern in gpu.name), 30.0 if not gpu.bf16 else 120.0)
+    per_gpu = peak * 1e12 * UTILISATION / flops_per_frame
+    return per_gpu * len(report.gpus), (f"estimated for {len(report.gpus)} x {gpu.name} ({peak:.0f} TFLOPS at "
+                                        f"{UTILISATION:.0%}); the run's own log gives the measured speed")
+
+
+def say_hours(hours: float) -> str:
+    """Speech in plain units: "3 min" under an hour ("0.0 h" read as nothing at all), else "1.4 h"."""
+    return f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h"
+
+
+def say_time(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172_800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.0f} days"
