@@ -9,7 +9,7 @@ NAME = "omnivoice"
 TITLE = "OmniVoice"
 SAMPLE_RATE = 24_000
 SAMPLE_STEPS = 32          # the package's decoding steps
-CPU_SAMPLE_STEPS = 8       # on a 2-core CPU the released base takes ~80 s a 4.5 s sentence at 8, ~7 min at 32
+CPU_SAMPLE_STEPS = 8       # on a 2-core CPU the released base takes 38 s a 4.5 s sentence at 8, 144 s at 32
                            # (bench/omnivoice_speak.py): fewer there
 USES_STEPS = True
 USES_TEMPERATURE = False   # the package's sampling temperatures are kept as published
@@ -21,7 +21,7 @@ FINETUNE_MODES = ("full",)
 ONNX = False
 VOICE_FILES = ("prompt.wav",)  # what a voice folder carries besides its weights and config (export copies them)
 STEPS_HELP = ("decoding steps: more is cleaner and slower; 32 is OmniVoice's own default on a GPU, 8 here on a CPU "
-              "(about 20 s of computing a second of speech on 2 cores at 8 steps, 4 times that at 32)")
+              "(about 8 s of computing a second of speech on 2 cores at 8 steps, 4 times that at 32)")
 DICTIONARY_NOTE = ("OmniVoice reads the Ethiopic letters as written: the pronunciation dictionary's phonemes do not "
                    "reach it (numbers and abbreviations are still spelled out)")
 BASE_UPLOAD = ""           # 3.3 GB is not taken through the browser: the offline remedy names the folder
