@@ -39,3 +39,16 @@ def corpus(tmp_path_factory):
     import common
 
     return common.espeak_dataset(root, n_train=120, n_val=4, max_chars=110)
+
+
+@pytest.fixture
+def forced_t4(monkeypatch):
+    """This GPU reported as a T4 (compute 7.5, no bf16): the settings a T4 gets (fp16 with the gradient scaler,
+    memory-efficient attention, no TF32), run on the real card."""
+    from dataclasses import replace
+
+    from utils import hardware
+
+    real = hardware.query_gpus()
+    monkeypatch.setattr(hardware, "query_gpus", lambda: [replace(g, name="Tesla T4 (forced)", compute_capability="7.5")
+                                                         for g in real])

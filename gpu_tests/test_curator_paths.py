@@ -74,14 +74,6 @@ def test_gpu_checkpoints_export_as_voices_and_matcha_to_onnx(corpus, voices):
     assert np.isfinite(onnx_wave).all() and len(onnx_wave) > 0
 
 
-@pytest.fixture
-def forced_t4(monkeypatch):
-    """This GPU reported as a T4 (compute 7.5): the settings a T4 gets run on the real card."""
-    real = hardware.query_gpus()
-    monkeypatch.setattr(hardware, "query_gpus", lambda: [replace(g, name="Tesla T4 (forced)", compute_capability="7.5")
-                                                         for g in real])
-
-
 @pytest.mark.parametrize("engine", ["matcha", "f5"])
 def test_the_t4_path_trains_on_the_big_card(corpus, forced_t4, engine):
     """fp16 with the gradient scaler, memory-efficient attention, no TF32: what a free Colab gets (compile off, as it

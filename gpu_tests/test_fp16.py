@@ -1,5 +1,5 @@
 """fp16 that trains (issue 42): the MMS engine's GAN on this GPU forced to act as a T4 (fp16 autocast and the
-gradient scaler from 65536, as test_curator_paths.py's `forced_t4`), long enough for the scaler to find its scale
+gradient scaler from 65536, conftest.py's `forced_t4`), long enough for the scaler to find its scale
 and for fp16 steps to move the weights. The tiny random base of tests/mms_fixtures.py: its KL's networks run fp32
 (models/vits_training.py), so the scale only has to fit the decoder's and discriminators' gradients.
 
@@ -8,26 +8,16 @@ and for fp16 steps to move the weights. The tiny random base of tests/mms_fixtur
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
-from utils import hardware
 from utils.training import TrainConfig, prepare_run, run
 from utils.training.checkpoint import load_trainer_state, load_weights
 from utils.workspace import read_jsonl
 
 STEPS = 30
-
-
-@pytest.fixture
-def forced_t4(monkeypatch):
-    """This GPU reported as a T4 (compute 7.5): the settings a T4 gets run on the real card."""
-    real = hardware.query_gpus()
-    monkeypatch.setattr(hardware, "query_gpus", lambda: [replace(g, name="Tesla T4 (forced)", compute_capability="7.5")
-                                                         for g in real])
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ step (613 M parameters at the recipe's 8,192 audio tokens) is bench/omnivoice_st
 """
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -16,14 +15,6 @@ import torch
 from utils import hardware
 
 CLIP_TEXT = "ሰላም ነው። ዛሬ የአየሩ ሁኔታ በጣም ጥሩ ነው።"
-
-
-@pytest.fixture
-def forced_t4(monkeypatch):
-    """This GPU reported as a T4 (compute 7.5, no bf16): the settings a T4 gets, run on the real card."""
-    real = hardware.query_gpus()
-    monkeypatch.setattr(hardware, "query_gpus", lambda: [replace(g, name="Tesla T4 (forced)", compute_capability="7.5")
-                                                         for g in real])
 
 
 @pytest.fixture(scope="module")

@@ -122,6 +122,17 @@ def install_folder(target: Path, fill, complete, replace: bool = False) -> Path:
     return target
 
 
+def fetch_licensed(target: Path, complete, download, accepted: bool, refusal: str) -> Path:
+    """A base whose licence needs the curator's yes, into `target` once: kept when it is whole, refused (`refusal`,
+    which says the licence and how to say yes) without the yes, else `download(tmp)` through install_folder, so
+    several processes at once leave one good copy."""
+    if complete(target):
+        return target
+    if not accepted:
+        raise StudioError(refusal)
+    return install_folder(target, download, complete)
+
+
 def _never(path: Path) -> bool:
     return False
 

@@ -16,6 +16,7 @@ import torch
 
 from utils.events import StudioError
 from utils.f5.text import F5Text
+from utils.speaker import WrappedSpeaker
 
 
 class F5Tokenizer:
@@ -35,7 +36,7 @@ class F5Tokenizer:
         return [self.index[u] for u in units if u in self.index]  # unknown: reported as skipped
 
 
-class F5Speaker:
+class F5Speaker(WrappedSpeaker):
     """An F5 model with its prompt (log-mel [frames, n_mels] + the prompt transcript's ids). On a GPU it speaks under
     bf16 (fp16 where the card has no bf16) autocast: 337 M parameters in fp32 take seconds a sentence on a T4."""
 
@@ -50,16 +51,8 @@ class F5Speaker:
         return torch.autocast(device_type=self.prompt_mel.device.type, dtype=dtype)
 
     def to(self, device):
-        self.model.to(device)
         self.prompt_mel = self.prompt_mel.to(device)
-        return self
-
-    def eval(self):
-        self.model.eval()
-        return self
-
-    def parameters(self):
-        return self.model.parameters()
+        return super().to(device)
 
     @torch.no_grad()
     def synthesise_batch(self, token_lists: list[list[int]], speakers, n_steps: int, temperature: float,

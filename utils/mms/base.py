@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from utils.events import StudioError
-from utils.hub import HubUnreachable, download_error, hub_reachable, install_folder
+from utils.hub import HubUnreachable, download_error, fetch_licensed, hub_reachable, install_folder
 from utils.mms.about import (DISCRIMINATOR, DISCRIMINATOR_HUB, FOLDER, HUB_FILES, HUB_ID, LICENCE, NEEDS_BASE,
                              NO_DISCRIMINATOR, OFFLINE, SIZE_MB, WEIGHTS, WEIGHTS_BIN)
 from utils.workspace import Workspace, atomic_write_text, read_json
@@ -150,12 +150,7 @@ def fetch_for_run(ws: Workspace, accept_licence: bool, dist, log=print) -> Path:
 def fetch(ws: Workspace, accept_licence: bool = False, log=print) -> Path:
     """Download the base into workspace/pretrained/mms-tts-amh/ once (refused without the licence's yes); several
     processes at once leave one good copy (utils.hub.install_folder)."""
-    target = pretrained_dir(ws)
-    if complete(target):
-        return target
-    if not accept_licence:
-        raise StudioError(refusal())
-    return install_folder(target, lambda tmp: _download(tmp, log), complete)
+    return fetch_licensed(pretrained_dir(ws), complete, lambda tmp: _download(tmp, log), accept_licence, refusal())
 
 
 def _download(tmp: Path, log=print) -> None:

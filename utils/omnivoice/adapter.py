@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from utils.events import StudioError
+from utils.omnivoice.base import full_size
 from utils.omnivoice.about import (BATCH_AUDIO_TOKENS, CLIP_NORM, DROP_CONDITION, FINE_TUNE_LR, LANGUAGE, LICENCE,
                                    MASK_SHARE, PROMPT_SHARE, SAMPLE_RATE, WARMUP_SHARE)
 from utils.training import engine
@@ -41,28 +42,6 @@ NOT_FOR_OMNIVOICE = ("mas", "blanks", "fp8", "length_multiple", "effective_batch
 def train(cfg: TrainConfig, report=None) -> dict:
     """Run (or resume) an OmniVoice fine-tune; the engine's result dict (utils.training.engine.train)."""
     return engine.train(OmniVoiceAdapter(cfg, report), cfg)
-
-
-def full_size(init: str, workspace: str) -> bool:
-    """Whether a run starts from the full-size base (the hub's, its folder, or a fine-tune of it) rather than a tiny
-    one, read from the base's config.json (nothing loaded). What is not found yet counts as full size."""
-    from utils.omnivoice.base import is_hub_id
-
-    if not init or is_hub_id(init):
-        return True
-    folder = Path(init) if Path(init).is_absolute() else Path(workspace or ".") / init
-    root = Path(workspace or ".")
-    if "/" not in init and ((root / "runs" / init).is_dir() or (root / "voices" / init).is_dir()):
-        from utils.voice_folders import resolve_voice  # a run or voice to continue: its checkpoint folder
-
-        try:
-            folder = resolve_voice(Workspace.open(root), init)
-        except StudioError:
-            return True
-    config = read_json(folder / "config.json", {}) or {}
-    if isinstance(config.get("model"), dict) and config["model"].get("base"):  # a fine-tune: its base's size
-        config = read_json(Path(config["model"]["base"]) / "config.json", {}) or {}
-    return int((config.get("llm_config") or {}).get("hidden_size", 1024)) >= 512
 
 
 class OmniVoiceAdapter:

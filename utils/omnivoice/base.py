@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 from utils.events import StudioError
-from utils.hub import HubUnreachable, download_error, hub_reachable, install_folder
+from utils.hub import HubUnreachable, download_error, fetch_licensed, hub_reachable
 from utils.omnivoice.about import (BASE_FILES, CODEC_FILES, CODEC_FOLDER, FOLDER, HUB_ID, LICENCE, NEEDS_BASE,
                                    OFFLINE, SIZE_MB)
-from utils.workspace import Workspace, atomic_write_text
+from utils.workspace import Workspace, atomic_write_text, read_json
 
 FETCH_WAIT_HOURS = 2
 
@@ -88,12 +88,7 @@ def base_folder(ws: Workspace, init: str = HUB_ID, accept_licence: bool = False,
 
 def fetch(ws: Workspace, accept_licence: bool = False, log=print) -> Path:
     """Download the base into workspace/pretrained/omnivoice/ once (refused without the licence's yes)."""
-    target = pretrained_dir(ws)
-    if complete(target):
-        return target
-    if not accept_licence:
-        raise StudioError(refusal())
-    return install_folder(target, lambda tmp: _download(tmp, log), complete)
+    return fetch_licensed(pretrained_dir(ws), complete, lambda tmp: _download(tmp, log), accept_licence, refusal())
 
 
 def _download(tmp: Path, log=print) -> None:
@@ -107,6 +102,26 @@ def _download(tmp: Path, log=print) -> None:
         raise download_error(what, exc, OFFLINE) from exc
     atomic_write_text(tmp / "LICENSE.studio.txt", f"Source: https://huggingface.co/{HUB_ID}\nLicence: {LICENCE}\n"
                       f"Fetched: {time.strftime('%Y-%m-%d %H:%M')} after the user accepted it.\n")
+
+
+def full_size(init: str, workspace: str) -> bool:
+    """Whether a run starts from the full-size base (the hub's, its folder, or a fine-tune of it) rather than a tiny
+    one, read from the base's config.json (nothing loaded). What is not found yet counts as full size."""
+    if not init or is_hub_id(init):
+        return True
+    folder = Path(init) if Path(init).is_absolute() else Path(workspace or ".") / init
+    root = Path(workspace or ".")
+    if "/" not in init and ((root / "runs" / init).is_dir() or (root / "voices" / init).is_dir()):
+        from utils.voice_folders import resolve_voice  # a run or voice to continue: its checkpoint folder
+
+        try:
+            folder = resolve_voice(Workspace(root.resolve()), init)
+        except StudioError:
+            return True
+    config = read_json(folder / "config.json", {}) or {}
+    if isinstance(config.get("model"), dict) and config["model"].get("base"):  # a fine-tune: its base's size
+        config = read_json(Path(config["model"]["base"]) / "config.json", {}) or {}
+    return int((config.get("llm_config") or {}).get("hidden_size", 1024)) >= 512
 
 
 # ------------------------------------------------------------------------------------ the package's model

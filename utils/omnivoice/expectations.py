@@ -57,7 +57,7 @@ def check_request(cfg, report=None) -> None:
                           "Matcha: drop it.")
     if not cfg.init:
         raise StudioError(NEEDS_BASE)
-    from utils.omnivoice.adapter import full_size
+    from utils.omnivoice.base import full_size
 
     if full_size(cfg.init, cfg.workspace) and str(cfg.device).lower() != "cpu":
         from utils import hardware

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from utils.events import StudioError
+from utils.speaker import WrappedSpeaker
 from utils.omnivoice.about import (GOOD_PROMPT_SECONDS, HUB_ID, LANGUAGE, LICENCE, PROMPT_SECONDS, SAMPLE_RATE,
                                    SHORT_LICENCE)
 
@@ -53,7 +54,7 @@ class OmniVoiceText:
         return "".join(units)
 
 
-class OmniVoiceSpeaker:
+class OmniVoiceSpeaker(WrappedSpeaker):
     """An omnivoice.OmniVoice with its voice clone prompt (the reference clip's codec tokens and transcript). Steps
     are the package's decoding steps; `temperature` has no meaning here (the package's defaults are kept)."""
 
@@ -61,16 +62,8 @@ class OmniVoiceSpeaker:
         self.model, self.prompt, self.device = model, prompt, device
 
     def to(self, device):
-        self.model.to(device)
         self.device = str(device)
-        return self
-
-    def eval(self):
-        self.model.eval()
-        return self
-
-    def parameters(self):
-        return self.model.parameters()
+        return super().to(device)
 
     def synthesise_batch(self, token_lists: list[list[int]], speakers, n_steps: int, temperature: float,
                          length_scale: float, generator=None) -> list[dict]:
