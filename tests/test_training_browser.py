@@ -213,3 +213,33 @@ def test_every_evaluation_adds_a_point_to_the_validation_mcd_curve(server, page,
     gap = values[1] - values[0] if len(values) > 1 else 1.0  # the axis spans the run's numbers, within a tick
     assert values[0] - gap <= min(mcds) and max(mcds) <= values[-1] + gap
     screenshot(page.locator("#mcd-plot"), tmp_path, "validation-mcd-plot")
+
+
+def test_an_omnivoice_fine_tune_starts_from_the_tab_with_its_guidance_and_finishes(server, page, tmp_path):
+    """OmniVoice picked on the Training tab: its licence box and reference-clip box under its own name, the
+    guidance (time, memory, disk) before Start; started from a base folder in the hub's layout (the tiny random
+    one), the run trains in its own process, evaluates and finishes, and its checkpoint is a voice folder."""
+    from tests.helpers import add_joined_clips
+    from tests.test_jobs import state, wait
+    from utils.omnivoice.tiny import write_tiny_base
+
+    ws = server.ws
+    make_dataset(ws.root, name="omni", n_train=3, n_val=1, max_chars=25)
+    add_joined_clips(ws, "omni")  # a 3-20 s reference clip
+    write_tiny_base(ws.root / "pretrained" / "tiny-omnivoice")
+    open_training(page, server.url)
+    choose(page, "dataset", "omni")
+    page.get_by_role("radio", name=re.compile("^OmniVoice")).check()
+    expect(page.locator("#base-licence")).to_contain_text("OmniVoice base's licence")
+    expect(page.locator("#reference-clip")).to_contain_text("OmniVoice reference clip")
+    page.get_by_label("OmniVoice base to start from").fill("pretrained/tiny-omnivoice")
+    page.get_by_label("run name").fill("omni-tab")
+    page.get_by_label("steps", exact=True).fill("2")
+    expect(page.locator("#run-guidance")).to_contain_text("Memory: about", timeout=30_000)
+    screenshot(page.locator("#train-form"), tmp_path, "omnivoice-form")
+    page.get_by_role("button", name="Start training").click()
+    wait(lambda: ws.run_dir("omni-tab").exists() and state(ws, "omni-tab")["state"] == "finished",
+         "the OmniVoice run to finish", timeout=300)
+    log = (ws.run_dir("omni-tab") / "train.log").read_text()
+    assert "fine-tune: starting from the OmniVoice base" in log and "eval step 2" in log
+    assert (ws.run_dir("omni-tab") / "checkpoints" / "step-2" / "prompt.wav").is_file()
