@@ -238,7 +238,8 @@ def test_an_omnivoice_fine_tune_starts_from_the_tab_with_its_guidance_and_finish
     expect(page.locator("#run-guidance")).to_contain_text("Memory: about", timeout=30_000)
     screenshot(page.locator("#train-form"), tmp_path, "omnivoice-form")
     page.get_by_role("button", name="Start training").click()
-    wait(lambda: ws.run_dir("omni-tab").exists() and state(ws, "omni-tab")["state"] == "finished",
+    # its folder appears before its status.json: until then the run has no state yet
+    wait(lambda: ws.run_dir("omni-tab").exists() and state(ws, "omni-tab").get("state") == "finished",
          "the OmniVoice run to finish", timeout=300)
     log = (ws.run_dir("omni-tab") / "train.log").read_text()
     assert "fine-tune: starting from the OmniVoice base" in log and "eval step 2" in log
