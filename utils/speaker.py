@@ -1,6 +1,6 @@
 """What a family's speaker gives the studio's Voice (utils/inference) besides `synthesise_batch`: moving, eval mode
-and parameters, passed to the model it wraps. F5's and OmniVoice's speakers hold their model with a prompt beside
-it; they subclass this and add what their prompt needs."""
+and parameters, passed to the model it wraps. F5's, MMS's and OmniVoice's speakers subclass it; F5's and OmniVoice's
+add what the prompt beside their model needs."""
 from __future__ import annotations
 
 

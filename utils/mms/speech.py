@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from models.vits_call import vits_settings
+from utils.speaker import WrappedSpeaker
 
 
 @torch.no_grad()
@@ -38,23 +39,12 @@ def speak_ids(vits, id_lists: list[list[int]], seed: int | None = None, noise_sc
     return [wave[: int(n)].float() for wave, n in zip(out.waveform, out.sequence_lengths)]
 
 
-class MmsSpeaker:
+class MmsSpeaker(WrappedSpeaker):
     """A VitsModel with the Voice's calls. `temperature` is the prior's noise scale (VITS's noise_scale, 0.667 by
     default as Matcha's temperature); there are no sampler steps (one pass makes the sound)."""
 
     def __init__(self, vits):
-        self.vits = vits
-
-    def to(self, device):
-        self.vits.to(device)
-        return self
-
-    def eval(self):
-        self.vits.eval()
-        return self
-
-    def parameters(self):
-        return self.vits.parameters()
+        self.model = self.vits = vits
 
     def synthesise_batch(self, token_lists: list[list[int]], speakers, n_steps: int, temperature: float,
                          length_scale: float, generator=None) -> list[dict]:
