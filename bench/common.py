@@ -283,7 +283,7 @@ def train_step(preset: str, settings: dict, report, n_symbols: int = 100, n_spea
     from utils.training.batching import batch_to_device
     from utils.training.config import TrainConfig
 
-    cfg = TrainConfig(preset=preset, **settings)
+    cfg = TrainConfig.from_dict({"preset": preset, **settings})  # Matcha's own (mas, blanks) by name too
     m = opt.resolve(cfg, report, plan=MatchaAdapter.memory_plan(cfg))
     torch.manual_seed(seed)
     model = MatchaTTS(MatchaConfig.preset_config(preset, n_symbols=n_symbols, n_speakers=n_speakers)).to(m.device)

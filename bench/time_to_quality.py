@@ -125,10 +125,10 @@ def train_once(args, preset: str, minutes: float, eval_every: int, run_name: str
     gpu = torch.cuda.is_available()
     # --defaults: the step count the Training tab offers (its schedule and EMA follow it); else unbounded
     max_steps = args.steps or ((20_000 if gpu else 2000) if args.defaults else 1_000_000)
-    cfg = TrainConfig(workspace=str(args.workspace), dataset=args.dataset, run=run_name, preset=preset,
-                      max_steps=max_steps, resume="none", eval_every=eval_every, checkpoint_every=eval_every,
-                      eval_clips=args.eval_clips or 8, sample_clips=1, mcd=args.mcd,
-                      log_every=max(10, eval_every // 5), keep_checkpoints=1, **settings)
+    cfg = TrainConfig.from_dict(dict(  # from_dict: a family's own setting (--ab blanks=...) by name too
+        workspace=str(args.workspace), dataset=args.dataset, run=run_name, preset=preset, max_steps=max_steps,
+        resume="none", eval_every=eval_every, checkpoint_every=eval_every, eval_clips=args.eval_clips or 8,
+        sample_clips=1, mcd=args.mcd, log_every=max(10, eval_every // 5), keep_checkpoints=1, **settings))
     shutil.rmtree(Path(args.workspace) / "runs" / cfg.run, ignore_errors=True)  # metrics.jsonl of this run only
     config_path = prepare_run(cfg)
     budget = f"{args.steps} steps" if args.steps else f"{minutes:g} min"

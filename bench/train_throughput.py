@@ -81,7 +81,7 @@ def measure(args, report, settings: dict) -> dict:
     from utils.training import optimization as opt
     from utils.training.config import TrainConfig
 
-    length_multiple = opt.resolve(TrainConfig(preset=args.preset, **settings), report).length_multiple
+    length_multiple = opt.resolve(TrainConfig.from_dict({"preset": args.preset, **settings}), report).length_multiple
     data, n_symbols, n_speakers = batches(args, report, length_multiple)
     step, m, model = common.train_step(args.preset, settings, report, n_symbols, n_speakers)
     device = m.device

@@ -18,8 +18,8 @@ from utils.family_contract import BUILT, Family, TrainingAdapter, members, missi
 # The smallest family: Matcha's model, adapter and loader under another name (CONTRIBUTING.md's worked example).
 ECHO = '''
 """Echo: Matcha's model under another name, the smallest family the studio takes."""
-from utils.matcha import (base_verdict, check_request, default_init, guidance, load, machine_verdict,  # noqa: F401
-                          memory_plan, prepare, tokenizer, train)
+from utils.matcha import (OPTIONS, base_verdict, check_request, default_init, guidance, load,  # noqa: F401
+                          machine_verdict, memory_plan, prepare, tokenizer, train)
 
 NAME = "echo"
 TITLE = "Echo"
@@ -29,7 +29,6 @@ LICENCE = SHORT_LICENCE = DICTIONARY_NOTE = BASE_UPLOAD = ""
 SAMPLE_RATE, SAMPLE_STEPS, STEPS_HELP = 24_000, 2, "steps of the flow decoder"
 USES_STEPS = USES_TEMPERATURE = USES_VOCODER = HAS_SIZES = True
 ASKS_LICENCE = ASKS_PROMPT = ONNX = False
-FINETUNE_MODES = ("full",)
 
 
 def export(folder, vocoder, steps):

@@ -40,7 +40,7 @@ def mms_config(ws: Workspace, run_name: str, **kw) -> TrainConfig:
     base = dict(workspace=str(ws.root), dataset="am", run=run_name, engine="mms", init=BASE, max_steps=4,
                 log_every=1, eval_every=0, checkpoint_every=2, keep_checkpoints=3, eval_clips=1, sample_clips=1,
                 ema_decay=0.9)
-    return TrainConfig(**{**base, **kw})
+    return TrainConfig.from_dict({**base, **kw})  # a family's own settings by name too
 
 
 def curve(run_dir: Path) -> dict[int, tuple]:
@@ -200,10 +200,10 @@ def test_the_command_line_trains_exports_and_speaks_an_mms_voice(corpus, tmp_pat
 
 
 def test_the_refusals_say_what_to_pass_before_any_run_folder(corpus):
-    with pytest.raises(StudioError, match="finetune_mode freeze_encoder is for Matcha"):
-        prepare_run(mms_config(corpus, "mms-mode", finetune_mode="freeze_encoder"))
-    with pytest.raises(StudioError, match="reads uroman's letters"):
-        prepare_run(mms_config(corpus, "mms-frontend", frontend="phoneme"))
+    with pytest.raises(StudioError, match="MMS-TTS takes no setting 'finetune_mode' .it is a setting of Matcha.: leave"):
+        prepare_run(mms_config(corpus, "mms-mode", options={"finetune_mode": "freeze_encoder"}))
+    with pytest.raises(StudioError, match="MMS-TTS takes no setting 'frontend' .it is a setting of Matcha and F5-TTS."):
+        prepare_run(mms_config(corpus, "mms-frontend", options={"frontend": "phoneme"}))
     with pytest.raises(StudioError, match="--init facebook/mms-tts-amh --accept-licence"):
         prepare_run(mms_config(corpus, "mms-nobase", init=""))
     empty = corpus.root / "pretrained" / "empty"

@@ -36,7 +36,7 @@ def tiny_config(ws: Workspace, name: str, **kw) -> TrainConfig:
     base = dict(workspace=str(ws.root), dataset="am", run=name, preset="tiny", max_steps=2, lr=2e-3, warmup_steps=1,
                 log_every=1, eval_every=0, checkpoint_every=1, mcd="logmel", eval_clips=1, sample_clips=0, ode_steps=2,
                 ema_decay=0.0, max_frames_per_batch=600, grad_accumulation=1, eval_vocoder="griffin-lim")
-    return TrainConfig(**{**base, **kw})
+    return TrainConfig.from_dict({**base, **kw})  # a family's own settings by name too
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ def tiny_config(ws: Workspace, run_name: str, **kw) -> TrainConfig:
                 grad_accumulation=1, max_frames_per_batch=400, mcd="logmel", eval_clips=1, sample_clips=1,
                 ode_steps=2, ema_decay=0.9)
     base.update(kw)
-    return TrainConfig(**base)
+    return TrainConfig.from_dict(base)  # Matcha's own settings (finetune_mode, blanks...) by name too
 
 
 def losses(run_dir: Path) -> dict[int, float]:
@@ -220,7 +220,7 @@ def test_finetune_grows_symbols_and_speakers_and_new_speaker_mode_trains_only_th
         r["normalized"] = r["text"] = r["text"] + " x"
     write_jsonl(ws2.dataset_dir("new") / "manifest.jsonl", rows)
     init = shutil.copytree(base_dir, ws2.voices / "base")  # a checkpoint to fine-tune lives in the workspace
-    cfg = TrainConfig(**{**tiny_config(ws2, "ft", max_steps=2, checkpoint_every=2).to_dict(), "dataset": "new",
+    cfg = TrainConfig.from_dict({**tiny_config(ws2, "ft", max_steps=2, checkpoint_every=2).to_dict(), "dataset": "new",
                          "init": str(init), "finetune_mode": "new_speaker", "ema_decay": 0.0})
     run(prepare_run(cfg))
     model, config = load_checkpoint(ws2.run_dir("ft") / "checkpoints" / "step-2")

@@ -49,7 +49,7 @@ def test_auto_settings_follow_the_hardware_recommendation_with_reasons():
     assert gpu.lr == 2e-4 and cpu.lr == 2e-3 and "clearer voice in 3 minutes" in cpu.reasons["lr"]  # the size's rate
     assert opt.resolve(TrainConfig(preset="tiny", lr="1e-3"), cpu_report()).lr == 1e-3  # as the CLI passes it
     with pytest.raises(StudioError, match="mas triton runs on a CUDA GPU"):
-        opt.resolve(TrainConfig(preset="tiny", mas="triton"), cpu_report())
+        opt.resolve(TrainConfig(preset="tiny", options={"mas": "triton"}), cpu_report())
     short = opt.resolve(TrainConfig(preset="base", max_steps=opt.COMPILE_MIN_STEPS - 1), h100_report())
     assert not short.compile and "pays only from about 2000 steps" in short.reasons["compile"]
     assert short.length_multiple == 4  # nothing compiled: no padding for it either

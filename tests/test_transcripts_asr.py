@@ -180,6 +180,19 @@ def test_a_recognizer_that_fails_costs_the_evaluation_its_cer_not_the_run(ws, mo
     assert len(said) == len(evals) and all("RuntimeError: CUDA out of memory" in line for line in said), said
 
 
+def test_a_workspace_without_a_recognizer_is_said_once_not_at_every_evaluation(tmp_path, capsys):
+    """Each evaluation scores the raw and the averaged weights: the log said the same line twice an evaluation."""
+    from utils.training.evaluate import intelligibility
+    from utils.workspace import Workspace
+
+    ws = Workspace.open(tmp_path / "no-recognizer")
+    wave = torch.zeros(1, 2400)
+    assert [intelligibility(ws, wave, 24_000, ["ሰላም"], "cpu") for _ in range(4)] == [{}] * 4
+    said = [line for line in capsys.readouterr().out.splitlines() if "no character error rate" in line]
+    assert said == ["evaluation: no character error rate: no speech recognizer in this workspace (get one on the "
+                    "Dataset tab, Get recognizer)"]
+
+
 def test_the_aligner_training_of_a_check_evaluates_nothing(ws):
     from utils.transcripts import scoring
 

@@ -33,8 +33,8 @@ class Family(Protocol):
     ASKS_LICENCE: bool        # its base's licence needs the curator's yes (then BASE_HELP and SIZE_MB too)
     ASKS_PROMPT: bool         # its voices speak in the voice of a reference clip of the dataset
     HAS_SIZES: bool           # the preset (tiny, small, base) is a choice; False: its size is its base's
-    FINETUNE_MODES: tuple     # the fine-tuning modes it takes ("full" at least)
     ONNX: bool                # export(...) can write ONNX files
+    OPTIONS: type             # a dataclass of its own training settings (utils/family_options.py), each with its help
 
     # ---------------------------------------------------------------- before a run
     def machine_verdict(report) -> tuple[bool, str]: ...         # whether this machine can train it usefully, why

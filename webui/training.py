@@ -17,6 +17,7 @@ from utils import jobs
 from utils.runs import control, settings, views
 from utils.events import StudioError
 from utils import families
+from utils.family_options import names_of, saved_option
 from utils.transcripts import asr
 from utils.vocoder.default import status_line
 from webui.components import current_pick, default_model_size, says_errors
@@ -199,9 +200,9 @@ def engine_controls(engine: str | None) -> tuple:
     """(licence box, reference clip, model size, fine-tuning mode, base) shown for a model family, as it says: F5
     asks for its base's licence, the base and a reference clip; its size is the base's and it always learns
     everything (the trainer refuses the other modes), so the size and the mode are choices of the families that have
-    them (Matcha)."""
+    them (Matcha: its own setting finetune_mode)."""
     family = families.get(engine if engine in families.names() else None)
-    modes = len(family.FINETUNE_MODES) > 1
+    modes = "finetune_mode" in names_of(family)
     mode = gr.update(visible=True) if modes else gr.update(visible=False, value="full")
     licence, base = gr.update(visible=False), gr.update(visible=False)
     if family.ASKS_LICENCE:  # whose base and licence: each licensed family's own (F5's, MMS's)
@@ -285,8 +286,9 @@ def _restored_training(ws, t: dict) -> tuple:
         size = {**size, "value": t["preset"]}
     init = t["init"] if t["init"] in control.init_choices(ws) else "(from scratch)"
     return (size, gr.update(value=t["max_steps"]), gr.update(value=init),
-            {**mode, "value": t.get("finetune_mode", "full")}, gr.update(value=t["all_gpus"]), gr.update(value=engine),
-            {**licence, "value": bool(t.get("licence_accepted"))}, {**prompt, "value": t.get("prompt") or ""})
+            {**mode, "value": saved_option(t, "finetune_mode", "full")}, gr.update(value=t["all_gpus"]),
+            gr.update(value=engine), {**licence, "value": bool(t.get("licence_accepted"))},
+            {**prompt, "value": saved_option(t, "prompt") or ""})
 
 
 def restore_form(ctx: AppContext) -> tuple:

@@ -2,6 +2,7 @@
 studio's F5 fine-tunes) for Amharic on the shared training engine (adapter.py), with its text table (text.py), its
 weights (base.py, hub.py) and its speech (speech.py). This module answers what the studio asks of a model family
 (utils/families.py); importing it needs no torch: the UI reads names, descriptions and licences from here."""
+from utils.family_options import FRONTEND, PROMPT, declare
 from utils.f5.about import (DESCRIPTION, FIXED_GB, HUB_ID, LICENCE, NEEDS_BASE, SAMPLE_STEPS, SHORT_LICENCE,  # noqa: F401
                             SIZE_MB, SMOKE_TEST)
 from utils.f5.request import check_request, machine_verdict  # noqa: F401  (the family's answers)
@@ -15,7 +16,7 @@ USES_VOCODER = True        # it makes mels: a vocoder (or Griffin-Lim) makes the
 ASKS_LICENCE = True        # the base's weights are CC-BY-NC: the curator says yes before the download
 ASKS_PROMPT = True         # a voice speaks in the voice of its reference clip
 HAS_SIZES = False          # the base's size, not a choice (the tiny random F5 is a CLI smoke test)
-FINETUNE_MODES = ("full",)
+OPTIONS = declare(NAME, prompt=PROMPT(), frontend=FRONTEND(("phoneme", "char")))  # its own settings
 ONNX = False
 STEPS_HELP = (f"more: cleaner speech, made more slowly; {SAMPLE_STEPS} is F5-TTS's own default (steps of its flow "
               "sampler)")
@@ -41,16 +42,13 @@ def base_verdict(ws) -> tuple[bool, str]:
 def prepare(ws, cfg, accept_licence: bool = False) -> None:
     """Settle a new run's start: the base on the hub (licence accepted), in a folder, or a fine-tune to continue;
     the reference clip named exists."""
-    from utils.datasets.manifest import get_rows
-    from utils.events import StudioError
+    from utils.family_options import check_prompt
 
     if cfg.init:
         from utils.f5.base import local_base
 
         cfg.init, cfg.licence_accepted = local_base(ws, cfg.init, accept_licence or bool(cfg.licence_accepted))
-    if cfg.prompt and not any(not r.get("excluded") for r in get_rows(ws, cfg.dataset, [cfg.prompt]).values()):
-        raise StudioError(f"F5 reference clip {cfg.prompt!r}: dataset {cfg.dataset} has no usable row with that id "
-                          "(see the Dataset tab's table; excluded rows cannot be used).")
+    check_prompt(ws, cfg, "F5")
 
 
 def memory_plan(cfg):

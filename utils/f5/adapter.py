@@ -68,10 +68,8 @@ class F5Adapter(TextMelAdapter):
 
     # ------------------------------------------------------------------------------ build
     def make_frontend(self, base: dict | None, rows: list[dict]) -> F5Text:
-        kind = "phoneme" if self.cfg.frontend in ("auto", "phoneme") else self.cfg.frontend
-        if kind not in ("phoneme", "char"):
-            raise StudioError(f"The F5 engine reads phonemes or characters, not {kind!r}: use --frontend phoneme "
-                              "(the default) or char.")
+        asked = self.cfg.family_options.frontend  # auto, phoneme or char (F5's OPTIONS)
+        kind = "phoneme" if asked == "auto" else asked
         note = ""
         if base and base.get("text"):
             text = F5Text.from_dict(base["text"])
@@ -79,7 +77,7 @@ class F5Adapter(TextMelAdapter):
                 text.base_size = len(text.symbols)
                 note = (f"text: the fine-tune's table of {len(text.symbols)} symbols ({text.kind}) is kept as it is"
                         + (f"; --frontend {kind} does not apply: a checkpoint's own table wins"
-                           if self.cfg.frontend not in ("auto", text.kind) else ""))
+                           if asked not in ("auto", text.kind) else ""))
         elif base and base.get("vocab_file"):
             text = F5Text.from_vocab_file(base["vocab_file"], kind)
             note = self._ethiopic_vocabulary(text)
@@ -97,7 +95,7 @@ class F5Adapter(TextMelAdapter):
         ethiopic = [s for s in text.symbols if len(s) == 1 and is_ethiopic(s)]
         if not ethiopic:
             return ""
-        if self.cfg.frontend == "phoneme":
+        if self.cfg.family_options.frontend == "phoneme":
             return (f"text: the base's vocab.txt has {len(ethiopic)} Ethiopic characters, but --frontend phoneme was "
                     "asked for: reading phonemes (leave --frontend at auto, or pass char, to use those rows)")
         text.kind = "char"
@@ -223,7 +221,7 @@ class F5Adapter(TextMelAdapter):
         falls short of a good reference is used all the same, with a warning in the run log and in the voice's
         config (the prompt's "warning") that names it and why."""
         fps = self.feat_cfg.sample_rate / self.feat_cfg.hop_length
-        if self.cfg.prompt:
+        if self.cfg.family_options.prompt:
             chosen = self._named_prompt()
             why, note = prompt_problems(chosen.row, chosen.frames / fps), "It is the clip named with --prompt"
         else:
@@ -237,11 +235,12 @@ class F5Adapter(TextMelAdapter):
         return chosen
 
     def _named_prompt(self):
+        named = self.cfg.family_options.prompt
         for it in self.items + self.val_items:
-            if it.row.get("id") == self.cfg.prompt:
+            if it.row.get("id") == named:
                 return it
-        raise StudioError(f"--prompt {self.cfg.prompt}: no usable row with that id in dataset {self.cfg.dataset} "
-                          "(excluded rows and rows without audio cannot be the voice's reference clip).")
+        raise StudioError(f"--prompt {named}: no usable row with that id in dataset {self.cfg.dataset} (excluded rows "
+                          "and rows without audio cannot be the voice's reference clip).")
 
     def prompt_for(self, item):
         """A training clip of the item's speaker for evaluation (`pick_prompt`'s choice among them)."""
@@ -264,7 +263,7 @@ class F5Adapter(TextMelAdapter):
     # ------------------------------------------------------------------------------ files
     def describe(self) -> list[str]:
         m = self.machine
-        return [*(line for line in m.describe() if line.split()[0] not in ("mas", "blanks")),
+        return [*m.describe(),
                 f"{'text':22} {self.frontend.kind:<10} see utils/f5/text.py: phonemes keep gemination",
                 *self.schedule_lines(),
                 f"{'mcd':22} {'logmel':<10} log-mel MCD of each held-out sentence spoken from a training prompt"]

@@ -7,15 +7,11 @@ from utils.f5.about import BASE_PARAMETERS, FIXED_GB, FRAME_FACTOR, NEEDS_BASE, 
 
 
 def check_request(cfg, report=None) -> None:
-    """Refuse, before any data is read, what the F5 engine cannot do, saying what to pass instead. The fine-tuning
-    modes are Matcha's (its text encoder, its speaker table); F5 has neither, and running a full fine-tune under
-    another mode's name would be a silent surprise. `report`: the machine's `utils.hardware.HardwareReport` (None:
-    this machine's); one that cannot fine-tune the base is refused before anything is queued or downloaded, instead
-    of a 1.35 GB download and weeks of training (or five failed retries offline)."""
-    if cfg.finetune_mode != "full":
-        raise StudioError(f"finetune_mode {cfg.finetune_mode} is for Matcha checkpoints (it freezes Matcha's text "
-                          "encoder or trains only its speaker table); the F5 engine always fine-tunes the whole "
-                          "model: leave it at full (drop --finetune-mode).")
+    """Refuse, before any data is read, what the F5 engine cannot do, saying what to pass instead (a setting of
+    another family, such as Matcha's finetune_mode, is refused by TrainConfig). `report`: the machine's
+    `utils.hardware.HardwareReport` (None: this machine's); one that cannot fine-tune the base is refused before
+    anything is queued or downloaded, instead of a 1.35 GB download and weeks of training (or five failed retries
+    offline)."""
     if not (cfg.init or cfg.preset == "tiny" or _resumes(cfg)):
         raise StudioError(NEEDS_BASE)
     if cfg.init and _is_full_base(cfg.init, cfg.workspace):

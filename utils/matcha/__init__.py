@@ -4,6 +4,8 @@ on any machine, and its weights are the curator's own: the one voice free of a n
 answers what the studio asks of a model family (utils/families.py); importing it needs no torch."""
 from __future__ import annotations
 
+from utils.family_options import AUTO, FRONTEND, MAS, declare, setting
+
 NAME = "matcha"
 TITLE = "Matcha"
 DESCRIPTION = "Matcha: a small model trained from zero. Fast, runs on any machine (a CPU too); a clear but plain voice."
@@ -17,13 +19,21 @@ USES_VOCODER = True        # it makes mels: a vocoder (or Griffin-Lim) makes the
 ASKS_LICENCE = False
 ASKS_PROMPT = False
 HAS_SIZES = True           # tiny, small, base
-FINETUNE_MODES = ("full", "freeze_encoder", "new_speaker")
 ONNX = True
 STEPS_HELP = "more: cleaner speech, made more slowly; 4-10 is usual (ODE steps of the flow decoder)"
 GUIDE = "when the voice must be free of a non-commercial licence (trained from zero: many hours of speech)"
 DICTIONARY_NOTE = ""       # the pronunciation dictionary's phonemes reach it as they are
 BASE_UPLOAD = ""           # no pretrained base, nothing to upload
 
+OPTIONS = declare(
+    NAME,
+    finetune_mode=setting("full", "with --init: full | freeze_encoder | new_speaker (only speaker rows train)",
+                          choices=["full", "freeze_encoder", "new_speaker"]),
+    blanks=setting(AUTO, "a blank symbol between every two input symbols (Matcha-TTS's add_blank): true | false | auto "
+                         "(on: 1.7-2.1 dB lower held-out MCD in bench/RESULTS.md's A/B); a checkpoint's own choice wins"),
+    frontend=FRONTEND(),
+    mas=MAS(),
+)
 
 
 def auto_settings(cfg) -> dict:

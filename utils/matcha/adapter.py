@@ -56,7 +56,7 @@ class MatchaAdapter(TextMelAdapter):
             log(f"resume: continuing from {ctx.resume_from}")
             _report_config_changes(base.get("train", {}), cfg.to_dict(), log)
         elif cfg.init:
-            log(f"fine-tune: starting from {cfg.init} (mode {cfg.finetune_mode})")
+            log(f"fine-tune: starting from {cfg.init} (mode {cfg.family_options.finetune_mode})")
             if base.get("features") and FeatureConfig.from_dict(base["features"]) != self.feat_cfg:
                 raise StudioError(f"{cfg.init} was trained on other mel features; it cannot be fine-tuned on these.")
         self._build_data(base, log)
@@ -72,7 +72,7 @@ class MatchaAdapter(TextMelAdapter):
     def make_frontend(self, base: dict | None, rows: list[dict]):
         from utils.training.frontend import Frontend
 
-        return Frontend.create(self.cfg.frontend, rows, base.get("frontend") if base else None)
+        return Frontend.create(self.cfg.family_options.frontend, rows, base.get("frontend") if base else None)
 
     def mel_normalisation(self, base: dict | None) -> tuple[float, float]:
         if base and "mel_mean" in base.get("model", {}):
@@ -155,9 +155,10 @@ class MatchaAdapter(TextMelAdapter):
 
 # ---------------------------------------------------------------------------------- helpers
 def _apply_finetune_mode(model, cfg, speakers, new_speakers, log) -> None:
-    if cfg.finetune_mode == "full":
+    mode = cfg.family_options.finetune_mode
+    if mode == "full":
         return
-    if cfg.finetune_mode == "freeze_encoder":
+    if mode == "freeze_encoder":
         for p in model.encoder.parameters():
             p.requires_grad_(False)
         log("fine-tune: text encoder frozen; duration predictor, speaker table and decoder train")
@@ -177,7 +178,10 @@ def _apply_finetune_mode(model, cfg, speakers, new_speakers, log) -> None:
 
 
 def _report_config_changes(old: dict, new: dict, log) -> None:
+    """What the curator changed between the checkpoint's run and this one (a family's own settings by name too,
+    nested under "options" or, in an older config, at the top)."""
     ignore = {"resume", "max_steps"}
+    old, new = ({**{k: v for k, v in d.items() if k != "options"}, **(d.get("options") or {})} for d in (old, new))
     changed = {k: (old.get(k), v) for k, v in new.items() if k in old and old.get(k) != v and k not in ignore}
     for k, (a, b) in changed.items():
         log(f"resume: setting {k} changed since the checkpoint: {a!r} -> {b!r}")

@@ -4,6 +4,7 @@ hour or two of one speaker, on the shared training engine as a GAN (adapter.py),
 through uroman as the base was trained (text.py), its weights from the hub or a folder (base.py), its speech
 (speech.py). This module answers what the studio asks of a model family (utils/families.py); importing it needs no
 torch."""
+from utils.family_options import MAS, declare
 from utils.mms.about import (BASE_UPLOAD, DESCRIPTION, GUIDE, HUB_ID, LICENCE, NEEDS_BASE, SHORT_LICENCE,  # noqa: F401
                              SIZE_MB)
 from utils.mms.text import DICTIONARY_NOTE  # noqa: F401  (what the pronunciation dictionary can do for it)
@@ -18,7 +19,7 @@ USES_VOCODER = False       # its own HiFi-GAN decoder makes the waveform: no voc
 ASKS_LICENCE = True        # Meta's weights are CC-BY-NC: the curator says yes before the download
 ASKS_PROMPT = False
 HAS_SIZES = False          # the base's size
-FINETUNE_MODES = ("full",)
+OPTIONS = declare(NAME, mas=MAS())  # its own training settings (utils/family_options.py): its aligner
 ONNX = True               # voice.onnx: one graph from ids to the waveform
 STEPS_HELP = "not used: a VITS voice makes its sound in one pass"
 BASE_HELP = ("empty: Meta's Amharic voice (facebook/mms-tts-amh, downloaded once with its discriminator); or a folder in "
@@ -62,12 +63,6 @@ def check_request(cfg, report=None) -> None:
     """Refuse, before any data is read, what the MMS engine cannot do, saying what to pass instead."""
     from utils.events import StudioError
 
-    if cfg.finetune_mode != "full":
-        raise StudioError(f"finetune_mode {cfg.finetune_mode} is for Matcha checkpoints; the MMS engine fine-tunes "
-                          "the whole voice: leave it at full (drop --finetune-mode).")
-    if cfg.frontend != "auto":
-        raise StudioError(f"The MMS engine reads uroman's letters, as its base was trained; --frontend "
-                          f"{cfg.frontend} is for Matcha: drop it.")
     if not cfg.init and not _resumes(cfg):
         raise StudioError(NEEDS_BASE)
 

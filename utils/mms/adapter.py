@@ -39,7 +39,7 @@ from utils.workspace import Workspace
 # dominate, ~400 MiB a clip on the CPU: bench/mms_step.py); not measured on a GPU yet.
 FIXED_GB = 1.6
 FRAME_FACTOR = 2.0
-NOT_FOR_MMS = ("attention", "grad_checkpointing", "fp8", "blanks", "length_multiple", "effective_batch")
+NOT_FOR_MMS = ("attention", "grad_checkpointing", "fp8", "length_multiple", "effective_batch")
 
 
 def train(cfg: TrainConfig, report=None) -> dict:

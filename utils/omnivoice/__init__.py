@@ -3,6 +3,7 @@
 training engine (adapter.py) from the codec's tokens of a dataset (tokens.py). The package `omnivoice` does the
 model's forward and generation; its torchaudio stays in a folder of its own (runtime.py). This module answers what
 the studio asks of a model family (utils/families.py); importing it needs no torch."""
+from utils.family_options import PROMPT, declare
 from utils.omnivoice.about import DESCRIPTION, GUIDE, HUB_ID, LICENCE, NEEDS_BASE, SHORT_LICENCE, SIZE_MB  # noqa: F401
 
 NAME = "omnivoice"
@@ -17,7 +18,7 @@ USES_VOCODER = False       # its codec makes the waveform
 ASKS_LICENCE = True        # CC-BY-NC weights and Boson's codec licence: the curator says yes before the download
 ASKS_PROMPT = True         # it speaks in the voice of a reference clip and its transcript
 HAS_SIZES = False
-FINETUNE_MODES = ("full",)
+OPTIONS = declare(NAME, prompt=PROMPT())  # its own training settings (utils/family_options.py)
 ONNX = False
 VOICE_FILES = ("prompt.wav",)  # what a voice folder carries besides its weights and config (export copies them)
 STEPS_HELP = ("decoding steps: more is cleaner and slower; 32 is OmniVoice's own default on a GPU, 8 here on a CPU "

@@ -36,7 +36,7 @@ from utils.workspace import Workspace, read_json
 
 CPU_BATCH_TOKENS = 1024    # positions a step on a CPU: a few clips, a step in seconds (bench/omnivoice_step.py)
 RECIPE_BETAS = (0.9, 0.999)  # the package's AdamW (torch's defaults)
-NOT_FOR_OMNIVOICE = ("mas", "blanks", "fp8", "length_multiple", "effective_batch")
+NOT_FOR_OMNIVOICE = ("fp8", "length_multiple", "effective_batch")
 
 
 def train(cfg: TrainConfig, report=None) -> dict:
@@ -168,8 +168,8 @@ class OmniVoiceAdapter:
         self.val_items = prepare_items(val_rows, paths, tokenizer, log)
         self.val_items = held_out_or_fit(cfg.dataset, self.items, self.val_items, cfg.eval_clips, log)
         self.processor = make_processor(tokenizer, self.model.config)
-        self.prompt, self.prompt_warning = pick_prompt(self.items + self.val_items if cfg.prompt else self.items,
-                                                       cfg.prompt)
+        row = cfg.family_options.prompt
+        self.prompt, self.prompt_warning = pick_prompt(self.items + self.val_items if row else self.items, row)
         if self.prompt_warning:
             log(f"warning: {self.prompt_warning}", "warning")
         from utils.datasets.features import audio_path

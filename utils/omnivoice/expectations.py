@@ -49,12 +49,6 @@ def machine_verdict(report) -> tuple[bool, str]:
 
 def check_request(cfg, report=None) -> None:
     """Refuse, before any data is read, what the OmniVoice engine cannot do, saying what to pass instead."""
-    if cfg.finetune_mode != "full":
-        raise StudioError(f"finetune_mode {cfg.finetune_mode} is for Matcha checkpoints; the OmniVoice engine "
-                          "fine-tunes the whole model: leave it at full (drop --finetune-mode).")
-    if cfg.frontend != "auto":
-        raise StudioError(f"OmniVoice reads the Ethiopic letters as written; --frontend {cfg.frontend} is for "
-                          "Matcha: drop it.")
     if not cfg.init:
         raise StudioError(NEEDS_BASE)
     from utils.omnivoice.base import full_size
@@ -70,7 +64,7 @@ def check_request(cfg, report=None) -> None:
 
 def prepare(ws, cfg, accept_licence: bool = False) -> None:
     """Settle a new run's start: the base (licence accepted) or a fine-tune to continue; the reference clip exists."""
-    from utils.datasets.manifest import get_rows
+    from utils.family_options import check_prompt
     from utils.omnivoice.base import is_hub_id, obtainable, refusal, find_base
     from utils.hub import HubUnreachable
 
@@ -88,9 +82,7 @@ def prepare(ws, cfg, accept_licence: bool = False) -> None:
         cfg.licence_accepted = LICENCE
     elif cfg.init and "/" not in cfg.init and ((ws.voices / cfg.init).is_dir() or (ws.runs / cfg.init).is_dir()):
         cfg.init = str(resolve_voice(ws, cfg.init))  # a fine-tune to continue: its checkpoint folder
-    if cfg.prompt and not any(not r.get("excluded") for r in get_rows(ws, cfg.dataset, [cfg.prompt]).values()):
-        raise StudioError(f"OmniVoice reference clip {cfg.prompt!r}: dataset {cfg.dataset} has no usable row with "
-                          "that id (see the Dataset tab's table; excluded rows cannot be used).")
+    check_prompt(ws, cfg, "OmniVoice")
 
 
 def run_time(ws, max_steps: int, report) -> str:

@@ -77,6 +77,7 @@ def settings_form(ws: Workspace, preset: str = "small", use_saved: bool = True) 
     from dataclasses import fields
 
     from utils.training import TrainConfig
+    from utils.family_options import every_option, owners
     from utils.training.config import choices_of
     from utils.training.optimization import resolve
 
@@ -86,7 +87,8 @@ def settings_form(ws: Workspace, preset: str = "small", use_saved: bool = True) 
     machine = resolve(cfg, plan=families.get(cfg.engine).memory_plan(cfg))  # what "auto" means on this machine
     trades = json.loads((ASSETS / "optimization_trades.json").read_text(encoding="utf-8"))
     plain = plain_words()
-    meta = {f.name: f for f in fields(TrainConfig)}
+    own = every_option()  # mas: Matcha's and MMS's own
+    meta = {**{f.name: f for f in fields(TrainConfig)}, **own}
     rows = []
     for name in MACHINE_SETTINGS + SCHEDULE_SETTINGS:
         f = meta[name]
@@ -106,7 +108,8 @@ def settings_form(ws: Workspace, preset: str = "small", use_saved: bool = True) 
         choices = choices_of(f)
         if isinstance(recommended, bool):
             choices = [True, False]
-        rows.append(SettingRow(name, value, recommended, reason, f.metadata.get("help", ""), trades.get(name, ""),
+        whose = f"{', '.join(owners(name))} only: " if name in own else ""  # a family's own setting says whose
+        rows.append(SettingRow(name, value, recommended, reason, whose + f.metadata.get("help", ""), trades.get(name, ""),
                                [c for c in choices if c != "auto"] if choices else None))
     return rows
 

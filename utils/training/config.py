@@ -7,21 +7,19 @@ what ran and for what reason.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from utils import families
 from utils.events import StudioError
 from utils.families import DEFAULT as DEFAULT_FAMILY, names as family_names
+from utils.family_options import build as build_options, every_option, setting
 from utils.hardware import STEPS_GPU
 
 AUTO = "auto"
 
 
-def _f(default, help: str, **kw):
-    """A field with its help; `choices`: a list, or a function that returns it when asked (choices_of)."""
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": help, **kw})
-    return field(default=default, metadata={"help": help, **kw})
+_f = setting  # a field with its help; `choices`: a list, or a function that returns it when asked (choices_of)
 
 
 @dataclass
@@ -48,18 +46,11 @@ class TrainConfig:
                        "optionally D_100000.pth), or an MMS run or voice to continue; with --engine omnivoice: "
                        "k2-fsa/OmniVoice (with --accept-licence), a folder in the hub's layout, or an OmniVoice run "
                        "or voice to continue")
-    prompt: str = _f("", "--engine f5 or omnivoice: the dataset row (id) whose clip and transcript the voice speaks "
-                         "from; empty: the training clip closest to 6 s (F5) or 8 s (OmniVoice)")
     licence_accepted: str = _f("", "the licence of the pretrained base the user said yes to (set by --accept-licence or "
                                    "the Training tab's licence box; the trainer downloads the base only then)")
-    finetune_mode: str = _f("full", "with --init: full | freeze_encoder | new_speaker (only speaker rows train)",
-                            choices=["full", "freeze_encoder", "new_speaker"])
-    blanks: str = _f(AUTO, "a blank symbol between every two input symbols (Matcha-TTS's add_blank): true | false | "
-                           "auto (on: 1.7-2.1 dB lower held-out MCD in bench/RESULTS.md's A/B); a checkpoint's own "
-                           "choice wins")
+    options: dict = _f({}, "the family's own settings, by name (its OPTIONS, utils/family_options.py: Matcha's blanks, "
+                           "F5's reference clip ...); a setting the family does not take is refused")
     resume: str = _f(AUTO, "auto: continue this run's newest checkpoint if there is one; none: start fresh")
-    frontend: str = _f(AUTO, "model input symbols: phoneme (auto) | char | bpe; a checkpoint's own table wins",
-                       choices=[AUTO, "phoneme", "char", "bpe"])
     # ------------------------------------------------------------------ schedule
     max_steps: int = _f(STEPS_GPU, "optimizer steps to train (the Training tab starts from this machine's "
                                    "recommendation: fewer on a CPU)")
@@ -86,8 +77,6 @@ class TrainConfig:
     cudnn_benchmark: str = _f(AUTO, "let cuDNN time convolution algorithms per shape: true | false | auto")
     fp8: str = _f(AUTO, "FP8 matmuls in the Linear layers (torchao float8 training; compute >= 8.9 GPUs with torchao "
                         "installed): true | false | auto (= off: measure with bench/train_throughput.py --fp8 first)")
-    mas: str = _f(AUTO, "monotonic alignment search: triton (one kernel on the GPU) | cython (on the CPU) | torch | "
-                        "auto (triton on a CUDA GPU, else cython)", choices=[AUTO, "triton", "cython", "torch"])
     max_frames_per_batch: int | str = _f(AUTO, "mel frames (padded) per micro-batch, or auto")
     grad_accumulation: int | str = _f(AUTO, "micro-batches per optimizer step, or auto")
     num_workers: int | str = _f(AUTO, "DataLoader worker processes, or auto")
@@ -131,32 +120,51 @@ class TrainConfig:
                                              "(a test kills the trainer there)")
 
     # -------------------------------------------------------------------------------------
+    def __post_init__(self) -> None:
+        self.family_options  # a setting the family does not take is refused now, not at first use
+
+    @property
+    def family_options(self):
+        """The family's OPTIONS dataclass: `options` checked, the rest at the family's defaults."""
+        return build_options(families.get(self.engine), self.options)
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Every setting, the family's own in full (config.json says what ran)."""
+        return {**asdict(self), "options": asdict(self.family_options)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
-        known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(d) - set(known))
+        """From config.json's "train" (or any dict of settings by name). A family's own setting may also stand at the
+        top, as in a config written before families declared their options (or the Optimizations tab's saved
+        settings, which serve every family): it is the family's when the family takes it, else left out; given both
+        ways, the one by name at the top wins (a config's to_dict() with one setting changed)."""
+        known = {f.name for f in fields(cls)}
+        loose = {k: d[k] for k in set(d) - known if k in every_option()}
+        unknown = sorted(set(d) - known - set(loose))
         if unknown:
             raise StudioError(f"unknown training settings: {', '.join(unknown)}")
-        return cls(**d)
+        own = families.get(d.get("engine")).OPTIONS.__dataclass_fields__
+        options = {**(d.get("options") or {}), **{k: v for k, v in loose.items() if k in own}}
+        return cls(**{**{k: v for k, v in d.items() if k in known}, "options": options})
 
     @classmethod
     def help(cls) -> dict[str, str]:
         return {f.name: f.metadata.get("help", "") for f in fields(cls)}
 
 
-CLI_HIDDEN = ("workspace", "licence_accepted", "evaluate", "fault_oom_above_frames", "fault_oom_ranks", "fault_nan_steps", "fault_pause_checkpoint_step")
+CLI_HIDDEN = ("workspace", "licence_accepted", "options", "evaluate", "fault_oom_above_frames", "fault_oom_ranks", "fault_nan_steps", "fault_pause_checkpoint_step")
 
 
 def cli_fields():
-    """(name, default, help, choices) of every setting the command line exposes."""
+    """(name, default, help, choices) of every setting the command line exposes: TrainConfig's, then each family's own
+    (its help says whose)."""
+    from utils.family_options import default_of, owners
+
     for f in fields(TrainConfig):
-        if f.name in CLI_HIDDEN:
-            continue
-        default = f.default_factory() if callable(f.default_factory) else f.default
-        yield f.name, default, f.metadata.get("help", ""), choices_of(f)
+        if f.name not in CLI_HIDDEN:
+            yield f.name, default_of(f), f.metadata.get("help", ""), choices_of(f)
+    for name, f in every_option().items():
+        yield name, default_of(f), f"{', '.join(owners(name))}: {f.metadata.get('help', '')}", choices_of(f)
 
 
 def choices_of(f) -> list | None:
@@ -167,16 +175,20 @@ def choices_of(f) -> list | None:
 
 
 def config_from_cli(values: dict, workspace) -> TrainConfig:
-    """argparse values -> TrainConfig (numbers given for "auto" fields become ints)."""
-    kw = {"workspace": str(workspace)}
+    """argparse values -> TrainConfig (numbers given for "auto" fields become ints). A family's own setting goes into
+    `options` when it differs from its default, so one the family does not take is refused by name."""
+    kw, options = {"workspace": str(workspace)}, {}
     for name, default, _, _ in cli_fields():
         v = values.get(name, default)
         if v is None:
             v = default
-        if isinstance(v, str) and v.isdigit() and name not in ("run", "dataset", "init", "resume"):
+        if isinstance(v, str) and v.isdigit() and name not in ("run", "dataset", "init", "resume", "prompt"):
             v = int(v)
-        kw[name] = v
-    return TrainConfig(**kw)
+        if name in every_option():
+            options.update({name: v} if v != default else {})
+        else:
+            kw[name] = v
+    return TrainConfig(**kw, options=options)
 
 
 def write_run_config(path: Path, cfg: TrainConfig, **extra) -> None:

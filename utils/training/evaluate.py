@@ -121,20 +121,26 @@ def spoken_text(row: dict) -> str:
     return row.get("normalized") or row.get("text") or ""
 
 
+_SAID_NO_RECOGNIZER: set[str] = set()  # the workspaces whose missing recognizer this process has said
+
+
 def intelligibility(ws, waves, sample_rate: int, texts: list[str], device: str,
                     recorded: tuple[str, list[dict]] | None = None) -> dict:
     """{"cer": ..., "cer_recorded": ...} from the workspace's recognizer, for every engine's evaluation (`recorded`:
     the dataset and the held-out rows spoken); without one, {} and a line in the log that says so. Whatever the
     recognizer raises (a damaged folder, a CUDA out-of-memory beside the training...) costs this evaluation its
-    CER and one warning line, never the MCD or the run."""
+    CER and one warning line, never the MCD or the run. A workspace without a recognizer is said once a process (a
+    run), not at every evaluation of the raw and the averaged weights."""
     from utils.transcripts.asr import failure
     from utils.transcripts.asr import intelligibility as cer_of
 
     if ws is None:
         return {}
     if not recognizer_available(ws):
-        print("evaluation: no character error rate: no speech recognizer in this workspace (get one on the Dataset "
-              "tab, Get recognizer)", flush=True)
+        if str(ws.root) not in _SAID_NO_RECOGNIZER:
+            _SAID_NO_RECOGNIZER.add(str(ws.root))
+            print("evaluation: no character error rate: no speech recognizer in this workspace (get one on the "
+                  "Dataset tab, Get recognizer)", flush=True)
         return {}
     try:
         return cer_of(ws, waves, sample_rate, texts, device, recorded)

@@ -145,13 +145,16 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1, plan: hardware.M
           "once per size pays off (cuDNN benchmark)"
           if on_gpu else "off: only an NVIDIA GPU has convolution methods to time (cuDNN); a CPU has nothing to gain"))
     _resolve_fp8(cfg, m, report, on_gpu)
-    _resolve_mas(cfg, m, on_gpu)
+    own = cfg.family_options  # the family's own settings: those the machine decides too
+    if hasattr(own, "mas"):
+        _resolve_mas(own.mas, m, on_gpu)
     by_family = family_auto_settings(cfg)  # what "auto" means where no hardware decides: the family says
     pick("lr", cfg.lr, float, by_family["lr"])
     pick("ema_decay", cfg.ema_decay, float, ema_for_run(cfg.max_steps))
     m.auto_lr = (m.lr, m.reasons["lr"]) if cfg.lr == AUTO else None
     set_effective_batch(m, cfg, world_size, rec)
-    pick("blanks", cfg.blanks, lambda v: as_bool(v, "blanks"), by_family["blanks"])
+    if hasattr(own, "blanks"):
+        pick("blanks", own.blanks, lambda v: as_bool(v, "blanks"), by_family["blanks"])
     workers = m.num_workers
     pick("persistent_workers", cfg.persistent_workers, lambda v: as_bool(v, "persistent_workers"),
          (workers > 0, "the loading helpers keep running between rounds, their cache warm "
@@ -276,15 +279,16 @@ def _resolve_fp8(cfg: TrainConfig, m: Machine, report, on_gpu: bool) -> None:
           "set by the user: Linear layers with sizes divisible by 16 run FP8 matmuls (torchao float8 training)")
 
 
-def _resolve_mas(cfg: TrainConfig, m: Machine, on_gpu: bool) -> None:
+def _resolve_mas(asked: str, m: Machine, on_gpu: bool) -> None:
+    """Where the monotonic alignment search runs, for a family that takes `mas` (Matcha, MMS)."""
     import importlib.util
 
-    if cfg.mas != AUTO:
-        if cfg.mas not in ("triton", "cython", "torch"):
-            raise StudioError(f"mas must be triton, cython, torch or auto, not {cfg.mas!r}.")
-        if cfg.mas == "triton" and not on_gpu:
+    if asked != AUTO:
+        if asked not in ("triton", "cython", "torch"):
+            raise StudioError(f"mas must be triton, cython, torch or auto, not {asked!r}.")
+        if asked == "triton" and not on_gpu:
             raise StudioError("mas triton runs on a CUDA GPU; use cython (or auto) on this machine.")
-        m.set("mas", cfg.mas, "set by the user")
+        m.set("mas", asked, "set by the user")
     elif on_gpu and importlib.util.find_spec("triton") is not None:
         m.set("mas", "triton", "words are lined up with the audio on the GPU in one go, so no step waits while "
                                "the CPU does it (one Triton kernel for the monotonic alignment search)")
