@@ -291,8 +291,10 @@ def test_the_tabs_say_what_mms_needs_and_what_the_dictionary_can_do_for_it(corpu
     from webui.g2p import dictionary_limits
     from webui.training import engine_advice, engine_controls, expectations
 
-    licence, prompt, size, mode, base = engine_controls("mms")
+    licence, prompt, size, mode, base, start_from = engine_controls("mms")
     assert licence["visible"] and "MMS-TTS base's licence: CC-BY-NC-4.0" in licence["label"]
+    assert start_from == {"__type__": "update", "visible": False, "value": "(from scratch)"}  # its base box says
+    assert engine_controls("matcha")[-1]["visible"] and "value" not in engine_controls("matcha")[-1]
     assert base["placeholder"] == "facebook/mms-tts-amh" and not prompt["visible"] and not size["visible"]
     said = expectations(AppContext(corpus), "mms", "am", 200, "")["value"]
     assert "Meta's Amharic MMS-TTS voice" in said and "keeps that licence" in said and "usable speech" in said

@@ -38,7 +38,7 @@ def downloaded(tmp_path_factory) -> Path:
 
 
 def test_offline_start_is_refused_in_one_sentence_before_any_run_and_the_engine_text_says_no(tmp_path, offline):
-    from webui.training import engine_info
+    from webui.training import base_panel, engine_info
 
     ws = make_dataset(tmp_path / "ws", n_train=2, n_val=1, max_chars=20)
     with pytest.raises(HubUnreachable) as refused:
@@ -50,7 +50,9 @@ def test_offline_start_is_refused_in_one_sentence_before_any_run_and_the_engine_
     assert not ws.run_dir("mms-offline").exists() and jobs.list_runs(ws) == []
     assert not (ws.root / "pretrained").exists()
     info = engine_info(ws, hardware.detect(ws.root))
-    assert "MMS-TTS on this machine: no. This machine cannot reach the Hugging Face hub" in info
+    assert info.startswith("Can train on this machine: Matcha yes · ") and "MMS-TTS no" in info  # one short line
+    state = base_panel(ws, "mms")[0]["value"]  # why, once MMS is picked
+    assert state.startswith("**MMS-TTS on this machine: no.** This machine cannot reach the Hugging Face hub")
 
 
 def test_uploaded_base_files_make_the_base_ready_and_a_run_starts_from_them(tmp_path, offline, downloaded):
@@ -96,7 +98,8 @@ def test_the_training_tab_shows_the_base_missing_refuses_start_and_takes_its_fil
         page.get_by_label(DESCRIPTION).check()
         state = page.locator("#base-state")
         expect(state).to_contain_text("cannot reach the Hugging Face hub")
-        expect(page.locator("#engine")).to_contain_text("MMS-TTS on this machine: no.")
+        expect(page.locator("#engine")).to_contain_text("MMS-TTS no")
+        expect(state).to_contain_text("MMS-TTS on this machine: no.")
         page.get_by_label("dataset", exact=True).click()
         page.get_by_role("option", name="am", exact=True).click()
         page.locator("#base-licence input").check()
@@ -110,7 +113,8 @@ def test_the_training_tab_shows_the_base_missing_refuses_start_and_takes_its_fil
         page.locator("#base-add").click()
         expect(page.locator("#base-msg")).to_contain_text("Added the MMS-TTS base", timeout=60_000)
         expect(state).to_contain_text("Meta's MMS-TTS base is ready in this workspace")
-        expect(page.locator("#engine")).to_contain_text("MMS-TTS on this machine: yes.")
+        expect(page.locator("#engine")).to_contain_text("MMS-TTS yes")
+        expect(state).not_to_contain_text("on this machine: no")
         assert (Workspace.open(ws.root).root / "pretrained" / "mms-tts-amh" / "model.safetensors").is_file()
     finally:
         server.stop()

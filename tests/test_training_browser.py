@@ -175,6 +175,7 @@ def test_a_reload_after_an_f5_run_brings_the_form_back_on_f5_with_its_licence_an
     expect(page.locator("#reference-clip textarea, #reference-clip input").first).to_have_value("am-001")
     expect(page.locator("#train-form").get_by_label("tiny")).to_be_hidden()  # the size is the pretrained base's
     expect(page.get_by_label("learn everything")).to_be_hidden()  # F5 always learns everything: no mode to pick
+    expect(page.locator("#start-from")).to_be_hidden()  # its base box says what it starts from, not "(from scratch)"
     expect(page.get_by_label("steps", exact=True)).to_have_value("300")
     screenshot(page.locator("#train-form"), tmp_path, "f5-form-after-reload")
 
@@ -190,6 +191,7 @@ def test_a_reload_after_an_f5_run_brings_the_form_back_on_f5_with_its_licence_an
     page.get_by_role("radio", name=re.compile("^Matcha")).check()  # back on Matcha: its size and modes return
     expect(page.get_by_label("learn everything")).to_be_visible()
     expect(page.locator("#train-form").get_by_label("tiny")).to_be_visible()
+    expect(page.locator("#start-from")).to_be_visible()
 
 
 def test_every_evaluation_adds_a_point_to_the_validation_mcd_curve(server, page, tmp_path):

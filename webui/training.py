@@ -24,7 +24,8 @@ from webui.components import current_pick, default_model_size, says_errors
 from webui.context import AppContext
 
 MAX_SAMPLES = 4
-VOCODER_SCRATCH = ["(from scratch)"]
+SCRATCH = "(from scratch)"  # the "start from" pickers' first choice: a new model
+VOCODER_SCRATCH = [SCRATCH]
 LOSS = lambda k: ("loss" in k and k != "loss_scale") or k in ("dur", "prior", "cfm")  # noqa: E731
 QUALITY = lambda k: "mcd" in k  # noqa: E731
 CER = lambda k: k in ("cer", "cer_recorded")  # noqa: E731  (written only when there is a speech recognizer)
@@ -197,10 +198,12 @@ def _changed_plots(v: views.RunView, held: dict) -> dict:
 
 
 def engine_controls(engine: str | None) -> tuple:
-    """(licence box, reference clip, model size, fine-tuning mode, base) shown for a model family, as it says: F5
-    asks for its base's licence, the base and a reference clip; its size is the base's and it always learns
+    """(licence box, reference clip, model size, fine-tuning mode, base, start from) shown for a model family, as it
+    says: F5 asks for its base's licence, the base and a reference clip; its size is the base's and it always learns
     everything (the trainer refuses the other modes), so the size and the mode are choices of the families that have
-    them (Matcha: its own setting finetune_mode)."""
+    them (Matcha: its own setting finetune_mode). A family with a base starts from what its base box says (empty: the
+    public base; or a run of its own to continue), so the "start from" picker of Matcha's checkpoints, whose first
+    choice reads "(from scratch)", is hidden and set back for it."""
     family = families.get(engine if engine in families.names() else None)
     modes = "finetune_mode" in names_of(family)
     mode = gr.update(visible=True) if modes else gr.update(visible=False, value="full")
@@ -212,22 +215,31 @@ def engine_controls(engine: str | None) -> tuple:
     prompt = (gr.update(visible=True, label=f"{family.TITLE} reference clip (a row id of the dataset)",
                         info=f"a {family.TITLE} voice speaks in the voice of this clip: pick a clean 5-10 s one")
               if family.ASKS_PROMPT else gr.update(visible=False))
-    return licence, prompt, gr.update(visible=family.HAS_SIZES), mode, base
+    start_from = gr.update(visible=False, value=SCRATCH) if family.ASKS_LICENCE else gr.update(visible=True)
+    return licence, prompt, gr.update(visible=family.HAS_SIZES), mode, base, start_from
 
 
 def engine_info(ws, report) -> str:
-    """Under the engine choice: whether each family with a pretrained base can train here now (the machine and the
-    base: no "yes" for a base that cannot be had)."""
-    return " ".join(f"{f.TITLE} on this machine: {'yes' if can else 'no'}. {why}"
-                    for f in map(families.get, families.names()) if f.ASKS_LICENCE
-                    for can, why in [families.verdict(f, ws, report)])
+    """Under the engine choice, one short line: whether each family can train here now (the machine and the base: no
+    "yes" for a base that cannot be had). Why not is said under the choice once the family is picked (base_panel):
+    four families' reasons in one paragraph were a wall of text."""
+    said = " · ".join(f"{f.TITLE} {'yes' if families.verdict(f, ws, report)[0] else 'no'}"
+                      for f in map(families.get, families.names()))
+    return f"Can train on this machine: {said}. Pick one to see what it needs."
 
 
-def base_panel(ws, engine: str | None) -> tuple:
-    """(the base's state line, its upload box, what the box takes) for a family: whether its base is ready or can be had, and the box
-    that takes its files, shown for a family that takes them (BASE_UPLOAD)."""
+def base_panel(ws, engine: str | None, report=None) -> tuple:
+    """(the family's state, its upload box, what the box takes) for a family: why this machine cannot train it, if
+    so, and whether its base is ready or can be had; the box that takes its base's files is shown for a family that
+    takes them (BASE_UPLOAD). `report`: utils.hardware's (None: this machine's)."""
+    from utils import hardware
+
     family = families.get(engine if engine in families.names() else None)
-    line = family.base_verdict(ws)[1]
+    can, why = family.machine_verdict(report or hardware.detect(ws.root))
+    ready, base_line = family.base_verdict(ws)
+    no = f"**{family.TITLE} on this machine: no.** "
+    lines = ([] if can else [no + why]) + ([base_line if ready or not can else no + base_line] if base_line else [])
+    line = "\n\n".join(lines)
     box = gr.update(visible=bool(family.BASE_UPLOAD), label=f"{family.TITLE} base files (for a machine that cannot "
                                                             "reach the Hugging Face hub)")
     return gr.update(visible=bool(line), value=line), box, f"Upload {family.BASE_UPLOAD}."
@@ -281,11 +293,11 @@ def _restored_training(ws, t: dict) -> tuple:
     (an F5 run's licence yes and reference clip, else the Matcha size), so Start starts the same kind of run.
     Order: preset, steps, start from, mode, every GPU, engine, licence, reference clip."""
     engine = families.get(t.get("engine")).NAME
-    licence, prompt, size, mode, _ = engine_controls(engine)
+    licence, prompt, size, mode, _, start_from = engine_controls(engine)
     if families.get(engine).HAS_SIZES:  # an F5 run's size is the base's, not a choice: the Matcha size stays
         size = {**size, "value": t["preset"]}
-    init = t["init"] if t["init"] in control.init_choices(ws) else "(from scratch)"
-    return (size, gr.update(value=t["max_steps"]), gr.update(value=init),
+    init = t["init"] if t["init"] in control.init_choices(ws) else SCRATCH
+    return (size, gr.update(value=t["max_steps"]), {**start_from, "value": init},
             {**mode, "value": saved_option(t, "finetune_mode", "full")}, gr.update(value=t["all_gpus"]),
             gr.update(value=engine), {**licence, "value": bool(t.get("licence_accepted"))},
             {**prompt, "value": saved_option(t, "prompt") or ""})
@@ -363,7 +375,7 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
                               info="starts at the Optimizations tab's 'How long it trains'; the ETA shows once it runs"
                                    + ("" if on_gpu else "; no GPU here: keep it small"))
     with gr.Row():
-        init = gr.Dropdown(["(from scratch)"] + control.init_choices(ws), value="(from scratch)",
+        init = gr.Dropdown([SCRATCH] + control.init_choices(ws), value=SCRATCH, elem_id="start-from",
                            label="start from", info="a checkpoint to fine-tune, or scratch")
         mode = gr.Radio([("learn everything", "full"), ("keep how it reads text, learn the voice (freeze_encoder)",
                                                          "freeze_encoder"),
@@ -454,9 +466,9 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
                     gr.update(), gr.update(), about)
         if not families.get(engine).HAS_SIZES:  # the size is the pretrained base's (F5's tiny is a CLI smoke test)
             preset = "base"
-        init = "" if init == "(from scratch)" else init
-        if not init and families.get(engine).ASKS_LICENCE:
-            init = (base or "").strip()  # another base, or a fine-tune to continue; empty: the family's default
+        init = "" if init == SCRATCH else init
+        if families.get(engine).ASKS_LICENCE:  # its base box: another base, or a fine-tune of its own to continue;
+            init = (base or "").strip()       # empty: the family's default base
         status = control.start_training(ws, dataset, preset, run_name or "", init,
                                         mode, int(max_steps or 0) or None, all_gpus, engine=engine or families.DEFAULT,
                                         accept_licence=bool(licence),
@@ -531,7 +543,8 @@ def _wire_live(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> list:
     from utils import inference
 
     ws = ctx.workspace
-    f.engine.change(engine_controls, f.engine, [f.licence, f.prompt, f.preset, f.mode, f.base], show_progress="hidden")
+    f.engine.change(engine_controls, f.engine, [f.licence, f.prompt, f.preset, f.mode, f.base, f.init],
+                    show_progress="hidden")
     f.engine.change(lambda e: base_panel(ws, e), f.engine, [f.base_state, f.base_upload, f.base_help],
                     show_progress="hidden")
     # a yes is to one licence: the curator's own change of family unticks it (F5's yes showed as MMS's, and the run
@@ -547,7 +560,7 @@ def _wire_live(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> list:
     rare = {"vocoder": (p.vocoder_status, lambda: status_line(ws, training=True)),
             "cer": (p.cer_status, lambda: asr.status_line(ws)),
             "datasets": (f.dataset, lambda: gr.update(choices=ws.list_datasets())),
-            "init": (f.init, lambda: gr.update(choices=["(from scratch)"] + control.init_choices(ws))),
+            "init": (f.init, lambda: gr.update(choices=[SCRATCH] + control.init_choices(ws))),
             "vocoders": (f.vocoder_init, lambda: gr.update(choices=VOCODER_SCRATCH + inference.list_vocoders(ws)))}
 
     def shown_run(name, held: dict, out: dict, fresh: bool) -> bool:
