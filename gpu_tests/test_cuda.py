@@ -25,7 +25,7 @@ def config(ws, name: str, **kw) -> TrainConfig:
                 warmup_steps=5, log_every=5, eval_every=0, checkpoint_every=20, keep_checkpoints=2, mcd="logmel",
                 eval_clips=2, sample_clips=1, ode_steps=4, compile="false")
     base.update(kw)
-    return TrainConfig(**base)
+    return TrainConfig.from_dict(base)  # a family's own settings (mas, blanks...) by name too
 
 
 def metrics(ws, name: str) -> list[dict]:

@@ -29,7 +29,7 @@ def tiny(ws, name: str, **kw) -> TrainConfig:
                 log_every=1, eval_every=3, checkpoint_every=3, mcd="logmel", eval_clips=1, sample_clips=1,
                 ode_steps=2, compile="false", device="cuda")
     base.update(kw)
-    return TrainConfig(**base)
+    return TrainConfig.from_dict(base)  # a family's own settings (mas, blanks...) by name too
 
 
 @pytest.fixture(scope="module")
