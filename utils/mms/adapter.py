@@ -31,6 +31,7 @@ from utils.training import optimization as opt
 from utils.training.config import TrainConfig, write_run_config
 from utils.training import engine
 from utils.training.engine import LoopSettings, Phase
+from utils.training.position import DataPosition
 from utils.workspace import Workspace
 
 # The batch guess's plan (utils.hardware.MemoryPlan); the batch itself is set in clips (_build_data), so it only
@@ -47,12 +48,13 @@ def train(cfg: TrainConfig, report=None) -> dict:
     return engine.train(MmsAdapter(cfg, report), cfg, nan_phase="generator")
 
 
-class MmsAdapter:
+class MmsAdapter(DataPosition):
     kind = "mms"
     unit = "clip"
     inference = "generator"
     oom_advice = "lower max_frames_per_batch (fewer clips a step) or drop the longest clips."
     state_newest_only = True  # ~1.2 GB of trainer state a checkpoint: only the newest keeps it (it resumes)
+    KEPT = ("max_frames_per_batch",)  # resumed with its batch; every batch updates the weights (no accumulation)
 
     @staticmethod
     def memory_plan(cfg: TrainConfig):
@@ -185,11 +187,6 @@ class MmsAdapter:
                                     cfg.prefetch_factor)
         self.val_data = ClipDataset(self.val_clips)
 
-    def next_batch(self) -> dict:
-        batch = next(self.data)
-        self.pos = (batch["pos"][0], batch["pos"][1] + 1)
-        return batch
-
     def size(self, batch: dict) -> int:
         return len(batch["ids"])
 
@@ -316,14 +313,5 @@ class MmsAdapter:
         return {**self._config_extra(), "step": step, "train": self.cfg.to_dict(), "resolved": self.machine.values}
 
     # ------------------------------------------------------------------------------ trainer state
-    def state_dict(self) -> dict:
-        return {"next_pos": list(self.pos), "max_frames_per_batch": self.machine.max_frames_per_batch}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.pos = tuple(state.get("next_pos", (0, 0)))
-        if state.get("max_frames_per_batch") and self.cfg.max_frames_per_batch == "auto":
-            self.machine.set("max_frames_per_batch", state["max_frames_per_batch"],
-                             "kept from the run being resumed (the batch order depends on it)")
-
     def upgrade_state(self, state: dict, folder: Path) -> dict:
         return state

@@ -32,6 +32,7 @@ from utils.training import engine
 from utils.training import optimization as opt
 from utils.training.config import AUTO, TrainConfig, write_run_config
 from utils.training.engine import LoopSettings, Phase
+from utils.training.position import DataPosition
 from utils.workspace import Workspace, read_json
 
 CPU_BATCH_TOKENS = 1024    # positions a step on a CPU: a few clips, a step in seconds (bench/omnivoice_step.py)
@@ -44,7 +45,7 @@ def train(cfg: TrainConfig, report=None) -> dict:
     return engine.train(OmniVoiceAdapter(cfg, report), cfg)
 
 
-class OmniVoiceAdapter:
+class OmniVoiceAdapter(DataPosition):
     kind = "omnivoice"
     unit = "clip"
     inference = "model"
@@ -227,11 +228,6 @@ class OmniVoiceAdapter:
         val = TokenDataset(spread(self.val_items, VAL_LOSS_CLIPS), self.processor, cfg.seed)
         self.val_batches = [collate([val[i] for i in range(j, min(j + 4, len(val)))]) for j in range(0, len(val), 4)]
 
-    def next_batch(self) -> dict:
-        batch = next(self.data)
-        self.pos = (batch["pos"][0], batch["pos"][1] + 1)
-        return batch
-
     def size(self, batch: dict) -> int:
         return len(batch["samples"])
 
@@ -360,16 +356,5 @@ class OmniVoiceAdapter:
                                                              clip))
 
     # ------------------------------------------------------------------------------ trainer state
-    def state_dict(self) -> dict:
-        m = self.machine
-        return {"next_pos": list(self.pos), "max_frames_per_batch": m.max_frames_per_batch,
-                "grad_accumulation": m.grad_accumulation}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.pos = tuple(state.get("next_pos", (0, 0)))
-        for name in ("max_frames_per_batch", "grad_accumulation"):
-            if state.get(name) and getattr(self.cfg, name) == AUTO:
-                self.machine.set(name, state[name], "kept from the run being resumed (the batch order depends on it)")
-
     def upgrade_state(self, state: dict, folder: Path) -> dict:
         return state

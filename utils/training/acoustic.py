@@ -19,10 +19,11 @@ from utils.training.data import (VAL_LOSS_CLIPS, MelDataset, held_out_or_fit, pr
                                   training_rows)
 from utils.training.engine import LoopSettings
 from utils.training.loader import ResilientLoader
+from utils.training.position import DataPosition
 from utils.workspace import Workspace
 
 
-class TextMelAdapter:
+class TextMelAdapter(DataPosition):
     """What every text -> mel model shares on the engine: the dataset's rows, symbols and speakers, the clips'
     frame counts and log-mels, batches of at most N padded frames and their data position, the batch probe. The
     model's own parts (`build`, `losses`, `evaluate`, its config files) are in the subclasses."""
@@ -109,11 +110,6 @@ class TextMelAdapter:
         self.val_batches = [Collate(m.length_multiple)([val[i] for i in range(j, min(j + 4, len(val)))])
                             for j in range(0, len(val), 4)]
 
-    def next_batch(self) -> dict:
-        batch = next(self.data)
-        self.pos = (batch["pos"][0], batch["pos"][1] + 1)  # the next batch to read
-        return batch
-
     def size(self, batch: dict) -> int:
         return len(batch["tokens"])
 
@@ -158,14 +154,3 @@ class TextMelAdapter:
                 "updates: held-out MCD (and CER with a recognizer) of the averaged and the raw weights, samples"]
 
     # ------------------------------------------------------------------------------ trainer state
-    def state_dict(self) -> dict:
-        m = self.machine
-        return {"next_pos": list(self.pos), "max_frames_per_batch": m.max_frames_per_batch,
-                "grad_accumulation": m.grad_accumulation}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.pos = tuple(state.get("next_pos", (0, 0)))
-        if state.get("max_frames_per_batch") and self.cfg.max_frames_per_batch == "auto":
-            self.machine.set("max_frames_per_batch", state["max_frames_per_batch"], "kept from the run being "
-                             "resumed (the batch order depends on it)")
-            self.machine.set("grad_accumulation", state["grad_accumulation"], "kept from the run being resumed")

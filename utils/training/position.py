@@ -1,0 +1,31 @@
+"""Where a run is in its data, for resume: the next (epoch, batch) of its batch sampler, and the batch sizes that the
+order of batches depends on. A resumed run reads on from there with the sizes it had, so its curve goes on as one
+uninterrupted run's would (the tests compare them step by step).
+
+    class MyAdapter(DataPosition):      # self.data yields batches with "pos": (epoch, batch); self.machine, self.cfg
+        KEPT = ("max_frames_per_batch",)  # the sizes kept (default: micro-batch and accumulation)
+"""
+from __future__ import annotations
+
+from utils.training.config import AUTO
+
+
+class DataPosition:
+    """next_batch, state_dict and load_state_dict of a TrainingAdapter whose loader yields batches with their "pos"."""
+    KEPT = ("max_frames_per_batch", "grad_accumulation")  # probed or guessed sizes that decide the batches' order
+    pos: tuple = (0, 0)
+
+    def next_batch(self) -> dict:
+        batch = next(self.data)
+        self.pos = (batch["pos"][0], batch["pos"][1] + 1)  # the next batch to read
+        return batch
+
+    def state_dict(self) -> dict:
+        return {"next_pos": list(self.pos), **{name: getattr(self.machine, name) for name in self.KEPT}}
+
+    def load_state_dict(self, state: dict) -> None:
+        """The saved position; the saved sizes where the curator left them "auto" (a size set by hand is theirs)."""
+        self.pos = tuple(state.get("next_pos", (0, 0)))
+        for name in self.KEPT:
+            if state.get(name) and getattr(self.cfg, name) == AUTO:
+                self.machine.set(name, state[name], "kept from the run being resumed (the batch order depends on it)")
