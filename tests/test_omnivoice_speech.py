@@ -188,6 +188,35 @@ def test_on_a_gpu_the_model_speaks_in_half_precision_and_the_codec_in_fp32(clip_
     assert np.isfinite(wave).all() and np.abs(wave).max() > 0
 
 
+def test_speech_that_overflows_in_fp16_is_spoken_again_in_fp32_and_said_once(clip_workspace, monkeypatch, capsys):
+    """A T4 speaks in fp16; where the package's generate overflows there (emulated: NaN while the model's weights are
+    fp16), the sentence is spoken again in fp32, the same seed, and later ones in fp32 straight away."""
+    import torch
+    from omnivoice import OmniVoice
+
+    from utils import hardware
+    from utils.inference.speech import Voice
+
+    monkeypatch.setattr(hardware, "inference_precision", lambda device, gpus=None: "fp16")
+    real, calls = OmniVoice.generate, []
+
+    def overflowing(self, **kw):
+        calls.append(self.audio_heads.weight.dtype)
+        waves = real(self, **kw)
+        return [w * float("nan") for w in waves] if self.audio_heads.weight.dtype == torch.float16 else waves
+
+    monkeypatch.setattr(OmniVoice, "generate", overflowing)
+    voice = Voice.load(clip_workspace[0].voice_dir("abebe"))
+    first, _, _ = voice.synthesize("ሰላም ነው።", steps=4, seed=3)
+    again, _, _ = voice.synthesize("ሰላም ነው።", steps=4, seed=3)
+    assert np.isfinite(first).all() and np.abs(first).max() > 0 and np.array_equal(first, again)
+    assert calls == [torch.float16, torch.float32, torch.float32]  # fp16 once, then fp32 for good
+    assert {p.dtype for p in voice.model.model.parameters()} == {torch.float32}
+    said = [line for line in capsys.readouterr().out.splitlines() if "unusable sound" in line]
+    assert said == ["warning: OmniVoice made unusable sound (NaN or Inf) in fp16 on this GPU: it speaks in fp32 from "
+                    "now on (slower, twice the memory)"]
+
+
 def test_on_a_cpu_a_clip_voice_speaks_with_fewer_decoding_steps_by_default(clip_workspace):
     """OmniVoice's 32 steps take minutes a sentence on a 2-core CPU (bench/omnivoice_speak.py): there it defaults to
     its CPU_SAMPLE_STEPS; a GPU and the other families keep their SAMPLE_STEPS."""

@@ -74,14 +74,33 @@ class OmniVoiceSpeaker(WrappedSpeaker):
         seed = (int(torch.randint(0, 2**31 - 1, (1,), generator=generator, device=generator.device).item())
                 if generator is not None else None)
         texts = ["".join(map(chr, ids)) for ids in token_lists]
+        waves = [np.asarray(w, np.float32) for w in self._generate(texts, n_steps, length_scale, seed)]
+        if not all(np.isfinite(w).all() for w in waves) and (half := self._half_dtype()):
+            print(f"warning: OmniVoice made unusable sound (NaN or Inf) in {half} on this GPU: it speaks in fp32 from "
+                  "now on (slower, twice the memory)", flush=True)
+            self.model.float()  # once: later sentences speak in fp32 straight away
+            waves = [np.asarray(w, np.float32) for w in self._generate(texts, n_steps, length_scale, seed)]
+        return [{"wave": w, "mel": log_mel(w)} for w in waves]
+
+    def _generate(self, texts: list[str], n_steps: int, length_scale: float, seed: int | None) -> list:
+        """The package's generate, with `seed` fixing its sampling (the same sound again for the same seed)."""
+        import torch
+
         devices = [torch.device(self.device).index or 0] if self.device.startswith("cuda") else []
         with torch.random.fork_rng(devices=devices, enabled=seed is not None):
             if seed is not None:
                 torch.manual_seed(seed)
-            waves = self.model.generate(text=texts, language=[LANGUAGE] * len(texts),
-                                        voice_clone_prompt=[self.prompt] * len(texts), num_step=max(1, int(n_steps)),
-                                        speed=1.0 / max(0.1, float(length_scale)))
-        return [{"wave": np.asarray(w, np.float32), "mel": log_mel(np.asarray(w, np.float32))} for w in waves]
+            return self.model.generate(text=texts, language=[LANGUAGE] * len(texts),
+                                       voice_clone_prompt=[self.prompt] * len(texts), num_step=max(1, int(n_steps)),
+                                       speed=1.0 / max(0.1, float(length_scale)))
+
+    def _half_dtype(self) -> str:
+        """"fp16" or "bf16" when the model speaks in half precision (a GPU's, utils.hardware.inference_precision),
+        else ""."""
+        import torch
+
+        dtypes = {p.dtype for p in self.model.parameters()}
+        return "fp16" if torch.float16 in dtypes else "bf16" if torch.bfloat16 in dtypes else ""
 
 
 def read_prompt(path: Path, text: str) -> tuple[np.ndarray, float]:
