@@ -24,7 +24,7 @@ COLUMNS = [("frames", "frames per batch"), ("utterances", "utterances"), ("ms_pe
 
 
 def probe_choice(step, model, report, utt_frames: int, start: int, headroom: float = 0.85) -> tuple[int, str]:
-    """What the trainer would run: the probe on a GPU (as the training engine calls it), the recommendation on a CPU."""
+    """What the trainer would run: the probe on a GPU (as the training loop calls it), the recommendation on a CPU."""
     from utils import hardware
     from utils.training.probe import probe_max_frames
 

@@ -270,7 +270,7 @@ SPEED = {"grad_checkpointing": "false", "fp8": "false"}  # the speed configurati
 
 
 def train_step(preset: str, settings: dict, report, n_symbols: int = 100, n_speakers: int = 2, seed: int = 0):
-    """One optimizer step as the training engine (utils/training/engine.py) runs it (autocast forward with MAS, scaled
+    """One optimizer step as the training loop (utils/training/loop.py) runs it (autocast forward with MAS, scaled
     backward, unscale, clip, the finite check, AdamW, EMA), built through utils.training.optimization.
 
     Returns (step(batch) -> losses, machine, model)."""

@@ -1,9 +1,9 @@
-"""A training step before and after the shared engine (utils/training/engine.py), side by side in one run.
+"""A training step before and after the shared training loop (utils/training/loop.py), side by side in one run.
 
     python bench/engine_overhead.py                      # before = commit 0f62882 (the last with two trainers)
     python bench/engine_overhead.py --before REV --steps 60 --repeats 3
 
-Why: the acoustic trainer and the vocoder GAN trainer became two adapters on one engine; the engine must not
+Why: the acoustic trainer and the vocoder GAN trainer became two adapters on one training loop; the loop must not
 make a step slower. The old code is checked out of git into a temporary worktree; both trees train the same
 tiny runs on the same espeak-ng dataset, as `python -m ... --config` subprocesses, alternating old and new
 `--repeats` times. A step's cost is read from the runs' own metrics after a warm-up: for the acoustic model

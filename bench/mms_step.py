@@ -3,7 +3,7 @@
     python bench/mms_step.py                       # CPU: 1, 2, 4 and 8 clips of the median length a step
     python bench/mms_step.py --clips 4 16 --steps 8   # GPU: the recipe's 16
 
-Why: the Training tab's guidance and the engine's CPU batch (about.CPU_CLIPS_PER_STEP) quote these numbers. What
+Why: the Training tab's guidance and the loop's CPU batch (about.CPU_CLIPS_PER_STEP) quote these numbers. What
 runs is the real trainer (`utils.training.run`, the same code as `python app.py train --engine mms`), with a
 random-weight model of the published sizes (transformers' VitsConfig defaults are MMS-TTS's: 36.3 M parameters, and
 the 46.7 M-parameter VITS discriminator): the work of a step is the base's, whatever its weights. The data: espeak-ng

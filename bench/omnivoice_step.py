@@ -7,7 +7,7 @@ AdamW. Seconds a step by the positions (text + audio tokens) a step.
                                                              # on this machine (workspace or hub cache) or --base
     python bench/omnivoice_step.py --tokens 8192 --full-random   # also the released shapes, random weights
 
-Why: the engine's CPU batch (adapter.CPU_BATCH_TOKENS) and the Training tab's expectations quote these numbers. What
+Why: the loop's CPU batch (adapter.CPU_BATCH_TOKENS) and the Training tab's expectations quote these numbers. What
 runs is the adapter's own build, data and losses (utils/omnivoice/adapter.py) on espeak-ng Amharic clips; the
 engine's loop around them (EMA, run files, checkpoints) is left out, so the checkpoint of a 613 M-parameter model is
 not written for a timing. The first two steps warm up (kernels set up for each new shape) and are not timed.
@@ -77,7 +77,7 @@ def _time(root: Path, base: Path, budget: int, steps: int, report, precision: st
     from utils.training import ddp
     from utils.training import optimization as opt
     from utils.training.config import TrainConfig
-    from utils.training.engine import Context
+    from utils.training.loop import Context
 
     cfg = TrainConfig(workspace=str(root), dataset="bench", run=f"bench-{budget}", engine="omnivoice", init=str(base),
                       max_steps=steps, max_frames_per_batch=budget, grad_accumulation=1, num_workers=0,

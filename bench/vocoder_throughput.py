@@ -60,11 +60,11 @@ def noise_dataset(root: Path, clips: int = 2, seconds: float = 1.0) -> Workspace
 
 
 def gan_adapter(ws: Workspace, device: str, batch: int, precision: str):
-    """The trainer's own adapter (utils.vocoder.training.VocoderAdapter) at the Vocos sizes, built as the engine
+    """The trainer's own adapter (utils.vocoder.training.VocoderAdapter) at the Vocos sizes, built as the loop
     builds it on one process, with its machine's backend flags and autocast."""
     from utils.training import ddp
     from utils.training import optimization as opt
-    from utils.training.engine import Context
+    from utils.training.loop import Context
     from utils.vocoder.training import VocoderAdapter, VocoderTrainConfig
 
     cfg = VocoderTrainConfig(dataset="noise", run=f"bench-{device}-{precision}", preset="mel-24khz",
@@ -91,7 +91,7 @@ def train_step_time(device: str, batch: int, repeat: int, precision: str) -> flo
     """The trainer's GAN step (its adapter's losses and phases) at the Vocos sizes, on one batch of its crops."""
     with tempfile.TemporaryDirectory(prefix="vocoder-bench-") as root:
         adapter = gan_adapter(noise_dataset(Path(root)), device, batch, precision)
-        y = adapter.next_batch()  # [B, 16384] on the CPU, as the engine hands it to the adapter
+        y = adapter.next_batch()  # [B, 16384] on the CPU, as the loop hands it to the adapter
         return timed(lambda: gan_step(adapter, y), device, repeat)
 
 

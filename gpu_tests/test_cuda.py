@@ -1,6 +1,6 @@
 """The trainer's and the voice's CUDA paths, run for real on a GPU (see conftest.py for how to run them).
 
-Each test is one promise of the training engine that only a GPU can check: the hardware defaults
+Each test is one promise of the training loop that only a GPU can check: the hardware defaults
 (bf16, TF32, flash attention, fused AdamW, torch.compile) train; the flash kernel is the one that runs;
 fp16 with its gradient scaler survives a NaN; the batch probe finds what fits under a memory cap; a real
 CUDA out-of-memory halves the micro-batch and training goes on; resume continues the curve; GPU memory

@@ -64,7 +64,7 @@ def corpus(tmp_path_factory):
 
 @pytest.mark.parametrize("card", ["this card", "a T4"])
 def test_the_tiny_base_fine_tunes_on_cuda_in_the_cards_precision_and_its_weights_move(corpus, card, request):
-    """bf16 (+ SDPA) on a card with bf16, fp16 with the gradient scaler on a T4: the engine's own run, no fp32
+    """bf16 (+ SDPA) on a card with bf16, fp16 with the gradient scaler on a T4: the loop's own run, no fp32
     fallback, every logged loss finite, the checkpoint's weights away from the base's."""
     import json
 

@@ -177,7 +177,7 @@ def test_training_loop_keeps_losses_on_the_device_between_log_lines(tmp_path):
         with ConversionCounter("cpu") as conversions:
             run(prepare_run(cfg))
         counts.append(sum(c for where, c in conversions.counts.items()
-                          if where.startswith("utils/training/engine.py") and where.endswith(".float")))
+                          if where.startswith("utils/training/loop.py") and where.endswith(".float")))
     assert counts[0] == counts[1] > 0  # a fixed number per log line, none per step
 
 

@@ -1,7 +1,7 @@
 """The recipe that decides whether a fine-tune learns a new language (what F5-TTS fine-tuners reported): mixed
 precision that falls back to fp32 by itself instead of failing, a schedule fitted to the run (warm-up at most a
 tenth, the EMA's span a tenth, early evaluations), the rows added for Amharic learning faster than the pretrained
-body, and the averaged and the raw weights both scored. On the CPU with tiny models; the engine is Matcha's and
+body, and the averaged and the raw weights both scored. On the CPU with tiny models; the loop is Matcha's and
 F5's alike."""
 from __future__ import annotations
 

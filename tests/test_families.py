@@ -71,19 +71,19 @@ def test_a_family_that_lacks_a_member_is_refused_by_name_when_it_registers(tmp_p
 def test_the_engine_refuses_an_adapter_that_lacks_a_member_by_name_before_and_after_build(tmp_path):
     from types import SimpleNamespace
 
-    from tests.test_engine import LineAdapter
-    from utils.training.engine import Engine, drain
+    from tests.test_training_loop import LineAdapter
+    from utils.training.loop import TrainingLoop, drain
 
     without_score = SimpleNamespace(**{n: None for n in members(TrainingAdapter) if n not in BUILT + ("score",)})
-    with pytest.raises(TypeError, match="lacks what the engine asks of a training adapter.*: score\\.$"):
-        Engine(without_score)
+    with pytest.raises(TypeError, match="lacks what the loop asks of a training adapter.*: score\\.$"):
+        TrainingLoop(without_score)
 
     class Unbuilt(LineAdapter):
         def build(self, ctx):
             self.ctx = ctx  # sets no modules, optimizers or phases
 
     with pytest.raises(TypeError, match="Unbuilt lacks .*: modules, optimizers, phases\\.$"):
-        drain(Engine(Unbuilt(tmp_path / "run"), echo=False).run())
+        drain(TrainingLoop(Unbuilt(tmp_path / "run"), echo=False).run())
 
 
 def test_a_family_registered_after_the_config_was_imported_is_one_of_train_engines_choices(tmp_path, monkeypatch):

@@ -80,7 +80,7 @@ def test_gpu_capabilities_are_asked_only_through_utils_hardware():
 
 
 def test_process_wide_backend_switches_are_flipped_only_by_the_trainer():
-    """TF32 and cuDNN switches hold for a whole process: only the engine (a training process of its own) sets them;
+    """TF32 and cuDNN switches hold for a whole process: only the loop (a training process of its own) sets them;
     the app's process (UI, transcript check, speech) never does."""
     setters = []
     for path in python_files(*APP_CODE):
@@ -92,14 +92,15 @@ def test_process_wide_backend_switches_are_flipped_only_by_the_trainer():
             if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in (
                     "apply_backend_flags", "set_float32_matmul_precision"):
                 setters.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node.func)}")
-    trainer = ["utils/training/engine.py"] + ["utils/training/optimization.py"] * 3  # one call, three switches
+    trainer = ["utils/training/loop.py"] + ["utils/training/optimization.py"] * 3  # one call, three switches
     assert sorted(s.split(":")[0] for s in setters) == trainer, setters
-    engine_users = {str(p.relative_to(ROOT)) for p in python_files(*APP_CODE) for _, name in calls(p) if name == "Engine"}
+    engine_users = {str(p.relative_to(ROOT)) for p in python_files(*APP_CODE) for _, name in calls(p)
+                    if name == "TrainingLoop"}
     # the trainers (each family's adapter, the vocoder's): never the app's services or tabs
     assert engine_users and not {u for u in engine_users if u.startswith(("webui/", "utils/inference", "utils/runs",
                                                                          "utils/transcripts", "app.py"))}, engine_users
-    # engine.train (the families' one way in), the vocoder's trainer, a family's adapter
-    assert all(u.endswith(("adapter.py", "training/engine.py", "vocoder/training.py")) for u in engine_users), \
+    # loop.train (the families' one way in), the vocoder's trainer, a family's adapter
+    assert all(u.endswith(("adapter.py", "training/loop.py", "vocoder/training.py")) for u in engine_users), \
         engine_users
     ui_trains = [f"{p.relative_to(ROOT)} {name}" for p in python_files("webui") for _, name in calls(p)
                  if name.endswith(("train_vocoder", "training.run", "acoustic.train", "adapter.train"))]
@@ -159,7 +160,7 @@ def test_the_probe_measures_beside_the_ema_and_the_optimizer_state_the_run_will_
     """AdamW makes its two moments at the first step and the EMA is a third copy: for F5 on a T4 ~4 GB the probe
     did not see. Each probe step now runs with the EMA made and the moments' size held as ballast."""
     from utils.matcha.adapter import MatchaAdapter
-    from utils.training.engine import Engine, drain
+    from utils.training.loop import TrainingLoop, drain
     from utils.training.faults import with_faults
     from utils.training.probe import probe_limit
 
@@ -171,28 +172,28 @@ def test_the_probe_measures_beside_the_ema_and_the_optimizer_state_the_run_will_
 
     prepare_run(cfg)
     adapter = MatchaAdapter(cfg)
-    engine = Engine(with_faults(adapter, cfg.fault_oom_above_frames,
-                                measure=lambda b: b["mels"].shape[0] * b["mels"].shape[-1]), echo=False)
+    trainer = TrainingLoop(with_faults(adapter, cfg.fault_oom_above_frames,
+                                       measure=lambda b: b["mels"].shape[0] * b["mels"].shape[-1]), echo=False)
     seen = []
     probe_batch = adapter.probe_batch
 
     def recording(frames):
-        seen.append((frames, engine.ema is not None, sum(t.numel() for t in engine.probe_ballast)))
+        seen.append((frames, trainer.ema is not None, sum(t.numel() for t in trainer.probe_ballast)))
         return probe_batch(frames)
 
     adapter.probe_batch = recording
-    assert drain(engine.run())["state"] == "finished"
+    assert drain(trainer.run())["state"] == "finished"
     moments = 2 * sum(p.numel() * p.element_size() for p in adapter.model.parameters() if p.requires_grad)
     assert seen and all(ema and ballast == moments for _, ema, ballast in seen), seen
     assert max(f for f, _, _ in seen) <= probe_limit(1, cfg.probe_headroom)
-    assert engine.probe_ballast == []  # handed back before training
+    assert trainer.probe_ballast == []  # handed back before training
 
 
 # ------------------------------------------------------------------------------------ what runs is what is said
 def test_f5_gets_the_attention_kernel_and_recomputation_the_log_names(tmp_path):
     from utils.f5.adapter import F5Adapter
     from utils.training import prepare_run
-    from utils.training.engine import Context
+    from utils.training.loop import Context
     from utils.training.ddp import Dist
 
     ws = make_dataset(tmp_path, n_train=4, n_val=1, max_chars=30)
@@ -635,7 +636,7 @@ def test_a_compilation_that_fails_mid_run_costs_speed_not_the_run(tmp_path, monk
 
 def test_a_compile_failure_is_told_from_the_models_own_errors(monkeypatch):
     """The guard redoes a failing compiled call eager; an error the model raises eagerly too is the model's and goes
-    on unchanged (never hidden as a 'compile failure'); an out-of-memory goes on to the engine's halving."""
+    on unchanged (never hidden as a 'compile failure'); an out-of-memory goes on to the loop's halving."""
     failures = []
 
     class Buggy(torch.nn.Module):

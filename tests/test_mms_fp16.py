@@ -37,7 +37,7 @@ def speech_like_batch(vocab: int) -> dict:
 
 
 def generator_gradients(base, scale: float) -> tuple[dict, dict]:
-    """The engine's MMS step under CPU fp16 autocast, up to the generator's backward of its loss times `scale` (what
+    """The loop's MMS step under CPU fp16 autocast, up to the generator's backward of its loss times `scale` (what
     GradScaler does): ({part: every gradient finite}, {module: its output's dtype})."""
     from models.vits_discriminator import VitsDiscriminator
     from utils.mms.adapter import MmsAdapter

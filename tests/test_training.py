@@ -1,4 +1,4 @@
-"""Training engine behaviours on a tiny espeak-ng Amharic corpus (CPU, a few seconds per run)."""
+"""Training loop behaviours on a tiny espeak-ng Amharic corpus (CPU, a few seconds per run)."""
 from __future__ import annotations
 
 import json
@@ -113,7 +113,7 @@ def test_resume_after_a_stop_continues_the_same_loss_curve(corpus):
 
 
 def test_a_checkpoint_written_before_the_shared_engine_resumes_exactly(corpus):
-    """trainer_state.pt of the acoustic trainer before utils/training/engine.py kept the model's and the optimizer's
+    """trainer_state.pt of the acoustic trainer before utils/training/loop.py kept the model's and the optimizer's
     state at the top level: such a run still resumes, onto the same curve as a run that never stopped."""
     run(prepare_run(tiny_config(corpus, "legacy", max_steps=6, checkpoint_every=3)))
     checkpoints = corpus.run_dir("legacy") / "checkpoints"
@@ -283,7 +283,7 @@ def test_held_out_mcd_that_stops_improving_is_called_overfitting_and_stop_ends_t
 
 
 def test_a_halved_micro_batch_grows_back_after_a_stretch_of_good_steps(corpus, monkeypatch):
-    from utils.training import engine
+    from utils.training import loop
 
     monkeypatch.setattr(engine, "GROW_BACK_STEPS", 4)  # 4 good steps after the first out-of-memory, then 8
     rows = [r for r in load_manifest(corpus, "am") if r["split"] == "train"]

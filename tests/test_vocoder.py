@@ -22,7 +22,7 @@ from utils.audio import FeatureConfig, load_audio, log_mel, save_audio
 from utils.events import StudioError, run_to_end
 from utils.jobs import torchrun
 from utils.training.checkpoint import load_trainer_state
-from utils.training.engine import Engine, drain
+from utils.training.loop import TrainingLoop, drain
 from utils.training.faults import with_faults
 from utils.vocoder import griffin_lim, load_vocoder, save_vocoder, vocode
 from utils.training.gan import frozen
@@ -309,13 +309,13 @@ def test_out_of_memory_halves_the_batch_and_training_goes_on(tmp_path):
 
 def test_a_step_that_runs_out_of_memory_drops_the_generator_output_the_adapter_kept(tmp_path):
     """The discriminators' phase keeps the generator's output and its graph for the generator's phase. When that
-    phase runs out of memory, the engine has the adapter let go of them before it empties the CUDA cache (which
+    phase runs out of memory, the loop has the adapter let go of them before it empties the CUDA cache (which
     cannot return blocks a live tensor holds); here every retry fails too, down to one crop, and the run ends."""
     ws = Workspace.open(tmp_path / "ws")
     make_dataset(ws, n=2)
     adapter = with_faults(VocoderAdapter(ws, tiny_config(batch_size=1)), oom_above=-1, oom_phase="generator")
     with pytest.raises(StudioError, match="out of memory even with one crop per micro-batch at step 0"):
-        drain(Engine(adapter, echo=False).run())
+        drain(TrainingLoop(adapter, echo=False).run())
     assert adapter.cached is None
 
 
@@ -355,7 +355,7 @@ def test_each_step_computes_the_discriminators_weight_gradients_once(tmp_path):
             for name, module in self.modules.items():
                 next(module.parameters()).register_hook(lambda grad, name=name: backward_passes.update([name]))
 
-    drain(Engine(Watched(ws, tiny_config(max_steps=2)), echo=False).run())
+    drain(TrainingLoop(Watched(ws, tiny_config(max_steps=2)), echo=False).run())
     assert backward_passes == {"mpd": 2, "mrd": 2, "generator": 2}
 
 
@@ -380,7 +380,7 @@ def test_non_finite_gradients_skip_the_update_then_stop_with_good_weights(tmp_pa
 
 
 def test_a_checkpoint_written_before_the_shared_engine_resumes_onto_the_same_weights(tmp_path):
-    """The vocoder trainer before utils/training/engine.py (commit 0f62882) wrote the generator as the folder's
+    """The vocoder trainer before utils/training/loop.py (commit 0f62882) wrote the generator as the folder's
     vocoder and kept the discriminators, both optimizers and the best score at the top level of trainer_state.pt.
     Such a run resumes through `upgrade_state` and ends on the weights of a run that never stopped."""
     ws = Workspace.open(tmp_path / "ws")

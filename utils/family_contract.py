@@ -1,9 +1,9 @@
 """The two contracts of the family seam, as typing.Protocol classes: what a model family package answers the studio
-(`Family`, registered in utils/families.py), and what a training adapter answers the engine (`TrainingAdapter`,
-driven by utils/training/engine.py). Torch-free: the UI reads the first without importing any model.
+(`Family`, registered in utils/families.py), and what a training adapter answers the loop (`TrainingAdapter`,
+driven by utils/training/loop.py). Torch-free: the UI reads the first without importing any model.
 
     missing(family_module)          # [] or the names a family package lacks; families.get checks each family once
-    check_adapter(adapter)          # TypeError naming what an adapter lacks; the engine checks each it drives
+    check_adapter(adapter)          # TypeError naming what an adapter lacks; the loop checks each it drives
     optional(adapter, "forget_step")  # an OPTIONAL adapter member, or None
 
 A family package is a module, so its functions are listed here as they are called (no `self`).
@@ -47,7 +47,7 @@ class Family(Protocol):
     def guidance(ws, cfg) -> list[str]: ...                      # what to expect before Start (hours, time, disk)
 
     # ---------------------------------------------------------------- training, speech, export
-    def train(cfg, report=None) -> dict: ...                     # the run on the engine: its result dict
+    def train(cfg, report=None) -> dict: ...                     # the run on the loop: its result dict
     def load(folder, device: str = "cpu") -> tuple: ...          # (model with synthesise_batch, config), eval mode
     def tokenizer(config: dict) -> Any: ...                      # its text frontend for speech
     def export(folder, vocoder, steps: int) -> list[str]: ...    # the files an exported voice adds (ONNX), or refuse
@@ -65,22 +65,22 @@ class TakesBaseUpload(Protocol):
 
 
 class TrainingAdapter(Protocol):
-    """What the engine asks of the model it trains (utils/training/engine.py)."""
+    """What the loop asks of the model it trains (utils/training/loop.py)."""
     # ---------------------------------------------------------------- from construction
     kind: str                 # "acoustic" | "vocoder": its events' and status' kind
     unit: str                 # what one item of a batch is, in the log ("utterance", "crop")
     inference: str            # the name in `modules` of what speaks (its parameters are averaged: EMA)
     oom_advice: str           # what to change when even the smallest micro-batch runs out of memory
     run_dir: Path             # runs/RUN/
-    settings: Any             # engine.LoopSettings: the schedule
+    settings: Any             # loop.LoopSettings: the schedule
     machine: Any              # optimization.Machine: device, precision, batch, compile, with reasons
 
     # ---------------------------------------------------------------- set by build(ctx)
     modules: dict             # name -> nn.Module: everything trained, checkpointed and broadcast
     optimizers: dict          # name -> optimizer
-    phases: list              # engine.Phase per optimizer, in the order a step takes them
+    phases: list              # loop.Phase per optimizer, in the order a step takes them
 
-    def build(self, ctx) -> None: ...                            # model, data, optimizers, phases (engine.Context)
+    def build(self, ctx) -> None: ...                            # model, data, optimizers, phases (loop.Context)
     def start_data(self, step: int) -> None: ...                 # the data from its saved position
     def next_batch(self) -> Any: ...                             # the next batch of the whole step
     def size(self, batch) -> int: ...                            # items in a batch
@@ -102,7 +102,7 @@ class TrainingAdapter(Protocol):
 
 BUILT = ("modules", "optimizers", "phases")  # TrainingAdapter members that exist only once build(ctx) ran
 
-# What the engine asks only of adapters that have it (read through `optional`), and what it does without.
+# What the loop asks only of adapters that have it (read through `optional`), and what it does without.
 OPTIONAL = {
     "stop_event": "a threading.Event that stops the run like the Stop button (none: signals and the STOP file)",
     "probe_batch": "probe_batch(frames), probe_unit(), apply_probe(fitted, longest): the measured batch probe "
@@ -112,7 +112,7 @@ OPTIONAL = {
     "compile_targets": "compile_targets() -> [module]: the parts torch.compile compiles in place when the machine "
                        "compiles (none: nothing is compiled)",
     "forget_step": "forget_step(): drop what is kept between a step's phases, after an out-of-memory",
-    "padded_frames": "padded_frames(batch): the frames a batch holds with its padding, what engine.train's test "
+    "padded_frames": "padded_frames(batch): the frames a batch holds with its padding, what loop.train's test "
                      "faults compare with fault_oom_above_frames (none: its size)",
     "extra_weights": "extra_weights() -> {name: tensor} saved beside the model for speech (F5's prompt)",
     "state_newest_only": "True: only the newest checkpoint keeps the trainer state (large models)",
@@ -159,7 +159,7 @@ def missing(obj, protocol: type = Family, skip: tuple = ()) -> list[str]:
 def check_adapter(adapter, built: bool = False) -> None:
     """Refuse an adapter that lacks a member of TrainingAdapter, naming each (before build(ctx): all but BUILT)."""
     if lacking := missing(adapter, TrainingAdapter, skip=() if built else BUILT):
-        raise TypeError(f"{type(adapter).__name__} lacks what the engine asks of a training adapter "
+        raise TypeError(f"{type(adapter).__name__} lacks what the loop asks of a training adapter "
                         f"(utils/family_contract.py): {', '.join(lacking)}.")
 
 

@@ -1,5 +1,5 @@
 """The F5-TTS family: fine-tune a pretrained F5 model (the public v1 Base, another F5-format base, or one of this
-studio's F5 fine-tunes) for Amharic on the shared training engine (adapter.py), with its text table (text.py), its
+studio's F5 fine-tunes) for Amharic on the shared training loop (adapter.py), with its text table (text.py), its
 weights (base.py, hub.py) and its speech (speech.py). This module answers what the studio asks of a model family
 (utils/families.py); importing it needs no torch: the UI reads names, descriptions and licences from here."""
 from utils.family_options import FRONTEND, PROMPT, declare

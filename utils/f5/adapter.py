@@ -4,7 +4,7 @@ tests and smoke runs) on a prepared Amharic dataset.
     python app.py train --engine f5 --dataset NAME --init SWivid/F5-TTS --accept-licence   # the public v1 Base
     python app.py train --engine f5 --dataset NAME --preset tiny --max-steps 20            # CPU smoke run
 
-Everything a run needs beyond the model is the engine's and the text-mel adapter's (utils/training/acoustic.py):
+Everything a run needs beyond the model is the loop's and the text-mel adapter's (utils/training/acoustic.py):
 frame batches, out-of-memory recovery, the non-finite guard, EMA, exact resume, torchrun, run files. What is
 F5's: log-mels with its 1e-5 floor (not normalised), the text table (the base's characters plus the Amharic
 symbols, utils/f5/text.py), the flow-matching loss with span infilling, and an evaluation that speaks each
@@ -24,8 +24,8 @@ from utils.training import checkpoint as ckpt
 from utils.training import optimization as opt
 from utils.training.acoustic import TextMelAdapter
 from utils.training.config import TrainConfig
-from utils.training import engine
-from utils.training.engine import Phase
+from utils.training import loop
+from utils.training.loop import Phase
 
 F5_FEATURES = FeatureConfig(log_floor=1e-5)  # the base was trained on log(clamp(mel, 1e-5)) of the same mels
 FINE_TUNE_LR = 1e-5  # community fine-tunes of v1 Base (F5-TTS issue 87): about 1e-5; 5e-6 learnt nothing (#849)
@@ -34,8 +34,8 @@ TINY_LR = 1e-3
 
 
 def train(cfg: TrainConfig, report=None) -> dict:
-    """Run (or resume) an F5 run; the engine's result dict (utils.training.engine.train)."""
-    return engine.train(F5Adapter(cfg, report), cfg)
+    """Run (or resume) an F5 run; the loop's result dict (utils.training.loop.train)."""
+    return loop.train(F5Adapter(cfg, report), cfg)
 
 
 class F5Adapter(TextMelAdapter):
@@ -135,7 +135,7 @@ class F5Adapter(TextMelAdapter):
         self.model = bases.build_model(base, cfg.preset, ctx.resume_from, self.frontend, self.added, ctx.log)
         self.model.to(ctx.device)
         self.mcfg = self.model.cfg
-        # attention kernel, recomputation of blocks, FP8 (compile: the engine, after its probe), as for Matcha
+        # attention kernel, recomputation of blocks, FP8 (compile: the loop, after its probe), as for Matcha
         opt.apply_model_settings(self.model, self.machine)
         self.modules = {"model": self.model}
         optimizer = opt.make_optimizer(self.model, cfg, self.machine)

@@ -1,5 +1,5 @@
 """The Matcha family: a small non-autoregressive model (models/matcha.py) trained from zero, or fine-tuned from one of
-this studio's Matcha checkpoints, on the shared training engine (utils/matcha/adapter.py's MatchaAdapter). It runs
+this studio's Matcha checkpoints, on the shared training loop (utils/matcha/adapter.py's MatchaAdapter). It runs
 on any machine, and its weights are the curator's own: the one voice free of a non-commercial licence. This module
 answers what the studio asks of a model family (utils/families.py); importing it needs no torch."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Matcha acoustic model on the training engine (utils/training/engine.py), from zero or fine-tuned.
+"""The Matcha acoustic model on the training loop (utils/training/loop.py), from zero or fine-tuned.
 
     python -m utils.training --config workspace/runs/RUN/config.json            # one process
     torchrun --standalone --nproc_per_node=2 -m utils.training --config ...      # data parallel (nccl / gloo)
@@ -26,14 +26,14 @@ from utils.training.acoustic import TextMelAdapter
 from utils.training.batching import batch_to_device
 from utils.training.config import TrainConfig
 from utils.training.data import mel_stats
-from utils.training import engine
-from utils.training.engine import Phase
+from utils.training import loop
+from utils.training.loop import Phase
 from utils.training.evaluate import load_eval_vocoder, synthesis_quality, validation_loss
 
 
 def train(cfg: TrainConfig, report=None) -> dict:
-    """Run (or resume) a Matcha run; the engine's result dict (utils.training.engine.train)."""
-    return engine.train(MatchaAdapter(cfg, report), cfg)
+    """Run (or resume) a Matcha run; the loop's result dict (utils.training.loop.train)."""
+    return loop.train(MatchaAdapter(cfg, report), cfg)
 
 
 class MatchaAdapter(TextMelAdapter):
@@ -98,7 +98,7 @@ class MatchaAdapter(TextMelAdapter):
             added = [s for s in self.speakers if s not in init_cfg.get("speakers", [])]
             _apply_finetune_mode(model, cfg, self.speakers, added, ctx.log)
         self.model = model.to(ctx.device)
-        opt.apply_model_settings(self.model, m)  # attention kernel, checkpointing (compile: later, the engine)
+        opt.apply_model_settings(self.model, m)  # attention kernel, checkpointing (compile: later, the loop)
         n_params = sum(p.numel() for p in model.parameters())
         n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
         ctx.log(f"model: {self.mcfg.preset} Matcha-TTS, {n_params / 1e6:.2f}M parameters ({n_train / 1e6:.2f}M trained)")
@@ -117,7 +117,7 @@ class MatchaAdapter(TextMelAdapter):
 
     # ------------------------------------------------------------------------------ evaluation, files
     def evaluate(self, step: int, samples: Path) -> dict:
-        """Validation loss, MCD of synthesised held-out clips, audio samples (rank 0; the engine swaps in EMA)."""
+        """Validation loss, MCD of synthesised held-out clips, audio samples (rank 0; the loop swaps in EMA)."""
         from utils.datasets.features import features
 
         cfg = self.cfg
@@ -145,7 +145,7 @@ class MatchaAdapter(TextMelAdapter):
                 "features": self.feat_cfg.to_dict()}
 
     def upgrade_state(self, state: dict, folder: Path) -> dict:
-        """Checkpoints written before the shared engine kept the model's and optimizer's state at the top level."""
+        """Checkpoints written before the shared loop kept the model's and optimizer's state at the top level."""
         if "modules" in state:
             return state
         return {**state, "modules": {"model": state["model"]}, "optimizers": {"model": state["optimizer"]},

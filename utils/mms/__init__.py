@@ -1,5 +1,5 @@
 """The MMS-TTS family: fine-tune Meta's Amharic VITS voice (facebook/mms-tts-amh, 36 M parameters, 16 kHz) on an
-hour or two of one speaker, on the shared training engine as a GAN (adapter.py), built on transformers' VitsModel
+hour or two of one speaker, on the shared training loop as a GAN (adapter.py), built on transformers' VitsModel
 (models/vits_training.py adds the training forward, models/vits_discriminator.py the discriminators), reading text
 through uroman as the base was trained (text.py), its weights from the hub or a folder (base.py), its speech
 (speech.py). This module answers what the studio asks of a model family (utils/families.py); importing it needs no

@@ -3,12 +3,12 @@
     python app.py train --engine mms --dataset NAME --init facebook/mms-tts-amh --accept-licence
     python app.py train --engine mms --dataset NAME --init FOLDER       # the same files, offline
 
-A GAN on the engine like the vocoder (utils/vocoder/training.py): two phases a step, the discriminator's update
+A GAN on the loop like the vocoder (utils/vocoder/training.py): two phases a step, the discriminator's update
 then the generator's. The discriminator's phase runs the generator's training forward (models/vits_training.py:
 text encoder, posterior encoder, flow, alignment search, duration predictor, decoder on a 0.5 s window of each
 clip) and keeps it; the generator's phase scores that window again with the updated discriminator and adds the
 mel, KL, duration, adversarial and feature-matching terms with the published recipe's weights (about.py). The
-engine does the rest: exact resume, out-of-memory recovery (the batch splits into fewer clips), the non-finite
+loop does the rest: exact resume, out-of-memory recovery (the batch splits into fewer clips), the non-finite
 guard and the fp16/bf16-to-fp32 fallback, torchrun, the EMA of the generator (scored beside the raw weights),
 evaluations (held-out MCD of whole sentences spoken from text, and CER with a recognizer) and checkpoints whose
 model.safetensors is transformers' VitsModel itself.
@@ -29,8 +29,8 @@ from utils.mms.data import FEATURES
 from utils.training import gan
 from utils.training import optimization as opt
 from utils.training.config import TrainConfig, write_run_config
-from utils.training import engine
-from utils.training.engine import LoopSettings, Phase
+from utils.training import loop
+from utils.training.loop import LoopSettings, Phase
 from utils.training.position import DataPosition
 from utils.workspace import Workspace
 
@@ -44,8 +44,8 @@ NOT_FOR_MMS = ("attention", "grad_checkpointing", "fp8", "length_multiple", "eff
 
 
 def train(cfg: TrainConfig, report=None) -> dict:
-    """Run (or resume) an MMS fine-tune; the engine's result dict (utils.training.engine.train)."""
-    return engine.train(MmsAdapter(cfg, report), cfg, nan_phase="generator")
+    """Run (or resume) an MMS fine-tune; the loop's result dict (utils.training.loop.train)."""
+    return loop.train(MmsAdapter(cfg, report), cfg, nan_phase="generator")
 
 
 class MmsAdapter(DataPosition):
@@ -118,7 +118,7 @@ class MmsAdapter(DataPosition):
         self.licence, self.text = start["licence"], start["text"]
         self._build_data(ctx.log, load_user_dict(self.ws))
         self.gen = bases.build_generator(start).to(ctx.device).train()
-        if ctx.resume_from:  # the engine loads the saved discriminator into one of the saved sizes
+        if ctx.resume_from:  # the loop loads the saved discriminator into one of the saved sizes
             from models.vits_discriminator import VitsDiscriminator
 
             self.disc = VitsDiscriminator(**ckpt.read_config(ctx.resume_from)["discriminator_sizes"])

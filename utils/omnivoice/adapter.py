@@ -3,7 +3,7 @@
     python app.py train --engine omnivoice --dataset NAME --init k2-fsa/OmniVoice --accept-licence
     python app.py train --engine omnivoice --dataset NAME --init FOLDER      # the hub's files, offline; or a run
 
-Not the package's trainer: the studio's engine (utils/training/engine.py) runs the step, so a fine-tune gets what
+Not the package's trainer: the studio's training loop (utils/training/loop.py) runs the step, so a fine-tune gets what
 every family gets (exact resume, the batch probe and out-of-memory splits, the non-finite guard and the fp16/bf16
 -> fp32 fallback, the EMA scored beside the raw weights, run files, stop requests, torchrun). What is OmniVoice's:
 the codec's tokens of the dataset, extracted once (tokens.py); the package's own sample processor and padding
@@ -28,10 +28,10 @@ from utils.events import StudioError
 from utils.omnivoice.base import full_size
 from utils.omnivoice.about import (BATCH_AUDIO_TOKENS, CLIP_NORM, DROP_CONDITION, FINE_TUNE_LR, LANGUAGE, LICENCE,
                                    MASK_SHARE, PROMPT_SHARE, SAMPLE_RATE, WARMUP_SHARE)
-from utils.training import engine
+from utils.training import loop
 from utils.training import optimization as opt
 from utils.training.config import AUTO, TrainConfig, write_run_config
-from utils.training.engine import LoopSettings, Phase
+from utils.training.loop import LoopSettings, Phase
 from utils.training.position import DataPosition
 from utils.workspace import Workspace, read_json
 
@@ -41,8 +41,8 @@ NOT_FOR_OMNIVOICE = ("fp8", "length_multiple", "effective_batch")
 
 
 def train(cfg: TrainConfig, report=None) -> dict:
-    """Run (or resume) an OmniVoice fine-tune; the engine's result dict (utils.training.engine.train)."""
-    return engine.train(OmniVoiceAdapter(cfg, report), cfg)
+    """Run (or resume) an OmniVoice fine-tune; the loop's result dict (utils.training.loop.train)."""
+    return loop.train(OmniVoiceAdapter(cfg, report), cfg)
 
 
 class OmniVoiceAdapter(DataPosition):
@@ -135,7 +135,7 @@ class OmniVoiceAdapter(DataPosition):
         cfg = self.cfg
         if ctx.resume_from:
             ctx.log(f"resume: continuing from {ctx.resume_from}")
-            return base_of(ctx.resume_from, ckpt.read_config(ctx.resume_from)), None  # the engine loads its state
+            return base_of(ctx.resume_from, ckpt.read_config(ctx.resume_from)), None  # the loop loads its state
         folder = Path(cfg.init) if Path(cfg.init).is_absolute() else self.ws.root / cfg.init
         config = read_json(folder / "config.json", {}) if cfg.init else {}
         if (config or {}).get("engine") == "omnivoice" and "prompt" in config:
@@ -345,7 +345,7 @@ class OmniVoiceAdapter(DataPosition):
         return {**self._voice_config(), "step": step, "train": self.cfg.to_dict(), "resolved": self.machine.values}
 
     def save_checkpoint(self, folder: Path, weights: dict, config: dict, trainer_state: dict | None = None) -> Path:
-        """The engine's checkpoint files and the reference clip (prompt.wav), in one atomic folder: every checkpoint
+        """The loop's checkpoint files and the reference clip (prompt.wav), in one atomic folder: every checkpoint
         speaks and exports as a voice (speech.load_omnivoice, export's VOICE_FILES)."""
         from utils.audio import wav_bytes
         from utils.omnivoice.speech import PROMPT_AUDIO

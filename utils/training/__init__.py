@@ -6,7 +6,7 @@
     model, config = load_checkpoint(result["last_checkpoint"])
 
 The run folder (workspace/runs/RUN/) holds config.json, status.json, train.log, metrics.jsonl,
-events/, checkpoints/step-N/ and samples/step-N/ (see utils/training/engine.py; each family's adapter says the
+events/, checkpoints/step-N/ and samples/step-N/ (see utils/training/loop.py; each family's adapter says the
 rest: utils/matcha/adapter.py for Matcha, utils/f5/adapter.py for F5).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What every text -> mel model shares on the training engine (utils/training/engine.py): Matcha
+"""What every text -> mel model shares on the training loop (utils/training/loop.py): Matcha
 (utils/matcha/adapter.py) and F5-TTS (utils/f5/adapter.py) subclass TextMelAdapter.
 
 It holds the dataset's rows and symbols, the speakers, the frame-budget batches and their data position (what the
@@ -17,14 +17,14 @@ from utils.training.batching import Collate, FrameBatchSampler, make_loader, rou
 from utils.training.config import TrainConfig, write_run_config
 from utils.training.data import (VAL_LOSS_CLIPS, MelDataset, held_out_or_fit, prepare_items, spread,
                                   training_rows)
-from utils.training.engine import LoopSettings
+from utils.training.loop import LoopSettings
 from utils.training.loader import ResilientLoader
 from utils.training.position import DataPosition
 from utils.workspace import Workspace
 
 
 class TextMelAdapter(DataPosition):
-    """What every text -> mel model shares on the engine: the dataset's rows, symbols and speakers, the clips'
+    """What every text -> mel model shares on the loop: the dataset's rows, symbols and speakers, the clips'
     frame counts and log-mels, batches of at most N padded frames and their data position, the batch probe. The
     model's own parts (`build`, `losses`, `evaluate`, its config files) are in the subclasses."""
     kind = "acoustic"

@@ -5,7 +5,7 @@
                                             "features": FeatureConfig, "step": N, "train": TrainConfig, ...}
     checkpoints/step-N/trainer_state.pt    raw weights, optimizers, scaler, EMA, data position, counters
 
-No random generator state is saved: the engine reseeds every rank's stream from (seed, rank, step) at each step,
+No random generator state is saved: the loop reseeds every rank's stream from (seed, rank, step) at each step,
 so a resume on any rank continues the same noise without one.
 
 A folder is written under a temporary name and renamed, so a crash or kill -9 never leaves a half

@@ -8,8 +8,8 @@ an optimisation; a failure of it must cost speed, not a run. So:
   the same call is redone eager. If eager raises too, the model itself is at fault and that error goes on; if eager
   works, compilation was the fault: every guarded part runs eager from then on and `on_failure` is told once (the
   engine logs it, and writes it into config.json's reasons and the run's status). Out-of-memory errors pass through
-  untouched: the engine halves the micro-batch for those. A failure in the backward pass (whose graph Inductor
-  builds at the first backward) is recognised by `is_compile_failure` and handled by the engine the same way.
+  untouched: the loop halves the micro-batch for those. A failure in the backward pass (whose graph Inductor
+  builds at the first backward) is recognised by `is_compile_failure` and handled by the loop the same way.
 - shapes are static (`dynamic=False`): Inductor's symbolic-size code paths, where the crash was, never run. The
   batches' varying sizes are padded to multiples (mel frames to `length_multiple`, tokens to `token_multiple`) so
   that few shapes recur, and the number of graphs is bounded (`MAX_GRAPHS` per part; a shape beyond it runs eager

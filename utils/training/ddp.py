@@ -1,4 +1,4 @@
-"""Data parallelism under torchrun, without the DDP wrapper (the engine averages gradients itself, see
+"""Data parallelism under torchrun, without the DDP wrapper (the loop averages gradients itself, see
 `average_gradients`): torchrun sets RANK / WORLD_SIZE / LOCAL_RANK; one process per GPU (nccl), or gloo on
 CPUs (how the tests run two processes). Only rank 0 writes files."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""What a training error means: out of memory (the engine halves the micro-batch and goes on) or a setting the GPU
-refuses (a sentence on what to change). Shared by the engine, the batch probe and the compile guard."""
+"""What a training error means: out of memory (the loop halves the micro-batch and goes on) or a setting the GPU
+refuses (a sentence on what to change). Shared by the loop, the batch probe and the compile guard."""
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,4 @@
-"""Test faults, injected around an adapter so the engine's loop holds none of them: an out-of-memory above a
+"""Test faults, injected around an adapter so the training loop holds none of them: an out-of-memory above a
 batch size (on some ranks, in some phase), a NaN loss at given steps, a checkpoint that pauses half-written (a
 test kills the trainer there). Set through the TEST HOOK fields of the training configs; a run without them gets
 the adapter itself."""
@@ -17,7 +17,7 @@ PAUSE_S = 10.0  # how long the paused checkpoint stays half-written: ample time 
 def with_faults(adapter, oom_above: int = 0, oom_ranks: list | None = None, nan_steps: list | None = None,
                 pause_step: int = 0, measure: Callable = len, nan_phase: str | None = None,
                 oom_phase: str | None = None):
-    """`adapter`, or a wrapper that injects the faults asked for. `nan_steps` are the engine's 0-based step
+    """`adapter`, or a wrapper that injects the faults asked for. `nan_steps` are the loop's 0-based step
     indices; `measure(batch)` is the size compared with `oom_above`; `nan_phase` and `oom_phase` limit the NaN and
     the out-of-memory to one phase; the checkpoint of step `pause_step` stops for PAUSE_S after its weights."""
     if not (oom_above or nan_steps or pause_step):
@@ -51,7 +51,7 @@ class _Faulty:
                     and (not self.oom_ranks or self.inner.ctx.dist.rank in self.oom_ranks))
 
     def save_checkpoint(self, folder, weights: dict, config: dict, trainer_state: dict | None = None):
-        """The engine's save (utils.training.checkpoint), paused half-written at `pause_step`."""
+        """The loop's save (utils.training.checkpoint), paused half-written at `pause_step`."""
         files = ckpt.checkpoint_files(weights, config, trainer_state)
         if self.pause_step and trainer_state is not None and trainer_state["step"] == self.pause_step:
             files = _pause_after_first(files, PAUSE_S)

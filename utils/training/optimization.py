@@ -325,7 +325,7 @@ def apply_model_settings(model, m: Machine, compile_targets: list = ()) -> None:
     """Put the machine's settings on a model (Matcha, F5), and make the Machine say what really runs: the log and
     config.json never claim a kernel, FP8 or an alignment kernel that did not happen. `compile_targets`: the parts
     of `model` to torch.compile when the machine compiles (its family's, e.g. utils.matcha.settings.compile_targets);
-    none leaves torch.compile to the engine (the trainer compiles its adapter's compile_targets() after its batch
+    none leaves torch.compile to the loop (the trainer compiles its adapter's compile_targets() after its batch
     probe: every probed size would otherwise be a new shape to compile, minutes each)."""
     set_attention_honestly(model, m)  # the SDPA kernel every attention layer runs
     if hasattr(model, "mas_implementation"):  # models with an aligner (Matcha): where alignment search runs
@@ -441,7 +441,7 @@ def faster_rows(optimizer: torch.optim.Optimizer, table: torch.nn.Parameter, fir
 
 def ema_decay_at(step: int, cfg) -> float:
     """The EMA's decay after `step` updates: (1 + step) / (10 + step) until it reaches cfg.ema_decay (`cfg`: a
-    TrainConfig or the engine's LoopSettings). A constant 0.999 from the first step would leave a 2000-step run's
+    TrainConfig or the loop's LoopSettings). A constant 0.999 from the first step would leave a 2000-step run's
     average 13 % random initial weights (0.999^2000)."""
     return min(cfg.ema_decay, (1 + step) / (10 + step))
 

@@ -18,7 +18,7 @@ HEARTBEAT_S = 2.0
 
 class RunFiles:
     def __init__(self, run_dir: Path, enabled: bool = True, tensorboard: bool = True, echo: bool = True):
-        """`echo`: log lines go to stdout too (a caller that prints the engine's events says False)."""
+        """`echo`: log lines go to stdout too (a caller that prints the loop's events says False)."""
         self.dir = Path(run_dir)
         self.enabled = enabled
         self.log = logging.getLogger(f"train.{self.dir.name}.{id(self)}")

@@ -1,4 +1,4 @@
-"""Vocoder GAN training on the shared engine (utils/training/engine.py): fine-tune the public Vocos (or train
+"""Vocoder GAN training on the shared loop (utils/training/loop.py): fine-tune the public Vocos (or train
 from scratch) on a prepared dataset.
 
     python app.py train-vocoder --dataset NAME --run NAME [--init charactr/vocos-mel-24khz | FOLDER]
@@ -11,9 +11,9 @@ loss; generator loss = adv_MPD + 0.1 adv_MRD + fm_MPD + 0.1 fm_MRD + 45 * mel L1
 trains in fp32; on a GPU with bf16 we run the networks' convolutions under bf16 autocast and keep
 the ISTFT head, the STFTs, the mel loss and every loss sum in fp32.
 
-The adapter gives the engine two phases per step (the discriminators' update, then the generator's), the crops
+The adapter gives the loop two phases per step (the discriminators' update, then the generator's), the crops
 of each step (drawn from a generator seeded by (seed, rank, step index), so a resume draws the same crops), the
-losses and the evaluation; the engine does the rest, as for the acoustic model: run files, stop, out-of-memory
+losses and the evaluation; the loop does the rest, as for the acoustic model: run files, stop, out-of-memory
 (the micro-batch halves, the step is kept), the non-finite guard (an update whose gradients are not finite is
 skipped, the learning rate halved; five such steps in a row save and stop), checkpoints (model.safetensors +
 config.json: a loadable vocoder; trainer_state.pt: discriminators, optimizers, position) and torchrun (each
@@ -182,12 +182,12 @@ def cosine_lr(base: float, step: int, total: int) -> float:
 # ----------------------------------------------------------------------------------- train
 def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event | None = None) -> Iterator[Event]:
     """Train and yield progress events; the last one carries the newest checkpoint folder."""
-    from utils.training.engine import Engine
+    from utils.training.loop import TrainingLoop
     from utils.training.faults import with_faults
 
     adapter = with_faults(VocoderAdapter(ws, cfg, stop), cfg.fault_oom_above_batch, cfg.fault_oom_ranks,
                           [s - 1 for s in cfg.fault_nan_steps], measure=len, nan_phase="generator")
-    result = yield from Engine(adapter, echo=False).run()
+    result = yield from TrainingLoop(adapter, echo=False).run()
     if result["state"] == "failed":
         raise StudioError(result["message"])
     folder = Path(result["last_checkpoint"])
@@ -198,7 +198,7 @@ def train_vocoder(ws: Workspace, cfg: VocoderTrainConfig, stop: threading.Event 
 
 
 class VocoderAdapter:
-    """The Vocos GAN for the engine: generator + multi-period and multi-resolution discriminators, two phases."""
+    """The Vocos GAN for the loop: generator + multi-period and multi-resolution discriminators, two phases."""
     kind = "vocoder"
     unit = "crop"
     inference = "generator"
@@ -207,7 +207,7 @@ class VocoderAdapter:
         from models.vocoder import PRESETS
         from utils.training import checkpoint as ckpt
         from utils.training import optimization as opt
-        from utils.training.engine import LoopSettings
+        from utils.training.loop import LoopSettings
 
         if cfg.preset not in PRESETS:
             raise StudioError(f"Unknown vocoder preset {cfg.preset!r}; choose one of {', '.join(PRESETS)}.")
@@ -254,7 +254,7 @@ class VocoderAdapter:
 
         from models.discriminators import MultiPeriodDiscriminator, MultiResolutionDiscriminator
         from models.vocoder import PRESETS, Vocoder
-        from utils.training.engine import Phase
+        from utils.training.loop import Phase
         from utils.vocoder import load_vocoder
 
         cfg, self.ctx = self.cfg, ctx
@@ -337,7 +337,7 @@ class VocoderAdapter:
                                     cfg.mrd_weight, self.ctx.autocast)
 
     def forget_step(self) -> None:
-        """A step ran out of memory: let go of the generator's output and its graph before the engine empties the
+        """A step ran out of memory: let go of the generator's output and its graph before the loop empties the
         CUDA cache (the retry computes them again)."""
         self.cached = None
 
@@ -397,7 +397,7 @@ class VocoderAdapter:
         self.drawn = int(state.get("drawn", 0))
 
     def upgrade_state(self, state: dict, folder: Path) -> dict:
-        """The vocoder trainer before the shared engine saved the discriminators and optimizers at the top level
+        """The vocoder trainer before the shared loop saved the discriminators and optimizers at the top level
         (the generator is the checkpoint's model.safetensors, loaded in `build`)."""
         if "modules" in state:
             return state
@@ -424,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = read_json(Path(args.config)) or {}
     ws = Workspace.open(doc.get("workspace") or Path(args.config).resolve().parents[2])
     cfg = VocoderTrainConfig.from_dict(doc)
-    try:  # Stop in the UI sends SIGTERM: the engine's handler finishes the step and saves
+    try:  # Stop in the UI sends SIGTERM: the loop's handler finishes the step and saves
         for _ in train_vocoder(ws, cfg):
             pass  # every event is already in train.log
     except StudioError as exc:

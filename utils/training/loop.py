@@ -1,4 +1,4 @@
-"""The one training engine: every model (the Matcha acoustic model, the Vocos GAN vocoder) trains here.
+"""The one training loop: every model (the Matcha acoustic model, the Vocos GAN vocoder) trains here.
 
 Reads top to bottom like nanoGPT's train.py: run files and stop requests, the machine (device, precision,
 compile, from utils.hardware via the adapter's Machine), the model the adapter builds, the measured batch
@@ -23,7 +23,7 @@ and best-checkpoint tracking.
 
 What differs lives in an adapter (utils/matcha/adapter.py, utils/f5/adapter.py, utils/mms/adapter.py, utils/vocoder/training.py): how to build the
 model and its data, its optimizers and phases, one micro-batch's losses, how to evaluate, what a checkpoint's
-config.json says. What the engine asks of it, member by member, is the Protocol `TrainingAdapter` in
+config.json says. What the loop asks of it, member by member, is the Protocol `TrainingAdapter` in
 utils/family_contract.py (checked before the run starts); what it asks only of adapters that have it
 (`forget_step`, `save_checkpoint`, the batch probe, ...) is that module's OPTIONAL, read through `optional`.
 Test faults (out of memory, NaN, a save paused half-written) wrap the adapter (utils/training/faults.py);
@@ -57,7 +57,7 @@ GROW_BACK_STEPS = 200  # good steps after an out-of-memory before a halved micro
 STATE_FORMAT = 2       # trainer_state.pt layout (1: the two trainers' own layouts, upgraded by the adapters)
 # saved so that a resume keeps the grow-back timing and the count of non-finite steps in a row
 COUNTERS = ("good_steps", "grow_after", "bad_steps")
-# fp16 that does not train goes on in fp32 (Engine._on_skipped). Below a loss scale of 1 the scaler shrinks the
+# fp16 that does not train goes on in fp32 (TrainingLoop._on_skipped). Below a loss scale of 1 the scaler shrinks the
 # gradients, and they still overflow: fp16's range cannot hold them (and small ones flush to zero)
 FP16_MIN_SCALE = 1.0
 SKIP_WINDOW, SKIP_MIN_SEEN = 20, 8  # after fp16's first update: half of the last 20 steps skipped (8 seen at least)
@@ -65,7 +65,7 @@ SKIP_WINDOW, SKIP_MIN_SEEN = 20, 8  # after fp16's first update: half of the las
 
 @dataclass
 class LoopSettings:
-    """The schedule of a run, in the engine's terms (each adapter maps its own config onto it)."""
+    """The schedule of a run, in the loop's terms (each adapter maps its own config onto it)."""
     max_steps: int
     seed: int = 0
     resume: str = "auto"           # auto | none | a checkpoint folder
@@ -103,7 +103,7 @@ class Phase:
 
 @dataclass
 class Context:
-    """What the engine tells the adapter when it builds."""
+    """What the loop tells the adapter when it builds."""
     device: str
     dist: ddp.Dist
     log: Any
@@ -145,7 +145,7 @@ class StopRequest:
 
 
 def drain(events: Iterator[Event]) -> dict:
-    """Run an engine generator to its end; its return value (the result dict)."""
+    """Run a training loop's generator to its end; its return value (the result dict)."""
     while True:
         try:
             next(events)
@@ -162,7 +162,7 @@ def train(adapter, cfg, nan_phase: str | None = None) -> dict:
     measure = optional(adapter, "padded_frames") or adapter.size
     adapter = with_faults(adapter, cfg.fault_oom_above_frames, cfg.fault_oom_ranks, cfg.fault_nan_steps,
                           cfg.fault_pause_checkpoint_step, measure=measure, nan_phase=nan_phase)
-    return drain(Engine(adapter).run())
+    return drain(TrainingLoop(adapter).run())
 
 
 class SkipWindow:
@@ -189,7 +189,7 @@ class SkipWindow:
         return f"{len(self.skipped)} of the last {seen} steps" if failing else ""
 
 
-class Engine:
+class TrainingLoop:
     def __init__(self, adapter, echo: bool = True):
         check_adapter(adapter)  # a member missing fails now, by name, not hours into a run
         self.a = adapter

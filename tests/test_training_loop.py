@@ -1,4 +1,4 @@
-"""The training engine with a third, minimal model: what an adapter must give, and what the engine guarantees
+"""The training loop with a third, minimal model: what an adapter must give, and what the loop guarantees
 for any model (the acoustic and vocoder suites test the same on the real models, in subprocesses too)."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 
 from utils.jobs import torchrun
 from utils.training import checkpoint as ckpt
-from utils.training.engine import Engine, LoopSettings, Phase, drain
+from utils.training.loop import TrainingLoop, LoopSettings, Phase, drain
 from utils.training.faults import with_faults
 from utils.training.optimization import Machine
 from utils.workspace import read_json, read_jsonl
@@ -23,7 +23,7 @@ TRUE_W = torch.tensor([[2.0, -1.0, 0.5]])
 
 
 class LineAdapter:
-    """y = W x + b fitted to noisy samples of TRUE_W: small enough to check the engine's arithmetic exactly."""
+    """y = W x + b fitted to noisy samples of TRUE_W: small enough to check the loop's arithmetic exactly."""
     kind, unit, inference = "line", "sample", "model"
     oom_advice = "use fewer samples."
 
@@ -109,7 +109,7 @@ class NanLossOnRankOne(LineAdapter):
 
 
 def train(adapter) -> dict:
-    return drain(Engine(adapter, echo=False).run())
+    return drain(TrainingLoop(adapter, echo=False).run())
 
 
 def stop_during(adapter, step: int, stop: threading.Event):
@@ -219,12 +219,12 @@ def test_a_resumed_run_keeps_its_out_of_memory_and_non_finite_counters(tmp_path)
     def line(run_dir: Path, stop: threading.Event | None = None) -> LineAdapter:
         return LineAdapter(run_dir, stop, max_bad_steps=2, checkpoint_every=100)
 
-    straight = Engine(faulty(line(tmp_path / "straight")), echo=False)
+    straight = TrainingLoop(faulty(line(tmp_path / "straight")), echo=False)
     assert drain(straight.run())["state"] == "failed"  # at step 4: steps 2 and 3 were both non-finite
     stop = threading.Event()
-    first = drain(Engine(faulty(stop_during(line(tmp_path / "stopped", stop), 2, stop)), echo=False).run())
+    first = drain(TrainingLoop(faulty(stop_during(line(tmp_path / "stopped", stop), 2, stop)), echo=False).run())
     assert first["state"] == "stopped" and first["step"] == 3
-    resumed = Engine(faulty(line(tmp_path / "stopped")), echo=False)
+    resumed = TrainingLoop(faulty(line(tmp_path / "stopped")), echo=False)
     result = drain(resumed.run())
     assert result["state"] == "failed" and result["step"] == 4 and "2 steps in a row" in result["message"]
     counters = ("step", "split", "good_steps", "grow_after", "bad_steps", "lr_scale")
@@ -236,7 +236,7 @@ def test_a_non_finite_loss_on_one_of_two_processes_skips_the_step_on_both(tmp_pa
     """Rank 1's loss is NaN with finite gradients: the ranks agree on the loss as on the gradients, so both skip
     the update and their weights stay identical (a rank that stepped alone would fail the check at the save)."""
     script = tmp_path / "train_two.py"
-    script.write_text("import sys\nfrom pathlib import Path\nfrom tests.test_engine import NanLossOnRankOne, train\n"
+    script.write_text("import sys\nfrom pathlib import Path\nfrom tests.test_training_loop import NanLossOnRankOne, train\n"
                       "result = train(NanLossOnRankOne(Path(sys.argv[1]), max_steps=4, checkpoint_every=2))\n"
                       "sys.exit(0 if result['state'] == 'finished' else 1)\n")
     cmd = torchrun(2, str(script), str(tmp_path / "run"))
@@ -285,8 +285,8 @@ def test_fp16_that_does_not_train_goes_on_in_fp32_though_its_failures_are_never_
     """Overflows at every other step reset the count of failures in a row (max_bad_steps) at each good step while
     half the steps do nothing; overflows at every step are the scaler's calibration while the scale is 1 or more.
     Either way fp16 is not training: the run goes on in fp32 (said once, kept in its checkpoints) and finishes."""
-    engine = Engine(Fp16Line(tmp_path / "run", overflows, max_steps=24, max_bad_steps=3), echo=False)
-    result = drain(engine.run())
+    trainer = TrainingLoop(Fp16Line(tmp_path / "run", overflows, max_steps=24, max_bad_steps=3), echo=False)
+    result = drain(trainer.run())
     assert result["state"] == "finished" and result["step"] == 24
     log = (tmp_path / "run" / "train.log").read_text()
     assert log.count("continuing in fp32 from the last good weights") == 1 and why in log, log[-3000:]
