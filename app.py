@@ -426,7 +426,7 @@ def cmd_train_vocoder(args) -> None:
 
     ws = Workspace.open(args.workspace)
     check_queue_args(args, "utils.vocoder.training")
-    overrides = {"eval_every": args.eval_every, "save_every": args.eval_every, "precision": args.precision,
+    overrides = {"eval_every": args.eval_every, "checkpoint_every": args.eval_every, "precision": args.precision,
                  "resume": "auto" if args.resume == "auto" else None}
     if args.batch_size:
         overrides["batch_size"] = args.batch_size

@@ -30,7 +30,7 @@ def train(ws, dataset: str, precision: str, args) -> dict:
 
     cfg = VocoderTrainConfig(dataset=dataset, run=f"voc-{precision}", preset=args.preset, max_steps=args.steps,
                              batch_size=args.batch, segment=args.segment, eval_every=args.steps // 2,
-                             save_every=0, log_every=10, val_clips=4, mcd_clips=2, precision=precision)
+                             checkpoint_every=0, log_every=10, val_clips=4, mcd_clips=2, precision=precision)
     start = time.perf_counter()
     run_to_end(train_vocoder(ws, cfg))
     wall = time.perf_counter() - start

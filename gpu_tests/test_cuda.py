@@ -158,7 +158,7 @@ def test_vocoder_trains_on_the_gpu(corpus):
     from utils.vocoder.training import VocoderTrainConfig, prepare_vocoder_run, train_vocoder
 
     cfg = VocoderTrainConfig(dataset="bench", run="voc", max_steps=6, batch_size=4, log_every=2, eval_every=6,
-                             save_every=6, val_clips=2, mcd_clips=0, device="auto")
+                             checkpoint_every=6, val_clips=2, mcd_clips=0, device="auto")
     prepare_vocoder_run(corpus, cfg)
     events = list(train_vocoder(corpus, cfg))
     text = "\n".join(str(getattr(e, "message", e)) for e in events)

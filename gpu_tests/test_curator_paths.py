@@ -92,7 +92,7 @@ def test_the_t4_path_trains_the_vocoder_in_fp32(corpus, forced_t4):
     from utils.vocoder.training import VocoderTrainConfig, prepare_vocoder_run, train_vocoder
 
     cfg = VocoderTrainConfig(dataset="bench", run="t4-voc", max_steps=4, batch_size=4, log_every=2, eval_every=4,
-                             save_every=4, val_clips=1, mcd_clips=0, device="auto")
+                             checkpoint_every=4, val_clips=1, mcd_clips=0, device="auto")
     prepare_vocoder_run(corpus, cfg)
     text = "\n".join(str(getattr(e, "message", e)) for e in train_vocoder(corpus, cfg))
     assert "no bf16 tensor cores" in text and "cuda" in text, text[-2000:]

@@ -155,7 +155,7 @@ def test_a_vocoder_trains_as_a_job_from_the_training_tab_and_resumes_with_its_ow
     row = {r["run"]: r for r in views.run_table(ws)}[name]
     assert row["preset"] == "vocoder (tiny)" and row["dataset"] == "am"
     assert any(v.startswith(f"runs/{name}/checkpoints/step-2") for v in inference.list_vocoders(ws))
-    assert "batch_size" in json.loads((ws.run_dir(name) / "config.json").read_text())["reasons"]
+    assert "batch_size" in json.loads((ws.run_dir(name) / "config.json").read_text())["train"]["reasons"]
     control.resume_training(ws, name)  # the vocoder trainer again, continuing its checkpoint (already at the end)
     wait(lambda: state(ws, name).get("state") in jobs.FINAL and "resume: continuing from" in views.view(ws, name).log,
          "the vocoder run to resume", 300)

@@ -196,7 +196,7 @@ def make_dataset(ws: Workspace, name: str = "speech", n: int = 3) -> None:
 
 def tiny_config(**kw) -> VocoderTrainConfig:
     base = dict(dataset="speech", run="voc", preset="tiny", max_steps=2, batch_size=2, segment=4096,
-                log_every=1, eval_every=0, save_every=0, mcd_clips=1, val_clips=1, device="cpu")
+                log_every=1, eval_every=0, checkpoint_every=0, mcd_clips=1, val_clips=1, device="cpu")
     return VocoderTrainConfig(**{**base, **kw})
 
 
@@ -246,10 +246,25 @@ def test_vocoder_precision_is_fp32_on_a_cpu_unless_asked_and_fp16_is_refused(tmp
     ws = Workspace.open(tmp_path / "ws")
     make_dataset(ws, n=2)
     run_to_end(train_vocoder(ws, tiny_config(max_steps=1)))
-    assert read_json(ws.run_dir("voc") / "config.json")["precision"] == "fp32"
+    assert read_json(ws.run_dir("voc") / "config.json")["train"]["precision"] == "fp32"  # laid out as an acoustic run's
     assert "fp32: no GPU here" in (ws.run_dir("voc") / "train.log").read_text()
     with pytest.raises(StudioError, match="'fp16' is not one of auto, bf16, fp32"):
         run_to_end(train_vocoder(ws, tiny_config(run="half", precision="fp16")))
+
+
+def test_a_vocoder_config_reads_as_an_acoustic_runs_and_an_older_flat_one_still_loads(tmp_path):
+    """config.json keeps the settings under "train" (as an acoustic run's); a run written before had them at the top
+    with save_every; a name the trainer does not know is refused, not dropped."""
+    ws = Workspace.open(tmp_path / "ws")
+    cfg = tiny_config(checkpoint_every=7)
+    doc = read_json(prepare_vocoder_run(ws, cfg))
+    assert doc["kind"] == "vocoder" and doc["train"]["checkpoint_every"] == 7
+    assert VocoderTrainConfig.from_dict(doc) == cfg
+    older = {"kind": "vocoder", "workspace": str(ws.root), **{k: v for k, v in cfg.to_dict().items()
+                                                              if k != "checkpoint_every"}, "save_every": 7}
+    assert VocoderTrainConfig.from_dict(older) == cfg
+    with pytest.raises(StudioError, match="unknown vocoder training settings: batch_sise"):
+        VocoderTrainConfig.from_dict({**doc["train"], "batch_sise": 8})
 
 
 def test_fine_tuning_starts_from_the_given_weights_and_a_stop_before_the_first_step_saves(tmp_path):
@@ -265,7 +280,7 @@ def test_fine_tuning_starts_from_the_given_weights_and_a_stop_before_the_first_s
     ckpt = run / "checkpoints" / "step-0"
     assert (ckpt / "trainer_state.pt").exists()
     assert read_json(run / "status.json")["state"] == "stopped"
-    assert read_json(run / "config.json")["lr"] == 1e-4
+    assert read_json(run / "config.json")["train"]["lr"] == 1e-4
     for key, value in load_vocoder(init).state_dict().items():
         assert torch.equal(load_vocoder(ckpt).state_dict()[key], value)
 
@@ -275,7 +290,7 @@ def test_two_cpu_processes_with_gloo_train_one_vocoder_in_lock_step(tmp_path):
     stay identical (the trainer compares a weight checksum across ranks at every save)."""
     ws = Workspace.open(tmp_path / "ws")
     make_dataset(ws, n=3)
-    config = prepare_vocoder_run(ws, tiny_config(max_steps=4, eval_every=2, save_every=2, log_every=1))
+    config = prepare_vocoder_run(ws, tiny_config(max_steps=4, eval_every=2, checkpoint_every=2, log_every=1))
     cmd = torchrun(2, "-m", "utils.vocoder.training", "--config", str(config))
     proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
                           text=True, timeout=300)
@@ -385,7 +400,7 @@ def test_a_checkpoint_written_before_the_shared_engine_resumes_onto_the_same_wei
     Such a run resumes through `upgrade_state` and ends on the weights of a run that never stopped."""
     ws = Workspace.open(tmp_path / "ws")
     make_dataset(ws, n=2)
-    settings = dict(max_steps=3, save_every=2, lr=5e-4, mcd_clips=0)  # lr: a resumed run would pick 1e-4
+    settings = dict(max_steps=3, checkpoint_every=2, lr=5e-4, mcd_clips=0)  # lr: a resumed run would pick 1e-4
     run_to_end(train_vocoder(ws, tiny_config(run="straight", **settings)))
     straight = ws.run_dir("straight") / "checkpoints"
     new = load_trainer_state(straight / "step-2")

@@ -176,7 +176,7 @@ def run_table(ws: Workspace) -> list[dict]:
         doc = read_json(ws.run_dir(r["name"]) / "config.json", {}) or {}
         if is_check_run(ws.run_dir(r["name"]), doc):
             continue
-        config = doc if doc.get("kind") == "vocoder" else doc.get("train", {})
+        config = doc.get("train") or doc  # a vocoder run written before its settings moved under "train": flat
         preset = f"vocoder ({config.get('preset', '')})" if doc.get("kind") == "vocoder" else config.get("preset", "")
         if doc.get("kind") != "vocoder" and config.get("engine") in families.names() \
                 and not families.get(config["engine"]).HAS_SIZES:
@@ -226,7 +226,7 @@ def state_line(ws: Workspace, name: str) -> str:
     if not run_dir.exists():
         return f"Run **{name}** is gone."
     s, doc = reconcile(run_dir), read_json(run_dir / "config.json", {}) or {}
-    config = doc.get("train") or doc  # an acoustic run's config nests its settings, a vocoder run's does not
+    config = doc.get("train") or doc  # its settings (a vocoder run's written before they moved under "train": flat)
     state = s.get("state", "unknown")
     line = f"{'Vocoder run' if doc.get('kind') == 'vocoder' else 'Run'} **{name}** ({config.get('max_steps')} steps) "
     line += STATE_WORDS.get(state, state)
@@ -253,7 +253,7 @@ def last_choices(ws: Workspace) -> dict:
             continue
         doc = read_json(ws.run_dir(r["run"]) / "config.json", {}) or {}
         kind = "vocoder" if doc.get("kind") == "vocoder" else "train"
-        config = doc if kind == "vocoder" else doc.get("train")
+        config = doc.get("train") or (doc if kind == "vocoder" else None)
         if config and kind not in found:
             status = read_json(ws.run_dir(r["run"]) / "status.json", {}) or {}
             found[kind] = {**config, "all_gpus": (status.get("nproc") or 1) > 1,

@@ -61,7 +61,7 @@ class VocoderTrainConfig:
     mrd_channels: int | None = None   # None: from the preset
     log_every: int = 10
     eval_every: int = 500
-    save_every: int = 500
+    checkpoint_every: int = 500       # steps between checkpoints (the acoustic TrainConfig's name too)
     keep_checkpoints: int = 3         # newest N kept, plus the best by validation MCD
     val_clips: int = 4                # validation clips scored with the log-mel proxy
     mcd_clips: int = 2                # of those, clips also scored with the WORLD MCD (slower)
@@ -80,7 +80,14 @@ class VocoderTrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "VocoderTrainConfig":
-        d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        """From a vocoder run's config.json (its settings under "train", as an acoustic run's; at the top, beside
+        "kind" and "workspace", in a run written before) or a dict of settings. A name it does not know is refused,
+        as TrainConfig refuses one; `save_every`, the older name of checkpoint_every, is read as it."""
+        d = {k: v for k, v in (d.get("train") or d).items() if k not in ("kind", "workspace")}
+        if "save_every" in d:
+            d.setdefault("checkpoint_every", d.pop("save_every"))
+        if unknown := sorted(set(d) - set(cls.__dataclass_fields__)):
+            raise StudioError(f"unknown vocoder training settings: {', '.join(unknown)}")
         for key in ("betas", "mpd_channels"):
             if d.get(key) is not None:
                 d[key] = tuple(d[key])
@@ -223,7 +230,7 @@ class VocoderAdapter:
         self._decide(resuming)
         self.settings = LoopSettings(
             max_steps=cfg.max_steps, seed=cfg.seed, resume=cfg.resume or "none", log_every=cfg.log_every,
-            eval_every=cfg.eval_every, checkpoint_every=cfg.save_every, keep_checkpoints=cfg.keep_checkpoints,
+            eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every, keep_checkpoints=cfg.keep_checkpoints,
             max_bad_steps=cfg.max_bad_steps, eval_at_start=bool(cfg.eval_every), save_untrained=True)
         self.drawn = 0  # batches of crops drawn so far (each batch's crops are seeded by its index)
 
@@ -381,8 +388,7 @@ class VocoderAdapter:
                 *(f"{name:16} {reason}" for name, reason in cfg.reasons.items())]
 
     def write_run_config(self) -> None:
-        atomic_write_json(self.run_dir / "config.json", {"kind": "vocoder", "workspace": str(self.ws.root),
-                                                         **self.cfg.to_dict()})
+        write_vocoder_config(self.ws, self.cfg)
 
     def checkpoint_config(self, step: int) -> dict:
         from utils.vocoder import vocoder_config_dict
@@ -411,9 +417,14 @@ class VocoderAdapter:
 # --------------------------------------------------------------------- job-service entry
 def prepare_vocoder_run(ws: Workspace, cfg: VocoderTrainConfig) -> Path:
     """Write runs/<run>/config.json for `utils.jobs.start(..., trainer_module="utils.vocoder.training")`."""
+    return write_vocoder_config(ws, cfg)
+
+
+def write_vocoder_config(ws: Workspace, cfg: VocoderTrainConfig) -> Path:
+    """runs/<run>/config.json of a vocoder run, laid out as an acoustic run's: its settings under "train"."""
     path = ws.run_dir(cfg.run) / "config.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(path, {"kind": "vocoder", "workspace": str(ws.root), **cfg.to_dict()})
+    atomic_write_json(path, {"kind": "vocoder", "workspace": str(ws.root), "train": cfg.to_dict()})
     return path
 
 
