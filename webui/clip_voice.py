@@ -17,9 +17,9 @@ TITLE = "OmniVoice: a voice from one clip (no training)"
 FROM_ROW, FROM_FILE = "A row of a dataset", "An audio file"
 INTRO = (f"Pick one clip of {about.GOOD_PROMPT_SECONDS[0]:g}-{about.GOOD_PROMPT_SECONDS[1]:g} s where one person "
          "speaks clearly, and exactly what is said in it: OmniVoice then speaks any Amharic text in that voice, with "
-         f"no training. Its base is downloaded once (about {about.SIZE_MB / 1000:.1f} GB). On a GPU it speaks in "
-         "half precision; on a CPU it is slow: about 8 s of computing a second of speech on 2 cores at 8 decoding "
-         "steps (the CPU default), so try short sentences there.")
+         f"no training. Its base is downloaded once (about {about.SIZE_MB / 1000:.1f} GB). A GPU speaks in "
+         "seconds; a CPU is slow: about 8 s of computing for each second of speech on 2 cores, at 8 passes over "
+         "the sentence (the CPU default; a GPU makes 32, cleaner), so try short sentences there.")
 LICENCES = (f"**Licences of the OmniVoice base.** {about.BASE_LICENCE}.\n\n{about.CODEC_LICENCE}.\n\n"
             "A voice made here carries both licences in its folder (LICENSE.txt).")
 

@@ -21,8 +21,8 @@ HAS_SIZES = False
 OPTIONS = declare(NAME, prompt=PROMPT())  # its own training settings (utils/family_options.py)
 ONNX = False
 VOICE_FILES = ("prompt.wav",)  # what a voice folder carries besides its weights and config (export copies them)
-STEPS_HELP = ("decoding steps: more is cleaner and slower; 32 is OmniVoice's own default on a GPU, 8 here on a CPU "
-              "(about 8 s of computing a second of speech on 2 cores at 8 steps, 4 times that at 32)")
+STEPS_HELP = ("passes over the sentence: more is cleaner and slower; 32 is OmniVoice's own default on a GPU, 8 here "
+              "on a CPU (about 8 s of computing a second of speech on 2 cores at 8, 4 times that at 32)")
 DICTIONARY_NOTE = ("OmniVoice reads the Ethiopic letters as written: the pronunciation dictionary's phonemes do not "
                    "reach it (numbers and abbreviations are still spelled out)")
 BASE_UPLOAD = ""           # 3.3 GB is not taken through the browser: the offline remedy names the folder
