@@ -285,7 +285,7 @@ def test_held_out_mcd_that_stops_improving_is_called_overfitting_and_stop_ends_t
 def test_a_halved_micro_batch_grows_back_after_a_stretch_of_good_steps(corpus, monkeypatch):
     from utils.training import loop
 
-    monkeypatch.setattr(engine, "GROW_BACK_STEPS", 4)  # 4 good steps after the first out-of-memory, then 8
+    monkeypatch.setattr(loop, "GROW_BACK_STEPS", 4)  # 4 good steps after the first out-of-memory, then 8
     rows = [r for r in load_manifest(corpus, "am") if r["split"] == "train"]
     longest = -(-max(int(r["duration"] * MODEL_SAMPLE_RATE) // 256 + 1 for r in rows) // 4) * 4
     result = run(prepare_run(tiny_config(corpus, "regrow", max_steps=13, max_frames_per_batch=4 * longest,
