@@ -34,8 +34,7 @@ def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str 
         raise StudioError(f"There is no prepared dataset called {dataset!r}; prepare it on the Dataset tab.")
     # the saved settings serve every family: from_dict keeps those of a family's own (mas...) that this one takes
     values = {**saved_settings(ws), **(overrides or {})}
-    family = families.get(engine)
-    init = init or family.default_init(preset)  # the family's start: from zero, or its base
+    init = init or families.get(engine).default_init(preset)  # the family's start: from zero, or its base
     values.update(workspace=str(ws.root), dataset=dataset, preset=preset, run=run.strip(), engine=engine,
                   init=init)  # paths are checked by the family's prepare
     if finetune_mode != "full":  # a mode is Matcha's own setting: another family refuses it by name

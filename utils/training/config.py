@@ -139,7 +139,8 @@ class TrainConfig:
         settings, which serve every family): it is the family's when the family takes it, else left out; given both
         ways, the one by name at the top wins (a config's to_dict() with one setting changed)."""
         known = {f.name for f in fields(cls)}
-        loose = {k: d[k] for k in set(d) - known if k in every_option()}
+        own_settings = every_option()
+        loose = {k: d[k] for k in set(d) - known if k in own_settings}
         unknown = sorted(set(d) - known - set(loose))
         if unknown:
             raise StudioError(f"unknown training settings: {', '.join(unknown)}")
@@ -177,14 +178,14 @@ def choices_of(f) -> list | None:
 def config_from_cli(values: dict, workspace) -> TrainConfig:
     """argparse values -> TrainConfig (numbers given for "auto" fields become ints). A family's own setting goes into
     `options` when it differs from its default, so one the family does not take is refused by name."""
-    kw, options = {"workspace": str(workspace)}, {}
+    kw, options, own_settings = {"workspace": str(workspace)}, {}, every_option()
     for name, default, _, _ in cli_fields():
         v = values.get(name, default)
         if v is None:
             v = default
         if isinstance(v, str) and v.isdigit() and name not in ("run", "dataset", "init", "resume", "prompt"):
             v = int(v)
-        if name in every_option():
+        if name in own_settings:
             options.update({name: v} if v != default else {})
         else:
             kw[name] = v

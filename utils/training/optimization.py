@@ -283,9 +283,7 @@ def _resolve_mas(asked: str, m: Machine, on_gpu: bool) -> None:
     """Where the monotonic alignment search runs, for a family that takes `mas` (Matcha, MMS)."""
     import importlib.util
 
-    if asked != AUTO:
-        if asked not in ("triton", "cython", "torch"):
-            raise StudioError(f"mas must be triton, cython, torch or auto, not {asked!r}.")
+    if asked != AUTO:  # one of MAS()'s choices: TrainConfig refused any other when it was made
         if asked == "triton" and not on_gpu:
             raise StudioError("mas triton runs on a CUDA GPU; use cython (or auto) on this machine.")
         m.set("mas", asked, "set by the user")
