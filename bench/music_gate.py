@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 import common  # noqa: F401,E402  (bench/common.py; puts the repository root on sys.path)
-from tests.helpers import espeak_amharic, sentences  # noqa: E402
+from tests.helpers import sentences  # noqa: E402
 from utils.audio import load_audio  # noqa: E402
 from utils.separation.evaluation import mix_at_snr, synth_music  # noqa: E402
 from utils.separation.gate import THRESHOLD, music_score  # noqa: E402

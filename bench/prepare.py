@@ -121,8 +121,8 @@ def main() -> None:
             "worker_cpu_s": {k: round(v, 1) for k, v in steps.items()},
             "summary": result,
         }
-        print(f"\n| clips | audio h | workers | device | wall s | h / wall min | decode-only floor s |")
-        print(f"|---|---|---|---|---|---|---|")
+        print("\n| clips | audio h | workers | device | wall s | h / wall min | decode-only floor s |")
+        print("|---|---|---|---|---|---|---|")
         print(f"| {n} | {seconds / 3600:.2f} | {args.workers} | {device} {gpu} | {wall:.1f} | "
               f"{report['hours_per_wall_minute']} | {floor:.1f} |")
         print("\nstage wall seconds: " + ", ".join(f"{k} {v}" for k, v in report["stages_wall_s"].items()))

@@ -28,7 +28,7 @@ GUIDE = "testing the family seam"
 LICENCE = SHORT_LICENCE = DICTIONARY_NOTE = BASE_UPLOAD = ""
 SAMPLE_RATE, SAMPLE_STEPS, STEPS_HELP = 24_000, 2, "steps of the flow decoder"
 USES_STEPS = USES_TEMPERATURE = USES_VOCODER = HAS_SIZES = True
-ASKS_LICENCE = ASKS_PROMPT = ONNX = False
+ASKS_LICENCE = ONNX = False
 
 
 def export(folder, vocoder, steps):
@@ -62,7 +62,7 @@ def test_a_family_that_lacks_a_member_is_refused_by_name_when_it_registers(tmp_p
     with pytest.raises(StudioError, match="no_tokenizer_family.*: tokenizer\\.$"):
         families.get("no_tokenizer_family")
     # a family that asks for its base's licence answers what the licence box and the base box say
-    register(tmp_path, monkeypatch, "licensed_family", ECHO.replace("ASKS_LICENCE = ASKS_PROMPT", "ASKS_PROMPT")
+    register(tmp_path, monkeypatch, "licensed_family", ECHO.replace("ASKS_LICENCE = ONNX", "ONNX")
              + "ASKS_LICENCE = True\n")
     with pytest.raises(StudioError, match="licensed_family.*: BASE_HELP, SIZE_MB\\.$"):
         families.get("licensed_family")

@@ -31,7 +31,6 @@ class Family(Protocol):
     USES_TEMPERATURE: bool    # the temperature box means something to it
     USES_VOCODER: bool        # it makes mels (a vocoder or Griffin-Lim makes the sound); False: its speech is "wave"
     ASKS_LICENCE: bool        # its base's licence needs the curator's yes (then BASE_HELP and SIZE_MB too)
-    ASKS_PROMPT: bool         # its voices speak in the voice of a reference clip of the dataset
     HAS_SIZES: bool           # the preset (tiny, small, base) is a choice; False: its size is its base's
     ONNX: bool                # export(...) can write ONNX files
     OPTIONS: type             # a dataclass of its own training settings (utils/family_options.py), each with its help

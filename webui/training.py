@@ -79,8 +79,8 @@ def _curves(label: str, elem_id: str, points: bool = False, **kw) -> gr.LinePlot
     No fixed height: the plot's own height leaves room for the legend, which a fixed one cuts off. No fixed
     colours either: a curve missing from a colour map (a vocoder run's loss_mel) would be drawn in none.
     `points`: one marker a value, for what is measured at evaluations only (a line through one point draws
-    nothing, so the first evaluation would not show). Axis labels are plain numbers ("~g": 50, not the
-    '50.000000' an axis spanning one value gets by default)."""
+    nothing, so the first evaluation would not show; its ranges get a margin: points_axes). Axis labels are
+    plain numbers ("~g": 50, not the '50.000000' an axis spanning one value gets by default)."""
     plot = gr.ScatterPlot if points else gr.LinePlot
     return plot(x="step", y="value", color="series", color_title="", label=label, elem_id=elem_id,
                 x_axis_format="~g", y_axis_format="~g", **kw)
@@ -105,6 +105,7 @@ def run_list_frame(ctx: AppContext) -> pd.DataFrame:
 
 
 PLOTS = {"loss": LOSS, "quality": QUALITY, "lr": LR, "speed": SPEED, "memory": MEMORY, "cer": CER}
+POINTS = ("quality", "cer")  # measured at evaluations only: drawn as points (_curves), over points_axes
 PLOTS_EVERY_S = 5.0  # curves are redrawn at most this often per browser; the log and summary at each poll
 LIVE_S = (1.0, 10.0)  # the live panel's poll interval in seconds, shortest and longest (next_interval)
 RARE_S = 10.0  # what other tabs change (the pickers' choices, the vocoder and recognizer lines): re-read this often
@@ -181,18 +182,31 @@ def panel(ctx: AppContext, name: str | None, held: dict, fresh: bool = False) ->
     return out
 
 
+def points_axes(frame: pd.DataFrame) -> dict:
+    """The ranges a plot of evaluations shows: steps from 0, as the loss curves', to a tenth past the last
+    evaluation, and values a tenth of their spread beyond the lowest and the highest (a twentieth of the value when
+    there is one). Fitted to the points alone, two evaluations sit on the plot's edges, half drawn, and the best
+    one, the lowest, on its bottom edge. Never below 0 for what cannot be (an MCD, an error rate)."""
+    low, high = float(frame["value"].min()), float(frame["value"].max())
+    margin = 0.1 * (high - low) or 0.05 * abs(high) or 1.0
+    bottom = max(low - margin, 0.0) if low >= 0 else low - margin
+    return {"x_lim": [0.0, 1.1 * float(frame["step"].max())], "y_lim": [bottom, high + margin]}
+
+
 def _changed_plots(v: views.RunView, held: dict) -> dict:
     """{plot index: what to send} for the plots whose curves changed since this browser drew them (a loss plot at
     each new metrics row, the MCD plot only at evaluations); the others are left as drawn."""
-    frames = [_frame(r) for r in v.plots(PLOTS).values()]
+    frames = {name: _frame(r) for name, r in v.plots(PLOTS).items()}
     drawn = held.setdefault("drawn", [["?"]] * len(frames))  # unknown: empty the boxes first
     marks = held.setdefault("marks", [None] * len(frames))
     sent = {}
-    for i, frame in enumerate(frames):
+    for i, (name, frame) in enumerate(frames.items()):
         mark = (len(frame), tuple(frame.iloc[-1]) if len(frame) else None)
         if mark == marks[i]:
             continue
         sent[i], drawn[i] = _plot(frame, drawn[i])
+        if name in POINTS and sent[i] is not None:
+            sent[i] = gr.update(value=frame, **points_axes(frame))
         marks[i] = mark if drawn[i] is not None or not len(frame) else None  # emptied: sent again next time
     return sent
 
@@ -214,7 +228,7 @@ def engine_controls(engine: str | None) -> tuple:
                          placeholder=family.default_init("base"))
     prompt = (gr.update(visible=True, label=f"{family.TITLE} reference clip (a row id of the dataset)",
                         info=f"a {family.TITLE} voice speaks in the voice of this clip: pick a clean 5-10 s one")
-              if family.ASKS_PROMPT else gr.update(visible=False))
+              if "prompt" in names_of(family) else gr.update(visible=False))
     start_from = gr.update(visible=False, value=SCRATCH) if family.ASKS_LICENCE else gr.update(visible=True)
     return licence, prompt, gr.update(visible=family.HAS_SIZES), mode, base, start_from
 

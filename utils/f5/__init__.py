@@ -14,7 +14,6 @@ USES_STEPS = True          # steps of its flow sampler
 USES_TEMPERATURE = False   # its starting noise is always unit: the Inference tab hides the setting
 USES_VOCODER = True        # it makes mels: a vocoder (or Griffin-Lim) makes the sound
 ASKS_LICENCE = True        # the base's weights are CC-BY-NC: the curator says yes before the download
-ASKS_PROMPT = True         # a voice speaks in the voice of its reference clip
 HAS_SIZES = False          # the base's size, not a choice (the tiny random F5 is a CLI smoke test)
 OPTIONS = declare(NAME, prompt=PROMPT(), frontend=FRONTEND(("phoneme", "char")))  # its own settings
 ONNX = False

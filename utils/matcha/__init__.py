@@ -17,7 +17,6 @@ USES_STEPS = True          # Euler steps of its flow decoder
 USES_TEMPERATURE = True
 USES_VOCODER = True        # it makes mels: a vocoder (or Griffin-Lim) makes the sound
 ASKS_LICENCE = False
-ASKS_PROMPT = False
 HAS_SIZES = True           # tiny, small, base
 ONNX = True
 STEPS_HELP = "more: cleaner speech, made more slowly; 4-10 is usual (ODE steps of the flow decoder)"

@@ -17,7 +17,6 @@ USES_STEPS = False         # the Inference tab hides the steps slider
 USES_TEMPERATURE = True    # the prior's noise scale (VITS's noise_scale, 0.667 by default)
 USES_VOCODER = False       # its own HiFi-GAN decoder makes the waveform: no vocoder is loaded, exported or asked for
 ASKS_LICENCE = True        # Meta's weights are CC-BY-NC: the curator says yes before the download
-ASKS_PROMPT = False
 HAS_SIZES = False          # the base's size
 OPTIONS = declare(NAME, mas=MAS())  # its own training settings (utils/family_options.py): its aligner
 ONNX = True               # voice.onnx: one graph from ids to the waveform

@@ -16,7 +16,6 @@ USES_STEPS = True
 USES_TEMPERATURE = False   # the package's sampling temperatures are kept as published
 USES_VOCODER = False       # its codec makes the waveform
 ASKS_LICENCE = True        # CC-BY-NC weights and Boson's codec licence: the curator says yes before the download
-ASKS_PROMPT = True         # it speaks in the voice of a reference clip and its transcript
 HAS_SIZES = False
 OPTIONS = declare(NAME, prompt=PROMPT())  # its own training settings (utils/family_options.py)
 ONNX = False
