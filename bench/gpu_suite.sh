@@ -7,15 +7,17 @@
 #   device.run(carry=[".gpu"], command="bash bench/gpu_suite.sh $OUT all", timeout_s=590)
 #
 # `all` runs three lanes side by side, each in its own process session and TMPDIR, under one deadline (DEADLINE
-# seconds from this script's start, default 500: each step is cut to end 5 s before it, what still runs then is
-# stopped, and the call ends about 10 s after it):
-#   A  the `paths` phase: every curator path on cuda (gpu_tests/test_curator_paths.py)
-#   B  the `tests` phase: every other gpu_tests/test_*.py (test_cuda.py and whatever else is there)
-#   C  the F5 step beside the reference f5-tts (`f5`: bf16 at 38400 frames, fp32 at 19200) while A and B still speak
-#      their corpus (CPU work: the GPU is quiet), then, once A and B are done or only LATE_RESERVE s are left
-#      (default 100), inference, the MMS step, the OmniVoice step and the optimization ladder (`late`), each only if
-#      MIN_STEP s are left
-#      (default 45) and cut to what is left.
+# seconds from this script's start, default 560: each step is cut to end 5 s before it, what still runs then is
+# stopped, and the call ends about 15 s after it, inside the call's 590):
+#   A  the `paths` phase: every curator path on cuda (gpu_tests/test_curator_paths.py; 480 s on the first H100 run)
+#   B  the `tests` phase: the gpu_tests files that take long (test_cuda.py, whatever else is not in QUICK_TESTS)
+#   C  the `quick` phase (QUICK_TESTS: the short gpu_tests files, those never run on a GPU first), the F5 step beside
+#      the reference f5-tts (`f5`: bf16 at 38400 frames), the ladder's eager rows (`ladder`: fp32, TF32, bf16:
+#      what bf16 buys, side by side in one process), then, once A and B are done or only LATE_RESERVE s are left
+#      (default 200), the MMS step, the OmniVoice step and speech, the ladder's compiled rows and inference (`late`),
+#      each only if MIN_STEP s are left (default 45) and cut to what is left.
+# Lane C's timings share the card with A and B (the summary says when): compare its rows with each other, not with
+# another call's.
 # A lane's step stopped by its own time limit, or a lane stopped by the deadline, touches no other lane. OUT_DIR then
 # holds two files (a device call hands back at most 8): suite.tgz (every log, the benches' JSON/PNG, and each
 # training run's train.log, metrics.jsonl, config.json and status.json from the runs/ under the lanes' TMPDIRs) and
@@ -23,9 +25,11 @@
 #
 # One phase per call, the older way (a phase's limit is its steps' limits together):
 #   bash bench/gpu_suite.sh OUT_DIR paths      # every curator path on cuda (gpu_tests/test_curator_paths.py, <= 9 min)
-#   bash bench/gpu_suite.sh OUT_DIR tests      # the other gpu_tests files (test_cuda.py, ...; <= 9 min)
-#   bash bench/gpu_suite.sh OUT_DIR f5         # F5-TTS v1 Base step beside the reference's, bf16 and fp32 (<= 5 min)
-#   bash bench/gpu_suite.sh OUT_DIR late       # inference, MMS step, the optimization ladder (`all`'s lane C, <= 9 min)
+#   bash bench/gpu_suite.sh OUT_DIR tests      # the other gpu_tests files but QUICK_TESTS (test_cuda.py; <= 9 min)
+#   bash bench/gpu_suite.sh OUT_DIR quick      # QUICK_TESTS (bf16, fp16, OmniVoice; <= 4 min)
+#   bash bench/gpu_suite.sh OUT_DIR f5         # F5-TTS v1 Base step beside the reference's, bf16 (<= 3 min)
+#   bash bench/gpu_suite.sh OUT_DIR ladder     # the optimization ladder's eager rows: fp32, TF32, bf16 (<= 3 min)
+#   bash bench/gpu_suite.sh OUT_DIR late       # MMS step, OmniVoice, the ladder's compiled rows, inference (<= 9 min)
 #   bash bench/gpu_suite.sh OUT_DIR train      # the optimization ladder (<= 9 min: three rows compile the model)
 #   bash bench/gpu_suite.sh OUT_DIR rest       # batch sweep, profile, inference, vocoder (<= 7 min)
 #   bash bench/gpu_suite.sh OUT_DIR quality    # data loading, time to quality (<= 6 min, and <= 4 to speak the corpus)
@@ -38,7 +42,8 @@
 # instead of speaking one. Every step has its own time limit, so one hang costs one step, not the lease.
 # A short lease (less than 10 minutes of device time left): choose what must be seen first, side by side as usual:
 #   SUITE_PATHS / SUITE_TESTS  lane A's / lane B's test files or node ids (gpu_tests/test_cuda.py::test_..., ...)
-#   SUITE_SKIP                 step names not to run (f5_fp32 inference ...); LADDER_ROWS  the ladder's rows (fp32,bf16)
+#   QUICK_TESTS                lane C's test files (default: test_omnivoice.py test_fp16.py test_bf16.py)
+#   SUITE_SKIP                 step names not to run (f5_bf16 inference ...); LADDER_ROWS  the late ladder's rows
 #   DEADLINE, LATE_RESERVE     e.g. DEADLINE=380 LATE_RESERVE=380: lane C's late steps start at once, beside A and B
 # For the CPU test of `all`'s plumbing (tests/test_gpu_carry.py): PYTHON (the interpreter every step runs),
 # STUDIO_GPU_CARRY (default .gpu) and STUDIO_GPU_SITE (where it is installed, default /tmp/studio-site).
@@ -54,6 +59,8 @@ py=${PYTHON:-python3}  # a borrowed machine's python3 is the one with torch; it 
 carry=${STUDIO_GPU_CARRY:-.gpu}
 site=${STUDIO_GPU_SITE:-/tmp/studio-site}
 MIN_STEP=${MIN_STEP:-45}
+# lane C's gpu_tests: short, and those never run on a GPU first (lane B's long test_cuda.py may meet the deadline)
+QUICK_TESTS=${QUICK_TESTS:-"gpu_tests/test_omnivoice.py gpu_tests/test_fp16.py gpu_tests/test_bf16.py"}
 # SUITE_JSON (set by `all` for its lanes): where the benches write their JSON/PNG, kept as files for suite.tgz;
 # else a temp folder, packed into OUT_DIR/bench.tgz after each step
 json=${SUITE_JSON:-}
@@ -109,8 +116,9 @@ step() {  # [STEP_SIGNAL=INT] step NAME SECONDS COMMAND...
   # either: KILL 10 s later
   local mark="SUITE_STEP=$name.$$.$RANDOM"
   env "$mark" timeout -k 10 -s "${STEP_SIGNAL:-TERM}" "$limit" "$@" > "$out/$name.log" 2>&1
-  local rc=$?
-  echo "=== $name: exit $rc after $(( $(date +%s) - T0 )) s in all"
+  local rc=$? cut=
+  [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && cut=" (cut at its ${limit} s limit${STEP_CUT_NOTE:-})"
+  echo "=== $name: exit $rc after $(( $(date +%s) - T0 )) s in all$cut"
   # what the step started in sessions of their own (utils/jobs.py's trainers) and left behind when it was stopped
   local left_behind; left_behind=$(procs_with "$mark")
   if [ -n "$left_behind" ]; then
@@ -122,13 +130,20 @@ step() {  # [STEP_SIGNAL=INT] step NAME SECONDS COMMAND...
   [ -n "${SUITE_JSON:-}" ] || tar czf "$out/bench.tgz" -C "$json" .
 }
 
-gpu_tests() {  # gpu_tests NAME FILE...: pytest on cuda, a per-test limit where pytest-timeout is there
+gpu_tests() {  # [TESTS_LIMIT=S] gpu_tests NAME FILE...: pytest on cuda, a per-test limit where pytest-timeout is there
   local name=$1; shift
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
   $py -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
   # per test: the first one speaks nothing yet but trains its voices (start-up, the probe, kernels): minutes
   local per_test=(); $py -c "import pytest_timeout" 2>/dev/null && per_test=(--timeout 300)
-  STEP_SIGNAL=INT step "$name" 540 $py -m pytest "$@" -v -rfE --durations=10 -p no:cacheprovider "${per_test[@]}"
+  # a trainer takes the signal as a graceful stop: the test then running reads FAILED in the log, yet was cut
+  STEP_CUT_NOTE=": the test then running was stopped, not failed" STEP_SIGNAL=INT \
+    step "$name" "${TESTS_LIMIT:-540}" $py -m pytest "$@" -v -rfE --durations=10 -p no:cacheprovider "${per_test[@]}"
+}
+
+long_tests() {  # every gpu_tests file but the curator paths (lane A's) and QUICK_TESTS (lane C's)
+  local f; for f in gpu_tests/test_*.py; do
+    [ "$f" = gpu_tests/test_curator_paths.py ] || [[ " $QUICK_TESTS " == *" $f "* ]] || echo "$f"; done
 }
 
 procs_with() {  # procs_with NAME=VALUE: the processes whose environment holds it, which every child inherits: also
@@ -144,7 +159,7 @@ stop() {  # stop PID...: TERM, and KILL 5 s later to any that is still there
 
 run_all() {  # the three lanes under one deadline, then suite.tgz and summary.txt (see the top of this file)
   local work; work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-suite.XXXXXX")
-  export SUITE_T0=$T0 SUITE_END=$(( T0 + ${DEADLINE:-500} ))
+  export SUITE_T0=$T0 SUITE_END=$(( T0 + ${DEADLINE:-560} ))
   {
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
     echo "$(nproc) cores"; free -g | head -2
@@ -152,8 +167,7 @@ run_all() {  # the three lanes under one deadline, then suite.tgz and summary.tx
     setup; local rc=$?; echo "setup: exit $rc after $(( $(date +%s) - T0 )) s"
   } > "$work/setup.log" 2>&1
   cat "$work/setup.log"
-  local tests=()
-  for f in gpu_tests/test_*.py; do [ "$f" = gpu_tests/test_curator_paths.py ] || tests+=("$f"); done
+  local tests=($(long_tests))
   [ -z "${SUITE_TESTS:-}" ] || tests=($SUITE_TESTS)  # a chosen few (node ids too), when the lease is short
   declare -A pid status
   lane() {  # lane NAME PHASE...: this script on those phases, in its own session and TMPDIR
@@ -168,7 +182,7 @@ run_all() {  # the three lanes under one deadline, then suite.tgz and summary.tx
   if grep -q "^setup: exit 0 " "$work/setup.log"; then
     lane A paths
     SUITE_TESTS="${tests[*]}" lane B tests
-    SUITE_WAIT="${pid[A]} ${pid[B]}" lane C f5 late
+    SUITE_WAIT="${pid[A]} ${pid[B]}" lane C quick f5 ladder late
   else
     for n in A B C; do status[$n]="not started: setup failed"; pid[$n]=; done
   fi
@@ -195,13 +209,13 @@ run_all() {  # the three lanes under one deadline, then suite.tgz and summary.tx
   nvidia-smi --query-gpu=memory.used --format=csv > "$work/after.txt" 2>&1
 
   {
-    echo "gpu_suite.sh all: deadline ${DEADLINE:-500} s, ended at $(( $(date +%s) - T0 )) s"
+    echo "gpu_suite.sh all: deadline ${DEADLINE:-560} s, ended at $(( $(date +%s) - T0 )) s"
     grep -E "^(setup|installed)" "$work/setup.log" | cut -c1-300
     echo "lane A (paths: ${SUITE_PATHS:-gpu_tests/test_curator_paths.py}): ${status[A]}"
     echo "lane B (tests: ${tests[*]}): ${status[B]}"
-    echo "lane C (f5, late): ${status[C]}"
+    echo "lane C (quick: $QUICK_TESTS; f5, ladder, late): ${status[C]}"
     local log outcome="::.* (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)|^(FAILED|ERROR) |^=+ .*[0-9.]+s|Timeout"
-    for log in "$work/A/gpu_paths.log" "$work/B/gpu_tests.log"; do
+    for log in "$work/A/gpu_paths.log" "$work/B/gpu_tests.log" "$work/C/gpu_quick.log"; do
       echo "--- ${log#"$work"/}"
       [ -f "$log" ] && grep -E "$outcome" "$log" | cut -c1-200
     done
@@ -249,17 +263,20 @@ for phase in "$@"; do
   case $phase in
     paths)  # SUITE_PATHS: other test files or node ids for this lane (a short lease: what must be seen first)
       gpu_tests gpu_paths ${SUITE_PATHS:-gpu_tests/test_curator_paths.py} ;;
-    tests)  # every gpu_tests file but the curator paths (`all` passes the list in SUITE_TESTS)
-      files=(${SUITE_TESTS:-}); [ ${#files[@]} -gt 0 ] || for f in gpu_tests/test_*.py; do
-        [ "$f" = gpu_tests/test_curator_paths.py ] || files+=("$f"); done
+    tests)  # the gpu_tests files but the curator paths and QUICK_TESTS (`all` passes the list in SUITE_TESTS)
+      files=(${SUITE_TESTS:-}); [ ${#files[@]} -gt 0 ] || files=($(long_tests))
       gpu_tests gpu_tests "${files[@]}" ;;
-    f5)  # ours beside the reference f5-tts: the published per-GPU batch in bf16, half of it in fp32
-      step f5_bf16 180 $py bench/f5_step.py --frames 38400 --steps 10 --precision bf16 --reference --out "$json"
-      step f5_fp32 120 $py bench/f5_step.py --frames 19200 --steps 3 --precision fp32 --reference --out "$json" ;;
+    quick)
+      TESTS_LIMIT=240 gpu_tests gpu_quick $QUICK_TESTS ;;
+    f5)  # ours beside the reference f5-tts at the published per-GPU batch in bf16 (fp32: bench/RESULTS.md, first run)
+      step f5_bf16 180 $py bench/f5_step.py --frames 38400 --steps 10 --precision bf16 --reference --out "$json" ;;
+    ladder)  # what bf16 buys over fp32 eager and TF32, side by side in one process (issue 42's >= 1.3x)
+      step ladder_eager 180 $py bench/train_throughput.py --preset base --frames 16000 --steps 10 --warmup 4 \
+        --rows fp32,tf32,bf16 --out "$json" ;;
     late)  # under `all`: once lanes A and B (SUITE_WAIT) are done, or only LATE_RESERVE s are left
       busy=
       for p in ${SUITE_WAIT:-}; do
-        while kill -0 "$p" 2>/dev/null && [ "$(left)" -gt "${LATE_RESERVE:-100}" ]; do sleep 2; done
+        while kill -0 "$p" 2>/dev/null && [ "$(left)" -gt "${LATE_RESERVE:-200}" ]; do sleep 2; done
         kill -0 "$p" 2>/dev/null && busy=1
       done
       if [ -n "$busy" ]; then
@@ -267,14 +284,16 @@ for phase in "$@"; do
       elif [ -n "${SUITE_WAIT:-}" ]; then
         echo "=== A and B done at $(( $(date +%s) - T0 )) s, $(left) s left"
       fi
-      step inference 90 $py bench/inference.py --presets base --batch 1 8 --e2e-sentences 24 --out "$json"
+      # the loader worker that died at 16 clips (issue 42): the real size, 8 workers
       step mms_step 240 $py bench/mms_step.py --clips 4 16 --steps 6 --out "$json"
       # the released base's shapes (613 M, random weights) at the recipe's 8192 positions: bf16, and a T4's fp16
       step omnivoice_step 150 $py bench/omnivoice_step.py --tokens 8192 --steps 6 --full-random --precision bf16 fp16 \
         --out "$json"
       step omnivoice_speak 90 $py bench/omnivoice_speak.py --steps 16 32 --sizes full --out "$json"
-      step train_ladder 400 $py bench/train_throughput.py --preset base --frames 16000 --steps 10 --warmup 4 \
-        ${LADDER_ROWS:+--rows "$LADDER_ROWS"} --out "$json" ;;
+      # the compiled rows (the speed and memory configurations: their peak memory), minutes of compiling each
+      step train_ladder 300 $py bench/train_throughput.py --preset base --frames 16000 --steps 10 --warmup 4 \
+        --rows "${LADDER_ROWS:-speed,memory}" --out "$json"
+      step inference 90 $py bench/inference.py --presets base --batch 1 8 --e2e-sentences 24 --out "$json" ;;
     train)
       step train_throughput 530 $py bench/train_throughput.py --preset base --frames 16000 --steps 15 --warmup 5 \
         --out "$json" ;;
@@ -293,7 +312,8 @@ for phase in "$@"; do
       step prepare 330 $py bench/prepare.py --hours 10 --workers "$(nproc)" --device cuda --out "$json"
       step separation 90 $py bench/separation.py --device cuda --skip-quality --random-weights --seconds 120 \
         --voices 2 --out "$json" ;;
-    *) echo "unknown phase $phase (all | paths | tests | f5 | late | train | rest | quality | data)"; exit 2 ;;
+    *) echo "unknown phase $phase (all | paths | tests | quick | f5 | ladder | late | train | rest | quality | data)"
+       exit 2 ;;
   esac
 done
 [ "$failed" -eq 0 ]

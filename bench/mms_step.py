@@ -7,8 +7,8 @@ Why: the Training tab's guidance and the loop's CPU batch (about.CPU_CLIPS_PER_S
 runs is the real trainer (`utils.training.run`, the same code as `python app.py train --engine mms`), with a
 random-weight model of the published sizes (transformers' VitsConfig defaults are MMS-TTS's: 36.3 M parameters, and
 the 46.7 M-parameter VITS discriminator): the work of a step is the base's, whatever its weights. The data: espeak-ng
-Amharic clips of one voice. Each batch size runs in its own process, so its peak resident memory (ru_maxrss) is
-its own; the first two steps (warm-up) are left out of the timing. Memory a clip is the slope of peak memory over the
+Amharic clips of one voice. Each batch size runs in its own process, so its peak memory is its own (on a GPU the
+loop's reading of the GPU's, in metrics.jsonl; on the CPU the resident peak, ru_maxrss); the first two steps (warm-up) are left out of the timing. Memory a clip is the slope of peak memory over the
 clips a step.
 """
 from __future__ import annotations
@@ -23,7 +23,8 @@ from pathlib import Path
 import common  # bench/common.py (the script's folder is on sys.path); puts the repository root there too
 
 COLUMNS = [("clips", "clips a step (mean)", "{:.1f}"), ("seconds", "s a step", "{:.2f}"),
-           ("per_clip", "s a clip", "{:.2f}"), ("peak_gib", "peak memory GiB", "{:.2f}")]
+           ("per_clip", "s a clip", "{:.2f}"), ("peak_gib", "peak memory GiB", "{:.2f}"),
+           ("memory", "memory of")]  # on cuda the GPU's (the loop's metrics), else the process's resident peak
 
 
 def main() -> None:
@@ -86,14 +87,16 @@ def _train(root: str, max_frames: int, steps: int, threads: int | None, workers:
                       max_steps=steps, log_every=1, evaluate=False, checkpoint_every=0, max_frames_per_batch=max_frames,
                       resume="none", num_workers=workers)
     run(prepare_run(cfg))
-    rows = [r for r in read_jsonl(Path(root) / "runs" / name / "metrics.jsonl") if "samples_per_s" in r]
+    metrics = read_jsonl(Path(root) / "runs" / name / "metrics.jsonl")
+    rows = [r for r in metrics if "samples_per_s" in r]
     # a row a step (log_every 1): its seconds are the time since the row before; the first two steps are warm-up
     # (the CPU's convolution kernels are set up for each new shape: 5-10x a step's time)
     seconds = [b["time"] - a["time"] for a, b in zip(rows[1:], rows[2:])]
     clips = [r["samples_per_s"] * t for r, t in zip(rows[2:], seconds)]
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    on_gpu = [r["gpu_mem_peak_gb"] for r in metrics if "gpu_mem_peak_gb" in r]  # the loop's own reading on cuda
+    peak = max(on_gpu) if on_gpu else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
     result.put({"max_frames": max_frames, "clips": statistics.mean(clips), "seconds": statistics.median(seconds),
-                "per_clip": sum(seconds) / sum(clips), "peak_gib": peak})
+                "per_clip": sum(seconds) / sum(clips), "peak_gib": peak, "memory": "GPU" if on_gpu else "process"})
 
 
 def _slope(x: list[float], y: list[float]) -> float:

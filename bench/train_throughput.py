@@ -109,6 +109,8 @@ def measure(args, report, settings: dict) -> dict:
            "data_wait": wait / wall if args.dataset else "synthetic", "warmup_s": warmup_s,
            "resolved": {k: m.values[k] for k in ("precision", "tf32", "attention", "fused_adamw", "compile",
                                                  "cudnn_benchmark", "grad_checkpointing", "fp8", "mas")}}
+    if m.reasons["compile"].startswith(opt.COMPILE_FAILED):  # these are eager numbers: the row says so
+        out["label_note"] = m.reasons["compile"]
     del step, model, data
     common.release(device)
     return out
@@ -179,6 +181,8 @@ def main() -> None:
             except Exception as exc:  # a kernel or backend this machine lacks: say so and go on
                 row["skipped"] = f"{type(exc).__name__}: {str(exc)[:160]}"
                 common.release(report.device)
+        if "label_note" in row:
+            row["label"] = label = f"{label} (compile failed, eager: {row['label_note']})"
         rows.append(row)
         print(f"  {label}: " + (f"{row['ms_per_step']:.1f} ms/step, {row['frames_per_s']:.0f} frames/s"
                                 if "ms_per_step" in row else f"skipped ({row['skipped']})"), flush=True)

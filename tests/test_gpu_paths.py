@@ -671,6 +671,30 @@ def test_a_compile_failure_is_told_from_the_models_own_errors(monkeypatch):
         raise AssertionError("the failing backend did not raise")
 
 
+def test_a_bench_model_whose_compilation_fails_says_it_ran_eager(monkeypatch):
+    """bench/common.train_step compiles through apply_model_settings, with no loop to tell: a failure there used to
+    run eager in silence, and the ladder's compiled rows printed eager speed as compiled. The machine says it."""
+    from models.matcha import MatchaConfig, MatchaTTS
+    from tests.test_training_optimizations import cpu_report
+    from utils.matcha.settings import compile_targets
+    from utils.training import optimization as opt
+
+    def fails(graph, example_inputs):
+        raise RuntimeError("Inductor could not tile this node")
+
+    monkeypatch.setattr(compiled, "OPTIONS", {"backend": fails})
+    torch._dynamo.reset()
+    m = opt.resolve(TrainConfig.from_dict({"preset": "tiny", "compile": "true", "mas": "torch"}), cpu_report())
+    model = MatchaTTS(MatchaConfig.preset_config("tiny", n_symbols=20))
+    opt.apply_model_settings(model, m, compile_targets(model))
+    assert m.compile is True  # nothing compiled yet
+    losses = model(torch.randint(1, 20, (2, 8)), torch.tensor([8, 6]), torch.randn(2, 100, 40), torch.tensor([40, 32]),
+                   torch.zeros(2, dtype=torch.long))
+    assert torch.isfinite(losses["loss"])  # redone eager
+    assert m.compile is False and m.reasons["compile"].startswith(opt.COMPILE_FAILED)
+    assert "RuntimeError: Inductor could not tile this node" in m.reasons["compile"]
+
+
 def test_the_graph_limit_is_raised_under_either_name_dynamo_has_used(monkeypatch):
     """torch 2.7 renamed cache_size_limit to recompile_limit; the requirements allow 2.5, where setting the new name
     would raise AttributeError at the first compiled run."""

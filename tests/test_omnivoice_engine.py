@@ -6,6 +6,8 @@ splits and the mixed-precision fallback; a checkpoint that speaks through the st
 reference clip and speaks again; the adapter's contract and its memory plan."""
 from __future__ import annotations
 
+import math
+import re
 import shutil
 from pathlib import Path
 
@@ -149,6 +151,19 @@ def test_the_batch_probe_reaches_the_budget_in_micro_batches_when_less_fits(corp
     resolved = read_config(corpus.run_dir("omni-probe"))["resolved"]
     assert resolved["max_frames_per_batch"] < 1024 and resolved["grad_accumulation"] >= 2
     assert "positions fitted in one real step" in (corpus.run_dir("omni-probe") / "train.log").read_text()
+
+
+def test_the_batch_probe_stops_at_the_budget_where_the_budget_fits(corpus):
+    """Its batches never pass the recipe's budget, so tries beyond it ran the same real step again (4 on an H100 for
+    a 47059 'positions' log line): the probe stops at the budget, before the headroom it keeps."""
+    result = run(prepare_run(omni_config(corpus, "omni-probe-fits", probe="true", max_steps=1, evaluate=False)))
+    assert result["state"] == "finished"
+    run_dir = corpus.run_dir("omni-probe-fits")
+    config = read_config(run_dir)
+    budget, headroom = config["resolved"]["max_frames_per_batch"], config["train"]["probe_headroom"]
+    tried = [int(n) for n in re.findall(r"probe: (\d+) frames per batch fits", (run_dir / "train.log").read_text())]
+    assert tried and max(tried) == math.ceil(budget / headroom) and len(tried) <= 2, tried
+    assert config["resolved"]["grad_accumulation"] == 1
 
 
 def test_a_checkpoint_speaks_as_a_voice_exports_with_its_clip_and_speaks_again(corpus, straight):

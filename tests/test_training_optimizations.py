@@ -159,6 +159,10 @@ def test_split_batch_keeps_every_utterance_and_trims_padding():
     parts = split_batch(batch, 2)
     assert [p["tokens"].shape[0] for p in parts] == [2, 2]
     assert parts[0]["mels"].shape[-1] == 20 and parts[1]["mels"].shape[-1] == 48
+    # tokens padded to Collate's multiple of 8, as the compiled shapes are, never past the batch's own width
+    assert [p["tokens"].shape[1] for p in parts] == [8, 16]
+    assert [p["tokens"].shape[1] for p in split_batch(batch, 4)] == [8, 8, 16, 16]
+    assert [torch.equal(p["token_lens"], batch["token_lens"][2 * i: 2 * i + 2]) for i, p in enumerate(parts)] == [True] * 2
 
 
 def test_probe_bisects_to_the_largest_batch_that_fits():

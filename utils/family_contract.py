@@ -106,6 +106,8 @@ OPTIONAL = {
     "stop_event": "a threading.Event that stops the run like the Stop button (none: signals and the STOP file)",
     "probe_batch": "probe_batch(frames), probe_unit(), apply_probe(fitted, longest): the measured batch probe "
                    "(none: no probe)",
+    "probe_ceiling": "probe_ceiling() -> int: the largest budget worth a probe's try, where probe_batch caps its "
+                     "batches (none: what the batch plan can use)",
     "cfg": "its config, whose probe_headroom (the share of the probe's largest batch kept free) the probe reads "
            "(none: 1.0)",
     "compile_targets": "compile_targets() -> [module]: the parts torch.compile compiles in place when the machine "

@@ -193,6 +193,11 @@ class OmniVoiceAdapter(DataPosition):
         dataset = TokenDataset(self.items, self.processor, self.cfg.seed)
         return collate([dataset[longest[i % len(longest)]] for i in range(n)])
 
+    def probe_ceiling(self) -> int:
+        """The budget before the headroom the probe keeps: probe_batch never goes past the budget, so a larger try
+        would run the same step again (four real steps of the full base on a GPU, for nothing)."""
+        return math.ceil(self.machine.max_frames_per_batch / self.cfg.probe_headroom)
+
     def apply_probe(self, fitted: int, longest: int) -> None:
         """Less than the budget fits: the budget is reached in several micro-batches (the update is the recipe's)."""
         from utils.training import ddp

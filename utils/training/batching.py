@@ -39,15 +39,17 @@ class Collate:
                 "index": torch.tensor([x["index"] for x in items])}
 
 
-def split_batch(batch: dict, parts: int, length_multiple: int = 4) -> list[dict]:
-    """Cut a collated batch into `parts` smaller micro-batches (after an out-of-memory), trimming padding."""
+def split_batch(batch: dict, parts: int, length_multiple: int = 4, token_multiple: int = 8) -> list[dict]:
+    """Cut a collated batch into `parts` smaller micro-batches (after an out-of-memory), trimming padding to the
+    multiples Collate pads to: a compiled model builds one graph a shape (utils/training/compiled.py), and tokens
+    cut to each piece's own longest would bring a new one at almost every split."""
     b = batch["tokens"].shape[0]
     parts = min(parts, b)
     bounds = [round(i * b / parts) for i in range(parts + 1)]
     out = []
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         t = round_up(int(batch["mel_lens"][lo:hi].max()), length_multiple)
-        n = int(batch["token_lens"][lo:hi].max())
+        n = min(round_up(int(batch["token_lens"][lo:hi].max()), token_multiple), batch["tokens"].shape[1])
         out.append({"tokens": batch["tokens"][lo:hi, :n], "token_lens": batch["token_lens"][lo:hi],
                     "mels": batch["mels"][lo:hi, :, :t], "mel_lens": batch["mel_lens"][lo:hi],
                     "speakers": batch["speakers"][lo:hi], "pos": batch["pos"], "index": batch["index"][lo:hi]})

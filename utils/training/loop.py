@@ -306,6 +306,8 @@ class TrainingLoop:
 
         longest = a.probe_unit()
         limit = probe_limit(self.dist.world_size, getattr(optional(a, "cfg"), "probe_headroom", 1.0))
+        if ceiling := optional(a, "probe_ceiling"):  # a budget the adapter never goes past: larger tries repeat it
+            limit = min(limit, ceiling())
         self.probe_ballast = optimizer_state_ballast(a.optimizers.values(), self.device)
         try:
             fitted, _ = probe_max_frames(try_frames, min(m.max_frames_per_batch, limit), longest, limit=limit,

@@ -14,7 +14,7 @@ from models.alignment import cython_available, mas_disagreement
 from utils import families, hardware
 from utils.events import StudioError
 from utils.family_contract import family_optional
-from utils.training.compiled import CompiledParts, part_names
+from utils.training.compiled import CompiledParts, first_line, part_names
 from utils.training.config import AUTO, TrainConfig, as_bool
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -355,10 +355,18 @@ def set_attention_honestly(model, m: Machine) -> None:
                                     "the memory-efficient kernel, since FlashAttention takes no padding mask")
 
 
+COMPILE_FAILED = "torch.compile failed"  # how a compile reason begins once compilation failed (compile_model)
+
+
 def compile_model(model, m: Machine, targets: list) -> None:
-    """torch.compile `targets` (parts of `model`) in place, guarded (utils/training/compiled.py), when m.compile."""
+    """torch.compile `targets` (parts of `model`) in place, guarded (utils/training/compiled.py), when m.compile.
+    A compilation that fails runs eager, and the machine says so (compile: False, why): what reads it after the
+    steps (a bench's row) never reports eager speed as compiled."""
+    def failed(part: str, exc: BaseException) -> None:
+        m.set("compile", False, f"{COMPILE_FAILED} in the {part} ({first_line(exc)}): ran uncompiled")
+
     if m.compile:
-        CompiledParts(targets, part_names(targets, {"model": model}))
+        CompiledParts(targets, part_names(targets, {"model": model}), failed)
 
 
 def convert_to_fp8(model) -> int:
