@@ -12,8 +12,8 @@
 #   A  the `paths` phase: every curator path on cuda (gpu_tests/test_curator_paths.py; 480 s on the first H100 run)
 #   B  the `tests` phase: the gpu_tests files that take long (test_cuda.py, whatever else is not in QUICK_TESTS)
 #   C  the `quick` phase (QUICK_TESTS: the short gpu_tests files, those never run on a GPU first), the F5 step beside
-#      the reference f5-tts (`f5`: bf16 at 38400 frames), the ladder's eager rows (`ladder`: fp32, TF32, bf16:
-#      what bf16 buys, side by side in one process), then, once A and B are done or only LATE_RESERVE s are left
+#      the reference f5-tts (`f5`: bf16 at 38400 frames), the ladder's eager rows (`ladder`: fp32, TF32, bf16 at
+#      16,000 and 40,000 frames: what bf16 buys, side by side in one process), then, once A and B are done or only LATE_RESERVE s are left
 #      (default 200), the MMS step, the OmniVoice step and speech, the ladder's compiled rows and inference (`late`),
 #      each only if MIN_STEP s are left (default 45) and cut to what is left.
 # Lane C's timings share the card with A and B (the summary says when): compare its rows with each other, not with
@@ -270,9 +270,13 @@ for phase in "$@"; do
       TESTS_LIMIT=240 gpu_tests gpu_quick $QUICK_TESTS ;;
     f5)  # ours beside the reference f5-tts at the published per-GPU batch in bf16 (fp32: bench/RESULTS.md, first run)
       step f5_bf16 180 $py bench/f5_step.py --frames 38400 --steps 10 --precision bf16 --reference --out "$json" ;;
-    ladder)  # what bf16 buys over fp32 eager and TF32, side by side in one process (issue 42's >= 1.3x)
-      step ladder_eager 180 $py bench/train_throughput.py --preset base --frames 16000 --steps 10 --warmup 4 \
-        --rows fp32,tf32,bf16 --out "$json" ;;
+    ladder)  # what bf16 buys over fp32 eager and TF32, side by side in one process (issue 42's >= 1.3x): at the
+      # first run's 16,000 frames, and at the 40,000 an H100's run takes in one micro-batch (bench/op_count.py: bf16
+      # launches a third more kernels, its casts; the more frames, the more work each launch carries)
+      step ladder_eager 150 $py bench/train_throughput.py --preset base --frames 16000 --steps 10 --warmup 4 \
+        --rows fp32,tf32,bf16 --out "$json"
+      step ladder_eager_40k 150 $py bench/train_throughput.py --preset base --frames 40000 --steps 8 --warmup 3 \
+        --rows fp32,tf32,bf16 --out "$json/40k" ;;
     late)  # under `all`: once lanes A and B (SUITE_WAIT) are done, or only LATE_RESERVE s are left
       busy=
       for p in ${SUITE_WAIT:-}; do

@@ -135,6 +135,15 @@ def test_vocoder_throughput_times_generation_griffin_lim_and_the_trainers_gan_st
     assert all(r["x_realtime"] > 0 for r in record["rows"])
 
 
+def test_op_count_counts_the_casts_bf16_autocast_adds_under_cudas_rule(tmp_path):
+    record = run_bench("op_count", tmp_path, "--presets", "tiny", "--frames", "800", "--utt", "200", "--threads", "1")
+    fp32, bf16 = record["rows"]
+    assert (fp32["precision"], bf16["precision"]) == ("fp32", "bf16")
+    assert bf16["by_op"]["mm"] == fp32["by_op"]["mm"] > 0  # the same model, the same matmuls
+    assert bf16["casts"] > 10 * max(1, fp32["casts"])
+    assert bf16["kernels"] - bf16["casts"] == fp32["kernels"] - fp32["casts"]  # what bf16 adds is its casts
+
+
 def test_fp8_request_falls_back_with_the_reason_where_it_cannot_run():
     from tests.test_training_optimizations import cpu_report, h100_report
     from models.matcha import MatchaConfig, MatchaTTS
