@@ -67,3 +67,36 @@ def test_a_child_that_dies_is_said_with_its_job_and_code():
     next(events)
     with pytest.raises(StudioError, match=r"transcript check stopped unexpectedly .*code 9"):
         next(events)
+
+
+EXITING = """
+import atexit, multiprocessing, pathlib, sys, time
+from utils.events import Event
+from utils.workers import _forward_events
+
+def job():
+    yield Event("start", message="done")
+
+atexit.register(time.sleep, 30)  # the exit's clean-up, as multiprocessing's joins its threads there
+atexit.register(pathlib.Path(sys.argv[1]).write_text, "exiting")
+_forward_events(multiprocessing.get_context("spawn").Queue(), job, (), {})
+"""
+
+
+def test_a_stop_that_comes_while_the_child_exits_is_quiet(tmp_path):
+    """Cancel check printed "Exception ignored in atexit callback ... sys.exit(143)" twice into the app's console
+    (Colab's cell output: it looks like a crash) when the stop reached a child already exiting."""
+    import signal
+    import subprocess
+    import sys
+
+    marker = tmp_path / "exiting"
+    root = Path(__file__).resolve().parent.parent
+    child = subprocess.Popen([sys.executable, "-c", EXITING, str(marker)], cwd=root, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not marker.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    assert marker.exists(), child.communicate(timeout=30)[1]
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=30)
+    assert child.returncode == -signal.SIGTERM and "Exception ignored" not in err and "SystemExit" not in err, err

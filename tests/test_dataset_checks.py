@@ -9,7 +9,7 @@ import soundfile as sf
 
 from tests.helpers import espeak_amharic, sentences, tone, write_wav
 from utils.audio import load_audio
-from utils.datasets import apply_edits, load_manifest, prepare, recheck, review_row
+from utils.datasets import apply_edits, get_rows, load_manifest, prepare, recheck, review_row
 from utils.datasets.config import PrepareConfig
 from utils.events import StudioError, run_to_end
 from utils.workspace import Workspace
@@ -107,6 +107,20 @@ def test_curator_exclude_keep_and_text_fix_are_saved_and_survive_recheck_and_rer
     assert rows["good2"]["excluded"] and not rows["short"]["excluded"] and rows["latin"]["text"] == "ዶ/ር አበበ 25 ብር"
     with pytest.raises(StudioError, match="no row 'ghost'"):
         apply_edits(ws, "chk", [{"id": "ghost", "action": "keep"}])
+
+
+def test_keep_refuses_a_silent_clip_and_a_row_without_text_and_writes_nothing(checked):
+    """Keep on a silent clip put digital silence back into training, and on a row without text counted a clip the
+    trainer drops: both are refused with what would make the row usable, and nothing of the edits is written."""
+    ws, _ = checked
+    before = {r["id"]: (r["excluded"], r.get("review")) for r in load_manifest(ws, "chk")}
+    with pytest.raises(StudioError, match="Not kept: silent: its audio is silence"):
+        apply_edits(ws, "chk", [{"id": "good3", "action": "exclude"}, {"id": "silent", "action": "keep"}])
+    with pytest.raises(StudioError, match="Not kept: notext: it has no transcript.*press Save text"):
+        apply_edits(ws, "chk", [{"id": "notext", "action": "keep"}])
+    assert {r["id"]: (r["excluded"], r.get("review")) for r in load_manifest(ws, "chk")} == before
+    apply_edits(ws, "chk", [{"id": "notext", "action": "text", "text": SENTS[3]}])  # what the refusal says to do
+    assert not get_rows(ws, "chk", ["notext"])["notext"]["excluded"]
 
 
 def test_clips_are_trimmed_and_loudness_normalized(tmp_path):

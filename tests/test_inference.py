@@ -81,6 +81,17 @@ def test_user_pronunciation_dictionary_is_applied(ws):
     assert after["tokens"] == 10 != before["tokens"]
 
 
+def test_a_latin_word_in_the_dictionary_is_no_longer_said_to_be_read_approximately(ws):
+    """The Inference tab's info said "read with approximate letter rules: Hello ... add them to the dictionary"
+    for a word the dictionary already read, where the G2P tab said nothing."""
+    text = "Hello, ሰላም ነው።"
+    _, _, before = inference.synthesize(ws, CKPT, text, steps=1)
+    assert any("Hello" in w for w in before["warnings"]), before["warnings"]
+    save_user_dict(ws, {"Hello": ["h", "ə", "l", "o"]})
+    _, _, after = inference.synthesize(ws, CKPT, text, steps=1)
+    assert not any("Hello" in w for w in after["warnings"]), after["warnings"]
+
+
 def test_sentence_splitting_keeps_numbers_and_abbreviations_and_picks_pauses():
     parts = inference.split_sentences("ሰላም ነው። እንዴት ነህ? በ3.5 ዓ.ም ነበር.\n\nአዎ")
     assert [p.text for p in parts] == ["ሰላም ነው።", "እንዴት ነህ?", "በ3.5 ዓ.ም ነበር.", "አዎ"]

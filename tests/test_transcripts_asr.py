@@ -6,6 +6,7 @@ rate at a training evaluation (Matcha and F5)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -266,7 +267,9 @@ def test_transcribe_on_the_command_line_drafts_only_clips_without_text(tmp_path,
     assert [d["id"] for d in drafts] == ["am-001"] and 0.0 <= drafts[0]["confidence"] <= 1.0
     assert load_manifest(ws, "am") == before and asr.available(ws) is not None  # fetched once; text untouched
     # the command the tabs print when no recognizer is installed, as written there
-    command = asr.how_to_get().split("`")[1].replace("NAME", "am").split()
+    line = asr.how_to_get()
+    assert "`" not in line and "*" not in line  # plain words: it is shown in log boxes and terminals too
+    command = re.search(r"python app\.py transcribe --dataset NAME", line).group(0).replace("NAME", "am").split()
     assert command[:3] == ["python", "app.py", "transcribe"]
     again = cli(*command[2:], "--workspace", str(ws.root))
     assert again.returncode == 0, again.stderr

@@ -130,6 +130,7 @@ def _forward_events(queue, fn, args, kwargs) -> None:
     import traceback
 
     def stop(*_):  # the app stopped listening: unwind the job (its finally blocks run), never wait on the queue
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # once: a second stop ends the unwinding outright
         queue.cancel_join_thread()
         sys.exit(143)
 
@@ -143,3 +144,6 @@ def _forward_events(queue, fn, args, kwargs) -> None:
     except Exception as exc:
         traceback.print_exc()
         queue.put(("failed", f"{type(exc).__name__}: {exc}"))
+    finally:  # said its last: a stop finds nothing to unwind, and inside the exit's own clean-up (atexit) a
+        # SystemExit would print "Exception ignored in atexit callback" tracebacks into the app's console
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)

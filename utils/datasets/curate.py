@@ -14,6 +14,14 @@ from utils.events import StudioError
 from utils.workspace import Workspace, read_json
 
 ACTIONS = ("exclude", "keep", "text")
+# Flags a "keep" cannot overrule: such a row would teach the voice nothing (the trainer drops a row without text)
+# or silence, so Keep says what would make it usable instead.
+NOT_KEPT = {
+    "missing_text": "it has no transcript, so it cannot train: type what it says and press Save text (that keeps "
+                    "it), or leave it excluded",
+    "silent": "its audio is silence, which would teach the voice to say nothing: it stays excluded (record or export "
+              "the clip again and prepare the dataset again to use it)",
+}
 PAGE_ROWS = 100  # rows a review page shows
 PLOT_POINTS = 4000  # the speaking-rate plot's points: every flagged or excluded clip first, then a spread of the rest
 
@@ -72,12 +80,16 @@ def apply_edits(ws: Workspace, name: str, edits: list[dict]) -> dict:
     read and written. Excluded rows stay in the table with excluded=true. Returns the new report summary."""
     cfg, meta = _context(ws, name)
     by_id = get_rows(ws, name, [e.get("id") for e in edits])
-    for edit in edits:
+    for edit in edits:  # every edit checked before any is written
         row, action = by_id.get(edit.get("id")), edit.get("action")
         if row is None:
             raise StudioError(f"Dataset {name!r} has no row {edit.get('id')!r}.")
         if action not in ACTIONS:
             raise StudioError(f"Unknown action {action!r}; use one of {', '.join(ACTIONS)}.")
+        if action == "keep" and (why := next((NOT_KEPT[f] for f in row.get("flags", []) if f in NOT_KEPT), None)):
+            raise StudioError(f"Not kept: {row['id']}: {why}.")
+    for edit in edits:
+        row, action = by_id[edit["id"]], edit["action"]
         if action == "text":
             set_text(row, edit.get("text", ""), cfg)
             if row.get("review") == "exclude":

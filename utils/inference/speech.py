@@ -117,6 +117,7 @@ class Chunk:
 
 def _frontend_row(tokenizer, sentence: str, user_dict: dict) -> tuple[list[int], dict]:
     from utils.text import normalize
+    from utils.text.convert import without_covered
     from utils.text.g2p import phonemes_string, phonemize
 
     norm = normalize(sentence)
@@ -128,7 +129,7 @@ def _frontend_row(tokenizer, sentence: str, user_dict: dict) -> tuple[list[int],
     unknown = getattr(tokenizer, "unknown", None)  # a tokenizer with no fixed table says itself (OmniVoice: none)
     skipped = unknown(units) if unknown else {u for u in units if u not in known and u.strip()}
     return ids, {"text": sentence, "normalized": norm.text, "phonemes": shown, "skipped": " ".join(sorted(skipped)),
-                 "warnings": list(norm.warnings)}
+                 "warnings": without_covered(norm.warnings, user_dict)}  # as the G2P tab says them
 
 
 class Voice:

@@ -88,9 +88,10 @@ def default_model() -> recognizers.Known:
 
 
 def how_to_get() -> str:
+    """Plain words, no Markdown: the line is shown in Markdown panels and in plain log boxes and terminals alike."""
     model = default_model()
-    return (f"connect to the internet and fetch one (Dataset tab, *Get recognizer*, or "
-            f"`python app.py transcribe --dataset NAME`, which fetches it once, then drafts): for this machine "
+    return (f"connect to the internet and fetch one (the Dataset tab's Get recognizer button, or "
+            f"python app.py transcribe --dataset NAME, which fetches it once, then drafts): for this machine "
             f"{model.repo} (licence {model.licence}, about {model.download_gb} GB); or give "
             "a folder holding a downloaded copy in the Recognizer box (--model FOLDER).")
 
