@@ -123,6 +123,22 @@ def test_keep_refuses_a_silent_clip_and_a_row_without_text_and_writes_nothing(ch
     assert not get_rows(ws, "chk", ["notext"])["notext"]["excluded"]
 
 
+def test_the_summary_says_flagged_rows_are_out_already_and_how_much_speech_a_voice_wants(checked):
+    """A curator read "review the flagged rows" as work to do before they would be left out, and nothing said
+    whether a few minutes of speech make a voice."""
+    from webui.dataset import summary_markdown
+
+    ws, _ = checked
+    s = datasets_summary(ws)
+    said = summary_markdown(ws, "chk")
+    assert f"**{s['clips'] - s['usable_clips']} row(s) are left out of training already**" in said
+    assert "expect a first, rough voice: MMS-TTS wants an hour or two" in said  # minutes of speech here
+
+
+def datasets_summary(ws) -> dict:
+    return json.loads((ws.dataset_dir("chk") / "report.json").read_text())["summary"]
+
+
 def test_clips_are_trimmed_and_loudness_normalized(tmp_path):
     a, sr = load_audio(espeak_amharic(SENTS[0], tmp_path / "s.wav"))
     quiet = np.concatenate([np.zeros(sr, np.float32), 0.05 * a, np.zeros(sr, np.float32)])

@@ -247,6 +247,8 @@ def test_amharic_names_work_for_runs_voices_their_zip_and_the_tabs_urls(ws):
     assert check_name("ሰላም-ድምፅ_2") == "ሰላም-ድምፅ_2"
     with pytest.raises(StudioError, match="Latin or Amharic letters"):
         check_name("ሰላም።")  # Ethiopic punctuation is not a letter
+    with pytest.raises(StudioError, match="^Type or pick a voice name first.$"):  # not "The voice name '' cannot be used"
+        check_name("  ", "voice name")
     path = prepare_run(tiny_config(ws, "ሙከራ-1", max_steps=1))
     assert path == ws.root / "runs" / "ሙከራ-1" / "config.json" and path.is_file()
     inference.export_voice(ws, "one", "ሰላም-ድምፅ", vocoder="griffin-lim")

@@ -26,6 +26,8 @@ def check_name(name: str, what: str = "name") -> str:
     three marks, which every file system, zip reader and browser keeps as they are (UTF-8 names on Linux, macOS,
     Windows and in zips)."""
     name = (name or "").strip()
+    if not name:
+        raise StudioError(f"Type or pick a {what} first.")
     if not _NAME_RE.match(name) or ".." in name:
         raise StudioError(
             f"The {what} {name!r} cannot be used: use Latin or Amharic letters, digits, '-', '_' or '.' (no spaces "

@@ -99,8 +99,26 @@ def summary_markdown(ws, name: str) -> str:
             f"{s['clips']} clips · **{s['speakers']}** speaker(s) · {s['train_clips']} train / {s['val_clips']} val · "
             f"format {s.get('format')}\n\n**Flagged rows by kind**\n{flags or '- none: every clip passed the checks'}\n\n"
             f"**Files that could not be used** ({s.get('errors', 0)})\n{errors or '- none'}\n\n"
-            f"**Next:** review the flagged rows below (listen, then Exclude / Keep / fix the text); "
-            f"{music_advice(ws, name)}; then train on the **Training** tab.")
+            f"{excluded_line(s)}**Next:** review the flagged rows below (listen, then Exclude / Keep / fix the text); "
+            f"{music_advice(ws, name)}; then train on the **Training** tab.{enough_line(s)}")
+
+
+def excluded_line(s: dict) -> str:
+    """Flagged rows are out of training before the curator does anything: said, or the review reads as a chore that
+    must be done before they are."""
+    left_out = s["clips"] - s["usable_clips"]
+    return (f"**{left_out} row(s) are left out of training already**: those flagged for no text, silence, a length out "
+            "of bounds, a duplicate or a transcript not in Ethiopic script, and any you excluded. Keep puts one back; "
+            "fixing its text does too.\n\n" if left_out else "")
+
+
+def enough_line(s: dict) -> str:
+    """How much speech a voice wants, where there is little: the Training tab's families say it too, later."""
+    if s["usable_hours"] >= 1:
+        return ""
+    return (f" With {_hours(s['usable_hours'])} of speech expect a first, rough voice: MMS-TTS wants an hour or two "
+            "of one speaker, OmniVoice fine-tunes from minutes (and speaks from one clip with no training), Matcha "
+            "from zero wants many hours.")
 
 
 def music_advice(ws, name: str) -> str:

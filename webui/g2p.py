@@ -47,7 +47,7 @@ def save_rows(ws: Workspace, rows) -> tuple[list[list[str]], str]:
     values = rows.values.tolist() if hasattr(rows, "values") else rows
     mapping, problems = dict_from_rows(values)
     if problems:
-        raise gr.Error("Not saved: " + "; ".join(problems[:5]) + f". The model can use: {usable_symbols_hint()}.")
+        raise gr.Error("; ".join(problems[:5]) + f". The model can use: {usable_symbols_hint()}.")  # after "Not done:"
     path = save_user_dict(ws, mapping)
     return dict_rows(ws), f"Saved {len(mapping)} word(s) to `{path}`; training and inference use them."
 
@@ -55,7 +55,7 @@ def save_rows(ws: Workspace, rows) -> tuple[list[list[str]], str]:
 def add_word(ws: Workspace, word: str, ipa: str) -> tuple[list[list[str]], str]:
     mapping, problems = dict_from_rows([[word, ipa]])
     if problems and "no symbol" in problems[0]:
-        raise gr.Error(f"Not saved: {problems[0].split(': ', 1)[1]}. The model can use: {usable_symbols_hint()}.")
+        raise gr.Error(f"{problems[0].split(': ', 1)[1]}. The model can use: {usable_symbols_hint()}.")
     if problems or not mapping:
         raise gr.Error("Give one word and its IPA segments separated by spaces, e.g. ሰላም → s ə l a m")
     save_user_dict(ws, {**_user_dict(ws), **mapping})

@@ -31,7 +31,9 @@ def check_text(text: str, cfg: PrepareConfig) -> dict:
     letters = [c for c in text if c.isalpha()]
     share = sum(map(is_ethiopic, letters)) / len(letters) if letters else 0.0
     if share < cfg.min_ethiopic:
-        notes["non_ethiopic"] = f"only {share:.0%} of the letters are Ethiopic script"
+        notes["non_ethiopic"] = ("the transcript is not written in Ethiopic script (fidel)" if share == 0 else
+                                 f"only {share:.0%} of the letters are Ethiopic script") + \
+            ": write what the clip says in Amharic letters (Save text), or exclude the row"
     try:
         from utils.text import normalize, phonemes_string
         from utils.text.g2p import phonemize_normalized
