@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -59,6 +60,7 @@ def test_the_check_says_how_long_before_it_starts_and_writes_into_the_dataset(ch
     said = err.index("this will take about")
     assert "an estimate" in err[said:err.index("\n", said)]
     assert said < err.index("training the aligner") < err.index("aligning each transcript")
+    assert re.search(r"training the aligner on this dataset, about \d+ (s|min) left", err)  # its pace, as it goes
     saved = json.loads((ws.dataset_dir("am") / "transcript_check.json").read_text(encoding="utf-8"))
     assert saved["method"] == "alignment"
     assert [r["id"] for r in saved["rows"]] == [r["id"] for r in json.loads(out)["rows"]]

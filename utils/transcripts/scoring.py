@@ -495,6 +495,7 @@ def train_aligner(ws: Workspace, dataset: str, steps: int, device: str = "auto")
     for a run that holds the GPU instead of sharing its memory. Its status.json becomes progress events. Returns
     the checkpoint folder. The run folder is this check's own and is started afresh."""
     from utils import jobs
+    from utils.events import time_left
     from utils.training import prepare_run
 
     name = check_run(dataset)
@@ -503,7 +504,7 @@ def train_aligner(ws: Workspace, dataset: str, steps: int, device: str = "auto")
     path = prepare_run(cfg)
     gpu = device == "cuda" or (device == "auto" and hardware.has_cuda())
     jobs.start(ws, name, path, devices="cuda:0" if gpu else "cpu")
-    shown, status = (-1, ""), {}
+    shown, status, first = (-1, ""), {}, None
     try:
         while (status := jobs.reconcile(path.parent)).get("state") in jobs.ACTIVE:
             stop_if_cancelled(ws, dataset)
@@ -511,8 +512,10 @@ def train_aligner(ws: Workspace, dataset: str, steps: int, device: str = "auto")
             waiting = status.get("state") == "queued" and status.get("message", "").startswith("waiting")
             if (step, waiting) != shown:
                 shown = (step, waiting)
+                first = first or ((step, time.perf_counter()) if step else None)  # the pace from the first step on
+                left = first and time_left(step - first[0], steps - first[0], first[1])
                 yield Event(STAGE, step, steps, f"{status['message']} (the aligner waits its turn)" if waiting
-                            else "training the aligner on this dataset")
+                            else "training the aligner on this dataset" + (f", about {left} left" if left else ""))
             time.sleep(0.5)
     finally:  # the caller went away (a closed page, Ctrl-C): the training stops with it, not behind its back
         if status.get("state") in jobs.ACTIVE:
