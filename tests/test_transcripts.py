@@ -54,6 +54,21 @@ def test_damaged_transcripts_rank_at_the_top(checked, cli_run):
             assert r["reason"] != "nothing stands out", r
 
 
+def test_a_clip_ranked_high_by_several_weaker_signs_says_them_not_nothing():
+    """A swapped text can fit a little worse in every way: its score ranks it near the top while no one signal
+    passes the bar (CI saw "nothing stands out" on such a clip at 3.14, the 4th of 24)."""
+    from utils.transcripts.ranking import STANDS_OUT, combined, reason
+
+    clip = {"cps": 12.0, "cps_median": 12.0}
+    weaker = {"contrast": 2.0, "length_long": 2.0, "misfit": 0.3}
+    assert max(weaker.values()) < STANDS_OUT <= combined(weaker)
+    assert reason(clip, weaker) == ("several weaker signs together: the audio fits this text hardly better than other "
+                                    "sentences of the dataset: it may be another clip's text; the text is much longer "
+                                    "than the speech")
+    assert reason(clip, {"contrast": 1.2, "length_long": 1.0}) == "nothing stands out"  # a low score says so
+    assert reason(clip, {"contrast": 3.0, "length_long": 2.0}).startswith("the audio fits this text hardly")
+
+
 def test_the_check_says_how_long_before_it_starts_and_writes_into_the_dataset(checked, cli_run):
     ws, _ = checked
     _, out, err = cli_run

@@ -11,6 +11,7 @@ import math
 import statistics
 
 STANDS_OUT = 2.5  # robust z above which a signal is named as a reason
+TOGETHER = 1.5  # a clip whose score stands out though no one signal does: the signals above this are named
 # signal -> (direction that is suspicious, weight). Length counts both ways (text too long, or too short).
 WEIGHTS = {"contrast": 1.0, "misfit": 0.5, "length_long": 1.0, "length_short": 1.0, "end_squeeze": 1.0, "start_squeeze": 0.7,
            "stretch": 0.7, "dur": 0.5, "cps": 0.5, "cer": 1.5}
@@ -54,21 +55,32 @@ def score(signals: list[dict]) -> list[dict]:
     out = []
     for i, s in enumerate(signals):
         z = {k: round(zs[k][i], 2) for k in zs}
-        total = math.sqrt(sum((WEIGHTS[k] * max(v, 0.0)) ** 2 for k, v in z.items()))
-        out.append({"id": s["id"], "score": round(total, 2), "reason": reason(s, z), "z": z})
+        out.append({"id": s["id"], "score": round(combined(z), 2), "reason": reason(s, z), "z": z})
     out.sort(key=lambda r: -r["score"])
     return out
 
 
+def combined(z: dict[str, float]) -> float:
+    """The suspicion score: the root of the summed squares of the weighted suspicious directions."""
+    return math.sqrt(sum((WEIGHTS[k] * max(v, 0.0)) ** 2 for k, v in z.items()))
+
+
 def reason(s: dict, z: dict[str, float]) -> str:
-    """The signals that stand out for this clip, strongest first, in words a curator can act on."""
-    said = []
-    for key, value in sorted(z.items(), key=lambda kv: -WEIGHTS[kv[0]] * kv[1]):
-        if value < STANDS_OUT:
-            break
-        said.append(_words(key, s))
-    said = list(dict.fromkeys(w for w in said if w))
-    return "; ".join(said[:3]) if said else "nothing stands out"
+    """The signals that stand out for this clip, strongest first, in words a curator can act on. Several weaker
+    ones can rank a clip high together (a swapped text that fits a little worse in every way): then those are said,
+    as such, rather than "nothing stands out" on a clip the ranking puts near the top."""
+    ranked = sorted(z.items(), key=lambda kv: -WEIGHTS[kv[0]] * kv[1])
+    said = _said(s, [k for k, v in ranked if v >= STANDS_OUT])
+    if said:
+        return "; ".join(said[:3])
+    weaker = _said(s, [k for k, v in ranked if v >= TOGETHER])
+    if combined(z) >= STANDS_OUT and weaker:
+        return "several weaker signs together: " + "; ".join(weaker[:2])
+    return "nothing stands out"
+
+
+def _said(s: dict, keys: list[str]) -> list[str]:
+    return list(dict.fromkeys(w for w in (_words(k, s) for k in keys) if w))
 
 
 def _words(key: str, s: dict) -> str:
