@@ -245,7 +245,8 @@ def build(ctx: AppContext) -> list:
         hist = gr.BarPlot(x="seconds", y="clips", sort="x", y_lim=[0, None], title="Clip durations",
                           elem_id="dataset-hist")
         rate = gr.ScatterPlot(x="duration", y="chars_per_s", color="status", title="Speaking rate",
-                              color_map=STATUS_COLORS, color_title="", elem_id="dataset-rate")
+                              x_title="clip length (s)", y_title="letters a second", color_map=STATUS_COLORS,
+                              color_title="", elem_id="dataset-rate")
     table = gr.Dataframe(headers=TABLE_COLUMNS, interactive=False, wrap=True, label="Rows to review (click one)",
                          column_widths=["10%", "16%", "8%", "8%", "8%", "8%", "20%", "22%"],
                          elem_id="dataset-flagged")
@@ -261,9 +262,9 @@ def build(ctx: AppContext) -> list:
         player = gr.Audio(label="Clip", type="filepath", interactive=False)
     text = gr.Textbox(label="Transcript (edit, then Save text)")
     with gr.Row():
-        exclude_btn = gr.Button("Exclude", elem_id="dataset-exclude")
-        keep_btn = gr.Button("Keep")
+        keep_btn = gr.Button("Keep")  # the order of the transcript review's buttons: one habit for both panels
         save_btn = gr.Button("Save text")
+        exclude_btn = gr.Button("Exclude", elem_id="dataset-exclude")
     status = gr.Markdown(elem_id="dataset-status")
     with gr.Accordion("Delete the dataset shown", open=False, elem_id="dataset-delete-panel"):
         gr.Markdown("Removes the dataset's folder: its uploads, clips and reviews. Runs trained on it keep their "

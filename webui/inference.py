@@ -250,7 +250,8 @@ def build(ctx: AppContext):
             export_vocoder = gr.Dropdown(label="Vocoder to include", value=AUTO_VOCODER, choices=vocoder_choices(ctx))
         with gr.Row():
             overwrite = gr.Checkbox(label="Overwrite a voice of that name", value=False)
-            onnx = gr.Checkbox(label="Also export ONNX (acoustic model + vocoder)", value=False)
+            onnx = gr.Checkbox(label="Also export ONNX (the acoustic model, and the vocoder when one is included)",
+                               value=False)
             onnx_steps = gr.Slider(2, 20, value=inference.DEFAULT_STEPS, step=1, label="ONNX flow steps (fixed)")
         export_btn = gr.Button("Export voice", elem_id="inference-export")
         export_zip = gr.File(label="Voice (zip)")
