@@ -99,7 +99,7 @@ def summary_markdown(ws, name: str) -> str:
             f"{s['clips']} clips · **{s['speakers']}** speaker(s) · {s['train_clips']} train / {s['val_clips']} val · "
             f"format {s.get('format')}\n\n**Flagged rows by kind**\n{flags or '- none: every clip passed the checks'}\n\n"
             f"**Files that could not be used** ({s.get('errors', 0)})\n{errors or '- none'}\n\n"
-            f"{excluded_line(s)}**Next:** review the flagged rows below (listen, then Exclude / Keep / fix the text); "
+            f"{excluded_line(s)}**Next:** review the flagged rows below (listen, then Keep / fix the text / Exclude); "
             f"{music_advice(ws, name)}; then train on the **Training** tab.{enough_line(s)}")
 
 
