@@ -106,10 +106,12 @@ def summary_markdown(ws, name: str) -> str:
 def excluded_line(s: dict) -> str:
     """Flagged rows are out of training before the curator does anything: said, or the review reads as a chore that
     must be done before they are."""
+    from utils.datasets.config import EXCLUDING_FLAGS
+
     left_out = s["clips"] - s["usable_clips"]
-    return (f"**{left_out} row(s) are left out of training already**: those flagged for no text, silence, a length out "
-            "of bounds, a duplicate or a transcript not in Ethiopic script, and any you excluded. Keep puts one back; "
-            "fixing its text does too.\n\n" if left_out else "")
+    kinds = "; ".join(help for flag, help in datasets.FLAG_HELP.items() if flag in EXCLUDING_FLAGS)
+    return (f"**{left_out} row(s) are left out of training already**: those flagged for {kinds}, and any you "
+            "excluded. Keep puts one back; fixing its text does too.\n\n" if left_out else "")
 
 
 def enough_line(s: dict) -> str:

@@ -445,14 +445,14 @@ def _run_panel(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
         gr.Markdown("No GPU here: no GPU memory plot.")
     with gr.Row():
         loss_plot = _curves("losses", "loss-plot")
-        mcd_plot = _curves("validation MCD (dB)", "mcd-plot", points=True)
+        mcd_plot = _curves("validation MCD (dB)", "mcd-plot", points="quality" in POINTS)
     with gr.Row():
         lr_plot = _curves("learning rate", "lr-plot")
         speed_plot = _curves("samples per second", "speed-plot")
         mem_plot = _curves("GPU memory (GiB) and utilization", "mem-plot", visible=on_gpu)
     with gr.Row():
         cer_plot = _curves("character error rate of the held-out sentences, synthesised and recorded", "cer-plot",
-                           points=True)
+                           points="cer" in POINTS)
         cer_status = gr.Markdown(asr.status_line(ws), elem_id="training-cer-status")
     vocoder_status = gr.Markdown(status_line(ws, training=True), elem_id="training-vocoder-status")
     gr.Markdown("**Samples rendered at evaluations (newest first)**")
