@@ -57,7 +57,7 @@ def test_closing_stops_the_child_and_its_finally_runs(tmp_path):
     assert next(events).stage == "slow"
     events.close()  # the page was closed
     deadline = time.time() + 20
-    while not marker.exists() and time.time() < deadline:
+    while not (marker.exists() and marker.read_text()) and time.time() < deadline:  # made, then written
         time.sleep(0.1)
     assert marker.read_text() == "kept"
 
