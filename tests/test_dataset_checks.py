@@ -102,11 +102,45 @@ def test_curator_exclude_keep_and_text_fix_are_saved_and_survive_recheck_and_rer
     assert report["summary"]["usable_clips"] == summary["usable_clips"]
 
     recheck(ws, "chk")
-    run_to_end(prepare(ws, "chk", None, workers=1))  # a re-run keeps the decisions
+    said = [e.message for e in prepare(ws, "chk", None, workers=1)]  # a re-run keeps the decisions, and says so
+    kept = next(m for m in said if m.startswith("Kept your earlier Keep/Exclude on"))
+    assert "fixed transcript of" in kept and "(latin" in kept and "press Save text" in kept
     rows = {r["id"]: r for r in load_manifest(ws, "chk")}
     assert rows["good2"]["excluded"] and not rows["short"]["excluded"] and rows["latin"]["text"] == "ዶ/ር አበበ 25 ብር"
     with pytest.raises(StudioError, match="no row 'ghost'"):
         apply_edits(ws, "chk", [{"id": "ghost", "action": "keep"}])
+
+
+def test_a_transcript_on_two_clips_is_pointed_at_on_the_second_and_follows_edits(checked):
+    """A sentence pasted onto the wrong clip reads like any other row: the second clip with a transcript word for word
+    is flagged (not excluded: two takes are fine), a copy of the audio is left to duplicate_audio, and a fixed
+    transcript moves the flag and shows as a decision."""
+    ws, _ = checked
+    rows = {r["id"]: r for r in load_manifest(ws, "chk")}
+    assert "duplicate_text" in rows["noisy"]["flags"] and not rows["noisy"]["excluded"]  # SENTS[8], as "clipped"
+    assert "the same transcript as clipped" in rows["noisy"]["notes"]["duplicate_text"]
+    assert "duplicate_text" not in rows["clipped"]["flags"] and "duplicate_text" not in rows["copy"]["flags"]
+
+    apply_edits(ws, "chk", [{"id": "clipped", "action": "text", "text": SENTS[11]}])
+    got = get_rows(ws, "chk", ["clipped", "noisy"])
+    assert "duplicate_text" not in got["noisy"]["flags"] + got["clipped"]["flags"]  # noisy's twin is gone
+    assert review_row(ws, "chk", "clipped")["decision"] == "text fixed"
+    apply_edits(ws, "chk", [{"id": "odd", "action": "text", "text": SENTS[2]}, {"id": "clipped", "action": "keep"}])
+    got = get_rows(ws, "chk", ["odd", "clipped"])
+    assert "the same transcript as good2" in got["odd"]["notes"]["duplicate_text"]
+    assert "duplicate_text" not in got["clipped"]["flags"] and got["clipped"]["review"] == "keep"
+    apply_edits(ws, "chk", [{"id": "clipped", "action": "text", "text": SENTS[8]}])
+    assert "the same transcript as clipped" in get_rows(ws, "chk", ["noisy"])["noisy"]["notes"]["duplicate_text"]
+
+
+def test_short_lines_said_again_are_not_flagged():
+    """"ሰላም" twice is an honest dataset; a whole sentence twice is worth a look."""
+    from utils.datasets.checks import SAME_TEXT_MIN_WORDS, mark_same_texts
+
+    short = " ".join(SENTS[0].split()[:SAME_TEXT_MIN_WORDS - 1])
+    rows = [{"id": f"r{i}", "text": t, "notes": {}} for i, t in enumerate([short, short, SENTS[1], SENTS[1]])]
+    mark_same_texts(rows)
+    assert [list(r["notes"]) for r in rows] == [[], [], [], ["duplicate_text"]]
 
 
 def test_keep_refuses_a_silent_clip_and_a_row_without_text_and_writes_nothing(checked):

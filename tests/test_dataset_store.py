@@ -63,7 +63,8 @@ def test_an_edit_writes_the_rows_it_names_and_nothing_else(ws):
     assert datasets.load_report(ws, "big")["summary"]["usable_clips"] == 259  # the report follows the table
 
     datasets.apply_edits(ws, "big", [{"id": "r00003", "action": "text", "text": sentences()[40]}])
-    assert touched() == ["r00007", "r00003"]
+    assert touched() == ["r00007", "r00003", "r00040"]  # r00040 says that sentence already: now it points at r00003
+    assert "the same transcript as r00003" in datasets.review_row(ws, "big", "r00040")["messages"]
     assert datasets.get_rows(ws, "big", ["r00003"])["r00003"]["text"] == sentences()[40]
 
 
@@ -190,7 +191,7 @@ def test_a_table_written_under_an_older_layout_is_laid_out_again_from_its_rows(w
     path = ws.dataset_dir("big") / store.FILE
     before = datasets.load_manifest(ws, "big")
     with sqlite3.connect(path) as con:  # as the studio before layout 2 wrote it (no text_hash, its index, a number),
-        con.executescript("DROP INDEX rows_texts; ALTER TABLE rows DROP COLUMN text_hash; UPDATE rows SET rate = 0; "
+        con.executescript("DROP INDEX rows_texts; DROP INDEX rows_same_text; ALTER TABLE rows DROP COLUMN text_hash; UPDATE rows SET rate = 0; "
                           "PRAGMA user_version = 0;")  # and a light column gone stale
     con.close()
 

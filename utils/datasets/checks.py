@@ -5,6 +5,7 @@ in `clips.py`; this module turns transcripts and the whole table into flags and 
 """
 from __future__ import annotations
 
+import hashlib
 import statistics
 
 from utils.datasets.config import EXCLUDING_FLAGS, FLAG_HELP, PrepareConfig
@@ -65,7 +66,10 @@ def speaking_rate(row: dict) -> float | None:
 
 
 TEXT_FLAGS = ("missing_text", "non_ethiopic", "unknown_chars", "text_error", "normalizer")
-TABLE_FLAGS = ("duplicate_audio", "rate_outlier")
+TABLE_FLAGS = ("duplicate_audio", "duplicate_text", "rate_outlier")
+# A shorter line ("ሰላም", "አመሰግናለሁ") is said again and again in any honest dataset; a whole sentence twice is more
+# often a transcript pasted onto the wrong clip.
+SAME_TEXT_MIN_WORDS = 3
 
 
 def flags_of(notes: dict) -> list[str]:
@@ -73,7 +77,7 @@ def flags_of(notes: dict) -> list[str]:
 
 
 def dataset_checks(rows: list[dict], cfg: PrepareConfig) -> None:
-    """Flags that need the whole table: duplicate audio and speaking-rate outliers.
+    """Flags that need the whole table: duplicate audio and transcripts, and speaking-rate outliers.
     Rows carry "notes" {flag: message}; updates notes and flags in place."""
     for r in rows:
         for flag in TABLE_FLAGS:
@@ -84,11 +88,42 @@ def dataset_checks(rows: list[dict], cfg: PrepareConfig) -> None:
             r["notes"]["duplicate_audio"] = f"same audio as {first_by_sha[r['sha1']]}"
         else:
             first_by_sha[r["sha1"]] = r["id"]
+    mark_same_texts(rows)
     rates = [v for r in rows if (v := row_rate(r))]
     med = statistics.median(rates) if len(rates) >= 5 else None
     for r in rows:
         mark_rate(r, med, cfg)
         r["flags"] = flags_of(r["notes"])
+
+
+def text_hash(text: str | None) -> int:
+    """A transcript as a signed 64-bit number (blake2b): texts compared by reading an index of the table, not every
+    row's JSON (a check or an edit at 200k rows)."""
+    return int.from_bytes(hashlib.blake2b((text or "").encode("utf-8"), digest_size=8).digest(), "big", signed=True)
+
+
+def same_text_key(row: dict) -> int | None:
+    """text_hash of a transcript long enough that a second row with it is worth a look; None for a short one."""
+    text = row.get("text") or ""
+    return text_hash(text) if len(text.split()) >= SAME_TEXT_MIN_WORDS else None
+
+
+def mark_same_texts(rows: list[dict]) -> None:
+    """Note each row (in table order) whose transcript an earlier row has word for word. Not excluding: two takes of
+    a sentence are fine, a transcript pasted onto the wrong clip is not, and only listening tells. A copy of the
+    audio is left to duplicate_audio, which says more."""
+    first: dict[int, str] = {}
+    for r in rows:
+        r.setdefault("notes", {}).pop("duplicate_text", None)
+        key = same_text_key(r)
+        if key is None:
+            continue
+        if key not in first:
+            first[key] = r["id"]
+        elif "duplicate_audio" not in r["notes"]:
+            r["notes"]["duplicate_text"] = (f"the same transcript as {first[key]}: listen to both; if this clip says "
+                                            "something else, type what it says and press Save text (two takes of "
+                                            "one sentence are fine)")
 
 
 def row_rate(row: dict) -> float | None:

@@ -68,5 +68,6 @@ FLAG_HELP = {
     "text_error": "the text frontend failed on this transcript",
     "duplicate_id": "the same id appears more than once",
     "duplicate_audio": "the same audio as another row",
+    "duplicate_text": "the same transcript as another row (listen: a wrong transcript, or a second take)",
     "rate_outlier": "speaking rate (characters per second) far from the rest",
 }

@@ -88,14 +88,18 @@ def apply_edits(ws: Workspace, name: str, edits: list[dict]) -> dict:
             raise StudioError(f"Unknown action {action!r}; use one of {', '.join(ACTIONS)}.")
         if action == "keep" and (why := next((NOT_KEPT[f] for f in row.get("flags", []) if f in NOT_KEPT), None)):
             raise StudioError(f"Not kept: {row['id']}: {why}.")
+    old_keys = set()
     for edit in edits:
         row, action = by_id[edit["id"]], edit["action"]
         if action == "text":
+            old_keys.add(checks.same_text_key(row))
             set_text(row, edit.get("text", ""), cfg)
             if row.get("review") == "exclude":
                 row["review"] = None  # a fixed transcript is a new decision: flags decide again
         else:
             row["review"] = action
+    if old_keys:
+        by_id.update(_same_texts_again(ws, name, by_id, old_keys))
     median = store.rate_median(manifest_folder(ws, name), {i: checks.row_rate(r) for i, r in by_id.items()})
     for row in by_id.values():
         finish_row(row, cfg, median)
@@ -103,8 +107,21 @@ def apply_edits(ws: Workspace, name: str, edits: list[dict]) -> dict:
     return _report(ws, name, meta)
 
 
+def _same_texts_again(ws: Workspace, name: str, edited: dict[str, dict], old_keys: set) -> dict[str, dict]:
+    """Mark duplicate_text again among the rows that share a transcript an edit left or took (`edited`: the rows
+    edited, their new texts set): returns the other rows whose note changed, for the edit to write too."""
+    keys = [k for k in old_keys | {checks.same_text_key(r) for r in edited.values()} if k is not None]
+    if not keys:
+        return {}
+    order = store.ids_in_order(manifest_folder(ws, name), {"text_hash": keys, "id": list(edited)})
+    others = get_rows(ws, name, [i for i in order if i not in edited])
+    before = {i: r["notes"].get("duplicate_text") for i, r in others.items()}
+    checks.mark_same_texts([edited.get(i) or others[i] for i in order])
+    return {i: r for i, r in others.items() if r["notes"].get("duplicate_text") != before[i]}
+
+
 def _review_row(ds_dir, r: dict) -> dict:
-    return {"id": r["id"], "flags": ", ".join(r["flags"]), "excluded": r["excluded"], "decision": r.get("review") or "",
+    return {"id": r["id"], "flags": ", ".join(r["flags"]), "excluded": r["excluded"], "decision": r.get("review") or ("text fixed" if r.get("text_fixed") else ""),
             "duration": r["duration"], "speaker": r["speaker"], "text": r["text"],
             "messages": "; ".join(r.get("notes", {}).values()), "path": str(ds_dir / r["audio"])}
 

@@ -232,7 +232,9 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
                      "music": None, "notes": {**it.notes, **res["notes"]}, "metrics": res["metrics"], "review": None})
     if not rows:  # a dataset of no clip would be offered by every picker and fail every run: none is made
         raise NoDataset(nothing_usable(sources or sorted(p for p in raw.rglob("*") if p.is_file()), errors))
-    _carry_decisions(ws, name, rows, cfg)
+    kept = _carry_decisions(ws, name, rows, cfg)
+    if kept:
+        yield Event("check", message=kept)
     finish_rows(rows, cfg)
     save_manifest(ws, name, rows)
     record_digests(ds_dir, [(ds_dir / r["audio"], r["sha1"]) for r in rows])  # training starts without hashing
@@ -402,17 +404,29 @@ def _decide(row: dict) -> None:
     row["excluded"] = review == "exclude" or (review != "keep" and checks.default_excluded(row["flags"]))
 
 
-def _carry_decisions(ws: Workspace, name: str, rows: list[dict], cfg: PrepareConfig) -> None:
-    """A re-run keeps what the curator decided: keep/exclude and fixed transcripts."""
+def _carry_decisions(ws: Workspace, name: str, rows: list[dict], cfg: PrepareConfig) -> str | None:
+    """A re-run keeps what the curator decided: keep/exclude and fixed transcripts (a fixed transcript wins over the
+    text the files give now). Returns what it kept, said so the curator knows (None: nothing was)."""
     folder = ws.dataset_dir(name)
     old = {r["id"]: r for r in store.read_all(folder)} if store.exists(folder) else {}
+    decided, fixed = 0, []
     for r in rows:
         prev = old.get(r["id"])
         if not prev:
             continue
         r["review"] = prev.get("review")
+        decided += bool(r["review"])
         if prev.get("text_fixed") and prev.get("text") != r["text"]:
             set_text(r, prev["text"], cfg)
+            fixed.append(r["id"])
+    if not decided and not fixed:
+        return None
+    said = f"Kept your earlier Keep/Exclude on {decided} row(s)" if decided else "Kept"
+    if fixed:
+        shown = ", ".join(fixed[:5]) + (f" and {len(fixed) - 5} more" if len(fixed) > 5 else "")
+        said += (f"{' and' if decided else ''} your fixed transcript of {len(fixed)} row(s), in place of the files' "
+                 f"text ({shown}): to use the files' text, type it in the row editor and press Save text")
+    return said + "."
 
 
 def set_text(row: dict, text: str, cfg: PrepareConfig) -> None:

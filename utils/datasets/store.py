@@ -14,7 +14,6 @@ one waiting to be read, never a stale copy of the table.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
 import os
 import sqlite3
@@ -23,11 +22,12 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from utils.datasets.checks import speaking_rate
+from utils.datasets.checks import speaking_rate, text_hash
 
 FILE = "manifest.sqlite"
 JSONL = "manifest.jsonl"
-# pos: the row's place (0..n-1); flagged: has flags or a decision (the review table's rows); flags: comma-separated;
+# pos: the row's place (0..n-1); flagged: has flags, a decision or a fixed transcript (the review table's rows);
+# flags: comma-separated;
 # rate: characters a second (None without text); music_score, music_separated: the music gate's, None before it ran;
 # has_text: the transcript is not empty; text_hash: text_hash() of it (a check's texts compared without the JSON)
 COLUMNS = ("id", "duration", "speaker", "split", "excluded", "flagged", "flags", "rate", "audio", "music_score",
@@ -41,12 +41,13 @@ CREATE INDEX IF NOT EXISTS rows_rate ON rows(rate);
 CREATE INDEX IF NOT EXISTS rows_light ON rows(excluded, flags, duration, speaker, split, rate, audio, music_score,
     music_separated, has_text, id);
 CREATE INDEX IF NOT EXISTS rows_texts ON rows(excluded, has_text, id, text_hash);
+CREATE INDEX IF NOT EXISTS rows_same_text ON rows(text_hash);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 """
 # PRAGMA user_version of the file: a table written under an older layout (other light columns, an index more or
 # less) is laid out again from its rows' JSON the first time this version opens it; 0 is a file made before the
 # number was kept (its layout is this one's) or a new file. Raise it whenever COLUMNS or _SCHEMA change.
-SCHEMA_VERSION = 2  # 2: text_hash and its index
+SCHEMA_VERSION = 3  # 2: text_hash and its index; 3: a fixed transcript is "flagged" (listed), text_hash indexed
 # JOURNAL: a rollback journal kept between writes (PERSIST: a commit zeroes its header), not one made and deleted
 # by every write (DELETE, SQLite's default), and never WAL. Colab's workspace lives on Google Drive's FUSE mount:
 # every file deleted there goes to Drive's trash, and a click would leave one behind; WAL's shared-memory index
@@ -157,15 +158,9 @@ def _columns(row: dict) -> tuple:
     music = row.get("music") or {}
     separated = None if not music else int(bool(music.get("separated")))
     return (row["id"], float(row.get("duration") or 0.0), row.get("speaker") or "", row.get("split") or "",
-            int(bool(row.get("excluded"))), int(bool(flags or row.get("review"))), ",".join(flags), rate,
+            int(bool(row.get("excluded"))), int(bool(flags or row.get("review") or row.get("text_fixed"))), ",".join(flags), rate,
             row.get("audio"), music.get("score"), separated, int(bool((row.get("text") or "").strip())),
             text_hash(row.get("text")), json.dumps(row, ensure_ascii=False))
-
-
-def text_hash(text: str | None) -> int:
-    """A transcript as a signed 64-bit number (blake2b): the texts a check scored are compared with the table's by
-    reading an index, not every row's JSON (a Check press at 200k rows)."""
-    return int.from_bytes(hashlib.blake2b((text or "").encode("utf-8"), digest_size=8).digest(), "big", signed=True)
 
 
 def _replace(con: sqlite3.Connection, rows: Iterable[dict]) -> None:
@@ -209,6 +204,20 @@ def get(folder: Path, ids: list[str]) -> dict[str, dict]:
             query = f"SELECT data FROM rows WHERE id IN ({', '.join('?' * len(part))})"
             out.update((r["id"], r) for r in (json.loads(d) for (d,) in con.execute(query, part)))
     return out
+
+
+def ids_in_order(folder: Path, where: dict[str, list]) -> list[str]:
+    """The ids of the rows whose column has one of the values given ({"text_hash": [...], "id": [...]}: either
+    matches), in table order; read from the indexes."""
+    pos: dict[str, int] = {}
+    with _open(folder) as con:
+        for column, values in where.items():
+            assert column in COLUMNS, column
+            for i in range(0, len(values), _CHUNK):
+                part = list(values[i:i + _CHUNK])
+                pos.update(con.execute(f"SELECT id, pos FROM rows WHERE {column} IN ({', '.join('?' * len(part))})",
+                                       part))
+    return sorted(pos, key=pos.__getitem__)
 
 
 def page(folder: Path, include_ok: bool, offset: int, limit: int) -> tuple[list[dict], int]:

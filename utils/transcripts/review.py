@@ -55,7 +55,7 @@ def _ranking(ws: Workspace, dataset: str) -> tuple[dict, dict[str, int], dict[st
 
 def _text_hashes(ws: Workspace, dataset: str) -> dict[str, int]:
     """{row id: store.text_hash of the text the last check scored}, made once per version of the ranking."""
-    from utils.datasets.store import text_hash
+    from utils.datasets.checks import text_hash
 
     found = _ranking(ws, dataset)
     if found is None:
