@@ -71,8 +71,10 @@ def test_each_problem_is_flagged_with_a_message(checked):
     assert "duplicate_audio" in f["copy"]
     assert "duplicate_id" in f["good1-dup2"] and "duplicate_audio" in f["good1-dup2"]
     assert not any(f[f"good{i}"] for i in range(8))
-    assert "dBFS" in review_row(ws, "chk", "silent")["messages"]
+    assert "no speech: the audio is digital silence" in review_row(ws, "chk", "silent")["messages"]
     assert "☺" in review_row(ws, "chk", "odd")["messages"]
+    latin = review_row(ws, "chk", "latin")["messages"]  # one advice, not also "add them to the dictionary"
+    assert "write what the clip says in Amharic letters" in latin and "dictionary" not in latin
     assert summary["flags"]["too_short"] == 1 and summary["speakers"] >= 2
     assert summary["hours"] > summary["usable_hours"] > 0
 
@@ -166,6 +168,8 @@ def test_the_summary_says_flagged_rows_are_out_already_and_how_much_speech_a_voi
     s = datasets_summary(ws)
     said = summary_markdown(ws, "chk")
     assert f"**{s['clips'] - s['usable_clips']} row(s) are left out of training already**" in said
+    left_out = said.split("left out of training already**")[1].split("\n")[0]
+    assert "no speech (silence)" in left_out and "frontend failed" not in left_out  # the kinds this dataset has, only
     assert "expect a first, rough voice: MMS-TTS wants an hour or two" in said  # minutes of speech here
 
 

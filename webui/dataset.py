@@ -109,9 +109,10 @@ def excluded_line(s: dict) -> str:
     from utils.datasets.config import EXCLUDING_FLAGS
 
     left_out = s["clips"] - s["usable_clips"]
-    kinds = "; ".join(help for flag, help in datasets.FLAG_HELP.items() if flag in EXCLUDING_FLAGS)
-    return (f"**{left_out} row(s) are left out of training already**: those flagged for {kinds}, and any you "
-            "excluded. Keep puts one back; fixing its text does too.\n\n" if left_out else "")
+    kinds = "; ".join(datasets.FLAG_HELP[flag] for flag in s.get("flags", {}) if flag in EXCLUDING_FLAGS)
+    why = f"those flagged for {kinds} (unless you kept them), and any you excluded" if kinds else "the ones you excluded"
+    return (f"**{left_out} row(s) are left out of training already**: {why}. Keep puts one back; fixing its text "
+            "does too.\n\n" if left_out else "")
 
 
 def enough_line(s: dict) -> str:
@@ -174,8 +175,17 @@ def plot_updates(summary, hist: pd.DataFrame, rates: pd.DataFrame, table, *pager
     # the bars sort by label: right-aligned labels sort as their numbers ("  2-2.5" before "10-10.5")
     hist = hist.assign(seconds=hist["seconds"].str.rjust(hist["seconds"].str.len().max()))
     unseen = [{"status": s} for s in STATUS_COLORS if s not in set(rates["status"])]
+    axes = rate_axes(rates)
     rates = pd.concat([rates, pd.DataFrame(unseen, columns=list(RATE_TYPES)).astype(RATE_TYPES)], ignore_index=True)
-    return summary, hist, rates, table, *pager
+    return summary, hist, gr.update(value=rates, **axes), table, *pager
+
+
+def rate_axes(rates: pd.DataFrame) -> dict:
+    """Both axes of the speaking-rate plot from 0 to a tenth past the farthest clip: fitted to the points, the
+    longest and the fastest clips sat on the plot's edges, half drawn."""
+    if rates.empty:
+        return {}
+    return {"x_lim": [0.0, 1.1 * float(rates["duration"].max())], "y_lim": [0.0, 1.1 * float(rates["chars_per_s"].max())]}
 
 
 def export_table(ws, name: str) -> Path:

@@ -37,6 +37,7 @@ def check_text(text: str, cfg: PrepareConfig) -> dict:
             ": write what the clip says in Amharic letters (Save text), or exclude the row"
     try:
         from utils.text import normalize, phonemes_string
+        from utils.text.normalize import LATIN_WORDS
         from utils.text.g2p import phonemize_normalized
 
         norm = normalize(text)
@@ -44,8 +45,10 @@ def check_text(text: str, cfg: PrepareConfig) -> dict:
         removed = [w for w in norm.warnings if str(w).startswith("Removed")]  # chars with no Amharic reading
         if removed:
             notes["unknown_chars"] = "; ".join(removed)
-        if len(removed) < len(norm.warnings):
-            notes["normalizer"] = "normalizer: " + "; ".join(str(w) for w in norm.warnings if w not in removed)
+        said = [str(w) for w in norm.warnings if w not in removed
+                and not ("non_ethiopic" in notes and str(w).startswith(LATIN_WORDS))]  # one advice: write it in fidel
+        if said:
+            notes["normalizer"] = "normalizer: " + "; ".join(said)
         out["phonemes"] = phonemes_string(phonemize_normalized(norm.text))
     except ImportError as exc:  # frontend missing entirely: a setup problem, not a data problem
         raise RuntimeError(f"the Amharic text frontend (utils.text) cannot be imported: {exc}") from exc

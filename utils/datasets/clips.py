@@ -102,7 +102,9 @@ def process_clip(task: dict) -> dict:
     if duration > cfg.max_duration:
         notes["too_long"] = f"{duration:.1f} s (maximum {cfg.max_duration} s)"
     if silent:
-        notes["silent"] = f"no speech: level {active_dbfs:.0f} dBFS"
+        notes["silent"] = "no speech: " + ("the audio is digital silence (all zeros)" if active_dbfs <= -120 else
+                                           f"its loudest part is {-active_dbfs:.0f} dB below full volume, too quiet "
+                                           "to be speech")
     if clipped > cfg.clip_fraction:
         notes["clipping"] = f"{clipped:.2%} of samples at full scale"
     if not silent and snr < cfg.min_snr_db:

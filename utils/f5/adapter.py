@@ -63,7 +63,7 @@ class F5Adapter(TextMelAdapter):
                   "its last good weights (slower), and says so in the log")
         if cfg.init and m.device == "cpu":
             m.set("device", "cpu", "no GPU: the 337 M-parameter base learns from ~60 mel frames a second on a 2-core "
-                                   "CPU (bench/f5_step.py), a useful fine-tune would take weeks; it runs, to check the "
+                                   "CPU, so a useful fine-tune would take weeks; it runs, to check the "
                                    "set-up, but use a GPU (Colab's T4 or better)")
 
     # ------------------------------------------------------------------------------ build

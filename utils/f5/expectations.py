@@ -37,7 +37,7 @@ def training_speed(ws: Workspace, report) -> tuple[float, str]:
     if found:
         return found
     if not report.gpus:
-        return FRAMES_PER_S_CPU, "measured on a 2-core CPU (bench/f5_step.py)"
+        return FRAMES_PER_S_CPU, "measured on a 2-core CPU"
     return estimated(report, FLOPS_PER_FRAME)
 
 

@@ -29,7 +29,7 @@ OPTIONS = declare(
     finetune_mode=setting("full", "with --init: full | freeze_encoder | new_speaker (only speaker rows train)",
                           choices=["full", "freeze_encoder", "new_speaker"]),
     blanks=setting(AUTO, "a blank symbol between every two input symbols (Matcha-TTS's add_blank): true | false | auto "
-                         "(on: 1.7-2.1 dB lower held-out MCD in bench/RESULTS.md's A/B); a checkpoint's own choice wins"),
+                         "(on: 1.7-2.1 dB lower held-out MCD, the distance to real speech, in the studio's A/B test); a checkpoint's own choice wins"),
     frontend=FRONTEND(),
     mas=MAS(),
 )

@@ -11,7 +11,7 @@ PRESET_LR = {  # (peak learning rate, why) per model size, for lr "auto"
 
 # decided by an A/B of held-out MCD with and without blanks (bench/time_to_quality.py --ab blanks=true,false)
 BLANKS_DEFAULT = (True, "a blank between symbols gives transitions and pauses frames of their own (Matcha-TTS, "
-                        "VITS): held-out MCD 5.33 vs 7.06 dB after 1500 steps in bench/RESULTS.md's A/B")
+                        "VITS): held-out MCD (the distance to real speech) 5.33 vs 7.06 dB after 1500 steps in the studio's A/B test")
 
 
 def auto_settings(cfg) -> dict:

@@ -39,7 +39,7 @@ def machine_verdict(report) -> tuple[bool, str]:
     from utils.mms.expectations import CPU_S_PER_CLIP
 
     return True, (f"no GPU: it trains on the CPU, slowly: {CPU_S_PER_CLIP:g} s of training a clip at the real size on "
-                  f"2 cores (bench/mms_step.py), so a pass over an hour of speech (~600 clips) takes "
+                  f"2 cores, so a pass over an hour of speech (~600 clips) takes "
                   f"~{600 * CPU_S_PER_CLIP / 60:.0f} minutes or more")
 
 

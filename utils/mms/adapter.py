@@ -157,7 +157,7 @@ class MmsAdapter(DataPosition):
             m.set("max_frames_per_batch", clips * median,
                   f"about {clips} clips of the median length ({median} frames) a step: "
                   + ("finetune-hf-vits's batch of 16" if m.device == "cuda" else
-                     f"on a CPU a step of {clips} clips takes seconds, not minutes (bench/mms_step.py)"))
+                     f"on a CPU a step of {clips} clips takes seconds, not minutes"))
         log(f"data: {len(self.clips)} training / {len(self.val_clips)} held-out clips of one speaker "
             f"({speakers[0]}), read through uroman; {len(self.text.vocab)} letters in the base's vocabulary")
 

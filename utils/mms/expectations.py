@@ -63,4 +63,4 @@ def _seconds_per_clip(ws, report) -> tuple[float | None, str]:
         speeds = [r["samples_per_s"] for r in read_jsonl(path) if r.get("samples_per_s")]
         if speeds:
             return 1.0 / float(speeds[-1]), f"measured by run {path.parent.name} on this kind of machine"
-    return (CPU_S_PER_CLIP, "measured on a 2-core CPU by bench/mms_step.py") if device == "cpu" else (None, "")
+    return (CPU_S_PER_CLIP, "measured on a 2-core CPU") if device == "cpu" else (None, "")

@@ -90,7 +90,7 @@ class OmniVoiceAdapter(DataPosition):
             gpu = m.device == "cuda"
             m.set("max_frames_per_batch", BATCH_AUDIO_TOKENS if gpu else CPU_BATCH_TOKENS,
                   "the recipe's 8192 positions (text and audio tokens) a GPU a step" if gpu else
-                  "a few clips a step on a CPU: seconds a step, not minutes (bench/omnivoice_step.py)")
+                  "a few clips a step on a CPU: seconds a step, not minutes")
         if cfg.grad_accumulation == AUTO:
             m.set("grad_accumulation", 1, "every batch updates the weights, as the recipe (the probe may split it)")
         if m.precision == "fp16":  # a card without bf16 (T4, V100)

@@ -76,7 +76,7 @@ class TrainConfig:
     fused_adamw: str = _f(AUTO, "fused AdamW kernel (one launch for all parameters): true | false | auto")
     cudnn_benchmark: str = _f(AUTO, "let cuDNN time convolution algorithms per shape: true | false | auto")
     fp8: str = _f(AUTO, "FP8 matmuls in the Linear layers (torchao float8 training; compute >= 8.9 GPUs with torchao "
-                        "installed): true | false | auto (= off: measure with bench/train_throughput.py --fp8 first)")
+                        "installed): true | false | auto (= off: its speed-up is not measured yet)")
     max_frames_per_batch: int | str = _f(AUTO, "mel frames (padded) per micro-batch, or auto")
     grad_accumulation: int | str = _f(AUTO, "micro-batches per optimizer step, or auto")
     num_workers: int | str = _f(AUTO, "DataLoader worker processes, or auto")

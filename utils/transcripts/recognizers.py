@@ -59,7 +59,7 @@ def choose(gpus_gb: list[float], omniasr: bool | None = None) -> tuple[Known, st
              f"memory, error rate {OMNI_300M.cer_gsma} on an Amharic benchmark)")
     if not gpus_gb:
         return OMNI_300M, (f"{small}: no GPU, and on a CPU a model of the 1B's size takes {CPU_SLOWER_1B}x as long "
-                           f"(bench/recognizer_speed.py) for its lower error rate ({OMNI_1B.cer_gsma})")
+                           f"for its lower error rate ({OMNI_1B.cer_gsma})")
     if max(gpus_gb) < BIG_GPU_GB:
         return OMNI_300M, (f"{small}: this {max(gpus_gb):.0f} GB GPU keeps its memory for training; "
                            f"the 1B needs about {OMNI_1B.gpu_gb:.0f} GB beside it")
