@@ -141,7 +141,7 @@ def cmd_g2p(args) -> None:
         return
     if not args.text:
         raise StudioError('Give Amharic text (python app.py g2p "ሰላም ነው") or --words FILE.')
-    normalized = normalize(args.text)
+    normalized = normalize(args.text, user_dict)
     for warning in normalized.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     print(normalized.text)

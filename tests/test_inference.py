@@ -92,6 +92,27 @@ def test_a_latin_word_in_the_dictionary_is_no_longer_said_to_be_read_approximate
     assert not any("Hello" in w for w in after["warnings"]), after["warnings"]
 
 
+def test_a_line_whose_only_words_are_in_the_dictionary_is_spoken(ws, tmp_path):
+    """"Hello" was refused ("no Amharic letters") before the dictionary holding it was consulted."""
+    with pytest.raises(StudioError, match="no Amharic"):
+        inference.synthesize(ws, "nobody", "Hello!", steps=1)  # refused before the voice is looked up
+    save_user_dict(ws, {"Hello": ["h", "ə", "l", "o"]})
+    _, _, info = inference.synthesize(ws, CKPT, "Hello!", steps=1)
+    assert info["spoken"] == 1 and info["rows"][0]["phonemes"] == "h ə l o !"
+    lines = tmp_path / "lines.txt"
+    lines.write_text("hi|Hello\nbye|Goodbye\n", encoding="utf-8")
+    result = run_to_end(inference.speak_file(ws, CKPT, lines, steps=1))
+    assert result["written"] == 1 and [f[0] for f in result["failed"]] == ["bye"]
+    assert "no Amharic (Ethiopic) letters" in result["failed"][0][1]
+
+
+def test_an_abbreviation_alone_is_spoken_by_its_letters(ws):
+    _, _, info = inference.synthesize(ws, CKPT, "BBC", steps=1)
+    row = info["rows"][0]
+    assert row["normalized"] == "ቢቢሲ" and row["phonemes"] == "b i b i s i"
+    assert any("Spelled letter by letter: BBC" in w for w in info["warnings"])
+
+
 def test_sentence_splitting_keeps_numbers_and_abbreviations_and_picks_pauses():
     parts = inference.split_sentences("ሰላም ነው። እንዴት ነህ? በ3.5 ዓ.ም ነበር.\n\nአዎ")
     assert [p.text for p in parts] == ["ሰላም ነው።", "እንዴት ነህ?", "በ3.5 ዓ.ም ነበር.", "አዎ"]

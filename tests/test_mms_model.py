@@ -60,7 +60,7 @@ def test_text_is_read_as_vits_tokenizer_reads_the_normalised_text_numbers_read_o
 
 
 def test_the_dictionary_changes_consonants_and_vowels_but_not_length_or_ejectives(base):
-    from utils.mms.text import MmsText, respell
+    from utils.mms.text import MmsText, respell, romanize
 
     text = MmsText.from_folder(base)
     assert respell("s ə l a m".split()) == "salaame"        # uroman's own spelling of ሰላም
@@ -71,6 +71,8 @@ def test_the_dictionary_changes_consonants_and_vowels_but_not_length_or_ejective
     assert text.encode("ሰላም ነው", {"ሰላም": "s ə lː a m".split()}) == plain
     changed = text.encode("ሰላም ነው", {"ሰላም": "s e l a m".split()})
     assert changed != plain and text.latin("ሰላም ነው", {"ሰላም": "s e l a m".split()}) == "seelaame nawe"
+    assert text.latin("BBC") == romanize("ቢቢሲ")  # an abbreviation is spelled, unless the dictionary holds it
+    assert text.latin("BBC", {"BBC": "b i b i s i".split()}) == respell("b i b i s i".split())
 
 
 def test_a_base_that_is_not_mms_is_refused_naming_the_files(base, tmp_path):

@@ -168,6 +168,15 @@ def test_user_dictionary_overrides_rules_and_round_trips(tmp_path):
     assert phonemize("በኢትዮጵያ Google", user) == "b ə ʔ i t ɨ j o pʼ ɨ j a".split() + [" "] + "ɡ u ɡ ə l".split()
 
 
+def test_an_abbreviation_is_read_by_its_letters_unless_the_dictionary_holds_it():
+    """The normalizer spells BBC; a dictionary entry for BBC (said another way) must still be reachable."""
+    assert phonemize("BBC ዜና") == "b i b i s i".split() + [" "] + "z e n a".split()
+    entry = "b i b i s i j ə".split()
+    assert phonemize("BBC", {"BBC": entry}) == entry
+    assert phonemize("የBBC", {"BBC": entry}) == ["j", "ə"] + entry  # with a preposition, as for Amharic words
+    assert set(phonemize("USA FBI WHO DNA")) <= set(make_tokenizer("phoneme").symbols)
+
+
 def test_a_broken_dictionary_line_is_reported_with_its_number(tmp_path):
     ws = Workspace.open(tmp_path / "ws")
     ws.pronunciations.write_text("ሰላም\ts ə l a m\nbroken line\n", encoding="utf-8")

@@ -112,6 +112,22 @@ def test_latin_words_are_kept_with_a_warning():
     assert any("Google" in w for w in n.warnings)
 
 
+def test_all_capital_abbreviations_are_spelled_with_the_letters_names():
+    """BBC was read with Latin letter rules ("bbk"); Amharic speakers say ቢቢሲ, letter by letter."""
+    n = normalize("የBBC ዘጋቢ ከUSA ና UN ዘገበ፤ WHOን ጠየቀ")
+    assert n.text == "የቢቢሲ ዘጋቢ ከዩኤስኤ ና ዩኤን ዘገበ, ደብሊውኤችኦን ጠየቀ"
+    assert n.warnings == ["Spelled letter by letter: BBC (ቢቢሲ), USA (ዩኤስኤ), UN (ዩኤን), WHO (ደብሊውኤችኦ). One said as "
+                          "a word (NATO) needs a pronunciation dictionary entry."]
+    for kept in ("Google", "iPhone", "I", "UNESCOS"):  # mixed case, one letter, longer than five: as before
+        n = normalize(f"ሰላም {kept}")
+        assert n.text == f"ሰላም {kept}" and "approximate letter rules" in n.warnings[0], kept
+
+
+def test_an_abbreviation_the_dictionary_holds_is_left_for_it():
+    assert said("BBC") == "ቢቢሲ"
+    assert normalize("የBBC ዜና", keep={"BBC": ["b", "i"]}).text == "የBBC ዜና"
+
+
 def test_unknown_symbols_are_removed_with_a_warning_naming_them():
     n = normalize("ሰላም 😀 ነው ©")
     assert n.text == "ሰላም ነው"

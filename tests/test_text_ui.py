@@ -25,7 +25,23 @@ def test_explain_shows_normalized_text_ipa_symbols_and_warnings(ws):
     normalized, ipa, symbols, notes = g2p.explain(ws, "ዶ/ር አበበ 2ኛ Hi ሰላም።")
     assert normalized == "ዶክተር አበበ ሁለተኛ Hi ሰላም."
     assert ipa.endswith("s ə l a m .") and " | " in ipa
-    assert "ids:" in symbols and "Hi" in notes
+    assert "Hi" in notes
+
+
+def test_the_symbols_box_counts_the_symbols_and_shows_no_ids(ws):
+    """It showed "21 ids: [34, 5, ...]", numbers a curator has no use for."""
+    _, _, symbols, _ = g2p.explain(ws, "ሰላም ነው።")
+    assert symbols == "s ə l a m | n ə w .\n\nThe model reads 10 symbols (each | between words is one)."
+    assert g2p.explain(ws, "")[2] == ""
+
+
+def test_an_abbreviation_is_shown_spelled_and_a_dictionary_entry_for_it_wins(ws):
+    normalized, ipa, _, notes = g2p.explain(ws, "BBC ዘገበ")
+    assert normalized == "ቢቢሲ ዘገበ" and ipa.startswith("b i b i s i |")
+    assert "Spelled letter by letter: BBC (ቢቢሲ)" in notes and "approximate" not in notes
+    g2p.add_word(ws, "BBC", "b i b i s i j ə")
+    normalized, ipa, _, notes = g2p.explain(ws, "BBC ዘገበ")
+    assert normalized == "BBC ዘገበ" and ipa.startswith("b i b i s i j ə |") and notes == "No warnings."
 
 
 def test_dictionary_edits_are_saved_to_the_workspace_and_used(ws):

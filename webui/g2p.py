@@ -25,10 +25,14 @@ def _user_dict(ws: Workspace) -> dict:
 
 
 def explain(ws: Workspace, text: str) -> tuple[str, str, str, str]:
-    """Text -> normalized text, IPA, model symbols, warnings."""
+    """Text -> normalized text, IPA, the symbols the model reads and how many (not their ids: a curator has no use
+    for those numbers), warnings."""
     a = analyze(text or "", _user_dict(ws))
     notes = "\n".join(f"- {w}" for w in a.warnings + [f"not in the model's symbols: {m}" for m in a.missing])
-    return a.normalized, a.ipa, " ".join("|" if s == " " else s for s in a.symbols) + f"\n\n{len(a.ids)} ids: {a.ids}", notes or "No warnings."
+    symbols = " ".join("|" if s == " " else s for s in a.symbols)
+    if a.symbols:
+        symbols += f"\n\nThe model reads {len(a.symbols)} symbols (each | between words is one)."
+    return a.normalized, a.ipa, symbols, notes or "No warnings."
 
 
 def dictionary_limits() -> str:
@@ -99,7 +103,7 @@ def build(ctx: AppContext) -> list:
         run = gr.Button("Show how it is read", variant="primary", elem_id="g2p-run", scale=1)
     normalized = gr.Textbox(label="Normalized text", interactive=False, elem_id="g2p-normalized")
     ipa = gr.Textbox(label="IPA (| between words)", interactive=False, elem_id="g2p-ipa")
-    symbols = gr.Textbox(label="Model symbols and ids (phoneme tokenizer)", interactive=False, lines=2,
+    symbols = gr.Textbox(label="Symbols the model reads (| between words)", interactive=False, lines=2,
                          elem_id="g2p-symbols")
     notes = gr.Markdown(elem_id="g2p-warnings")
 

@@ -17,6 +17,7 @@ import numpy as np
 from utils import families
 from utils.events import StudioError
 from utils.text.ethiopic import is_ethiopic
+from utils.text.normalize import ACRONYM
 from utils.inference.voices import GRIFFIN_LIM, load_acoustic, load_vocoder_for, pick_device, resolve_voice
 from utils.vocoder.choice import check_features_match
 from utils.voice_folders import voice_dictionary
@@ -120,7 +121,7 @@ def _frontend_row(tokenizer, sentence: str, user_dict: dict) -> tuple[list[int],
     from utils.text.convert import without_covered
     from utils.text.g2p import phonemes_string, phonemize
 
-    norm = normalize(sentence)
+    norm = normalize(sentence, user_dict)
     units = tokenizer.units(sentence, user_dict)
     ids = tokenizer.encode(sentence, user_dict)
     known = set(tokenizer.symbols)
@@ -188,10 +189,10 @@ class Voice:
         from utils.vocoder import griffin_lim, vocode
 
         steps = self.default_steps if steps is None else steps
-        _check_request(text, steps, length_scale)
+        user_dict = self.user_dict if user_dict is None else user_dict
+        _check_request(text, steps, length_scale, user_dict)
         spk = self.speaker_index(speaker)
         sentences = split_sentences(text)
-        user_dict = self.user_dict if user_dict is None else user_dict
         encoded = [_frontend_row(self.tokenizer, s.text, user_dict) for s in sentences]
         speakable = [i for i, (ids, _) in enumerate(encoded) if ids]
         warnings = [w for _, row in encoded for w in row["warnings"]]
@@ -249,13 +250,22 @@ def engine_steps(engine: str | None, device: str | None = None) -> int:
     return family_optional(family, "CPU_SAMPLE_STEPS", family.SAMPLE_STEPS) if on_cpu else family.SAMPLE_STEPS
 
 
-def _check_request(text: str, steps: int | None, length_scale: float) -> None:
-    """Refuse what cannot be spoken before any model loads; steps None: the voice's engine decides later."""
+def _speakable(text: str, user_dict: dict) -> bool:
+    """Has the text something the frontend reads: an Ethiopic letter, an all-capital abbreviation the normalizer
+    spells (BBC), or a word the pronunciation dictionary reads ("Hello" with an entry)?"""
+    return (any(is_ethiopic(ch) for ch in text) or ACRONYM.search(text) is not None
+            or any(word in user_dict for word in re.findall(r"[A-Za-z]+", text)))
+
+
+def _check_request(text: str, steps: int | None, length_scale: float, user_dict: dict) -> None:
+    """Refuse what cannot be spoken before any model loads; steps None: the voice's engine decides later;
+    `user_dict`: the pronunciation dictionary the voice will read with."""
     if not (text or "").strip():
         raise StudioError("Type some Amharic text to speak.")
-    if not any(is_ethiopic(ch) for ch in text):
-        raise StudioError("The text has no Amharic (Ethiopic) letters: this voice needs Amharic words (Latin "
-                          "words inside Amharic text are approximated; text without any Amharic is not spoken).")
+    if not _speakable(text, user_dict):
+        raise StudioError("The text has no Amharic (Ethiopic) letters: this voice needs Amharic words, capital-letter "
+                          "abbreviations (BBC) or words of the pronunciation dictionary (other Latin words inside "
+                          "Amharic text are approximated; text with none of these is not spoken).")
     if len(text) > MAX_CHARS:
         raise StudioError(f"The text is {len(text)} characters; speak at most {MAX_CHARS} at a time "
                           "(use Batch for a long text file: one WAV per line).")
@@ -306,12 +316,13 @@ def speak(ws: Workspace, voice: str, text: str, speaker: str | None = None, step
     """
     from utils.text import load_user_dict
 
-    _check_request(text, steps, length_scale)
+    user_dict = load_user_dict(ws)
+    _check_request(text, steps, length_scale, user_dict)
     start = time.perf_counter()
     loaded = workspace_voice(ws, voice, vocoder, device)
     extra = {"voice": voice, "checkpoint": str(loaded.folder.relative_to(ws.root)),
              "load_s": time.perf_counter() - start}
-    for chunk in loaded.stream(text, speaker, steps, temperature, length_scale, seed, load_user_dict(ws), batch_size):
+    for chunk in loaded.stream(text, speaker, steps, temperature, length_scale, seed, user_dict, batch_size):
         chunk.info.update(extra)
         yield chunk
 

@@ -108,16 +108,15 @@ class MmsText:
 
     def latin(self, text: str, user_dict: dict | None = None) -> str:
         """Amharic text -> the studio's normalised reading -> uroman's letters, lower-cased; the dictionary's words
-        respelled from their segments."""
+        respelled from their segments (looked up as written: an entry for "BBC" or "Hello" is not one for "bbc")."""
         from utils.text import normalize
 
-        normalized = normalize(text).text
-        if self.lowercase:
-            normalized = normalized.lower()
+        normalized = normalize(text, user_dict or ()).text
+        case = str.lower if self.lowercase else (lambda s: s)
         words = normalized.split(" ")
         if not user_dict or not any(_bare(w) in user_dict for w in words):
-            return romanize(normalized)
-        return " ".join(_respelled(w, user_dict) if _bare(w) in user_dict else romanize(w) for w in words)
+            return romanize(case(normalized))
+        return " ".join(_respelled(w, user_dict) if _bare(w) in user_dict else romanize(case(w)) for w in words)
 
     def units(self, text: str, user_dict: dict | None = None) -> list[str]:
         """The letters of the romanisation, those the vocabulary lacks included (the Voice reports them skipped);

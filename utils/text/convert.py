@@ -27,7 +27,7 @@ class Analysis:
 
 def analyze(text: str, user_dict: dict | None = None, tokenizer: Tokenizer | None = None) -> Analysis:
     tokenizer = tokenizer or make_tokenizer("phoneme")
-    norm = normalize(text)
+    norm = normalize(text, user_dict or ())
     segments = phonemize(text, user_dict)
     ids = tokenizer.encode_units(segments)
     missing = sorted({s for s in segments if s not in tokenizer.symbols})
@@ -61,7 +61,7 @@ def convert_dataset(ws: Workspace, name: str, user_dict: dict | None = None) -> 
     changed, empty, warnings, missing = [], 0, [], Counter()
     for i, row in enumerate(rows, 1):
         text = row.get("text") or ""
-        norm = normalize(text)
+        norm = normalize(text, user_dict)
         segments = phonemize(text, user_dict)
         new = {"normalized": norm.text, "phonemes": phonemes_string(segments) if segments else None}
         if not segments:

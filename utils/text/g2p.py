@@ -312,7 +312,7 @@ def tokens(normalized_text: str) -> list[str]:
 
 def phonemize(text: str, user_dict: dict[str, list[str]] | None = None) -> list[str]:
     """Text -> IPA segments; " " between words, pauses as ",", ".", "?", "!"."""
-    return phonemize_normalized(normalize(text).text, user_dict)
+    return phonemize_normalized(normalize(text, user_dict or ()).text, user_dict)
 
 
 def phonemize_normalized(normalized_text: str, user_dict: dict[str, list[str]] | None = None) -> list[str]:

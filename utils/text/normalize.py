@@ -1,22 +1,21 @@
 """Amharic text normalization: what is written -> what is said, as plain Amharic words.
 
 Order matters and reads top to bottom in `normalize`: unify homophone letters, expand
-abbreviations, read ordinals, dates, phone numbers, money, percentages, decimals, years and other
-numbers (Arabic and Ethiopic digits), turn punctuation into pause marks (. , ? !), and keep
+abbreviations, spell all-capital Latin abbreviations by their letters' names (BBC -> ቢቢሲ, with a
+warning), read ordinals, dates, phone numbers, money, percentages, decimals, years and other
+numbers (Arabic and Ethiopic digits), turn punctuation into pause marks (. , ? !), and keep other
 Latin-script words (with a warning) while dropping symbols nobody can pronounce (with a warning).
 """
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 
 from utils.text import numbers
 from utils.text.ethiopic import HOMOPHONES, syllable
-
-ASSETS = Path(__file__).resolve().parents[2] / "assets" / "text"
 
 ETH = "\u1200-\u135a\u135d-\u135f\u1380-\u138f\u2d80-\u2dde\uab00-\uab2e\U0001e7e0-\U0001e7fe"
 ETH_LETTER = f"[{ETH}]"
@@ -42,6 +41,9 @@ class Normalized:
 
 LATIN_WORDS = "Latin-script word(s) read with approximate letter rules: "  # then the words, then ASK_ENTRY
 ASK_ENTRY = ". Add them to the pronunciation dictionary for an exact reading."
+SPELLED = "Spelled letter by letter: "  # then "BBC (ቢቢሲ), ...", then SAID_AS_WORD
+SAID_AS_WORD = ". One said as a word (NATO) needs a pronunciation dictionary entry."
+ACRONYM = re.compile(r"(?<![A-Za-z])[A-Z]{2,5}(?![A-Za-z])")  # BBC, USA, UN (a prefix or suffix may be glued on)
 
 def fold(text: str) -> str:
     """Unify the letters Amharic pronounces alike (ሐ/ኀ -> ሀ, ሠ -> ሰ, ዐ -> አ, ፀ -> ጸ)."""
@@ -50,12 +52,7 @@ def fold(text: str) -> str:
 
 @lru_cache(maxsize=None)
 def _abbreviations() -> list[tuple[re.Pattern, str]]:
-    rules = []
-    for line in (ASSETS / "abbreviations.tsv").read_text(encoding="utf-8").splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        key, expansion = line.split("\t")
-        rules.append((key, expansion))
+    rules = [(key, expansion) for key, expansion in numbers.table_rows("abbreviations.tsv")]
     # a key also matches with its letters unified (ዐ.ም like ዓ.ም) unless that spelling is another key
     raw = {k for k, _ in rules}
     rules += [(fold(k), e) for k, e in rules if fold(k) != k and fold(k) not in raw]
@@ -78,6 +75,29 @@ def _expand_abbreviations(text: str) -> str:
         return text
     for pattern, expansion in _abbreviations():
         text = pattern.sub(lambda m: (m.group("pre") or "") + expansion, text)
+    return text
+
+
+@lru_cache(maxsize=None)
+def letter_names() -> dict[str, str]:
+    """Latin capital -> its English name in Ethiopic script (assets/text/letters.tsv): B -> ቢ, S -> ኤስ."""
+    return dict(numbers.table_rows("letters.tsv"))
+
+
+def _spell_acronyms(text: str, keep: Collection[str], warnings: list[str]) -> str:
+    """BBC -> ቢቢሲ: Amharic speakers say an all-capital abbreviation letter by letter, with the English names.
+    A word in `keep` (the pronunciation dictionary) stays as written, so that its entry reads it."""
+    spelled: dict[str, str] = {}
+
+    def spell(m: re.Match) -> str:
+        if m.group() in keep:
+            return m.group()
+        spelled[m.group()] = "".join(letter_names()[c] for c in m.group())
+        return spelled[m.group()]
+
+    text = ACRONYM.sub(spell, text)
+    if spelled:
+        warnings.append(SPELLED + ", ".join(f"{w} ({e})" for w, e in spelled.items()) + SAID_AS_WORD)
     return text
 
 
@@ -191,11 +211,12 @@ def _punctuate(text: str, warnings: list[str]) -> str:
     return text
 
 
-def normalize(text: str) -> Normalized:
-    """Text as written -> words as spoken, with pause marks. Never raises on odd input."""
+def normalize(text: str, keep: Collection[str] = ()) -> Normalized:
+    """Text as written -> words as spoken, with pause marks. Never raises on odd input. `keep`: the words the
+    pronunciation dictionary reads (its keys), left as written for it (an abbreviation there is not spelled)."""
     warnings: list[str] = []
     text = unicodedata.normalize("NFC", text or "").replace("፡፡", "።")  # two wordspaces are a full stop
-    text = fold(_expand_abbreviations(text))
+    text = fold(_spell_acronyms(_expand_abbreviations(text), keep, warnings))
     text = _read_numbers(text)
     text = _punctuate(text, warnings)
     return Normalized(fold(text), warnings)

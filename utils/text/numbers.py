@@ -19,14 +19,18 @@ TEEN_PREFIX = "አሥራ"  # 11..19 are "ten-and one" ... "ten-and nine"
 LARGE = (10**12, 10**9, 10**6, 1000)
 
 
+def table_rows(name: str) -> list[list[str]]:
+    """The data lines of assets/text/NAME (a TSV; "#" comments and blank lines skipped), split at tabs."""
+    lines = (ASSETS / name).read_text(encoding="utf-8").splitlines()
+    return [line.split("\t") for line in lines if line.strip() and not line.startswith("#")]
+
+
 @lru_cache(maxsize=None)
 def _table() -> tuple[dict[int, str], dict[str, str]]:
     words, ordinals = {}, {}
-    for line in (ASSETS / "numbers.tsv").read_text(encoding="utf-8").splitlines():
-        if line.strip() and not line.startswith("#"):
-            value, word, ordinal = line.split("\t")
-            words[int(value)] = word
-            ordinals[word] = ordinal
+    for value, word, ordinal in table_rows("numbers.tsv"):
+        words[int(value)] = word
+        ordinals[word] = ordinal
     return words, ordinals
 
 
