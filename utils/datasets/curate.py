@@ -115,7 +115,7 @@ def _same_texts_again(ws: Workspace, name: str, edited: dict[str, dict], old_key
         return {}
     order = store.ids_in_order(manifest_folder(ws, name), {"text_hash": keys, "id": list(edited)})
     others = get_rows(ws, name, [i for i in order if i not in edited])
-    before = {i: r["notes"].get("duplicate_text") for i, r in others.items()}
+    before = {i: r.get("notes", {}).get("duplicate_text") for i, r in others.items()}  # a row brought without notes
     checks.mark_same_texts([edited.get(i) or others[i] for i in order])
     return {i: r for i, r in others.items() if r["notes"].get("duplicate_text") != before[i]}
 
