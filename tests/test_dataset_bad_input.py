@@ -161,6 +161,18 @@ def test_transcripts_without_audio_in_ljspeech_are_named(tmp_path):
     assert "line 2: transcript for 'b' has no audio" in messages(ws, "lj")
 
 
+def test_a_missing_audio_file_named_with_its_extension_is_expected_at_its_real_path(tmp_path):
+    """It said 'expected wavs/missing.wav.wav', a file no curator would look for."""
+    src = tmp_path / "lj"
+    espeak_amharic(SENTS[0], src / "wavs" / "a.wav")
+    (src / "metadata.csv").write_text(f"a|{SENTS[0]}\nmissing.wav|{SENTS[1]}\nb|{SENTS[1]}\n", encoding="utf-8")
+    ws = Workspace.open(tmp_path / "ws")
+    run(ws, "lj", src)
+    text = messages(ws, "lj")
+    assert "'missing.wav' has no audio (expected wavs/missing.wav)." in text
+    assert "'b' has no audio (expected wavs/b.wav)." in text  # an id without extension: as before
+
+
 def test_nothing_usable_raises_with_the_reason(tmp_path):
     src = tmp_path / "n"
     src.mkdir()

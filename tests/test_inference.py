@@ -120,6 +120,14 @@ def test_sentence_splitting_keeps_numbers_and_abbreviations_and_picks_pauses():
     assert pauses[1] > pauses[0] and pauses[2] > pauses[1]  # question > full stop; paragraph longest
 
 
+def test_an_abbreviations_full_stop_does_not_end_a_sentence():
+    """በ2015 ዓ.ም. 25 ሰዎች ... was spoken as two sentences with a pause after ዓ.ም."""
+    text = "በ2015 ዓ.ም. 25 ሰዎች ወደ ዶ/ር አበበ መጡ። ዶክ. አበበ ቁ. 3 ላይ ናቸው. ርቀቱ 5 ኪ.ሜ. ነው. አዎ"
+    assert [p.text for p in inference.split_sentences(text)] == [
+        "በ2015 ዓ.ም. 25 ሰዎች ወደ ዶ/ር አበበ መጡ።", "ዶክ. አበበ ቁ. 3 ላይ ናቸው.", "ርቀቱ 5 ኪ.ሜ. ነው.", "አዎ"]
+    assert [p.text for p in inference.split_sentences("በ2015 ዓ.ም.\nአዎ")] == ["በ2015 ዓ.ም.", "አዎ"]  # a line break
+
+
 def test_an_over_long_sentence_is_cut_at_commas():
     clause = "ዛሬ የአየሩ ሁኔታ በጣም ጥሩ ነው፣ "
     parts = inference.split_sentences(clause * 20 + "እንሂድ።")

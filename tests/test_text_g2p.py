@@ -207,3 +207,13 @@ def test_the_word_memo_and_the_checks_single_normalization_change_no_reading():
     assert g2p.ethiopic_word("ሰላም") == list(g2p._ethiopic_word.__wrapped__("ሰላም"))
     for text in texts:
         assert check_text(text, PrepareConfig())["phonemes"] == phonemes_string(phonemize(text))
+
+
+def test_the_rules_reading_of_a_word_is_what_a_sentence_says_for_it():
+    """Fill from rules read BBC letter by letter as 'b b k'; a sentence spells it by the letters' names."""
+    from utils.text.g2p import rules_reading
+
+    assert rules_reading("BBC") == phonemize("BBC") == "b i b i s i".split()
+    assert rules_reading("2ኛ") == phonemize("ሁለተኛ")  # the word the number is said as
+    assert rules_reading("ዓ.ም.") == [s for s in phonemize("ዓ.ም.") if s not in (" ", ".")]
+    assert rules_reading("ሰላም") == word_to_ipa("ሰላም") and rules_reading("  ") == []

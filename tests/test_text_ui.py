@@ -80,6 +80,13 @@ def test_suggest_fills_in_the_rules_reading():
     assert g2p.suggest("ሰላም") == "s ə l a m" and g2p.suggest("  ") == ""
 
 
+def test_fill_from_rules_reads_a_word_as_a_sentence_would_and_the_entry_keeps_the_word_as_typed(ws):
+    """It gave 'b b k' for BBC while the same tab and Inference read it b i b i s i."""
+    assert g2p.suggest("BBC") == "b i b i s i" == g2p.explain(ws, "BBC")[1]
+    table, _ = g2p.add_word(ws, "BBC", g2p.suggest("BBC"))
+    assert table == [["BBC", "b i b i s i"]]
+
+
 def test_converting_a_dataset_fills_normalized_and_phonemes(ws):
     name = make_dataset(ws)
     seen = []

@@ -7,8 +7,9 @@ from functools import partial
 import gradio as gr
 
 from utils.events import StudioError
-from utils.text import load_user_dict, save_user_dict, word_to_ipa
+from utils.text import load_user_dict, save_user_dict
 from utils.text.convert import analyze, convert_dataset
+from utils.text.g2p import rules_reading
 from utils.text.lexicon import dict_from_rows, usable_symbols_hint
 from utils.workspace import Workspace
 from webui.components import current_pick, says_errors
@@ -67,8 +68,8 @@ def add_word(ws: Workspace, word: str, ipa: str) -> tuple[list[list[str]], str]:
 
 
 def suggest(word: str) -> str:
-    """The rules' reading of a word, as a starting point for a dictionary entry."""
-    return " ".join(word_to_ipa(word.strip())) if word and word.strip() else ""
+    """The rules' reading of a word as a sentence would say it (BBC spelled), a starting point for its entry."""
+    return " ".join(rules_reading(word or ""))
 
 
 def dataset_choices(ws: Workspace, current: str | None = None):

@@ -181,7 +181,8 @@ def build(ctx: AppContext):
     vocoder_status = gr.Markdown(status_line(ws), elem_id="vocoder-status")  # licence, download, or why it buzzes
     clip_voice.build(ctx, voice)  # OmniVoice: a voice from one clip, picked above when made
     text = gr.Textbox(label="Amharic text", lines=4, value=inference.SAMPLE_SENTENCES[0], elem_id="inference-text",
-                      info="Any length: split at ። ? ! and line breaks, spoken in batches, joined with pauses.")
+                      info="Any length: split into sentences at ። ? ! ፧, at line breaks and at a full stop "
+                           "(not an abbreviation's, as in ዓ.ም.), spoken in batches, joined with pauses.")
     gr.Examples(examples=[[s] for s in inference.SAMPLE_SENTENCES], inputs=[text], label="Sample sentences")
     with gr.Row():
         steps = gr.Slider(1, 50, value=engine_steps(first_engine), step=1, label="Steps (quality vs. speed)",

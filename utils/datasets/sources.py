@@ -226,13 +226,20 @@ def _ljspeech(ds_dir, files, columns, origin):
             audio = _find_audio(uid, [meta.parent], index, raw, None)
             if audio is None:
                 errors.append({"source": where, "message": f"{where}: transcript for {uid!r} has no audio "
-                               f"(expected wavs/{uid}.wav)."})
+                               f"(expected {_expected_audio(uid)})."})
                 continue
             used.add(audio)
             items.append(Item(safe_id(uid), audio, _rel(ds_dir, audio), text, speaker or DEFAULT_SPEAKER))
     subtitled, ignored = _subtitled(ds_dir, files, used)
     items += subtitled + _orphans(ds_dir, files, used)
     return items, errors + ignored
+
+
+def _expected_audio(uid: str) -> str:
+    """The path a curator should look for: wavs/<id>.wav for an id, the named file for a line that names one
+    (missing.wav, not missing.wav.wav)."""
+    name = uid if Path(uid).suffix.lower() in AUDIO_SUFFIXES else f"{uid}.wav"
+    return name if "/" in name else f"wavs/{name}"
 
 
 def _orphans(ds_dir, files, used) -> list[Item]:

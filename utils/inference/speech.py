@@ -17,7 +17,7 @@ import numpy as np
 from utils import families
 from utils.events import StudioError
 from utils.text.ethiopic import is_ethiopic
-from utils.text.normalize import ACRONYM
+from utils.text.normalize import ACRONYM, ends_with_abbreviation
 from utils.inference.voices import GRIFFIN_LIM, load_acoustic, load_vocoder_for, pick_device, resolve_voice
 from utils.vocoder.choice import check_features_match
 from utils.voice_folders import voice_dictionary
@@ -39,7 +39,7 @@ SAMPLE_SENTENCES = [
 ]
 
 # A sentence ends after ። ፧ ፨ ? ! (with any spaces), at line breaks, or at a "." followed by a space
-# (so 3.5 and ዓ.ም stay whole). The separator is kept to choose the pause.
+# (so 3.5 and ዓ.ም stay whole; an abbreviation's own "." is rejoined below). The separator is kept to choose the pause.
 _BOUNDARY = re.compile(r"((?<=[።፧፨?!])\s*|\n+|(?<=\.)\s+)")
 _CLAUSE = re.compile(r"(?<=[፣፤፥፦,;:])\s*")
 
@@ -75,12 +75,25 @@ def _cut_long(sentence: str) -> list[str]:
     return parts + [current]
 
 
+def _sentences(text: str) -> list[tuple[str, str]]:
+    """(sentence, separator) pairs. The "." of an abbreviation (በ2015 ዓ.ም. 25 ሰዎች) does not end a sentence: the
+    reader expands it without a pause, so a split there was heard as a break in the middle of a sentence."""
+    pieces = _BOUNDARY.split(text or "") + [""]
+    out, carried = [], ""
+    for sentence, separator in zip(pieces[::2], pieces[1::2]):
+        sentence = carried + sentence
+        carried = ""
+        if separator and "\n" not in separator and ends_with_abbreviation(sentence):
+            carried = sentence + separator
+        else:
+            out.append((sentence, separator))
+    return out
+
+
 def split_sentences(text: str) -> list[Sentence]:
-    pieces = _BOUNDARY.split(text or "")
     out = []
-    for i in range(0, len(pieces), 2):
-        sentence = pieces[i].strip()
-        separator = pieces[i + 1] if i + 1 < len(pieces) else ""
+    for sentence, separator in _sentences(text):
+        sentence = sentence.strip()
         if not sentence or not re.search(r"\w", sentence):
             continue
         clauses = _cut_long(sentence)

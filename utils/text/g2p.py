@@ -315,6 +315,12 @@ def phonemize(text: str, user_dict: dict[str, list[str]] | None = None) -> list[
     return phonemize_normalized(normalize(text, user_dict or ()).text, user_dict)
 
 
+def rules_reading(word: str) -> list[str]:
+    """How a sentence reads `word` without a dictionary entry: normalized first (BBC -> b i b i s i, 2ኛ -> ሁለተኛ), as
+    Inference does, so that an entry written from it (keyed by the word as typed) starts from what is heard."""
+    return [s for s in phonemize(word) if s != WORD_BOUNDARY and s not in PAUSE_TOKENS]
+
+
 def phonemize_normalized(normalized_text: str, user_dict: dict[str, list[str]] | None = None) -> list[str]:
     """phonemize() of a text normalize() already read (the dataset checks keep both: normalized once, not twice)."""
     out: list[str] = []

@@ -79,6 +79,21 @@ def _expand_abbreviations(text: str) -> str:
 
 
 @lru_cache(maxsize=None)
+def _abbreviation_stop() -> re.Pattern:
+    # a known abbreviation (its "." and "/" interchangeable, a prefix allowed: በዓ.ም.) or a single letter, then "."
+    keys = {k.rstrip(".") for k, _ in numbers.table_rows("abbreviations.tsv") if not k.endswith("/")}
+    bodies = sorted({"".join("[./]" if c in "./" else re.escape(c) for c in k) for k in keys | set(map(fold, keys))},
+                    key=len, reverse=True)
+    return re.compile(rf"(?:(?<![{ETH}/.])(?:{PREFIXES})?(?:{'|'.join(bodies)})|(?<!{ETH_LETTER}){ETH_LETTER})\.$")
+
+
+def ends_with_abbreviation(text: str) -> bool:
+    """Whether the "." that ends `text` belongs to an abbreviation (ዓ.ም., ዶክ., ኪ.ሜ.), which the reader expands, so
+    it does not end a sentence there."""
+    return bool(_abbreviation_stop().search(text))
+
+
+@lru_cache(maxsize=None)
 def letter_names() -> dict[str, str]:
     """Latin capital -> its English name in Ethiopic script (assets/text/letters.tsv): B -> ቢ, S -> ኤስ."""
     return dict(numbers.table_rows("letters.tsv"))
