@@ -251,7 +251,10 @@ def add_train_command(sub) -> None:
                            type=type(default) if isinstance(default, (int, float)) and not isinstance(default, bool)
                            else None)
     # unset: the Training tab's run-length-aware schedule (utils.runs.settings.eval_schedule), not a fixed 1000
-    p.set_defaults(func=cmd_train, dataset=None, eval_every=None)
+    p.set_defaults(func=cmd_train, dataset=None, eval_every=None, max_steps=None)  # None: not given (--continue)
+    p.add_argument("--continue", dest="continue_run", action="store_true",
+                   help="go on with the existing run --run NAME from its newest checkpoint, with its own settings; "
+                        "--max-steps above its plan trains it longer")
     p.add_argument("--accept-licence", action="store_true",
                    help="with --engine f5 --init SWivid/F5-TTS: yes to the base's CC-BY-NC-4.0 licence (non-commercial "
                         "use only); with another hub base (owner/repo[:folder]), yes to the licence its model card "
@@ -280,12 +283,36 @@ def train_config(args):
     return cfg
 
 
-def cmd_train(args) -> None:
-    from utils.training import prepare_run, run
+def new_run_config(args):
+    """train_config for a run that does not exist yet: a run name in use (one training now, or one finished) is
+    refused, not resumed with other settings written over its own."""
+    from utils.jobs import reconcile
 
     cfg = train_config(args)
+    ws = Workspace.open(args.workspace)
+    if cfg.run and (ws.run_dir(cfg.run) / "config.json").exists():
+        status = reconcile(ws.run_dir(cfg.run))
+        raise StudioError(f"A run called {cfg.run} exists already ({status.get('state', 'not started')}, at step "
+                          f"{status.get('step') or 0}): add --continue to go on with its own settings (and "
+                          f"--max-steps to train it longer), or pick a new --run name.")
+    return cfg
+
+
+def continued_run(args):
+    from utils.runs import control
+
+    if not args.run:
+        raise StudioError("--continue needs --run NAME: the run to go on with.")
+    return control.plan_resume(Workspace.open(args.workspace), args.run, args.max_steps, extend_unfinished=True)
+
+
+def cmd_train(args) -> None:
+    from utils.training import prepare_run, read_run_config, run
+
     check_queue_args(args, "utils.training")
-    config_path = prepare_run(cfg, accept_licence=args.accept_licence)
+    config_path = (continued_run(args) if args.continue_run else
+                   prepare_run(new_run_config(args), accept_licence=args.accept_licence))
+    cfg, _ = read_run_config(config_path)
     print(f"run {cfg.run}: config {config_path}", flush=True)
     from utils import families
 

@@ -156,10 +156,13 @@ def test_a_vocoder_trains_as_a_job_from_the_training_tab_and_resumes_with_its_ow
     assert row["preset"] == "vocoder (tiny)" and row["dataset"] == "am"
     assert any(v.startswith(f"runs/{name}/checkpoints/step-2") for v in inference.list_vocoders(ws))
     assert "batch_size" in json.loads((ws.run_dir(name) / "config.json").read_text())["train"]["reasons"]
-    control.resume_training(ws, name)  # the vocoder trainer again, continuing its checkpoint (already at the end)
+    with pytest.raises(StudioError, match=f"{name} has done its 2 steps. To train it longer, set the steps"):
+        control.resume_training(ws, name)  # not a trainer that starts and finishes at once, saying nothing
+    control.resume_training(ws, name, max_steps=3)  # the vocoder trainer again, from its checkpoint, one step more
     wait(lambda: state(ws, name).get("state") in jobs.FINAL and "resume: continuing from" in views.view(ws, name).log,
          "the vocoder run to resume", 300)
     assert state(ws, name)["state"] == "finished"
+    assert json.loads((ws.run_dir(name) / "config.json").read_text())["train"]["max_steps"] == 3
     with pytest.raises(StudioError, match="no prepared dataset"):
         control.start_vocoder_training(ws, "nope")
 
@@ -243,3 +246,55 @@ def test_a_second_stop_ends_every_rank_of_a_torchrun_run(tmp_path):
     finally:
         launcher.kill()
         launcher.wait()
+
+
+def planned_run(ws, name, steps, **status):
+    """A run's files as a trainer leaves them (no training): its config and its status."""
+    ws.run_dir(name).mkdir(parents=True, exist_ok=True)
+    (ws.run_dir(name) / "config.json").write_text(json.dumps({"train": {**TINY, "dataset": "am", "run": name,
+                                                                        "max_steps": steps}}))
+    jobs.update_status(ws.run_dir(name), **status)
+    return ws.run_dir(name) / "config.json"
+
+
+def test_the_command_line_neither_rewrites_a_run_in_use_nor_takes_a_count_that_trains_nothing(ws, capsys):
+    """`app.py train --run X` on a run training in the browser started a second trainer that wrote its settings over
+    the run's (250 steps became 5), and --max-steps -5 made a "finished" run of nothing that the form then could not
+    load. Both are refused with what to do, and nothing is written."""
+    import app
+
+    config = planned_run(ws, "busy", 250, state="running", step=140, pid=os.getpid(), launcher_pid=os.getpid(),
+                         heartbeat=time.time(), machine=jobs.machine_id())
+    before = config.read_bytes()
+    for argv, said in ((["--run", "busy", "--dataset", "am", "--max-steps", "5"],
+                        "A run called busy exists already (running, at step 140): add --continue"),
+                       (["--run", "busy", "--continue", "--max-steps", "500"],
+                        "Run busy is running now (step 140): stop it first; its settings were not changed"),
+                       (["--run", "fresh", "--dataset", "am", "--max-steps", "-5"],
+                        "max_steps must be 1 or more, not -5 (--max-steps on the command line)")):
+        assert app.main(["train", "--workspace", str(ws.root), *argv]) == 2, argv
+        assert said in capsys.readouterr().err, argv
+    assert config.read_bytes() == before and not ws.run_dir("fresh").exists()
+
+
+def test_resume_trains_a_finished_run_longer_only_when_asked_and_never_shortens_one(ws):
+    """Resume on a finished run started a trainer that finished at once, saying nothing; the steps box (left at
+    another run's value) must not cut or stretch a run stopped halfway, while --max-steps, said on purpose, does."""
+    def steps(name):
+        return json.loads((ws.run_dir(name) / "config.json").read_text())["train"]["max_steps"]
+
+    planned_run(ws, "done", 60, state="finished", step=60)
+    with pytest.raises(StudioError, match="done has done its 60 steps. To train it longer, set the steps .* above 60 "
+                                          "and resume: it goes on from step 60"):
+        control.plan_resume(ws, "done", 40)
+    control.plan_resume(ws, "done", 170)
+    assert steps("done") == 170
+
+    planned_run(ws, "halfway", 250, state="stopped", step=151)
+    for box in (5, 2000):
+        control.plan_resume(ws, "halfway", box)
+        assert steps("halfway") == 250
+    control.plan_resume(ws, "halfway", 400, extend_unfinished=True)  # the command line's --continue --max-steps
+    assert steps("halfway") == 400
+    control.plan_resume(ws, "halfway", 300, extend_unfinished=True)
+    assert steps("halfway") == 400

@@ -501,10 +501,10 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
             raise StudioError("Choose a run first.")
         return jobs.stop(ws, name), name
 
-    def on_resume(name):
+    def on_resume(name, steps):  # the form's steps train a finished run longer; they never shorten one
         if not name:
             raise StudioError("Choose a run first.")
-        control.resume_training(ws, name)
+        control.resume_training(ws, name, int(steps or 0) or None)
         return views.state_line(ws, name), name
 
     def on_delete(name, confirmed):  # the picker and the list forget the run at once, not at the next poll
@@ -538,7 +538,7 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
     said = [f.message, f.about]
     p.stop.click(action(on_stop, said), p.selected, said, api_name="stop_training").then(
         soon, None, p.timer, show_progress="hidden")
-    p.resume.click(action(on_resume, said), p.selected, said, api_name="resume_training").then(
+    p.resume.click(action(on_resume, said), [p.selected, f.max_steps], said, api_name="resume_training").then(
         soon, None, p.timer, show_progress="hidden")
     deleted = [f.message, f.about, p.selected, p.run_list]
     p.delete.click(action(on_delete, deleted), [p.selected, p.confirm], deleted, api_name="delete_run")

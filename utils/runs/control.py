@@ -11,7 +11,7 @@ from utils import families
 from utils.events import StudioError
 from utils.jobs import ACTIVE, reconcile
 from utils.runs.settings import eval_schedule, saved_settings
-from utils.workspace import Workspace, read_json
+from utils.workspace import Workspace, atomic_write_json, read_json
 
 
 def init_choices(ws: Workspace) -> list[str]:
@@ -113,19 +113,45 @@ def start_vocoder_training(ws: Workspace, dataset: str, init: str = "", preset: 
             **queue(ws, config_path, all_gpus, trainer_module="utils.vocoder.training")}
 
 
-def resume_training(ws: Workspace, name: str) -> dict:
-    """Start the run again from its own config; the trainer (acoustic or vocoder) continues its newest checkpoint."""
+def resume_training(ws: Workspace, name: str, max_steps: int | None = None, extend_unfinished: bool = False) -> dict:
+    """Start the run again from its own config; the trainer (acoustic or vocoder) continues its newest checkpoint.
+    `max_steps`, `extend_unfinished`: see plan_resume."""
     from utils import jobs
 
-    config_path = ws.run_dir(name) / "config.json"
-    if not config_path.exists():
-        raise StudioError(f"There is no run called {name}.")
+    config_path = plan_resume(ws, name, max_steps, extend_unfinished)
     status = jobs.read_status(ws.run_dir(name))
     # devices picked again: a run begun on 2 GPUs resumes on the one a new runtime has (its batch plan, kept in the
     # checkpoint, is per process), and one begun on GPU 1 of a machine that now has only GPU 0 takes GPU 0
     devices, nproc = run_devices(ws, config_path, all_gpus=int(status.get("nproc") or 1) > 1)
     return {"run": name, **jobs.start(ws, name, config_path, devices=devices, nproc=nproc,
                                       trainer_module=status.get("trainer_module", "utils.training"))}
+
+
+def plan_resume(ws: Workspace, name: str, max_steps: int | None = None, extend_unfinished: bool = False) -> Path:
+    """The config a resumed run goes on with (its path). A run still training is refused before its config is
+    touched. A run that has done its steps trains longer with `max_steps` above them, and without says how, rather
+    than starting a trainer that finishes at once. One stopped halfway goes on to its own plan: the Training tab's
+    steps box, left at another run's value, must not change it (the command line's --max-steps, said on purpose,
+    does: `extend_unfinished`). Never shortens a run."""
+    config_path = ws.run_dir(name) / "config.json" if name else None
+    if config_path is None or not config_path.exists():
+        raise StudioError(f"There is no run called {name or '(no name given)'}.")
+    status = reconcile(ws.run_dir(name))
+    if status.get("state") in ACTIVE:
+        raise StudioError(f"Run {name} is {status['state']} now (step {status.get('step') or 0}): stop it first; "
+                          "its settings were not changed.")
+    doc = read_json(config_path, {}) or {}
+    plan = doc.get("train", doc)
+    planned, done = int(plan.get("max_steps") or 0), int(status.get("step") or 0)
+    finished = bool(planned) and (status.get("state") == "finished" or done >= planned)
+    longer = bool(max_steps) and int(max_steps) > planned
+    if longer and (finished or extend_unfinished):
+        plan["max_steps"] = int(max_steps)
+        atomic_write_json(config_path, doc)
+    elif finished:
+        raise StudioError(f"{name} has done its {planned} steps. To train it longer, set the steps (--max-steps on "
+                          f"the command line) above {planned} and resume: it goes on from step {done}.")
+    return config_path
 
 
 def pick_devices(ws: Workspace, gpus: int, all_gpus: bool) -> tuple[str, int]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from utils import families
-from utils.training.config import TrainConfig, read_run_config, write_run_config
+from utils.training.config import TrainConfig, check_numbers, read_run_config, write_run_config
 
 __all__ = ["TrainConfig", "prepare_run", "run", "load_checkpoint"]
 
@@ -29,6 +29,7 @@ def prepare_run(cfg: TrainConfig, accept_licence: bool = False) -> Path:
     from utils.workspace import Workspace, check_name
 
     ws = Workspace.open(cfg.workspace)
+    check_numbers(cfg)
     check_name(cfg.dataset, "dataset name")
     family = families.get(cfg.engine)
     family.check_request(cfg)  # before any run folder or queued job: what the family cannot do, and what to pass

@@ -192,6 +192,21 @@ def config_from_cli(values: dict, workspace) -> TrainConfig:
     return TrainConfig(**kw, options=options)
 
 
+# the least each count may be: below it a run trained nothing (--max-steps -5 ended "finished" at step 0 and left a
+# form that would not load its value) or could not start
+LEAST = {"max_steps": 1, "warmup_steps": 0, "log_every": 1, "eval_every": 0, "prefetch_factor": 1,
+         "max_frames_per_batch": 1, "grad_accumulation": 1, "num_workers": 0}
+
+
+def check_numbers(cfg: TrainConfig) -> None:
+    """Refuse a count below its least (a number, not "auto"), naming the setting and its flag."""
+    for name, least in LEAST.items():
+        value = getattr(cfg, name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < least:
+            raise StudioError(f"{name} must be {least} or more, not {value} (--{name.replace('_', '-')} on the "
+                              "command line); nothing was started.")
+
+
 def write_run_config(path: Path, cfg: TrainConfig, **extra) -> None:
     from utils.workspace import atomic_write_json, read_json
 
