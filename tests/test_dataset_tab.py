@@ -52,9 +52,6 @@ def test_upload_inspect_prepare_review_and_edit_through_the_handlers(tmp_path):
     summary, hist, rates, table, page, where = tab.load_view(ws, "up")
     assert "**3** of 4 clips" in summary and "too_short" in summary
     assert hist["clips"].sum() == 4 and len(rates) == 4
-    drawn = tab.plot_updates(summary, hist, rates, table, page, where)[2]  # no clip half off the plot's edges
-    assert drawn["x_lim"][0] == 0 and drawn["x_lim"][1] > rates["duration"].max()
-    assert drawn["y_lim"][0] == 0 and drawn["y_lim"][1] > rates["chars_per_s"].max()
     assert list(table["id"]) == ["u3"] and "too_short" in table.iloc[0]["flags"]
 
     row_id, audio_path, text = tab.select_row(ws, "up", "u3")
@@ -117,8 +114,7 @@ def test_the_first_prepare_in_a_fresh_workspace_draws_both_plots_and_a_second_cl
     bars = plot_seen(page, "#dataset-hist")
     assert sum(numeric_ticks(bars["y"])) > 0  # clip counts, not the counts as categories
     points = plot_seen(page, "#dataset-rate", ("ok", "flagged"))
-    numeric_ticks(points["x"])
-    numeric_ticks(points["y"])
+    assert numeric_ticks(points["x"])[0] == 0 and numeric_ticks(points["y"])[0] == 0  # no clip half off a corner
     screenshot(page.locator("#dataset-rate"), tmp_path, "first-prepare-rate")
 
     # a row picked in the first dataset is not left picked when a second one is prepared

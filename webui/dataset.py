@@ -175,17 +175,8 @@ def plot_updates(summary, hist: pd.DataFrame, rates: pd.DataFrame, table, *pager
     # the bars sort by label: right-aligned labels sort as their numbers ("  2-2.5" before "10-10.5")
     hist = hist.assign(seconds=hist["seconds"].str.rjust(hist["seconds"].str.len().max()))
     unseen = [{"status": s} for s in STATUS_COLORS if s not in set(rates["status"])]
-    axes = rate_axes(rates)
     rates = pd.concat([rates, pd.DataFrame(unseen, columns=list(RATE_TYPES)).astype(RATE_TYPES)], ignore_index=True)
-    return summary, hist, gr.update(value=rates, **axes), table, *pager
-
-
-def rate_axes(rates: pd.DataFrame) -> dict:
-    """Both axes of the speaking-rate plot from 0 to a tenth past the farthest clip: fitted to the points, the
-    longest and the fastest clips sat on the plot's edges, half drawn."""
-    if rates.empty:
-        return {}
-    return {"x_lim": [0.0, 1.1 * float(rates["duration"].max())], "y_lim": [0.0, 1.1 * float(rates["chars_per_s"].max())]}
+    return summary, hist, rates, table, *pager
 
 
 def export_table(ws, name: str) -> Path:
@@ -256,7 +247,10 @@ def build(ctx: AppContext) -> list:
         # no fixed height: a fixed one cuts off the legend under the plot
         hist = gr.BarPlot(x="seconds", y="clips", sort="x", y_lim=[0, None], title="Clip durations",
                           elem_id="dataset-hist")
-        rate = gr.ScatterPlot(x="duration", y="chars_per_s", color="status", title="Speaking rate",
+        # both axes from 0: a silent or very short clip sat half off the corner. Fixed, never sent with the points:
+        # Gradio (6.31) draws an update that moves a plot's axes with the points it held before
+        rate = gr.ScatterPlot(x="duration", y="chars_per_s", color="status", title="Speaking rate", x_lim=[0, None],
+                              y_lim=[0, None],
                               x_title="clip length (s)", y_title="letters a second", color_map=STATUS_COLORS,
                               color_title="", elem_id="dataset-rate")
     table = gr.Dataframe(headers=TABLE_COLUMNS, interactive=False, wrap=True, label="Rows to review (click one)",

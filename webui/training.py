@@ -206,7 +206,14 @@ def _changed_plots(v: views.RunView, held: dict) -> dict:
             continue
         sent[i], drawn[i] = _plot(frame, drawn[i])
         if name in POINTS and sent[i] is not None:
-            sent[i] = gr.update(value=frame, **points_axes(frame))
+            axes = points_axes(frame)
+            if drawn[i] is not None and held.setdefault("axes", {}).get(i, axes) != axes:
+                # Gradio (6.31) redraws a plot whose axes moved with the points it held before: the newest
+                # evaluation stayed missing until a reload. Emptied now, it is drawn whole on the next poll.
+                sent[i], drawn[i] = None, None
+            else:
+                sent[i] = gr.update(value=frame, **axes)
+            held.setdefault("axes", {})[i] = axes
         marks[i] = mark if drawn[i] is not None or not len(frame) else None  # emptied: sent again next time
     return sent
 
