@@ -344,6 +344,26 @@ def test_split_is_stable_and_stratified_by_speaker():
     assert {r["id"]: r["split"] for r in shuffled} == first
 
 
+def test_a_copy_of_a_held_out_clip_is_held_out_with_it():
+    """A 48 kHz copy of a clip (same sentence, other audio) or a second take in training lets the model have heard
+    what its quality is measured on; a dataset made of repeats keeps its training rows."""
+    long = "ሰላም ለሁላችሁ ይሁን ዛሬ"
+    rows = [{"id": f"r{i}", "speaker": "a", "text": f"ዓረፍተ ነገር ቁጥር {i}", "sha1": f"s{i}"} for i in range(40)]
+    assign_split(rows, 0.05)
+    held = [r for r in rows if r["split"] == "val"]
+    assert len(held) == 2
+    rows += [{"id": "take2", "speaker": "a", "text": held[0]["text"], "sha1": "other"},
+             {"id": "resampled", "speaker": "a", "text": "", "sha1": held[1]["sha1"]},
+             {"id": "short", "speaker": "a", "text": "ዓረፍተ ነገር", "sha1": "x"}]  # a short line said again is fine
+    assign_split(rows, 0.05)
+    split = {r["id"]: r["split"] for r in rows}
+    assert split["take2"] == split["resampled"] == "val" and split["short"] == "train"
+    assert sum(v == "val" for v in split.values()) == 4
+    repeats = [{"id": f"p{i}", "speaker": "a", "text": long, "sha1": f"q{i}"} for i in range(12)]
+    assign_split(repeats, 0.05)
+    assert sum(r["split"] == "train" for r in repeats) == 11
+
+
 def test_a_big_dataset_holds_out_at_most_500_clips_shared_among_its_speakers():
     """5 % of 200 hours would be 10 hours of speech never trained on."""
     rows = [{"id": f"{s}{i}", "speaker": s} for s, n in (("a", 15000), ("b", 5000)) for i in range(n)]

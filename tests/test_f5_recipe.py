@@ -146,7 +146,7 @@ def test_guidance_before_start_says_the_hours_the_time_and_the_disk(corpus):
                                  disk_free_gb=50)
     hours = usable_hours(corpus, "am")
     data, time, disk = guidance(corpus, "am", 20_000, t4)
-    assert f"{hours * 60:.0f} min of usable speech" in data and "took people 10-15 h" in data  # minutes under an hour
+    assert f"{hours * 60:.1f} min of usable speech" in data and "took people 10-15 h" in data  # minutes under an hour
     assert hours < 1 and "0.0 h" not in data
     assert "for one pass over the data" in time and "Tesla T4" in time and "estimated" in time
     assert "Checkpoints need up to 12 GB" in disk and "GB are free where the workspace is" in disk

@@ -79,10 +79,10 @@ def advice(ws, dataset: str, report) -> list[str]:
     the machine, then one line a family: its GUIDE, and why not where this machine cannot train it."""
     from utils.datasets.manifest import usable_hours
 
-    hours = usable_hours(ws, dataset)
+    from utils.training.speed import say_hours
+
     gpu = min(report.gpus, key=lambda g: g.memory_gb).name if report.gpus else "no GPU (the CPU trains)"
-    amount = f"{hours:.1f} h" if hours >= 1 else f"{hours * 60:.0f} min"
-    lines = [f"{amount} of usable speech in {dataset}; this machine: {gpu}."]
+    lines = [f"{say_hours(usable_hours(ws, dataset))} of usable speech in {dataset}; this machine: {gpu}."]
     for name in FAMILIES:
         family = get(name)
         can, why = verdict(family, ws, report)

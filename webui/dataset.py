@@ -16,6 +16,7 @@ from utils.datasets import deletion
 from utils.datasets import disk
 from utils.datasets.config import PrepareConfig
 from utils.events import StudioError
+from utils.training.speed import say_hours
 from utils.workspace import readable
 from webui import transcripts
 from webui.components import says_errors
@@ -82,10 +83,6 @@ def run_prepare(ws, files, path, name, fmt, frontend, audio_col, text_col, speak
     yield "\n".join(lines[-200:])
 
 
-def _hours(h: float) -> str:
-    return f"{h:.2f} h" if h >= 0.1 else f"{h * 60:.1f} min"
-
-
 def summary_markdown(ws, name: str) -> str:
     from utils.datasets.manifest import summarize
 
@@ -95,7 +92,7 @@ def summary_markdown(ws, name: str) -> str:
         return f"Dataset **{name}** has no report yet."
     flags = "\n".join(f"- **{k}** ({datasets.FLAG_HELP.get(k, k)}): {v}" for k, v in s.get("flags", {}).items())
     errors = "\n".join(f"- {e['message']}" for e in report.get("errors", [])[:50])
-    return (f"### {name}\n**{_hours(s['usable_hours'])} usable** of {_hours(s['hours'])} · **{s['usable_clips']}** of "
+    return (f"### {name}\n**{say_hours(s['usable_hours'])} usable** of {say_hours(s['hours'])} · **{s['usable_clips']}** of "
             f"{s['clips']} clips · **{s['speakers']}** speaker(s) · {s['train_clips']} train / {s['val_clips']} val · "
             f"format {s.get('format')}\n\n**Flagged rows by kind**\n{flags or '- none: every clip passed the checks'}\n\n"
             f"**Files that could not be used** ({s.get('errors', 0)})\n{errors or '- none'}\n\n"
@@ -119,7 +116,7 @@ def enough_line(s: dict) -> str:
     """How much speech a voice wants, where there is little: the Training tab's families say it too, later."""
     if s["usable_hours"] >= 1:
         return ""
-    return (f" With {_hours(s['usable_hours'])} of speech expect a first, rough voice: MMS-TTS wants an hour or two "
+    return (f" With {say_hours(s['usable_hours'])} of speech expect a first, rough voice: MMS-TTS wants an hour or two "
             "of one speaker, OmniVoice fine-tunes from minutes (and speaks from one clip with no training), Matcha "
             "from zero wants many hours.")
 

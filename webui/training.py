@@ -306,7 +306,19 @@ def engine_advice(ctx: AppContext, dataset: str | None) -> dict:
     if not dataset or dataset not in ctx.workspace.list_datasets():
         return gr.update(visible=False)
     lines = families.advice(ctx.workspace, dataset, hardware.detect(ctx.workspace.root))
-    return gr.update(visible=True, value="Which engine: " + lines[0] + "\n" + "\n".join(f"- {x}" for x in lines[1:]))
+    return gr.update(visible=True, value="Which engine: " + lines[0] + held_out_line(ctx.workspace, dataset) + "\n"
+                     + "\n".join(f"- {x}" for x in lines[1:]))
+
+
+def held_out_line(ws, dataset: str) -> str:
+    """What the quality curves rest on, where it is thin: a run measures MCD on at most eval_clips held-out clips,
+    and on one or two its number jumps from check to check and a lucky clip picks the best checkpoint."""
+    from utils.datasets.manifest import held_out_clips
+    from utils.training.config import TrainConfig
+
+    held, most = held_out_clips(ws, dataset), TrainConfig.eval_clips
+    return "" if held >= most else (f" Quality is measured on {held} held-out clip(s) (a run uses up to {most}): "
+                                    "expect its numbers to jump from check to check; a larger dataset holds out more.")
 
 
 def _restored_training(ws, t: dict) -> tuple:

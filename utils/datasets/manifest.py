@@ -51,6 +51,12 @@ def usable_hours(ws: Workspace, name: str, with_text: bool = False) -> float:
     return seconds / 3600
 
 
+def held_out_clips(ws: Workspace, name: str) -> int:
+    """The usable held-out (val) clips a run measures its quality on."""
+    (held,), = store.query(manifest_folder(ws, name), "SELECT count(*) FROM rows WHERE excluded = 0 AND split = 'val'")
+    return held
+
+
 def require_usable(ws: Workspace, name: str) -> None:
     """Refuse, naming the dataset, when it has no row a run could train on: a run started on it would fail seconds
     later, after its run folder and queue entry were made. Reads one column, not the rows."""

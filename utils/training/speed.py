@@ -43,8 +43,9 @@ def estimated(report, flops_per_frame: float) -> tuple[float, str]:
 
 
 def say_hours(hours: float) -> str:
-    """Speech in plain units: "3 min" under an hour ("0.0 h" read as nothing at all), else "1.4 h"."""
-    return f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h"
+    """Speech in plain units: "1.5 min" under ten minutes, "35 min" under an hour ("0.0 h" read as nothing at all),
+    else "1.4 h"; every tab says an amount the same way."""
+    return f"{hours * 60:.1f} min" if hours < 1 / 6 else f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h"
 
 
 def say_time(seconds: float) -> str:
