@@ -293,6 +293,13 @@ def test_the_voice_picker_starts_on_the_active_runs_best_checkpoint_else_its_new
     status.write_text(json.dumps(live))
     assert inference.default_voice(copy) == "runs/live/checkpoints/step-1"  # the best one
 
+    # once no run trains, a voice the curator exported comes before a checkpoint Stop saved, unevaluated, after it
+    shutil.copytree(copy.run_dir("live") / "checkpoints" / "step-2", copy.voice_dir("abebe"))
+    status.write_text(json.dumps({**live, "state": "stopped", "best_checkpoint": None, "best_mcd": None}))
+    (older := json.loads((copy.run_dir("older") / "status.json").read_text())).pop("best_mcd", None)
+    (copy.run_dir("older") / "status.json").write_text(json.dumps(older))
+    assert inference.default_voice(copy) == "abebe"
+
 
 def test_a_toast_shows_the_words_of_a_markdown_message_without_its_marks(monkeypatch):
     import gradio as gr

@@ -132,7 +132,8 @@ def speak_file(ctx: AppContext, voice, speaker, upload, steps, temperature, spee
             result = event.result or result
     except StudioError as exc:
         raise gr.Error(str(exc)) from None
-    report = f"**{result['written']}** WAV(s) in `{result['zip'].name}` ({result['seconds']:.1f} s)."
+    report = (f"**{result['written']}** WAV(s) of voice `{result['voice']}` in `{result['zip'].name}` "
+              f"({result['seconds']:.1f} s).")
     if result["failed"]:
         report += f"\n\n{len(result['failed'])} line(s) could not be spoken:\n" + "\n".join(log[:50])
     return str(result["zip"]), report

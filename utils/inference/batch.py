@@ -61,7 +61,7 @@ def speak_file(ws: Workspace, voice: str, path: str | Path, vocoder: str | None 
     tmp = out.with_suffix(".zip.tmp")
     manifest = io.StringIO()
     table = csv.writer(manifest)
-    table.writerow(["file", "text", "duration_s"])
+    table.writerow(["file", "text", "duration_s", "voice"])  # which voice spoke: a zip outlives the picker's choice
     failed, seen, start = [], set(), time.perf_counter()
     yield Event("batch", 0, len(rows), f"speaking {len(rows)} lines of {Path(path).name}")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -77,10 +77,12 @@ def speak_file(ws: Workspace, voice: str, path: str | Path, vocoder: str | None 
             buffer = io.BytesIO()
             sf.write(buffer, np.clip(wave, -1, 1), sr, format="WAV", subtype="PCM_16")
             zf.writestr(f"{name}.wav", buffer.getvalue())
-            table.writerow([f"{name}.wav", text, f"{info['duration_s']:.2f}"])
+            table.writerow([f"{name}.wav", text, f"{info['duration_s']:.2f}", voice])
             yield Event("batch", done, len(rows), f"{name}.wav ({info['duration_s']:.1f} s)")
         zf.writestr("manifest.csv", manifest.getvalue())
     tmp.replace(out)
     written = len(rows) - len(failed)
-    yield Event("batch", len(rows), len(rows), f"{written} WAV(s) in {out.name}" + (f", {len(failed)} line(s) failed" if failed else ""),
-                result={"zip": out, "written": written, "failed": failed, "seconds": time.perf_counter() - start})
+    yield Event("batch", len(rows), len(rows), f"{written} WAV(s) of voice {voice} in {out.name}"
+                + (f", {len(failed)} line(s) failed" if failed else ""),
+                result={"zip": out, "written": written, "failed": failed, "seconds": time.perf_counter() - start,
+                        "voice": voice})

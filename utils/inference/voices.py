@@ -77,21 +77,23 @@ def voice_choices(ws: Workspace) -> list[tuple[str, str]]:
 
 
 def default_voice(ws: Workspace) -> str | None:
-    """The picker's value before the curator picks: the best checkpoint (else the newest) of the run training now,
-    else of the run or exported voice written last. During a run this follows its newest best, where the first
-    value offered used to stay on the run's first, oldest checkpoint."""
+    """The picker's value before the curator picks: the best checkpoint (else the newest) of the run training now;
+    else of the exported voice or evaluated run written last; else the newest checkpoint of any run. During a run
+    this follows its newest best, where the first value offered used to stay on the run's first, oldest checkpoint;
+    a checkpoint Stop saved after 26 steps no longer comes before a voice the curator exported."""
     from utils.jobs import ACTIVE
 
-    found = []  # (active, when, value)
+    found = []  # (active, chosen: exported or picked by its MCD, when, value)
     for run in run_folders(ws):
         folder = best_checkpoint(ws, run.name)
         if folder is not None:
-            status = run / "status.json"
-            state = (read_json(status, {}) or {}).get("state")
-            found.append((state in ACTIVE, status.stat().st_mtime if status.exists() else folder.stat().st_mtime,
+            status_file = run / "status.json"
+            status = read_json(status_file, {}) or {}
+            found.append((status.get("state") in ACTIVE, status.get("best_mcd") is not None,
+                          status_file.stat().st_mtime if status_file.exists() else folder.stat().st_mtime,
                           str(folder.relative_to(ws.root))))
-    found += [(False, ws.voice_dir(name).stat().st_mtime, name) for name in list_voices(ws)]
-    return max(found)[2] if found else None
+    found += [(False, True, ws.voice_dir(name).stat().st_mtime, name) for name in list_voices(ws)]
+    return max(found)[3] if found else None
 
 
 def voice_engine(ws: Workspace, voice: str | None) -> str:
