@@ -414,3 +414,16 @@ def test_batch_feature_pass_matches_the_on_demand_cache(tmp_path):
         half = np.load(cache_path(ds, r["sha1"], cfg))
         audio, _ = load_audio(ds / r["audio"])
         assert half.dtype == np.float16 and np.abs(half - log_mel(audio, cfg).numpy()).max() < 0.01
+
+
+def test_a_source_that_does_not_exist_is_refused_before_anything_is_estimated_or_made(tmp_path, capsys):
+    """`prepare --name x missing.zip` said it would take 0 bytes and began copying 1 upload before saying the file
+    was not there."""
+    import app
+
+    ws = Workspace.open(tmp_path / "ws")
+    assert app.main(["prepare", "--workspace", str(ws.root), "--name", "gone", str(tmp_path / "nonexist.zip")]) == 2
+    said = capsys.readouterr()
+    assert "nonexist.zip: not found: give a zip, a folder or files that exist" in said.err
+    assert "Preparing will take" not in said.out + said.err and "upload(s)" not in said.out + said.err
+    assert not ws.dataset_dir("gone").exists()

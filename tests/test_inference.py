@@ -258,7 +258,8 @@ def test_exported_voice_is_self_contained_zipped_and_loads_outside_the_workspace
     assert info["vocoder"] == "vocos (voice)" and len(wave) > 0
     _, _, gl = inference.synthesize(ws, "almaz-voice", "ሰላም ነው።", steps=2, vocoder="griffin-lim")
     assert gl["vocoder"] == "griffin-lim"
-    with pytest.raises(StudioError, match="exists already"):
+    with pytest.raises(StudioError, match="exists already; pick another name, or replace it .*--overwrite on the "
+                                          "command line"):  # the words of both places it is said in
         inference.export_voice(ws, "almaz-voice", "almaz-voice")
     voice = inference.Voice.load(tmp_path / "elsewhere" / "almaz-voice")  # the snippet of the README
     far, far_sr, far_info = voice.synthesize("ሰላም ነው።", steps=2)

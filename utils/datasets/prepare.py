@@ -75,6 +75,8 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
     ds_dir = ws.dataset_dir(name)
     raw, state = ds_dir / "raw", ds_dir / STATE_DIR
     sources = [sources] if isinstance(sources, (str, Path)) else list(sources or [])  # read twice: disk, import
+    if missing := [str(s) for s in sources if not Path(s).exists() and not Path(s).is_symlink()]:
+        raise StudioError(f"{missing[0]}: not found: give a zip, a folder or files that exist (nothing was prepared).")
     if sources:  # before anything is written: a disk that cannot hold the dataset is said now, not when full
         est = check_space(ds_dir, sources, ws.root, cfg=cfg, feature_cfg=feature_cfg, columns=columns,
                           in_place=in_place)

@@ -112,7 +112,7 @@ def export_voice(ws: Workspace, source: str, voice_name: str, vocoder: str | Non
     folder = resolve_voice(ws, source)
     target = ws.voice_dir(voice_name)
     if target.exists() and not overwrite:
-        raise StudioError(f"A voice called {voice_name} exists already; pick another name or tick overwrite.")
+        raise StudioError(f"A voice called {voice_name} exists already; pick another name, or replace it ('Overwrite a voice of that name'; --overwrite on the command line).")
     if target == folder:
         raise StudioError(f"{voice_name} is the voice being exported; pick another name.")
     tmp = target.with_name(f".{target.name}.tmp-export")
