@@ -109,8 +109,9 @@ def test_cli_dataset_mode_prints_progress(ws, capsys):
 def test_tab_handlers_run_listen_accept_and_revert(ws, tmp_path):
     assert "spleeter" in tab.backend_note("auto") and "chosen by you" in tab.backend_note("dsp")
     assert tab.dataset_choices(ws)["choices"] == ["news"]
-    *_, (log, table) = list(tab.run_dataset(ws, "news", "dsp", True, progress=None))
+    *_, (log, table, done) = list(tab.run_dataset(ws, "news", "dsp", True, progress=None))
     assert "1 of 2 clips had music" in log
+    assert done.startswith("**Done:** 1 of 2 clips had music") and "Accept" in done  # said where it is seen
     assert list(table["music"]) == ["yes, clearly", "no"]  # in listening order: the music first
     choices = tab.clip_ids(ws, "news")["choices"]  # each clip named with its score, the music first
     assert [value for _, value in choices] == ["song", "clean"] and all("music score 0." in label for label, _ in choices)

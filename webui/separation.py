@@ -70,16 +70,25 @@ def _drive(events, progress):
 
 def run_dataset(ws, name: str, backend: str, gate: bool, redo: bool = False, progress=gr.Progress()):
     """Separate the clips of a dataset not done before with these settings (every clip with `redo`); yields (log,
-    clip table)."""
+    clip table, the line beside Accept)."""
     if not name:
         raise gr.Error("Pick a dataset first.")
+    said = []  # the run's last word, also said beside Accept: the log's end is out of sight, under its first lines
+
+    def watched(events):
+        for event in events:
+            if event.stage == "done":
+                said.append(event.message)
+            yield event
+
     try:
-        for log in _drive(sep_dataset.process_dataset(ws, name, backend or "auto", gate=bool(gate), redo=bool(redo)),
-                          progress):
-            yield log, gr.update()
+        for log in _drive(watched(sep_dataset.process_dataset(ws, name, backend or "auto", gate=bool(gate),
+                                                              redo=bool(redo))), progress):
+            yield log, gr.update(), gr.update()
     except StudioError as exc:
         raise gr.Error(str(exc)) from exc
-    yield log, clip_table(ws, name)
+    yield log, clip_table(ws, name), (f"**Done:** {said[-1]}. Listen to a clip below; Accept uses the separated "
+                                      "audio of those with clear music, or of the clips you pick." if said else "")
 
 
 def run_file(ws, path: str, backend: str, gate: bool, progress=gr.Progress()):
@@ -181,8 +190,8 @@ def build(ctx: AppContext) -> list:
     shown = [table, clip, picks, status]
     name.change(says_errors(lambda n: (*dataset_view(ws, n), ""), shown, status, what="Showing the dataset"),
                 name, shown, api_name="separation_table")
-    ds_event = run_ds.click(says_errors(partial(run_dataset, ws), [log, table], log, log=True),
-                            [name, backend, gate, redo], [log, table], api_name="separation_run_dataset")
+    ds_event = run_ds.click(says_errors(partial(run_dataset, ws), [log, table, status], log, log=True),
+                            [name, backend, gate, redo], [log, table, status], api_name="separation_run_dataset")
     ds_event.then(partial(clip_ids, ws), name, clip).then(partial(faint_ids, ws), name, picks)
     stop_ds.click(None, None, None, cancels=[ds_event])
     players = [before, after, status]
