@@ -251,7 +251,8 @@ def add_train_command(sub) -> None:
                            type=type(default) if isinstance(default, (int, float)) and not isinstance(default, bool)
                            else None)
     # unset: the Training tab's run-length-aware schedule (utils.runs.settings.eval_schedule), not a fixed 1000
-    p.set_defaults(func=cmd_train, dataset=None, eval_every=None, max_steps=None)  # None: not given (--continue)
+    # None: not given, so the Training tab's defaults for this machine (new_run_config), or the run's own (--continue)
+    p.set_defaults(func=cmd_train, dataset=None, eval_every=None, max_steps=None, preset=None)
     p.add_argument("--continue", dest="continue_run", action="store_true",
                    help="go on with the existing run --run NAME from its newest checkpoint, with its own settings; "
                         "--max-steps above its plan trains it longer")
@@ -284,12 +285,19 @@ def train_config(args):
 
 
 def new_run_config(args):
-    """train_config for a run that does not exist yet: a run name in use (one training now, or one finished) is
-    refused, not resumed with other settings written over its own."""
+    """train_config for a run that does not exist yet, the model size and steps the Training tab would start at
+    where not given; a run name in use (one training now, or one finished) is refused, not resumed with other
+    settings written over its own."""
+    from utils import families
     from utils.jobs import reconcile
+    from utils.runs.settings import default_steps, recommended_preset
 
-    cfg = train_config(args)
     ws = Workspace.open(args.workspace)
+    if args.preset is None and families.get(args.engine).HAS_SIZES:  # as the Training tab starts: tiny on a CPU
+        args.preset = recommended_preset()
+    if args.max_steps is None:
+        args.max_steps = default_steps(ws)
+    cfg = train_config(args)
     if cfg.run and (ws.run_dir(cfg.run) / "config.json").exists():
         status = reconcile(ws.run_dir(cfg.run))
         raise StudioError(f"A run called {cfg.run} exists already ({status.get('state', 'not started')}, at step "

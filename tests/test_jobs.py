@@ -298,3 +298,18 @@ def test_resume_trains_a_finished_run_longer_only_when_asked_and_never_shortens_
     assert steps("halfway") == 400
     control.plan_resume(ws, "halfway", 300, extend_unfinished=True)
     assert steps("halfway") == 400
+
+
+def test_the_command_line_starts_where_the_training_tab_would_on_this_machine(ws):
+    """`app.py train` without --preset made the `small` model (the tabs say tiny on a CPU) and without --max-steps a
+    GPU's 20,000 steps."""
+    import app
+    from utils import hardware
+
+    args = app.build_parser().parse_args(["train", "--workspace", str(ws.root), "--dataset", "am", "--run", "cli-d"])
+    cfg = app.new_run_config(args)
+    assert cfg.preset == settings.recommended_preset() == ("base" if hardware.query_gpus() else "tiny")
+    assert cfg.max_steps == settings.default_steps(ws)
+    given = app.build_parser().parse_args(["train", "--workspace", str(ws.root), "--dataset", "am", "--run", "cli-e",
+                                           "--preset", "small", "--max-steps", "7"])
+    assert (app.new_run_config(given).preset, app.new_run_config(given).max_steps) == ("small", 7)

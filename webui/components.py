@@ -13,14 +13,6 @@ def not_built(capability: str, issue: str) -> gr.Markdown:
     )
 
 
-def default_model_size() -> str:
-    """The model size the Optimizations and Training tabs both start on: one a curator can finish here (a GPU
-    trains the full model, a CPU only a small one), so the settings saved are those of the run started."""
-    from utils import hardware
-
-    return "base" if hardware.query_gpus() else "tiny"
-
-
 def current_pick(names: list[str], current: str | None) -> dict:
     """A picker brought up to date: what exists now, showing the curator's pick while it exists, else the first
     (never a name that is gone, nor nothing while something exists)."""

@@ -5,7 +5,7 @@ import gradio as gr
 
 from utils.runs import probe, settings
 from utils.events import StudioError
-from webui.components import current_pick, default_model_size, plain_label, says_errors
+from webui.components import current_pick, plain_label, says_errors
 from webui.context import AppContext
 
 
@@ -46,7 +46,7 @@ def build(ctx: AppContext) -> list:
                 "New runs start from what is saved here; a setting left at its recommendation keeps following "
                 "the hardware.")
     with gr.Row():
-        preset = gr.Radio(["tiny", "small", "base"], value=default_model_size(),
+        preset = gr.Radio(["tiny", "small", "base"], value=settings.recommended_preset(),
                           label="model size the recommendations are for", elem_id="settings-preset")
         save = gr.Button("Save settings", variant="primary", elem_id="save-settings")
         reset = gr.Button("Reset to recommended")

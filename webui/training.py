@@ -20,7 +20,7 @@ from utils import families
 from utils.family_options import names_of, saved_option
 from utils.transcripts import asr
 from utils.vocoder.default import status_line
-from webui.components import current_pick, default_model_size, says_errors
+from webui.components import current_pick, says_errors
 from webui.context import AppContext
 
 MAX_SAMPLES = 4
@@ -401,12 +401,12 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
     with gr.Row(elem_id="train-form"):
         dataset = gr.Dropdown(ws.list_datasets(), label="dataset", allow_custom_value=False,
                               info="a dataset prepared on the Dataset tab")
-        preset = gr.Radio(["tiny", "small", "base"], value=default_model_size(), label="model size",
+        preset = gr.Radio(["tiny", "small", "base"], value=settings.recommended_preset(), label="model size",
                           info="tiny: trains on a CPU in minutes (rough voice); small (10M parameters); base: 21M parameters, GPU")
         run_name = gr.Textbox(label="run name", placeholder="automatic: dataset + time")
         max_steps = gr.Number(value=settings.default_steps(ws), precision=0, label="steps", minimum=1,
-                              info="starts at the Optimizations tab's 'How long it trains'; the ETA shows once it runs"
-                                   + ("" if on_gpu else "; no GPU here: keep it small"))
+                              info="your last run's steps; before any run, the Optimizations tab's 'How long it "
+                                   "trains'. The ETA shows once it runs" + ("" if on_gpu else "; no GPU here: keep it small"))
     with gr.Row():
         init = gr.Dropdown([SCRATCH] + control.init_choices(ws), value=SCRATCH, elem_id="start-from",
                            label="start from", info="a checkpoint to fine-tune, or scratch")

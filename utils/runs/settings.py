@@ -123,6 +123,14 @@ def recommended_steps() -> tuple[int, str]:
     return (hardware.STEPS_GPU, why["why"]) if hardware.query_gpus() else (hardware.STEPS_CPU, why["why_cpu"])
 
 
+def recommended_preset() -> str:
+    """The model size a run starts at when none is chosen: one a curator can finish here (a GPU trains the full
+    model, a CPU only a small one); the Optimizations and Training tabs and the command line say the same."""
+    from utils import hardware
+
+    return "base" if hardware.query_gpus() else "tiny"
+
+
 def default_steps(ws: Workspace) -> int:
     """The Training tab's steps box before the curator types: the Optimizations tab's saved choice, else the
     machine's recommendation (the box sets each run, so it starts where the Optimizations tab says)."""
