@@ -279,6 +279,7 @@ def test_the_transcript_checks_own_run_is_neither_listed_nor_offered_as_a_voice(
 
 def test_the_voice_picker_starts_on_the_active_runs_best_checkpoint_else_its_newest(ws, tmp_path):
     from utils import inference
+    from utils.runs import control
     from utils.jobs import machine_id
 
     copy = Workspace.open(tmp_path / "copy")
@@ -299,6 +300,10 @@ def test_the_voice_picker_starts_on_the_active_runs_best_checkpoint_else_its_new
     (older := json.loads((copy.run_dir("older") / "status.json").read_text())).pop("best_mcd", None)
     (copy.run_dir("older") / "status.json").write_text(json.dumps(older))
     assert inference.default_voice(copy) == "abebe"
+    # the Training tab's "start from" names them in the Inference tab's words, not as folder paths
+    labels = {value: label for label, value in control.init_labels(copy)}
+    assert set(labels) == set(control.init_choices(copy)) and labels["voices/abebe"] == "abebe (exported voice)"
+    assert labels["runs/live/checkpoints/step-2"] == "live · step 2"
 
 
 def test_a_toast_shows_the_words_of_a_markdown_message_without_its_marks(monkeypatch):

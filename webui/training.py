@@ -408,7 +408,7 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
                               info="your last run's steps; before any run, the Optimizations tab's 'How long it "
                                    "trains'. The ETA shows once it runs" + ("" if on_gpu else "; no GPU here: keep it small"))
     with gr.Row():
-        init = gr.Dropdown([SCRATCH] + control.init_choices(ws), value=SCRATCH, elem_id="start-from",
+        init = gr.Dropdown([SCRATCH] + control.init_labels(ws), value=SCRATCH, elem_id="start-from",
                            label="start from", info="a checkpoint to fine-tune, or scratch")
         mode = gr.Radio([("learn everything", "full"), ("keep how it reads text, learn the voice (freeze_encoder)",
                                                          "freeze_encoder"),
@@ -593,7 +593,7 @@ def _wire_live(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> list:
     rare = {"vocoder": (p.vocoder_status, lambda: status_line(ws, training=True)),
             "cer": (p.cer_status, lambda: asr.status_line(ws)),
             "datasets": (f.dataset, lambda: gr.update(choices=ws.list_datasets())),
-            "init": (f.init, lambda: gr.update(choices=[SCRATCH] + control.init_choices(ws))),
+            "init": (f.init, lambda: gr.update(choices=[SCRATCH] + control.init_labels(ws))),
             "vocoders": (f.vocoder_init, lambda: gr.update(choices=VOCODER_SCRATCH + inference.list_vocoders(ws)))}
 
     def shown_run(name, held: dict, out: dict, fresh: bool) -> bool:

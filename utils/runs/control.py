@@ -21,6 +21,15 @@ def init_choices(ws: Workspace) -> list[str]:
     return inference.list_acoustic_checkpoints(ws) + [f"voices/{v}" for v in inference.list_voices(ws)]
 
 
+def init_labels(ws: Workspace) -> list[tuple[str, str]]:
+    """init_choices as (label, value) for a picker, in the Inference tab's words ("run2 · step 150 · best, MCD 8.61
+    dB", "abebe (exported voice)"), where the raw paths read as another list of other things."""
+    from utils import inference
+
+    voices = set(inference.list_voices(ws))
+    return [(label, f"voices/{value}" if value in voices else value) for label, value in inference.voice_choices(ws)]
+
+
 def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str = "", init: str = "",
                    finetune_mode: str = "full", max_steps: int | None = None, all_gpus: bool = False,
                    overrides: dict | None = None, engine: str = families.DEFAULT, accept_licence: bool = False) -> dict:
