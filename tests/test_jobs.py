@@ -158,7 +158,9 @@ def test_a_vocoder_trains_as_a_job_from_the_training_tab_and_resumes_with_its_ow
     assert "batch_size" in json.loads((ws.run_dir(name) / "config.json").read_text())["train"]["reasons"]
     with pytest.raises(StudioError, match=f"{name} has done its 2 steps. To train it longer, set the steps"):
         control.resume_training(ws, name)  # not a trainer that starts and finishes at once, saying nothing
-    control.resume_training(ws, name, max_steps=3)  # the vocoder trainer again, from its checkpoint, one step more
+    assert "finished · at step 2: to train it longer, set the vocoder steps above 2" in views.state_line(ws, name)
+    with serve_tab(tab, ws, "Training") as client:  # Resume reads the vocoder's steps box for a vocoder run
+        client.predict(name, 2000, 3, api_name="/resume_training")  # the trainer again, from its checkpoint
     wait(lambda: state(ws, name).get("state") in jobs.FINAL and "resume: continuing from" in views.view(ws, name).log,
          "the vocoder run to resume", 300)
     assert state(ws, name)["state"] == "finished"

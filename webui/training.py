@@ -20,6 +20,7 @@ from utils import families
 from utils.family_options import names_of, saved_option
 from utils.transcripts import asr
 from utils.vocoder.default import status_line
+from utils.workspace import read_json
 from webui.components import current_pick, says_errors
 from webui.context import AppContext
 
@@ -520,10 +521,11 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
             raise StudioError("Choose a run first.")
         return jobs.stop(ws, name), name
 
-    def on_resume(name, steps):  # the form's steps train a finished run longer; they never shorten one
+    def on_resume(name, steps, vocoder_steps):  # the form's steps train a finished run longer, never shorter
         if not name:
             raise StudioError("Choose a run first.")
-        control.resume_training(ws, name, int(steps or 0) or None)
+        vocoder = (read_json(ws.run_dir(name) / "config.json", {}) or {}).get("kind") == "vocoder"
+        control.resume_training(ws, name, int((vocoder_steps if vocoder else steps) or 0) or None)
         return views.state_line(ws, name), name
 
     def on_delete(name, confirmed):  # the picker and the list forget the run at once, not at the next poll
@@ -557,7 +559,7 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
     said = [f.message, f.about]
     p.stop.click(action(on_stop, said), p.selected, said, api_name="stop_training").then(
         soon, None, p.timer, show_progress="hidden")
-    p.resume.click(action(on_resume, said), [p.selected, f.max_steps], said, api_name="resume_training").then(
+    p.resume.click(action(on_resume, said), [p.selected, f.max_steps, f.vocoder_steps], said, api_name="resume_training").then(
         soon, None, p.timer, show_progress="hidden")
     deleted = [f.message, f.about, p.selected, p.run_list]
     p.delete.click(action(on_delete, deleted), [p.selected, p.confirm], deleted, api_name="delete_run")

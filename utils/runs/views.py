@@ -238,6 +238,9 @@ def state_line(ws: Workspace, name: str) -> str:
         line += ": its last checkpoint is saved; Resume continues from it"
     elif state == "failed":
         line += ": why is shown under the run below"
+    elif state == "finished":  # Resume alone would stop at once (plan_resume)
+        line += (f": to train it longer, set {'the vocoder' if doc.get('kind') == 'vocoder' else 'the'} steps above "
+                 f"{config.get('max_steps')} and press Resume")
     if config.get("eval_every") and state in ("queued", "running"):
         line += f" · quality (MCD and samples) checked every {config['eval_every']} steps"
     return line
