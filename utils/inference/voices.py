@@ -78,18 +78,19 @@ def voice_choices(ws: Workspace) -> list[tuple[str, str]]:
 
 def default_voice(ws: Workspace) -> str | None:
     """The picker's value before the curator picks: the best checkpoint (else the newest) of the run training now;
-    else of the exported voice or evaluated run written last; else the newest checkpoint of any run. During a run
-    this follows its newest best, where the first value offered used to stay on the run's first, oldest checkpoint;
-    a checkpoint Stop saved after 26 steps no longer comes before a voice the curator exported."""
+    else of the run or exported voice written last, a run stopped or failed before any evaluation coming last (a
+    checkpoint Stop saved after 26 steps came before a voice the curator had exported). During a run this follows
+    its newest best, where the first value offered used to stay on the run's first, oldest checkpoint."""
     from utils.jobs import ACTIVE
 
-    found = []  # (active, chosen: exported or picked by its MCD, when, value)
+    found = []  # (active, chosen: not a run stopped or failed before any evaluation, when, value)
     for run in run_folders(ws):
         folder = best_checkpoint(ws, run.name)
         if folder is not None:
             status_file = run / "status.json"
             status = read_json(status_file, {}) or {}
-            found.append((status.get("state") in ACTIVE, status.get("best_mcd") is not None,
+            cut_short = status.get("state") in ("stopped", "failed") and status.get("best_mcd") is None
+            found.append((status.get("state") in ACTIVE, not cut_short,
                           status_file.stat().st_mtime if status_file.exists() else folder.stat().st_mtime,
                           str(folder.relative_to(ws.root))))
     found += [(False, True, ws.voice_dir(name).stat().st_mtime, name) for name in list_voices(ws)]
