@@ -208,13 +208,13 @@ def _changed_plots(v: views.RunView, held: dict) -> dict:
         sent[i], drawn[i] = _plot(frame, drawn[i])
         if name in POINTS and sent[i] is not None:
             axes = points_axes(frame)
-            if drawn[i] is not None and held.setdefault("axes", {}).get(i, axes) != axes:
+            if held.setdefault("axes", {}).get(i, axes) != axes:
                 # Gradio (6.31) redraws a plot whose axes moved with the points it held before: the newest
                 # evaluation stayed missing until a reload. Emptied now, it is drawn whole on the next poll.
                 sent[i], drawn[i] = None, None
             else:
                 sent[i] = gr.update(value=frame, **axes)
-            held.setdefault("axes", {})[i] = axes
+            held["axes"][i] = axes
         marks[i] = mark if drawn[i] is not None or not len(frame) else None  # emptied: sent again next time
     return sent
 

@@ -121,7 +121,8 @@ def _same_texts_again(ws: Workspace, name: str, edited: dict[str, dict], old_key
 
 
 def _review_row(ds_dir, r: dict) -> dict:
-    return {"id": r["id"], "flags": ", ".join(r["flags"]), "excluded": r["excluded"], "decision": r.get("review") or ("text fixed" if r.get("text_fixed") else ""),
+    decision = r.get("review") or ("text fixed" if r.get("text_fixed") else "")
+    return {"id": r["id"], "flags": ", ".join(r["flags"]), "excluded": r["excluded"], "decision": decision,
             "duration": r["duration"], "speaker": r["speaker"], "text": r["text"],
             "messages": "; ".join(r.get("notes", {}).values()), "path": str(ds_dir / r["audio"])}
 
