@@ -140,7 +140,8 @@ def test_short_lines_said_again_are_not_flagged():
     from utils.datasets.checks import SAME_TEXT_MIN_WORDS, mark_same_texts
 
     short = " ".join(SENTS[0].split()[:SAME_TEXT_MIN_WORDS - 1])
-    rows = [{"id": f"r{i}", "text": t, "notes": {}} for i, t in enumerate([short, short, SENTS[1], SENTS[1]])]
+    spaced = "  ".join(SENTS[1].split()) + " "  # typed with two spaces between words: the same sentence
+    rows = [{"id": f"r{i}", "text": t, "notes": {}} for i, t in enumerate([short, short, SENTS[1], spaced])]
     mark_same_texts(rows)
     assert [list(r["notes"]) for r in rows] == [[], [], [], ["duplicate_text"]]
 

@@ -47,7 +47,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 # PRAGMA user_version of the file: a table written under an older layout (other light columns, an index more or
 # less) is laid out again from its rows' JSON the first time this version opens it; 0 is a file made before the
 # number was kept (its layout is this one's) or a new file. Raise it whenever COLUMNS or _SCHEMA change.
-SCHEMA_VERSION = 3  # 2: text_hash and its index; 3: a fixed transcript is "flagged" (listed), text_hash indexed
+SCHEMA_VERSION = 4  # 2: text_hash and its index; 3: a fixed transcript is "flagged" (listed), text_hash indexed;
+# 4: text_hash no longer counts spaces
 # JOURNAL: a rollback journal kept between writes (PERSIST: a commit zeroes its header), not one made and deleted
 # by every write (DELETE, SQLite's default), and never WAL. Colab's workspace lives on Google Drive's FUSE mount:
 # every file deleted there goes to Drive's trash, and a click would leave one behind; WAL's shared-memory index
