@@ -137,8 +137,10 @@ def test_resume_reports_settings_changed_since_the_checkpoint(corpus):
     path = prepare_run(tiny_config(corpus, "changed", max_steps=1, checkpoint_every=1))
     run(path)
     run(prepare_run(tiny_config(corpus, "changed", max_steps=2, checkpoint_every=1, lr=5e-3)))
-    assert "resume: setting lr changed since the checkpoint: 0.002 -> 0.005" in (
-        corpus.run_dir("changed") / "train.log").read_text()
+    log = (corpus.run_dir("changed") / "train.log").read_text()
+    assert "resume: setting lr changed since the checkpoint: 0.002 -> 0.005" in log
+    # trained longer (1 -> 2 steps): where its learning rate goes on is said, on the 2-step schedule at step 1
+    assert "learning rate goes on from 0.005 at step 1: the cosine schedule of a 2-step run" in log
 
 
 def test_out_of_memory_halves_the_micro_batch_and_continues(corpus):

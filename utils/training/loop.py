@@ -354,6 +354,10 @@ class TrainingLoop:
         self.files.status(message="compiling (the first steps build the model's graphs)" if self.compiled
                           else "training", step=self.step)
         self.log(f"training from step {self.step} to {s.max_steps}")
+        if resume_from:  # a finished run trained longer: its learning rate rises again, said rather than surprising
+            self.log(f"learning rate goes on from {self.a.lr_at(self.step) * self.lr_scale:.3g} at step {self.step}: "
+                     f"the cosine schedule of a {s.max_steps}-step run (a run trained longer climbs back to it), "
+                     f"falling to its least at step {s.max_steps}")
         if self.compiled:  # nothing else reaches the log until the graphs are built
             self.log(f"compiling {len(self.compiled)} part(s) of the model with torch.compile: the first steps take "
                      "longer (minutes on a machine with few CPU cores); later steps run faster")
