@@ -177,6 +177,19 @@ def test_an_abbreviation_is_read_by_its_letters_unless_the_dictionary_holds_it()
     assert set(phonemize("USA FBI WHO DNA")) <= set(make_tokenizer("phoneme").symbols)
 
 
+def test_a_latin_word_glued_to_amharic_letters_is_read_and_said():
+    """የGoogle ("Google's") lost its Latin part without a word: each script's part is read by its rules, as one
+    word, and the warning names the Latin part so that the curator can give it an entry."""
+    from utils.text import normalize
+
+    assert phonemize("የGoogle ዜና") == ["j", "ə"] + phonemize("Google") + [" "] + "z e n a".split()
+    assert phonemize("Googleን")[:len(phonemize("Google"))] == phonemize("Google")
+    said = normalize("የGoogle ዜና").warnings
+    assert len(said) == 1 and "read with approximate letter rules: Google." in said[0]
+    entry = "ɡ u ɡ ə l".split()
+    assert phonemize("የGoogle", {"Google": entry}) == ["j", "ə"] + entry
+
+
 def test_a_broken_dictionary_line_is_reported_with_its_number(tmp_path):
     ws = Workspace.open(tmp_path / "ws")
     ws.pronunciations.write_text("ሰላም\ts ə l a m\nbroken line\n", encoding="utf-8")

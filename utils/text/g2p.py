@@ -302,6 +302,8 @@ def word_to_ipa(word: str, user_dict: dict[str, list[str]] | None = None) -> lis
                 return ethiopic_word(prefix) + list(user_dict[word[len(prefix):]])
     if re.fullmatch(r"[A-Za-z]+", word):
         return latin_word(word)
+    if re.search(r"[A-Za-z]", word):  # የGoogle, Googleን: each script's part read by its own rules, as one word
+        return [s for part in re.findall(r"[A-Za-z]+|[^A-Za-z]+", word) for s in word_to_ipa(part, user_dict)]
     return ethiopic_word(word)
 
 
