@@ -27,7 +27,7 @@ def table_rows(n: int) -> list[dict]:
         row = {"id": f"r{i:05d}", "audio": f"audio/r{i:05d}.wav", "text": text, "duration": 1.0 + len(text) / 14,
                "speaker": f"s{i % 3}", "split": "train", "flags": [], "excluded": False, "source": f"raw/{i}.wav",
                "sha1": f"{i:040x}", "music": None, "notes": {}, "review": None}
-        check_row_text(row, cfg)
+        check_row_text(row, cfg, {})
         rows.append(row)
     finish_rows(rows, cfg)
     return rows

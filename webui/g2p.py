@@ -128,8 +128,9 @@ def build(ctx: AppContext) -> list:
     dict_status = gr.Markdown(elem_id="g2p-dict-status")
 
     gr.Markdown("### Convert a dataset\nFills `normalized` and `phonemes` of every transcript in the "
-                "dataset's manifest with the current rules and dictionary. Prepare did this once already: "
-                "run it again after you change the dictionary above, before training.")
+                "dataset's manifest with the current rules and dictionary. Preparing did this already, and a run "
+                "does it itself when the dictionary changed since (its log says so): convert now to see the "
+                "new readings in the Dataset tab.")
     with gr.Row():
         dataset = gr.Dropdown(label="Dataset", choices=ws.list_datasets(), elem_id="g2p-dataset")
         refresh = gr.Button("Refresh list", elem_id="g2p-dataset-refresh")

@@ -20,9 +20,10 @@ def is_ethiopic(ch: str) -> bool:
     return any(a <= o <= b for a, b in ETHIOPIC_RANGES)
 
 
-def check_text(text: str, cfg: PrepareConfig) -> dict:
+def check_text(text: str, cfg: PrepareConfig, user_dict: dict | None = None) -> dict:
     """{"normalized", "phonemes", "notes": {flag: message}} for one transcript ("normalizer" holds
-    the normalizer's warnings and is not a flag)."""
+    the normalizer's warnings and is not a flag). `user_dict`: the pronunciation dictionary, whose words are read
+    as it says (and not warned about)."""
     out = {"normalized": "", "phonemes": None, "notes": {}}
     notes = out["notes"]
     text = (text or "").strip()
@@ -38,18 +39,20 @@ def check_text(text: str, cfg: PrepareConfig) -> dict:
     try:
         from utils.text import normalize, phonemes_string
         from utils.text.normalize import LATIN_WORDS
+        from utils.text.normalize import without_covered
         from utils.text.g2p import phonemize_normalized
 
-        norm = normalize(text)
+        norm = normalize(text, user_dict or ())  # read as training and speaking read it: with the dictionary
         out["normalized"] = norm.text
-        removed = [w for w in norm.warnings if str(w).startswith("Removed")]  # chars with no Amharic reading
+        warnings = without_covered(norm.warnings, user_dict)
+        removed = [w for w in warnings if str(w).startswith("Removed")]  # chars with no Amharic reading
         if removed:
             notes["unknown_chars"] = "; ".join(removed)
-        said = [str(w) for w in norm.warnings if w not in removed
+        said = [str(w) for w in warnings if w not in removed
                 and not ("non_ethiopic" in notes and str(w).startswith(LATIN_WORDS))]  # one advice: write it in fidel
         if said:
             notes["normalizer"] = "normalizer: " + "; ".join(said)
-        out["phonemes"] = phonemes_string(phonemize_normalized(norm.text))
+        out["phonemes"] = phonemes_string(phonemize_normalized(norm.text, user_dict))
     except ImportError as exc:  # frontend missing entirely: a setup problem, not a data problem
         raise RuntimeError(f"the Amharic text frontend (utils.text) cannot be imported: {exc}") from exc
     except Exception as exc:

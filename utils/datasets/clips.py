@@ -8,6 +8,7 @@ a simple stand-in for EBU R128 that needs no extra package. Silent clips get no 
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
@@ -26,6 +27,17 @@ from utils.datasets.config import PrepareConfig
 def _hms(seconds: float) -> str:
     s = int(round(seconds))
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+@functools.lru_cache(maxsize=2)
+def _dictionary(path: str | None, stamp: str) -> dict:
+    """The pronunciation dictionary a preparation reads with, loaded once per worker (a task names it by path
+    and stamp: the dictionary itself would be pickled with each of 200k tasks)."""
+    if not path or not stamp:
+        return {}
+    from utils.text.lexicon import read_user_dict
+
+    return read_user_dict(Path(path))
 
 
 def write_file(path: Path, data: bytes) -> None:
@@ -53,8 +65,8 @@ def open_info(path: Path, name: str):
 
 
 def process_clip(task: dict) -> dict:
-    """task: id, src, source, start, end, out, text, cfg (dict), mel_dir/mel_cfg (optional).
-    Returns the measured row fields, or {"error": message}."""
+    """task: id, src, source, start, end, out, text, cfg (dict), dictionary ((path, stamp) of the pronunciation
+    dictionary), mel_dir/mel_cfg (optional). Returns the measured row fields, or {"error": message}."""
     cfg = PrepareConfig.from_dict(task["cfg"])
     src, name = Path(task["src"]), task["source"]
     t0 = time.perf_counter()
@@ -109,11 +121,13 @@ def process_clip(task: dict) -> dict:
         notes["clipping"] = f"{clipped:.2%} of samples at full scale"
     if not silent and snr < cfg.min_snr_db:
         notes["low_snr"] = noise_note(snr, cfg)
-    text = check_text(task.get("text", ""), cfg)
+    path, stamp = task.get("dictionary") or (None, "")
+    text = check_text(task.get("text", ""), cfg, _dictionary(path, stamp))
     t5 = time.perf_counter()
     result = {
         "id": task["id"], "duration": round(duration, 3), "sha1": sha1,
         "normalized": text["normalized"], "phonemes": text["phonemes"], "notes": {**notes, **text["notes"]},
+        "read_with": stamp,
         "metrics": {"orig_sr": info.samplerate, "channels": info.channels, "snr_db": round(snr, 1),
                     "level_dbfs": round(active_dbfs, 1), "gain_db": round(float(gain_db), 1),
                     "clipped": round(clipped, 5), "trimmed_s": round((len(mono) - len(clip)) / cfg.sample_rate, 3)},

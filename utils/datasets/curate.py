@@ -11,6 +11,8 @@ from utils.datasets.manifest import get_rows, load_manifest, load_report, manife
     update_rows, write_report
 from utils.datasets.prepare import check_row_text, finish_row, finish_rows, set_text
 from utils.events import StudioError
+from utils.text.convert import record_read_with
+from utils.text.lexicon import dictionary_stamp, load_user_dict
 from utils.workspace import Workspace, read_json
 
 ACTIONS = ("exclude", "keep", "text")
@@ -48,14 +50,15 @@ def recheck(ws: Workspace, name: str, progress=None) -> dict:
     from utils.datasets.clips import measure_in_use
 
     cfg, meta = _context(ws, name)
-    rows = load_manifest(ws, name)
+    rows, user_dict = load_manifest(ws, name), load_user_dict(ws)
     for i, r in enumerate(rows):
         measure_in_use(ws.dataset_dir(name), r, cfg)
-        check_row_text(r, cfg)
+        check_row_text(r, cfg, user_dict)
         if progress is not None and i % RECHECK_STEP == 0:
             progress(i / len(rows), f"checking row {i + 1:,} of {len(rows):,}")
     finish_rows(rows, cfg)
     save_manifest(ws, name, rows)
+    record_read_with(ws.dataset_dir(name), dictionary_stamp(user_dict))
     return _report(ws, name, meta)
 
 
@@ -88,12 +91,12 @@ def apply_edits(ws: Workspace, name: str, edits: list[dict]) -> dict:
             raise StudioError(f"Unknown action {action!r}; use one of {', '.join(ACTIONS)}.")
         if action == "keep" and (why := next((NOT_KEPT[f] for f in row.get("flags", []) if f in NOT_KEPT), None)):
             raise StudioError(f"Not kept: {row['id']}: {why}.")
-    old_keys = set()
+    old_keys, user_dict = set(), load_user_dict(ws) if any(e["action"] == "text" for e in edits) else {}
     for edit in edits:
         row, action = by_id[edit["id"]], edit["action"]
         if action == "text":
             old_keys.add(checks.same_text_key(row))
-            set_text(row, edit.get("text", ""), cfg)
+            set_text(row, edit.get("text", ""), cfg, user_dict)
             if row.get("review") == "exclude":
                 row["review"] = None  # a fixed transcript is a new decision: flags decide again
         else:

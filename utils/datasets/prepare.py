@@ -30,6 +30,8 @@ from utils.datasets.manifest import save_manifest, write_report
 from utils.datasets.sources import DEFAULT_SPEAKER, Item, discover, import_source
 from utils.datasets.split import assign_split
 from utils.events import Event, StudioError, time_left
+from utils.text.convert import record_read_with
+from utils.text.lexicon import dictionary_stamp, load_user_dict
 from utils.workers import POOL_MIN_TASKS, default_workers, run_tasks, spawn_pool
 from utils.workspace import Workspace, atomic_write_json, read_json, read_jsonl
 
@@ -128,7 +130,9 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
                                                 "features": feature_cfg.to_dict() if feature_cfg else None})
     yield from decode_compressed(ds_dir, found, errors)
     done = {d["key"]: d["result"] for d in read_jsonl(state / "done.jsonl")}
-    common = {"cfg": cfg.to_dict()}
+    user_dict = load_user_dict(ws)  # transcripts are read as training and speaking read them
+    read_with = dictionary_stamp(user_dict)
+    common = {"cfg": cfg.to_dict(), "dictionary": (str(ws.pronunciations), read_with)}
     use_gpu_mels = feature_cfg is not None and (device or _device()) == "cuda"
     done_log = open(state / "done.jsonl", "a", encoding="utf-8")  # one handle: no open/close per clip
 
@@ -234,11 +238,14 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
                      "music": None, "notes": {**it.notes, **res["notes"]}, "metrics": res["metrics"], "review": None})
     if not rows:  # a dataset of no clip would be offered by every picker and fail every run: none is made
         raise NoDataset(nothing_usable(sources or sorted(p for p in raw.rglob("*") if p.is_file()), errors))
-    kept = _carry_decisions(ws, name, rows, cfg)
+    kept = _carry_decisions(ws, name, rows, cfg, user_dict)
     if kept:
         yield Event("check", message=kept)
     finish_rows(rows, cfg)
     save_manifest(ws, name, rows)
+    # clips an earlier run made were read with the dictionary of then: whether all match is known, or not
+    same = {results[r["id"]].get("read_with") for r in rows} == {read_with}
+    record_read_with(ds_dir, read_with if same else None)
     record_digests(ds_dir, [(ds_dir / r["audio"], r["sha1"]) for r in rows])  # training starts without hashing
     extra = {"frontend": frontend}
     report = write_report(ws, name, errors, found.format, extra)
@@ -406,7 +413,7 @@ def _decide(row: dict) -> None:
     row["excluded"] = review == "exclude" or (review != "keep" and checks.default_excluded(row["flags"]))
 
 
-def _carry_decisions(ws: Workspace, name: str, rows: list[dict], cfg: PrepareConfig) -> str | None:
+def _carry_decisions(ws: Workspace, name: str, rows: list[dict], cfg: PrepareConfig, user_dict: dict) -> str | None:
     """A re-run keeps what the curator decided: keep/exclude and fixed transcripts (a fixed transcript wins over the
     text the files give now). Returns what it kept, said so the curator knows (None: nothing was)."""
     folder = ws.dataset_dir(name)
@@ -419,7 +426,7 @@ def _carry_decisions(ws: Workspace, name: str, rows: list[dict], cfg: PrepareCon
         r["review"] = prev.get("review")
         decided += bool(r["review"])
         if prev.get("text_fixed") and prev.get("text") != r["text"]:
-            set_text(r, prev["text"], cfg)
+            set_text(r, prev["text"], cfg, user_dict)
             fixed.append(r["id"])
     if not decided and not fixed:
         return None
@@ -431,19 +438,20 @@ def _carry_decisions(ws: Workspace, name: str, rows: list[dict], cfg: PrepareCon
     return said + "."
 
 
-def set_text(row: dict, text: str, cfg: PrepareConfig) -> None:
+def set_text(row: dict, text: str, cfg: PrepareConfig, user_dict: dict) -> None:
     """Replace a row's transcript (a curator's fix) and re-run the text checks on it."""
     row["text"] = " ".join((text or "").split())
     row["text_fixed"] = True
-    check_row_text(row, cfg)
+    check_row_text(row, cfg, user_dict)
 
 
-def check_row_text(row: dict, cfg: PrepareConfig) -> None:
-    """Normalize, phonemize and re-flag a row's transcript (the audio flags stay)."""
+def check_row_text(row: dict, cfg: PrepareConfig, user_dict: dict) -> None:
+    """Normalize, phonemize (with the pronunciation dictionary `user_dict`) and re-flag a row's transcript (the
+    audio flags stay)."""
     notes = row.setdefault("notes", {f: f for f in row.get("flags", [])})
     for flag in checks.TEXT_FLAGS:
         notes.pop(flag, None)
-    result = checks.check_text(row["text"], cfg)
+    result = checks.check_text(row["text"], cfg, user_dict)
     row["normalized"], row["phonemes"] = result["normalized"], result["phonemes"]
     notes.update(result["notes"])
     row["flags"] = checks.flags_of(notes)

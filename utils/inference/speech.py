@@ -131,7 +131,7 @@ class Chunk:
 
 def _frontend_row(tokenizer, sentence: str, user_dict: dict) -> tuple[list[int], dict]:
     from utils.text import normalize
-    from utils.text.convert import without_covered
+    from utils.text.normalize import without_covered
     from utils.text.g2p import phonemes_string, phonemize
 
     norm = normalize(sentence, user_dict)

@@ -160,6 +160,10 @@ def plan_resume(ws: Workspace, name: str, max_steps: int | None = None, extend_u
     elif finished:
         raise StudioError(f"{name} has done its {planned} steps. To train it longer, set the steps (--max-steps on "
                           f"the command line) above {planned} and resume: it goes on from step {done}.")
+    if plan.get("dataset") and doc.get("kind") != "vocoder":  # a vocoder reads no transcript
+        from utils.training import read_with_current_dictionary
+
+        read_with_current_dictionary(ws, plan["dataset"], config_path.parent)
     return config_path
 
 

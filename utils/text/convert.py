@@ -7,12 +7,15 @@ from typing import Iterator
 
 from utils.events import Event
 from utils.text.g2p import phonemes_string, phonemize
-from utils.text.lexicon import load_user_dict
-from utils.text.normalize import ASK_ENTRY, LATIN_WORDS, normalize
+from utils.text.lexicon import dictionary_stamp, load_user_dict
+from utils.text.normalize import normalize, without_covered
 from utils.text.tokenizers import Tokenizer, make_tokenizer
 from utils.workspace import Workspace
 
 PROGRESS_EVERY = 50  # rows between progress events
+# in a dataset's folder: {"dictionary": dictionary_stamp of the pronunciation dictionary every row was read with}.
+# Absent: not known (rows read before it was kept, or a preparation that reused clips checked under another one).
+READ_WITH = "read_with.json"
 
 
 @dataclass
@@ -33,20 +36,6 @@ def analyze(text: str, user_dict: dict | None = None, tokenizer: Tokenizer | Non
     missing = sorted({s for s in segments if s not in tokenizer.symbols})
     return Analysis(norm.text, without_covered(norm.warnings, user_dict), phonemes_string(segments),
                     tokenizer.decode(ids), ids, missing)
-
-
-def without_covered(warnings: list[str], user_dict: dict | None) -> list[str]:
-    """The normalizer's warnings less the words the pronunciation dictionary reads: a word given an entry is read
-    exactly as written there, and a warning still asking for its entry would no longer be true."""
-    out = []
-    for warning in warnings:
-        if user_dict and warning.startswith(LATIN_WORDS) and warning.endswith(ASK_ENTRY):
-            words = [w for w in warning[len(LATIN_WORDS):-len(ASK_ENTRY)].split(", ") if w not in user_dict]
-            if not words:
-                continue
-            warning = LATIN_WORDS + ", ".join(words) + ASK_ENTRY
-        out.append(warning)
-    return out
 
 
 def convert_dataset(ws: Workspace, name: str, user_dict: dict | None = None) -> Iterator[Event]:
@@ -75,8 +64,41 @@ def convert_dataset(ws: Workspace, name: str, user_dict: dict | None = None) -> 
         if i % PROGRESS_EVERY == 0 or i == len(rows):
             yield Event("g2p", i, len(rows), f"{name}: {i} of {len(rows)} transcripts")
     update_rows(ws, name, changed)
+    record_read_with(ws.dataset_dir(name), dictionary_stamp(user_dict))
     summary = {"rows": len(rows), "changed": len(changed), "empty": empty, "warnings": warnings,
                "missing": dict(missing)}
     level = "warning" if warnings else "info"
     yield Event("g2p", len(rows), len(rows), f"{name}: {len(changed)} of {len(rows)} rows updated, "
                 f"{len(warnings)} warning(s)", level=level, result=summary)
+
+
+def record_read_with(ds_dir, stamp: str | None) -> None:
+    """Say which dictionary all of a dataset's rows were read with (None: not one, or not known)."""
+    from pathlib import Path
+
+    from utils.workspace import atomic_write_json
+
+    path = Path(ds_dir) / READ_WITH
+    if stamp is None:
+        path.unlink(missing_ok=True)
+    else:
+        atomic_write_json(path, {"dictionary": stamp})
+
+
+def read_again_if_stale(ws: Workspace, name: str) -> str | None:
+    """Read the dataset's transcripts again when the pronunciation dictionary changed since they were read, so that
+    a run trains on what the voice will say (a curator who forgot "Convert transcripts" is not punished). Returns
+    what was done, None when they were current. Not known (no record) counts as current only without a
+    dictionary: the rows were then read without one, as now."""
+    from utils.workspace import read_json
+
+    user_dict = load_user_dict(ws)
+    now = dictionary_stamp(user_dict)
+    recorded = (read_json(ws.dataset_dir(name) / READ_WITH, default=None) or {}).get("dictionary")
+    if recorded == now or (recorded is None and not now):
+        return None
+    result = {}
+    for event in convert_dataset(ws, name, user_dict):
+        result = event.result or result
+    return (f"the pronunciation dictionary changed since {name}'s transcripts were read: read them again with it "
+            f"({result.get('changed', 0)} of {result.get('rows', 0)} row(s) changed)")

@@ -76,6 +76,15 @@ def read_user_dict(path: Path) -> dict[str, list[str]]:
     return mapping
 
 
+def dictionary_stamp(mapping: dict) -> str:
+    """What a dictionary reads, as a short digest ("" for none): a dataset's transcripts read with another one are
+    read again before a run trains on them."""
+    import hashlib
+
+    text = format_user_dict(mapping)
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16] if text else ""
+
+
 def save_user_dict(ws: Workspace, mapping: dict[str, list[str] | str]) -> Path:
     """Write the dictionary atomically (values: segment lists or space-separated strings)."""
     atomic_write_text(Path(ws.pronunciations), format_user_dict(mapping))

@@ -215,8 +215,8 @@ def _punctuate(text: str, warnings: list[str]) -> str:
             if merged[-1] in ".,?!":
                 merged[-1] = max(merged[-1], tok, key=",.!?".index)
                 continue
-        elif re.fullmatch(r"[A-Za-z]+", tok):
-            latin.append(tok)
+        else:  # a Latin word, or one glued to Amharic letters (የGoogle): read by the letter rules, said
+            latin += re.findall(r"[A-Za-z]+", tok)
         merged.append(tok)
     if latin:
         warnings.append(LATIN_WORDS + ", ".join(dict.fromkeys(latin)) + ASK_ENTRY)
@@ -235,3 +235,17 @@ def normalize(text: str, keep: Collection[str] = ()) -> Normalized:
     text = _read_numbers(text)
     text = _punctuate(text, warnings)
     return Normalized(fold(text), warnings)
+
+
+def without_covered(warnings: list[str], user_dict: dict | None) -> list[str]:
+    """The normalizer's warnings less the words the pronunciation dictionary reads: a word given an entry is read
+    exactly as written there, and a warning still asking for its entry would no longer be true."""
+    out = []
+    for warning in warnings:
+        if user_dict and warning.startswith(LATIN_WORDS) and warning.endswith(ASK_ENTRY):
+            words = [w for w in warning[len(LATIN_WORDS):-len(ASK_ENTRY)].split(", ") if w not in user_dict]
+            if not words:
+                continue
+            warning = LATIN_WORDS + ", ".join(words) + ASK_ENTRY
+        out.append(warning)
+    return out

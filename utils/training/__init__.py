@@ -44,7 +44,18 @@ def prepare_run(cfg: TrainConfig, accept_licence: bool = False) -> Path:
     require_usable(ws, cfg.dataset)  # a dataset with no clip to learn from is refused before the run folder is made
     path.parent.mkdir(parents=True, exist_ok=True)
     write_run_config(path, cfg)
+    read_with_current_dictionary(ws, cfg.dataset, path.parent)
     return path
+
+
+def read_with_current_dictionary(ws, dataset: str, run_dir: Path) -> None:
+    """A run trains on its transcripts as the pronunciation dictionary reads them now: read again (and said in
+    its log) when the dictionary changed since."""
+    from utils.text.convert import read_again_if_stale
+    from utils.training.runfiles import note_in_log
+
+    if said := read_again_if_stale(ws, dataset):
+        note_in_log(run_dir, said)
 
 
 def load_checkpoint(path, device: str = "cpu"):

@@ -107,6 +107,12 @@ class RunFiles:
             self.log.removeHandler(h)
 
 
+def note_in_log(run_dir: Path, line: str) -> None:
+    """A line for train.log written before the trainer starts (what the run's start did for it), as its lines are."""
+    with open(Path(run_dir) / "train.log", "a", encoding="utf-8") as f:
+        f.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+
+
 def _same_file(stream, path: Path) -> bool:
     try:
         return path.exists() and os.path.samestat(os.fstat(stream.fileno()), os.stat(path))

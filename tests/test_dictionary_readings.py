@@ -1,0 +1,61 @@
+"""A dataset's transcripts are read with the pronunciation dictionary: when it is prepared, when a transcript is fixed,
+and again by the next run when the dictionary changed since (a curator who forgot "Convert transcripts" trained on
+readings the voice would never say)."""
+from __future__ import annotations
+
+from tests.helpers import espeak_amharic, sentences
+from utils.datasets import apply_edits, get_rows, prepare
+from utils.events import run_to_end
+from utils.text import save_user_dict
+from utils.text.convert import READ_WITH
+from utils.text.lexicon import dictionary_stamp
+from utils.training import TrainConfig, prepare_run
+from utils.workspace import Workspace, read_json
+
+WORD, SAID = "ዋና", ["w", "a", "n", "a"]  # the rules geminate it: w a nː a
+LATIN, LATIN_SAID = "Hello", ["h", "ə", "l", "o"]
+
+
+def prepared(tmp_path) -> Workspace:
+    """Three espeak-ng clips; the first transcript has the dictionary's Amharic word and an English one."""
+    ws = Workspace.open(tmp_path / "ws")
+    save_user_dict(ws, {WORD: SAID, LATIN: LATIN_SAID})
+    texts = [f"{WORD} {LATIN} {sentences()[0]}"] + sentences()[1:3]
+    folder = tmp_path / "upload"
+    for i, text in enumerate(texts):
+        espeak_amharic(text, folder / "wavs" / f"u{i}.wav")
+    (folder / "metadata.csv").write_text("".join(f"u{i}|{t}\n" for i, t in enumerate(texts)), encoding="utf-8")
+    run_to_end(prepare(ws, "am", folder, workers=1))
+    return ws
+
+
+def first_row(ws: Workspace) -> dict:
+    return get_rows(ws, "am", ["u0"])["u0"]
+
+
+def start(ws: Workspace, run: str):
+    return prepare_run(TrainConfig.from_dict(dict(workspace=str(ws.root), dataset="am", run=run, preset="tiny",
+                                                  max_steps=2)))
+
+
+def test_prepare_reads_with_the_dictionary_and_a_run_reads_again_after_it_changed(tmp_path):
+    ws = prepared(tmp_path)
+    row = first_row(ws)
+    assert row["phonemes"].startswith("w a n a | h ə l o |")  # the dictionary's readings, not the rules'
+    assert LATIN in row["normalized"] and "normalizer" not in row["notes"]  # no "add it to the dictionary" asked
+    assert read_json(ws.dataset_dir("am") / READ_WITH)["dictionary"] == dictionary_stamp({WORD: SAID, LATIN: LATIN_SAID})
+
+    save_user_dict(ws, {LATIN: LATIN_SAID})  # the curator takes the Amharic word out, and forgets to convert
+    path = start(ws, "r1")
+    assert first_row(ws)["phonemes"].startswith("w a nː a | h ə l o |")  # read by the rules again, as speaking will
+    assert "the pronunciation dictionary changed since am's transcripts were read: read them again with it (1 of 3 " \
+           "row(s) changed)" in (path.parent / "train.log").read_text(encoding="utf-8")
+    second = start(ws, "r2")  # nothing changed since: nothing read again, nothing said
+    assert not (second.parent / "train.log").exists()
+
+
+def test_a_fixed_transcript_is_read_with_the_dictionary(tmp_path):
+    ws = prepared(tmp_path)
+    apply_edits(ws, "am", [{"id": "u1", "action": "text", "text": f"{sentences()[1]} {WORD}"}])
+    assert get_rows(ws, "am", ["u1"])["u1"]["phonemes"].endswith("| w a n a")
+    assert not (start(ws, "r1").parent / "train.log").exists()  # nothing was left to read again
