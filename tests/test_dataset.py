@@ -168,6 +168,23 @@ def test_audio_and_txt_pairs_in_mp3_ogg_flac_with_orphans_reported(tmp_path):
     assert any("lonely.txt" in e["message"] and "no audio" in e["message"] for e in load_report(ws, "pairs")["errors"])
 
 
+def test_ids_with_dots_of_their_own_find_their_audio_and_their_transcript(tmp_path):
+    """spk1.utt0 in metadata.csv named no file (".utt0" was taken for its extension), and spk1.utt0.wav's
+    transcript was looked for in spk1.txt."""
+    lj, pairs = tmp_path / "lj", tmp_path / "pairs"
+    for i in range(2):
+        speech(lj / "wavs" / f"spk1.utt{i}.wav", i)
+        speech(pairs / f"spk1.utt{i}.wav", i)
+        (pairs / f"spk1.utt{i}.txt").write_text(SENTS[i], encoding="utf-8")
+    (lj / "metadata.csv").write_text("".join(f"spk1.utt{i}|{SENTS[i]}\n" for i in range(2)), encoding="utf-8")
+    ws = Workspace.open(tmp_path / "ws")
+    for name, src in (("lj", lj), ("pairs", pairs)):
+        run(ws, name, src)
+        rows = {r["id"]: r for r in load_manifest(ws, name)}
+        assert {i: r["text"] for i, r in rows.items()} == {"spk1.utt0": SENTS[0], "spk1.utt1": SENTS[1]}, name
+        assert load_report(ws, name)["errors"] == [], name
+
+
 def test_long_recording_with_srt_is_cut_at_cue_times_refined_by_vad(tmp_path):
     src = tmp_path / "talk"
     rec, times = recording_with_pauses(src / "talk.wav", tmp_path)

@@ -179,7 +179,8 @@ def _find_audio(value: str, bases: list[Path], index: dict[str, list[Path]], raw
     value = value.strip().replace("\\", "/")
     if not value:
         return None
-    candidates = [value] + ([value + s for s in (".wav", ".flac", ".mp3", ".ogg")] if not Path(value).suffix else [])
+    named = Path(value).suffix.lower() in AUDIO_SUFFIXES  # an id may hold dots of its own (spk1.utt3)
+    candidates = [value] + ([] if named else [value + s for s in (".wav", ".flac", ".mp3", ".ogg")])
     linked = [(link, link.resolve()) for link in linked_folders(raw)]
     for base in bases:
         for cand in candidates:
@@ -351,7 +352,7 @@ def _pairs(ds_dir, files, columns, origin):
             errors.append({"source": _rel(ds_dir, p), "message": f"{_rel(ds_dir, p)}: transcript with no audio "
                            "(expected an audio file with the same name)."})
     for stem, p in sorted(audio.items()):
-        txt = stem.with_suffix(".txt")
+        txt = stem.with_name(stem.name + ".txt")  # spk1.utt3.wav's is spk1.utt3.txt, not spk1.txt
         try:
             text = read_text_file(txt).strip() if txt.exists() else ""
         except StudioError as exc:
