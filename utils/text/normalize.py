@@ -231,6 +231,7 @@ def normalize(text: str, keep: Collection[str] = ()) -> Normalized:
     pronunciation dictionary reads (its keys), left as written for it (an abbreviation there is not spelled)."""
     warnings: list[str] = []
     text = unicodedata.normalize("NFC", text or "").replace("፡፡", "።")  # two wordspaces are a full stop
+    text = re.sub(r"(?<=[A-Za-z])(?=\d)", " ", text)  # BBC1, COVID19: the number is said as a word of its own
     text = fold(_spell_acronyms(_expand_abbreviations(text), keep, warnings))
     text = _read_numbers(text)
     text = _punctuate(text, warnings)
