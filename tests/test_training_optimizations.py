@@ -222,3 +222,19 @@ def test_the_optimizations_tab_explains_its_settings_for_the_steps_it_shows(tmp_
     settings.save_settings(ws, {"max_steps": 300})
     rows = {r.name: r for r in settings.settings_form(ws, "tiny")}
     assert rows["max_steps"].value == 300 and "a tenth of this 300-step run" in rows["ema_decay"].reason
+    assert "each run fits it to its own steps" in rows["ema_decay"].reason  # a 120-step run's 0.95 is no surprise
+
+
+def test_a_saved_warm_up_longer_than_a_tenth_of_the_run_says_what_a_run_uses(tmp_path):
+    """A curator saved 30 warm-up steps with 120 steps; the run warmed up for 12, said only in its log. The save says
+    it, and says nothing for a warm-up a run keeps whole."""
+    from utils.runs import settings
+    from utils.workspace import Workspace
+
+    ws = Workspace.open(tmp_path)
+    form = {r.name: r.value for r in settings.settings_form(ws, "tiny")}
+    _, lines = settings.save_form(ws, "tiny", {**form, "max_steps": 120, "warmup_steps": 30})
+    said = next(line for line in lines if line.startswith("**warmup_steps**"))
+    assert "at most a tenth of its steps: 12 in a 120-step run" in said
+    _, lines = settings.save_form(ws, "tiny", {**form, "max_steps": 1200, "warmup_steps": 30})
+    assert "a tenth" not in next(line for line in lines if line.startswith("**warmup_steps**"))

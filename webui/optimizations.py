@@ -42,7 +42,7 @@ def chosen_here(rows: list[settings.SettingRow], plain: dict) -> str:
 def build(ctx: AppContext) -> list:
     ws = ctx.workspace
     plain = settings.plain_words()
-    gr.Markdown("**Nothing here needs changing**: every setting is chosen for **this machine** (see the System tab). "
+    gr.Markdown("**You need not change anything here**: every setting starts chosen for **this machine** (see the System tab). "
                 "New runs start from what is saved here; a setting left at its recommendation keeps following "
                 "the hardware.")
     with gr.Row():

@@ -59,6 +59,9 @@ SCHEDULE_SETTINGS = ("max_steps", "lr", "min_lr_ratio", "warmup_steps", "weight_
                      "max_bad_steps")
 
 
+FOLLOWS_STEPS = ("ema_decay",)  # what "auto" makes of these depends on a run's steps, shown for the form's
+
+
 @dataclass
 class SettingRow:
     name: str
@@ -94,6 +97,8 @@ def settings_form(ws: Workspace, preset: str = "small", use_saved: bool = True) 
         f = meta[name]
         if name in machine.values:
             recommended, reason = machine.values[name], machine.reasons[name]
+            if name in FOLLOWS_STEPS:  # 0.995 here, 0.95 in a 120-step run: not a choice ignored
+                reason += "; on auto, each run fits it to its own steps (the Training tab's steps box)"
         elif name == "max_steps":
             recommended, reason = recommended_steps()
         elif name == "eval_every":
@@ -166,9 +171,23 @@ def save_form(ws: Workspace, preset: str, values: dict) -> tuple[dict, list[str]
         if _same(value, row.recommended):
             continue
         saved[name] = _typed(value, row.recommended)
-        changes.append(f"**{name}**: {row.recommended} → {saved[name]}. {row.trade}")
+        changes.append(f"**{name}**: {row.recommended} → {saved[name]}. {row.trade}{_capped(name, saved[name], values)}")
     save_settings(ws, saved)
     return saved, changes
+
+
+def _capped(name: str, value, values: dict) -> str:
+    """What a run does with a chosen value it limits, said when it is saved rather than found in a run's log: the
+    warm-up never takes more than a tenth of a run (optimization.warmup_updates)."""
+    from utils.training.config import TrainConfig
+    from utils.training.optimization import warmup_updates
+
+    if name != "warmup_steps":
+        return ""
+    steps = int(float(values.get("max_steps") or recommended_steps()[0]))
+    used = warmup_updates(TrainConfig(warmup_steps=int(value), max_steps=steps))
+    return (f" A run warms up for at most a tenth of its steps: {used} in a {steps}-step run (the Training tab's "
+            "steps box sets each run's)." if used < int(value) else "")
 
 
 def _same(a, b) -> bool:
