@@ -342,6 +342,22 @@ def test_bad_requests_get_clear_messages(ws, voice, speaker, text, message):
         inference.synthesize(ws, voice, text, speaker=speaker, steps=1)
 
 
+def test_a_voice_folder_outside_the_workspace_and_the_transcript_checks_aligner_are_named_helpfully(tmp_path):
+    """An unzipped export given by path was told only "copy it into the workspace"; the voice list offered the
+    transcript check's throwaway aligner as a run to speak with."""
+    from utils.workspace import Workspace, atomic_write_json
+
+    fresh = Workspace.open(tmp_path / "ws")
+    (tmp_path / "unzipped" / "abebe-v1").mkdir(parents=True)
+    with pytest.raises(StudioError, match=f"copy the folder into {fresh.voices} and give its name "
+                                          r"\(--voice abebe-v1\)"):
+        inference.synthesize(fresh, str(tmp_path / "unzipped" / "abebe-v1"), "ሰላም")
+    for run in ("r1", "am-transcript-check"):
+        atomic_write_json(fresh.run_dir(run) / "config.json", {"train": {"dataset": "am"}})
+    with pytest.raises(StudioError, match=r"runs: r1\.$"):
+        inference.synthesize(fresh, "nobody", "ሰላም")
+
+
 @pytest.mark.parametrize("steps", [0, 101])
 def test_steps_outside_one_to_a_hundred_are_refused_not_replaced_by_the_default(ws, steps):
     with pytest.raises(StudioError, match="Steps must be between 1 and 100"):
@@ -398,6 +414,17 @@ def test_inference_tab_builds_and_its_handlers_speak_compare_and_export(ws):
     assert "Exported" in msg and zip_path.endswith("v1.zip")
     with pytest.raises(gr.Error, match="nobody"):
         list(tab.speak(ctx, "nobody", None, "ሰላም", 2, 0.667, 1.0, tab.AUTO_VOCODER, "auto", 0))
+
+
+def test_the_line_under_the_pickers_names_the_vocoder_that_will_speak(ws):
+    """A trained vocoder picked: the line said the voice buzzes from Griffin-Lim while Speak used the vocoder."""
+    assert "buzzy because Griffin-Lim" in inference.vocoder_note(ws, CKPT, "auto")  # no default vocoder here
+    picked = inference.vocoder_note(ws, CKPT, VOC)
+    assert f"{VOC} (trained here)" in picked and "buzzy" not in picked
+    assert "Griffin-Lim" in inference.vocoder_note(ws, CKPT, inference.GRIFFIN_LIM)
+    inference.export_voice(ws, CKPT, "own", vocoder=VOC)
+    assert "the voice's own" in inference.vocoder_note(ws, "own", "auto")
+    assert "buzzy because" in inference.vocoder_note(ws, None, "auto")
 
 
 @pytest.mark.parametrize("ffmpeg", [True, False], ids=["streamed", "without-ffmpeg"])

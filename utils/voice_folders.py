@@ -73,6 +73,11 @@ def best_checkpoint(ws: Workspace, run: str) -> Path | None:
     return steps[-1] if steps else None
 
 
+def _speaking_runs(ws: Workspace) -> list[str]:
+    """The runs a voice can be picked from by name: not the transcript check's throwaway aligner."""
+    return [n for n in ws.list_runs() if not is_check_run(ws.run_dir(n))]
+
+
 def resolve_voice(ws: Workspace, voice: str) -> Path:
     """A voice name, a run name or a checkpoint folder -> the acoustic checkpoint folder."""
     name = (voice or "").strip()
@@ -85,11 +90,14 @@ def resolve_voice(ws: Workspace, voice: str) -> Path:
         folder = best_checkpoint(ws, name)
         if folder is None:
             raise StudioError(f"Run {name} has no checkpoint yet; it writes one at each evaluation and when stopped.")
+    elif Path(name).is_dir() and not ws.holds(name):  # an unzipped export: the studio speaks what it holds
+        raise StudioError(f"{name} is outside the workspace: copy the folder into {ws.voices} and give its name "
+                          f"(--voice {Path(name).name}), or load it in Python with Voice.load as its README says.")
     else:
         folder = ws.inside(name)
     if not folder.exists():
         raise StudioError(f"There is no voice, run or checkpoint called {name!r}. Voices: "
-                          f"{', '.join(list_voices(ws)) or 'none yet'}; runs: {', '.join(ws.list_runs()) or 'none yet'}.")
+                          f"{', '.join(list_voices(ws)) or 'none yet'}; runs: {', '.join(_speaking_runs(ws)) or 'none yet'}.")
     if not is_acoustic(folder):
         raise StudioError(f"{name} is not an acoustic-model checkpoint (model.safetensors + config.json with "
                           "model and frontend); a vocoder folder goes in the vocoder field instead.")
