@@ -13,6 +13,7 @@ import soundfile as sf
 from tests.helpers import espeak_amharic, sentences
 from utils.datasets import load_manifest, load_report, prepare
 from utils.datasets.config import PrepareConfig
+from utils.datasets.sources import discover
 from utils.events import StudioError, run_to_end
 from utils.workspace import Workspace
 
@@ -248,3 +249,27 @@ def test_a_first_preparation_that_fails_midway_keeps_the_uploads_and_the_finishe
     monkeypatch.undo()
     assert run(ws, "big", None)["clips"] == 3  # the re-run from raw/ (what the message asks for) finishes it
     assert ws.list_datasets() == ["big"]
+
+
+def test_a_header_line_in_ljspeech_metadata_is_skipped_and_said_once_not_counted_as_an_error(tmp_path):
+    """'id|text' (with a BOM and Windows line ends) was read as a transcript for 'id' with no audio: 1 file error."""
+    src = tmp_path / "lj"
+    for i in range(2):
+        espeak_amharic(SENTS[i], src / "wavs" / f"a{i}.wav")
+    (src / "metadata.csv").write_bytes(f"\ufeffID|Text\r\na0|{SENTS[0]}\r\na1|{SENTS[1]}\r\n".encode("utf-8"))
+    ws = Workspace.open(tmp_path / "ws")
+    events = list(prepare(ws, "lj", src, workers=1))
+    summary = events[-1].result
+    assert summary["clips"] == 2 and summary["errors"] == 0 and messages(ws, "lj") == ""
+    said = [e for e in events if "read as a header" in (e.message or "")]
+    assert len(said) == 1 and said[0].level == "info" and "metadata.csv line 1" in said[0].message
+
+
+def test_a_first_row_named_like_a_header_word_is_a_clip_when_its_audio_exists(tmp_path):
+    ds = tmp_path / "ds"
+    espeak_amharic(SENTS[0], ds / "raw" / "wavs" / "audio.wav")
+    espeak_amharic(SENTS[1], ds / "raw" / "wavs" / "a1.wav")
+    (ds / "raw" / "metadata.csv").write_text(f"audio|text\na1|{SENTS[1]}\n", encoding="utf-8")
+    found = discover(ds)
+    assert [(it.id, it.text) for it in found.items] == [("audio", "text"), ("a1", SENTS[1])]
+    assert found.errors == [] and found.notes == []

@@ -123,6 +123,8 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
     errors += found.errors
     for e in found.errors:
         yield Event("discover", message=e["message"], level="warning")
+    for note in found.notes:
+        yield Event("discover", message=note, level="info")
     yield Event("discover", len(found.items), len(found.items), f"format {found.format}: {len(found.items)} item(s)")
     # from here on the folder is a dataset that a failure keeps (see prepare): written before any long work
     atomic_write_json(ds_dir / "prepare.json", {"format": found.format, "frontend": frontend, "columns": columns,

@@ -28,6 +28,8 @@ DEFAULT_SPEAKER = "default"
 _AUDIO_NAMES = ("audio", "path", "file", "filename", "file_name", "wav", "audio_path", "audio_file", "audio_filepath", "clip")
 _TEXT_NAMES = ("text", "transcript", "transcription", "sentence", "utterance", "normalized_text", "raw_text")
 _SPEAKER_NAMES = ("speaker", "speaker_id", "spk", "client_id", "voice")
+_HEADER_WORDS = frozenset(_AUDIO_NAMES + _TEXT_NAMES + _SPEAKER_NAMES + (
+    "id", "utt_id", "utterance_id", "name", "normalized", "normalized_transcription", "normalised", "label"))
 
 
 @dataclass
@@ -50,6 +52,7 @@ class Discovery:
     format: str
     items: list[Item]
     errors: list[dict]  # {"source", "message"}
+    notes: list[str] = field(default_factory=list)  # how the files were read, said at info level (not errors)
 
 
 # ------------------------------------------------------------------------------ import into raw/
@@ -126,7 +129,8 @@ def discover(ds_dir: Path, fmt: str = "auto", columns: dict | None = None, origi
     items, errors = {"ljspeech": _ljspeech, "csv": _csv, "pairs": _pairs, "subtitles": _subtitles,
                      "long": _long}[fmt](ds_dir, files, columns or {}, origin)
     _dedupe_ids(items)
-    return Discovery(fmt, items, errors)
+    notes = [e["message"] for e in errors if e.get("level") == "info"]
+    return Discovery(fmt, items, [e for e in errors if e.get("level") != "info"], notes)
 
 
 def detect_format(files: list[Path]) -> str:
@@ -211,12 +215,17 @@ def _ljspeech(ds_dir, files, columns, origin):
     for meta in metas:
         lines = [l for l in read_text_file(meta).replace("\r", "").split("\n") if l.strip()]
         rows = [l.split("|") for l in lines]
+        first = 1
+        if rows and _is_header(rows[0], lambda uid: _find_audio(uid, [meta.parent], index, raw, None)):
+            errors.append({"source": _rel(ds_dir, meta), "level": "info",
+                           "message": f"{_rel(ds_dir, meta)} line 1 read as a header ({lines[0][:60]!r}), not a clip."})
+            rows, first = rows[1:], 2
         three = [r for r in rows if len(r) >= 3]
         # id|speaker|text when the middle column looks like a label (few distinct short values, no spaces)
         middle = [r[1].strip() for r in three]
         speaker_col = bool(middle) and all(" " not in m and len(m) <= 40 for m in middle) and \
             len(set(middle)) <= max(1, len(middle) // 2)
-        for n, r in enumerate(rows, 1):
+        for n, r in enumerate(rows, first):
             where = f"{_rel(ds_dir, meta)} line {n}"
             if len(r) < 2:
                 errors.append({"source": where, "message": f"{where}: expected 'id|text', found {lines[n - 1][:60]!r}."})
@@ -234,6 +243,13 @@ def _ljspeech(ds_dir, files, columns, origin):
     subtitled, ignored = _subtitled(ds_dir, files, used)
     items += subtitled + _orphans(ds_dir, files, used)
     return items, errors + ignored
+
+
+def _is_header(fields: list[str], find_audio) -> bool:
+    """A first line of column names (id|text) is no transcript: every field is a header word and its id names no
+    audio (a clip really called text.wav keeps its row)."""
+    names = [f.strip().lower() for f in fields]
+    return len(names) >= 2 and all(n in _HEADER_WORDS for n in names) and find_audio(fields[0].strip()) is None
 
 
 def _expected_audio(uid: str) -> str:
