@@ -29,6 +29,8 @@ def test_check_review_fix_exclude_and_accept_a_draft_in_the_browser(start_app, p
     page.get_by_role("option", name="asr").click()
     page.locator("#transcripts-check").click()
     log = page.locator("#transcripts-log textarea")
+    expect(log).not_to_have_value("", timeout=60_000)  # its lines show while it runs: no overlay over them
+    assert page.locator("#transcripts-log .wrap.full").count() == 0
     expect(log).to_have_value(re.compile("clips ranked"), timeout=120_000)
     review = page.locator("#transcripts-review")
     expect(review.get_by_test_id("cell-0-0")).to_have_text("1", timeout=30_000)

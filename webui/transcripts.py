@@ -206,13 +206,15 @@ def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State, decided: gr
     # from `go`, one at a time
     check_btn.click(says_errors(on_press, [check_note, go], check_note), [dataset, method], [check_note, go],
                     trigger_mode="multiple", show_progress="hidden", api_name="transcripts_press")
-    go.change(logged(on_check), [dataset, method], check_log, trigger_mode="once",
+    # "minimal": the log says how far it is and how long is left; a progress overlay would hide it while it runs
+    go.change(logged(on_check), [dataset, method], check_log, trigger_mode="once", show_progress="minimal",
               api_name="transcripts_check").then(on_lists, dataset, lists)
     # the check stops itself at its next poll (a request on disk): it may run in another page or from the command line
     cancel_btn.click(says_errors(lambda n: cancel_check(ws, n), [check_note], check_note), dataset, check_note,
                      api_name="transcripts_cancel")
-    draft_btn.click(logged(on_drafts), dataset, check_log, api_name="transcripts_draft").then(on_lists, dataset, lists)
-    fetch_btn.click(logged(on_fetch), model_id, check_log, api_name="transcripts_fetch").then(
+    draft_btn.click(logged(on_drafts), dataset, check_log, show_progress="minimal",
+                    api_name="transcripts_draft").then(on_lists, dataset, lists)
+    fetch_btn.click(logged(on_fetch), model_id, check_log, show_progress="minimal", api_name="transcripts_fetch").then(
         lambda: asr.status_line(ws), None, recognizer)
     shown_anew = [dataset.change, prepared.change]
     gr.on(shown_anew, on_lists, dataset, lists, api_name="transcripts_lists")
