@@ -79,6 +79,18 @@ def test_prepare_from_a_workspace_path_and_refusal_outside_it(tmp_path):
         list(tab.run_prepare(ws, None, "", "p3", "auto", "phoneme", None, None, None))
 
 
+def test_a_long_recording_alone_is_told_to_get_its_text_not_to_train(tmp_path):
+    """Its clips have no text: the summary read '0 speaker(s)' and the Next line said to train on the Training tab."""
+    ws = Workspace.open(tmp_path / "ws")
+    recording = espeak_amharic(" ".join(SENTS[:2]), tmp_path / "up" / "radio.wav")
+    logs = list(tab.run_prepare(ws, [str(recording)], "", "radio", "auto", "phoneme", None, None, None))
+    assert "0 speaker(s)" not in logs[-1] and "no usable clip yet (no clip has text" in logs[-1]
+    assert "python app.py transcribe --dataset radio" in logs[-1]
+    summary = tab.load_view(ws, "radio")[0]
+    assert "no usable clip yet" in summary and "speaker(s)" not in summary
+    assert "**Draft missing transcripts**" in summary and "**Save text**" in summary and "Training" not in summary
+
+
 def test_running_app_prepares_and_shows_a_dataset_through_gradio_client(start_app):
     from gradio_client import Client
 

@@ -92,11 +92,23 @@ def summary_markdown(ws, name: str) -> str:
         return f"Dataset **{name}** has no report yet."
     flags = "\n".join(f"- **{k}** ({datasets.FLAG_HELP.get(k, k)}): {v}" for k, v in s.get("flags", {}).items())
     errors = "\n".join(f"- {e['message']}" for e in report.get("errors", [])[:50])
+    split = (f"**{s['speakers']}** speaker(s) · {s['train_clips']} train / {s['val_clips']} val" if s["usable_clips"]
+             else "no usable clip yet")
     return (f"### {name}\n**{say_hours(s['usable_hours'])} usable** of {say_hours(s['hours'])} · **{s['usable_clips']}** of "
-            f"{s['clips']} clips · **{s['speakers']}** speaker(s) · {s['train_clips']} train / {s['val_clips']} val · "
+            f"{s['clips']} clips · {split} · "
             f"format {s.get('format')}\n\n**Flagged rows by kind**\n{flags or '- none: every clip passed the checks'}\n\n"
             f"**Files that could not be used** ({s.get('errors', 0)})\n{errors or '- none'}\n\n"
-            f"{excluded_line(s)}**Next:** review the flagged rows below (listen, then Keep / fix the text / Exclude); "
+            f"{excluded_line(s)}{next_line(ws, name, s)}")
+
+
+def next_line(ws, name: str, s: dict) -> str:
+    """What to do now. Clips with no text (a long recording cut at pauses) cannot train: their text comes first, or
+    the advice to train leads to a run that refuses the dataset."""
+    if not s["usable_clips"] and s.get("flags", {}).get("missing_text") == s["clips"]:
+        return ("**Next:** no clip has text yet, so none can train: press **Draft missing transcripts** (under "
+                "*Drafts for clips without text*, below) for machine drafts to check and save, or pick a row, type "
+                "what is said and press **Save text**.")
+    return (f"**Next:** review the flagged rows below (listen, then Keep / fix the text / Exclude); "
             f"{music_advice(ws, name)}; then train on the **Training** tab.{enough_line(s)}")
 
 

@@ -274,7 +274,7 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
                         "asked: the clips are made; preparing again needs the recordings given again")
     summary = report["summary"]
     level = "info" if rows else "error"
-    yield Event("done", len(rows), len(rows), describe(summary), level=level, result={"name": name, **summary})
+    yield Event("done", len(rows), len(rows), describe(summary, name), level=level, result={"name": name, **summary})
 
 
 EXPECTED = ("a dataset needs speech recordings with their transcripts: a zip or files in LJSpeech layout "
@@ -459,8 +459,18 @@ def check_row_text(row: dict, cfg: PrepareConfig, user_dict: dict) -> None:
     row["flags"] = checks.flags_of(notes)
 
 
-def describe(summary: dict) -> str:
+def describe(summary: dict, name: str = "NAME") -> str:
     flags = ", ".join(f"{k} {v}" for k, v in summary.get("flags", {}).items()) or "none"
+    split = (f"{summary['speakers']} speaker(s), {summary['train_clips']} train / {summary['val_clips']} val"
+             if summary["usable_clips"] else "no usable clip yet" + untranscribed(summary, name))
     return (f"{summary['usable_clips']} usable of {summary['clips']} clip(s), {summary['usable_hours']:.2f} of "
-            f"{summary['hours']:.2f} h, {summary['speakers']} speaker(s), {summary['train_clips']} train / "
-            f"{summary['val_clips']} val; flags: {flags}; {summary['errors']} file error(s)")
+            f"{summary['hours']:.2f} h, {split}; flags: {flags}; {summary['errors']} file error(s)")
+
+
+def untranscribed(summary: dict, name: str) -> str:
+    """Why none is usable when no clip has text (a long recording cut at pauses), and where text comes from: the
+    CLI prints only this line."""
+    if summary.get("flags", {}).get("missing_text") != summary["clips"]:
+        return ""
+    return (" (no clip has text: get machine drafts with Draft missing transcripts on the Dataset tab or "
+            f"`python app.py transcribe --dataset {name}`, or type each clip's text in the row editor)")
