@@ -273,3 +273,24 @@ def test_a_first_row_named_like_a_header_word_is_a_clip_when_its_audio_exists(tm
     found = discover(ds)
     assert [(it.id, it.text) for it in found.items] == [("audio", "text"), ("a1", SENTS[1])]
     assert found.errors == [] and found.notes == []
+
+
+def test_a_clip_too_long_to_train_on_says_how_its_speech_can_still_be_used(tmp_path):
+    """An 88 s clip in an LJSpeech zip read '87.8 s (maximum 20.0 s)' and was left out, with no word of cutting it."""
+    src = tmp_path / "lj"
+    espeak_amharic(" ".join(SENTS[:2]), src / "wavs" / "lecture.wav")
+    (src / "metadata.csv").write_text(f"lecture|{SENTS[0]} {SENTS[1]}\n", encoding="utf-8")
+    ws = Workspace.open(tmp_path / "ws")
+    run(ws, "lj", src, cfg=PrepareConfig(max_duration=1.5))
+    row, = load_manifest(ws, "lj")
+    assert row["excluded"] and "(maximum 1.5 s); to use its speech, prepare this recording on its own with Format " \
+        "long (--format long on the command line): it is cut at pauses" in row["notes"]["too_long"]
+
+
+def test_a_too_long_subtitle_cue_is_told_to_be_split_in_its_file():
+    from utils.datasets.clips import too_long_note
+
+    cfg = PrepareConfig()
+    cue = too_long_note(31.0, {"start": 12.0, "end": 43.0, "text": "ሰላም"}, cfg)
+    assert cue == "31.0 s (maximum 20.0 s); split this cue in its subtitle file and prepare again"
+    assert too_long_note(21.0, {"start": 1.0, "end": 22.0, "text": ""}, cfg) == "21.0 s (maximum 20.0 s)"

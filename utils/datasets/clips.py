@@ -112,7 +112,7 @@ def process_clip(task: dict) -> dict:
     if duration < cfg.min_duration:
         notes["too_short"] = f"{duration:.2f} s after trimming (minimum {cfg.min_duration} s)"
     if duration > cfg.max_duration:
-        notes["too_long"] = f"{duration:.1f} s (maximum {cfg.max_duration} s)"
+        notes["too_long"] = too_long_note(duration, task, cfg)
     if silent:
         notes["silent"] = "no speech: " + ("the audio is digital silence (all zeros)" if active_dbfs <= -120 else
                                            f"its loudest part is {-active_dbfs:.0f} dB below full volume, too quiet "
@@ -179,6 +179,18 @@ def segment_recording(task: dict) -> dict:
     clips = [(s, min(e, length), "") for s, e in clips]
     msgs = [] if clips else [f"{name}: no speech found by voice activity detection."]
     return {"id": task["id"], "segments": clips, "messages": msgs}
+
+
+def too_long_note(duration: float, task: dict, cfg: PrepareConfig) -> str:
+    """What a curator can do with a clip too long to train on, or it reads as speech lost: a whole file is cut at
+    pauses when prepared as a long recording, a subtitle cue is split in its file."""
+    said = f"{duration:.1f} s (maximum {cfg.max_duration} s)"
+    if task.get("start") is None:
+        return said + ("; to use its speech, prepare this recording on its own with Format long (--format long on "
+                       "the command line): it is cut at pauses into clips whose text you then draft or type")
+    if task.get("text"):
+        return said + "; split this cue in its subtitle file and prepare again"
+    return said
 
 
 def noise_note(snr: float, cfg: PrepareConfig, after: str = "") -> str:
