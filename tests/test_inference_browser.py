@@ -105,3 +105,21 @@ def test_an_f5_voice_gets_f5s_own_steps_and_no_temperature_slider(server, page, 
     page.get_by_role("option", name=re.compile("^r1 · step 10")).click()
     expect(steps).to_have_value("10", timeout=30_000)
     expect(temperature).to_be_visible()
+
+
+def test_the_line_under_the_pickers_follows_the_vocoder_picked(server, page):
+    """A trained vocoder picked: the line went on saying Griffin-Lim makes the sound while Speak used the vocoder."""
+    from tests.test_inference import VOC
+
+    page.goto(server.url)
+    page.get_by_role("tab", name="Inference").click()
+    status = page.locator("#vocoder-status")
+    expect(status).to_contain_text("buzzy because Griffin-Lim")  # auto, and no default vocoder in this workspace
+    page.get_by_label("Vocoder").click()
+    page.get_by_role("option", name=f"{VOC} (trained here)").click()
+    expect(status).to_contain_text(f"{VOC} (trained here)", timeout=30_000)
+    expect(status).not_to_contain_text("buzzy")
+    page.get_by_label("Voice or checkpoint").click()
+    page.get_by_role("option", name=re.compile(f"^{F5_RUN} · step 1")).click()  # another voice: the pick stays said
+    expect(page.get_by_label("Voice or checkpoint")).to_have_value(re.compile(F5_RUN))
+    expect(status).to_contain_text(f"{VOC} (trained here)")

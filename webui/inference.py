@@ -14,7 +14,7 @@ from utils import inference
 from utils.events import StudioError
 from utils import families
 from utils.inference.speech import engine_steps
-from utils.vocoder.default import DEFAULT_NAME, status_line
+from utils.vocoder.default import DEFAULT_NAME
 from webui import clip_voice
 from webui.components import says_errors
 from webui.context import AppContext
@@ -179,7 +179,8 @@ def build(ctx: AppContext):
         vocoder = gr.Dropdown(label="Vocoder", value=AUTO_VOCODER, scale=2, choices=vocoder_choices(ctx),
                               elem_id="inference-vocoder")
         reload = gr.Button("↻ Refresh", scale=0, min_width=90)
-    vocoder_status = gr.Markdown(status_line(ws), elem_id="vocoder-status")  # licence, download, or why it buzzes
+    # the vocoder that will speak the voice picked: its licence, its download, or why it buzzes
+    vocoder_status = gr.Markdown(inference.vocoder_note(ws, first, AUTO_VOCODER), elem_id="vocoder-status")
     clip_voice.build(ctx, voice)  # OmniVoice: a voice from one clip, picked above when made
     text = gr.Textbox(label="Amharic text", lines=4, value=inference.SAMPLE_SENTENCES[0], elem_id="inference-text",
                       info="Any length: split into sentences at ። ? ! ፧, at line breaks and at a full stop "
@@ -280,7 +281,7 @@ def build(ctx: AppContext):
         pick = default if default in values else (values[0] if values else None)
         return pick, pick
 
-    def on_refresh(current, a, b, exported, auto=None):
+    def on_refresh(current, a, b, exported, chosen, auto=None):
         """Every voice picker as the workspace is now; A, B and the export keep their pick while it exists, else
         take the voice shown above (B another one where there is one), as they do when the page is built."""
         now = inference.voice_choices(ws)
@@ -292,24 +293,31 @@ def build(ctx: AppContext):
         return (gr.update(choices=now, value=pick, info="" if now else NO_VOICE), gr.update(choices=vocoders),
                 speaker_choices(ctx, pick), gr.update(choices=now, value=a_pick), gr.update(choices=now, value=b_pick),
                 gr.update(choices=now, value=exported if exported in values else pick),
-                gr.update(choices=vocoders), status_line(ws))
+                gr.update(choices=vocoders), inference.vocoder_note(ws, pick, chosen))
 
     refresh_outputs = [voice, vocoder, speaker, voice_a, voice_b, export_from, export_vocoder, vocoder_status]
-    pickers = [voice, voice_a, voice_b, export_from]
+    pickers = [voice, voice_a, voice_b, export_from, vocoder]
     # what this browser has (voices, vocoder line, the voice the tab picked itself), so a tick only sends what changed
-    shown = gr.State([[v for _, v in voices], status_line(ws), first])
+    shown = gr.State([[v for _, v in voices], vocoder_status.value, first])
 
-    def on_tick(current, a, b, exported, before):  # a new checkpoint, or the fetched vocoder, shows up without a reload
+    def on_tick(current, a, b, exported, chosen, before):  # a new checkpoint, or the fetched vocoder, shows up without a reload
         values = [v for _, v in inference.voice_choices(ws)]
         pick, auto = picked(current, before[2], values)
-        now = [values, status_line(ws), auto]
+        now = [values, inference.vocoder_note(ws, pick, chosen), auto]
         if now == before and pick == current:
             return (*[gr.update()] * len(refresh_outputs), before)
-        return (*on_refresh(current, a, b, exported, before[2]), now)
+        return (*on_refresh(current, a, b, exported, chosen, before[2]), now)
 
     gr.Timer(5.0).tick(on_tick, inputs=[*pickers, shown], outputs=[*refresh_outputs, shown], show_progress="hidden")
     reload.click(on_refresh, inputs=pickers, outputs=refresh_outputs, api_name="inference_refresh")
     voice.change(lambda v: speaker_choices(ctx, v), inputs=[voice], outputs=[speaker], api_name="inference_speakers")
+
+    def on_vocoder(v, chosen, before):  # the line says what will speak this voice now, and the tick knows it is shown
+        note = inference.vocoder_note(ws, v, chosen)
+        return note, [before[0], note, before[2]]
+
+    gr.on([voice.change, vocoder.change], on_vocoder, inputs=[voice, vocoder, shown], outputs=[vocoder_status, shown],
+          show_progress="hidden")
 
     def on_engine(v, before):  # only a voice of the other engine resets the steps: a typed number stays otherwise
         now = inference.voice_engine(ctx.workspace, v)
@@ -344,9 +352,9 @@ def build(ctx: AppContext):
     export_btn.click(says_errors(lambda *a: export(ctx, *a), [export_msg, export_zip], export_msg),
                      inputs=[export_from, export_name, export_vocoder, overwrite, onnx, onnx_steps],
                      outputs=[export_msg, export_zip], api_name="export_voice")
+    # the vocoder added is picked, so the line under the pickers follows it (on_vocoder)
     vocoder_btn.click(says_errors(lambda f, n: add_vocoder(ctx, f, n), [vocoder_msg, vocoder], vocoder_msg),
-                      inputs=[vocoder_files, vocoder_name], outputs=[vocoder_msg, vocoder], api_name="add_vocoder").then(
-        lambda: status_line(ws), None, [vocoder_status], show_progress="hidden")
+                      inputs=[vocoder_files, vocoder_name], outputs=[vocoder_msg, vocoder], api_name="add_vocoder")
     # a voice exported on the Training tab is offered as soon as this tab is opened, not after Refresh
     # at each page load too: the value built into the page is the default of when the app started
     ticked = [*refresh_outputs, shown]

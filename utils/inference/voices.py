@@ -58,6 +58,32 @@ def auto_vocoder_label(ws: Workspace) -> str:
     return f"auto: the voice's own vocoder, else {fallback}"
 
 
+def vocoder_note(ws: Workspace, voice: str | None, vocoder: str | None) -> str:
+    """The line under the Inference pickers, for the vocoder that will speak this voice: the default's licence or
+    download (or why it buzzes) only when "auto" falls to it, since a picked or the voice's own vocoder wins."""
+    from utils import families
+    from utils.inference.speech import own_sound
+    from utils.vocoder.default import default_dir, status_line
+
+    try:
+        folder = resolve_voice(ws, voice) if voice else None
+    except StudioError:
+        folder = None
+    config = (read_json(folder / "config.json", {}) or {}) if folder else {}
+    if folder is not None and not families.of(config).USES_VOCODER:
+        return f"Vocoder: {own_sound(config)}."
+    if vocoder in (None, "", "auto"):
+        own = auto_vocoder(ws, folder)
+        return "Vocoder: the voice's own (exported with it)." if own is not None and own.parent == folder \
+            else status_line(ws)
+    if vocoder == GRIFFIN_LIM:
+        return "Vocoder: none, as picked: Griffin-Lim makes the sound (buzzy). Pick auto or a vocoder for a clean voice."
+    if (ws.root / vocoder).resolve() == default_dir(ws).resolve():
+        return status_line(ws)
+    where = " (trained here)" if Path(vocoder).parts[:1] == ("runs",) else ""
+    return f"Vocoder: {vocoder}{where}, as picked, makes the sound (vocos)."
+
+
 def voice_choices(ws: Workspace) -> list[tuple[str, str]]:
     """(label, value) pairs for a picker: exported voices, then each run's checkpoints, newest first,
     the best one marked with its MCD."""
