@@ -89,6 +89,7 @@ def test_a_long_recording_alone_is_told_to_get_its_text_not_to_train(tmp_path):
     summary = tab.load_view(ws, "radio")[0]
     assert "no usable clip yet" in summary and "speaker(s)" not in summary
     assert "**Draft missing transcripts**" in summary and "**Save text**" in summary and "Training" not in summary
+    assert "Keep puts one back" not in summary and "Typing its text and pressing Save text puts one back" in summary
 
 
 def test_running_app_prepares_and_shows_a_dataset_through_gradio_client(start_app):

@@ -120,8 +120,10 @@ def excluded_line(s: dict) -> str:
     left_out = s["clips"] - s["usable_clips"]
     kinds = "; ".join(datasets.FLAG_HELP[flag] for flag in s.get("flags", {}) if flag in EXCLUDING_FLAGS)
     why = f"those flagged for {kinds} (unless you kept them), and any you excluded" if kinds else "the ones you excluded"
-    return (f"**{left_out} row(s) are left out of training already**: {why}. Keep puts one back; fixing its text "
-            "does too.\n\n" if left_out else "")
+    only_untyped = set(s.get("flags", {})) & set(EXCLUDING_FLAGS) == {"missing_text"}  # Keep refuses those
+    back = ("Typing its text and pressing Save text puts one back" if only_untyped else
+            "Keep puts one back; fixing its text does too")
+    return f"**{left_out} row(s) are left out of training already**: {why}. {back}.\n\n" if left_out else ""
 
 
 def enough_line(s: dict) -> str:
