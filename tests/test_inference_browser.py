@@ -12,6 +12,14 @@ from tests.helpers import make_dataset, screenshot
 from tests.test_inference import CKPT, voice_workspace
 from utils.training import TrainConfig, prepare_run, run
 
+# the player of the whole speech (its <audio> sits in the waveform's shadow root) once it has loaded, else null
+WHOLE_JS = """() => { const found = [];
+  const walk = (root) => { root.querySelectorAll('audio').forEach(a => found.push(a));
+                           root.querySelectorAll('*').forEach(e => e.shadowRoot && walk(e.shadowRoot)); };
+  const box = document.querySelector('#inference-whole');
+  if (box) walk(box);
+  const a = found.find(a => a.duration > 0);
+  return a ? {duration: a.duration, paused: a.paused, at: a.currentTime} : null; }"""
 F5_RUN = "tigist-f5"  # dated before the Matcha run r1 (see `server`): r1 stays the picker's default voice
 
 
@@ -57,8 +65,13 @@ def test_speak_see_the_phonemes_compare_and_export(server, page, tmp_path):
     screenshot(rows, tmp_path, "spoken-rows")
     expect(page.locator("#inference-spectrogram img")).to_be_visible()
     expect(page.locator("#inference-wav a").first).to_have_attribute("href", re.compile(r"speech-.*\.wav"))
-    page.wait_for_function("() => Array.from(document.querySelectorAll('#inference-audio audio'))"
-                           ".some(a => a.duration > 0.3)", timeout=30_000)  # the streamed speech is playable
+    # the streamed player held what its playlist had fetched when speaking ended (0:05 of 10.77 s): once the stream
+    # has played, the whole WAV takes its place, as long as the speech and not playing it a second time
+    spoken = float(re.search(r"([\d.]+) s of audio", info.inner_text()).group(1))
+    page.wait_for_function(f"() => ({WHOLE_JS})() !== null", timeout=60_000)
+    whole = page.evaluate(WHOLE_JS)
+    assert abs(whole["duration"] - spoken) <= 0.3 and whole["paused"], (whole, spoken)
+    expect(page.locator("#inference-audio")).to_be_hidden()
 
     page.locator("#inference-text textarea").fill("hello world")
     page.locator("#inference-speak").click()

@@ -70,6 +70,29 @@ def can_stream_audio() -> bool:
     return shutil.which("ffmpeg") is not None
 
 
+# The streamed player shows what its playlist had fetched when speaking ends, seconds short of the speech until
+# its next reload. Once the stream has played out (or never started: autoplay refused), a player of the whole WAV
+# takes its place, so nothing playing is cut off; another Speak meanwhile drops it (null).
+AFTER_THE_STREAM_JS = """async (wav) => {
+  const player = () => document.querySelector('#inference-audio audio.standard-player');
+  const first = player();
+  if (!wav || !first || !first.src || first.classList.contains('hidden')) return [null];
+  const src = first.src, since = Date.now();
+  for (;;) {
+    await new Promise(r => setTimeout(r, 250));
+    const now = player();
+    if (!now || now.src !== src) return [null];
+    if (now.ended || (now.paused && now.currentTime === 0 && Date.now() - since > 3000)) return [wav];
+  }
+}"""
+
+
+def whole_speech(wav) -> tuple:
+    """(streamed player, whole player): the spoken WAV, exact in length and to replay, in place of the stream. A
+    player of its own, as a player's autoplay is fixed when it is made: the stream's would play the WAV again."""
+    return (gr.update(visible="hidden"), gr.update(value=wav, visible=True)) if wav else (gr.update(), gr.update())
+
+
 def speak(ctx: AppContext, voice, speaker, text, steps, temperature, speed, vocoder, device, seed, stream=True):
     """Stream audio chunks to the player (`stream`; else the whole speech at the end); at the end the WAV
     file, spectrogram, info and the spoken text."""
@@ -209,6 +232,7 @@ def build(ctx: AppContext):
     audio = gr.Audio(label="Speech" if streaming else "Speech (plays when the whole text is spoken: install ffmpeg "
                      "to hear each sentence as soon as it is made)", streaming=streaming, autoplay=True,
                      interactive=False, elem_id="inference-audio")
+    whole = gr.Audio(label="Speech", interactive=False, visible=False, elem_id="inference-whole")  # see whole_speech
     with gr.Row():
         wav = gr.File(label="Download WAV", elem_id="inference-wav", scale=1)
         spectrogram = gr.Image(label="Spectrogram (log-mel)", type="numpy", interactive=False, scale=3,
@@ -330,9 +354,15 @@ def build(ctx: AppContext):
 
     # a refusal (no voice, empty text, a vocoder that does not fit) stays written under the player
     spoken_outputs = [audio, wav, spectrogram, info, spoken]
-    speaking = go.click(says_errors(on_speak, spoken_outputs, info),
-                        inputs=[voice, speaker, text, *settings, device, seed],
-                        outputs=spoken_outputs, api_name="speak")
+    then = go.click
+    if streaming:  # the streamed player comes back, empty, for the new stream; the last speech's whole WAV goes
+        then = go.click(lambda: (gr.update(value=None, visible=True), gr.update(visible=False)), None, [audio, whole],
+                        show_progress="hidden").then
+    speaking = then(says_errors(on_speak, spoken_outputs, info), inputs=[voice, speaker, text, *settings, device, seed],
+                    outputs=spoken_outputs, api_name="speak")
+    if streaming:  # the streamed player held only what its playlist had fetched: the whole WAV once it has played
+        speaking.success(whole_speech, inputs=[wav], outputs=[audio, whole], js=AFTER_THE_STREAM_JS,
+                         show_progress="hidden", trigger_mode="always_last")
     # the voice spoken with is the curator's pick from now on: the picker no longer follows the run to its next best
     # checkpoint while this one's speech is on the page
     go.click(lambda before: [*before[:2], None], shown, shown, show_progress="hidden")
