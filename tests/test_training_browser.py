@@ -246,3 +246,30 @@ def test_an_omnivoice_fine_tune_starts_from_the_tab_with_its_guidance_and_finish
     log = (ws.run_dir("omni-tab") / "train.log").read_text()
     assert "fine-tune: starting from the OmniVoice base" in log and "eval step 2" in log
     assert (ws.run_dir("omni-tab") / "checkpoints" / "step-2" / "prompt.wav").is_file()
+
+
+def test_a_run_of_120_steps_reads_its_steps_and_a_gpus_speed_as_plain_numbers(server, page):
+    """The step axes of a 120-step run read 1e+2, 1.1e+2, 1.2e+2 ('~g' took as many significant digits as the
+    ticks' spacing), and so would a GPU's 150 samples a second: plain numbers, as on a ruler."""
+    import time
+
+    from utils.workspace import append_jsonl, atomic_write_json
+
+    run_dir = server.ws.run_dir("ruler")
+    run_dir.mkdir(parents=True)
+    atomic_write_json(run_dir / "config.json", {"train": {"dataset": "am", "preset": "tiny", "max_steps": 120}})
+    atomic_write_json(run_dir / "status.json", {"state": "finished", "step": 120, "max_steps": 120,
+                                                "created": time.time(), "ended": time.time()})
+    for step in range(5, 121, 5):  # as the trainer writes them (log_every 5)
+        append_jsonl(run_dir / "metrics.jsonl", {"step": step, "loss": 3.0 - step / 100, "lr": 2e-4,
+                                                 "samples_per_s": 100.0 + step, "time": time.time()})
+    append_jsonl(run_dir / "metrics.jsonl", {"step": 120, "mcd": 15.5, "time": time.time()})
+
+    open_training(page, server.url)
+    choose(page, "run shown below", "ruler")
+    for plot in ("#loss-plot", "#mcd-plot", "#lr-plot", "#speed-plot"):
+        seen = plot_seen(page, plot)
+        assert all(re.fullmatch(r"\d+", t.replace(",", "")) for t in seen["x"]), (plot, seen["x"])
+        assert numeric_ticks(seen["x"])[-1] >= 100, (plot, seen["x"])
+    speeds = plot_seen(page, "#speed-plot")["y"]
+    assert all(re.fullmatch(r"\d+", t.replace(",", "")) for t in speeds) and numeric_ticks(speeds)[-1] >= 200, speeds

@@ -81,10 +81,12 @@ def _curves(label: str, elem_id: str, points: bool = False, **kw) -> gr.LinePlot
     colours either: a curve missing from a colour map (a vocoder run's loss_mel) would be drawn in none.
     `points`: one marker a value, for what is measured at evaluations only (a line through one point draws
     nothing, so the first evaluation would not show; its ranges get a margin: points_axes). Axis labels are
-    plain numbers ("~g": 50, not the '50.000000' an axis spanning one value gets by default)."""
+    plain numbers: "~f" is given as many decimals as the ticks' spacing needs (120, 0.5, 0.0002; not the
+    '50.000000' an axis spanning one value gets by default), where "~g" got as many significant digits, and so
+    read 100 and 120 as 1e+2 and 1.2e+2 on a 120-step run."""
     plot = gr.ScatterPlot if points else gr.LinePlot
     return plot(x="step", y="value", color="series", color_title="", label=label, elem_id=elem_id,
-                x_axis_format="~g", y_axis_format="~g", **kw)
+                x_axis_format="~f", y_axis_format="~f", **kw)
 
 
 def run_choices(ctx: AppContext) -> list[str]:
