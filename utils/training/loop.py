@@ -383,6 +383,7 @@ class TrainingLoop:
                 state = "failed"
                 break
             self._record(losses, grad_norms, skipped, step_times)
+            aside = time.perf_counter()  # evaluations and saves are not training: the speed's window skips them
             if self._evaluate_on_schedule() and s.on_overfit == "stop":
                 message = (f"finished early at step {self.step}: held-out MCD has not improved for {s.patience} "
                            f"evaluations; the best checkpoint ({Path(self.best['path']).name if self.best['path'] else '-'}) "
@@ -391,6 +392,7 @@ class TrainingLoop:
                 break
             if s.checkpoint_every and self.step % s.checkpoint_every == 0 and self.step != self.last_saved:
                 self._save()
+            self.window["t0"] += time.perf_counter() - aside
             yield from self._events()
         if state == "stopped":
             self.files.status(state="stopping", message=f"{message}: saving a checkpoint")
