@@ -144,3 +144,22 @@ def test_the_first_prepare_in_a_fresh_workspace_draws_both_plots_and_a_second_cl
     page.locator("#dataset-prepare").click()
     expect(page.get_by_label("Row", exact=True)).to_have_value("", timeout=180_000)  # once the prepare is done
     expect(page.get_by_label("Transcript (edit, then Save text)")).to_have_value("")
+
+
+def test_pickers_open_on_the_dataset_prepared_last_not_the_first_by_name(tmp_path):
+    """A long recording without text ("longrec", 0 usable minutes) opened the Training and Review pickers ahead of
+    the dataset just prepared ("mixed2")."""
+    import os
+
+    from tests.helpers import make_dataset
+    from webui import training
+    from webui.components import dataset_pick
+
+    ws = make_dataset(tmp_path / "ws", name="mixed2", n_train=1, n_val=0)
+    make_dataset(tmp_path / "ws", name="longrec", n_train=1, n_val=0)
+    os.utime(ws.dataset_dir("longrec") / "manifest.jsonl", (1e9, 1e9))  # prepared long ago
+    assert ws.list_datasets() == ["longrec", "mixed2"] and ws.newest_dataset() == "mixed2"
+    assert dataset_pick(ws, None)["value"] == "mixed2" and dataset_pick(ws, "longrec")["value"] == "longrec"
+    ctx = AppContext(ws)
+    assert training.restore_form(ctx)[0]["value"] == "mixed2"  # no run yet to take it from
+    assert training.form_on_open(ctx, None, 0)[0]["value"] == "mixed2"

@@ -87,6 +87,16 @@ class Workspace:
         return sorted(p.name for p in self.datasets.iterdir()
                       if self.holds(p) and any((p / f).exists() for f in ("manifest.sqlite", "manifest.jsonl")))
 
+    def newest_dataset(self) -> str | None:
+        """The dataset prepared (or changed) last: what a picker shows before the curator picks, rather than the
+        first by name (a recording without text yet, named before the dataset just prepared)."""
+        def changed(name: str) -> float:
+            folder = self.dataset_dir(name)
+            return max((folder / f).stat().st_mtime for f in ("manifest.sqlite", "manifest.jsonl", "prepare.json")
+                       if (folder / f).exists())
+
+        return max(self.list_datasets(), key=changed, default=None)
+
     def list_runs(self) -> list[str]:
         return sorted(p.name for p in self.runs.iterdir() if p.is_dir() and self.holds(p))
 

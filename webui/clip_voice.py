@@ -10,7 +10,7 @@ from utils import inference
 from utils.events import StudioError
 from utils.omnivoice import about
 from utils.omnivoice.clip_voice import install_runtime, make_clip_voice, row_clip, suggest_rows
-from webui.components import current_pick, says_errors
+from webui.components import dataset_pick, says_errors
 from webui.context import AppContext
 
 TITLE = "OmniVoice: a voice from one clip (no training)"
@@ -116,7 +116,7 @@ def build(ctx: AppContext, voice: gr.Dropdown) -> None:
 
     source.change(lambda s: (gr.update(visible=s == FROM_ROW), gr.update(visible=s == FROM_FILE)), source,
                   [row_box, upload], show_progress="hidden")
-    section.expand(lambda d: current_pick(ws.list_datasets(), d), dataset, dataset, show_progress="hidden")
+    section.expand(lambda d: dataset_pick(ws, d), dataset, dataset, show_progress="hidden")
     dataset.change(lambda d: row_choices(ws, d), dataset, row, api_name="clip_voice_rows")
     row.change(lambda d, r, n: row_picked(ws, d, r, n), [dataset, row, name], [transcript, heard, name],
                show_progress="hidden")

@@ -13,10 +13,16 @@ def not_built(capability: str, issue: str) -> gr.Markdown:
     )
 
 
-def current_pick(names: list[str], current: str | None) -> dict:
-    """A picker brought up to date: what exists now, showing the curator's pick while it exists, else the first
-    (never a name that is gone, nor nothing while something exists)."""
-    return gr.update(choices=names, value=current if current in names else (names[0] if names else None))
+def current_pick(names: list[str], current: str | None, first: str | None = None) -> dict:
+    """A picker brought up to date: what exists now, showing the curator's pick while it exists, else `first`, else
+    the first name (never a name that is gone, nor nothing while something exists)."""
+    fallback = first if first in names else (names[0] if names else None)
+    return gr.update(choices=names, value=current if current in names else fallback)
+
+
+def dataset_pick(ws, current: str | None) -> dict:
+    """A dataset picker brought up to date: the curator's pick while it exists, else the dataset prepared last."""
+    return current_pick(ws.list_datasets(), current, ws.newest_dataset())
 
 
 def plain_label(name: str, plain: dict) -> str:

@@ -19,7 +19,7 @@ from utils.events import StudioError
 from utils.training.speed import say_hours
 from utils.workspace import readable
 from webui import transcripts
-from webui.components import says_errors
+from webui.components import dataset_pick, says_errors
 from webui.context import AppContext
 
 FRONTENDS = (("Amharic pronunciation rules (phoneme), recommended", "phoneme"), ("letters as written (char)", "char"),
@@ -360,8 +360,7 @@ def build(ctx: AppContext) -> list:
             raise StudioError("Pick the dataset to delete first.")
         said = deletion.delete_dataset(ws, n, confirmed=bool(confirmed), how_to_confirm="tick 'yes, delete the "
                                        "dataset shown' and press Delete dataset again")
-        names = ws.list_datasets()
-        return said, gr.update(choices=names, value=names[0] if names else None), False
+        return said, dataset_pick(ws, None), False
 
     deleted = [delete_msg, dataset, delete_confirm]
     delete_btn.click(says_errors(on_delete, deleted, delete_msg), [dataset, delete_confirm], deleted,
@@ -371,9 +370,8 @@ def build(ctx: AppContext) -> list:
         return (*select_row(ws, n, str(frame.iloc[evt.index[0]]["id"])), "")
 
     def on_page_load(n):  # a reload or a second browser sees the workspace as it is now
-        names = ws.list_datasets()
-        n = n if n in names else (names[0] if names else None)
-        return (gr.update(choices=names, value=n), *plot_updates(*load_view(ws, n)))
+        shown = dataset_pick(ws, n)
+        return (shown, *plot_updates(*load_view(ws, shown["value"])))
 
     picked = [row_id, player, text, status]  # a row gone since the table was drawn is said in the status line
     table.select(says_errors(on_select, picked, status, what="Picking the row"), [dataset, table], picked)

@@ -12,7 +12,7 @@ from utils.text.convert import analyze, convert_dataset
 from utils.text.g2p import rules_reading
 from utils.text.lexicon import dict_from_rows, usable_symbols_hint
 from utils.workspace import Workspace
-from webui.components import current_pick, says_errors
+from webui.components import dataset_pick, says_errors
 from webui.context import AppContext
 
 EXAMPLE = "በ፲፰፻፹፯ ዓ.ም ዶ/ር አበበ ወደ ት/ቤት ሄዱ። 2ኛው ቀን 25 ብር ከፈሉ፤ ልጆቻቸው ደስ አላቸው!"
@@ -73,7 +73,7 @@ def suggest(word: str) -> str:
 
 
 def dataset_choices(ws: Workspace, current: str | None = None):
-    return current_pick(ws.list_datasets(), current)
+    return dataset_pick(ws, current)
 
 
 def convert(ws: Workspace, name: str, progress=gr.Progress()) -> str:

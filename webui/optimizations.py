@@ -5,7 +5,7 @@ import gradio as gr
 
 from utils.runs import probe, settings
 from utils.events import StudioError
-from webui.components import current_pick, plain_label, says_errors
+from webui.components import dataset_pick, plain_label, says_errors
 from webui.context import AppContext
 
 
@@ -108,5 +108,5 @@ def build(ctx: AppContext) -> list:
     # no probe yet: the box keeps what it says (a refusal of Measure, written there by says_errors)
     gr.Timer(3.0).tick(lambda: probe.probe_report(ws) or gr.update(), None, measured, show_progress="hidden")
     # the dataset to measure on, as the workspace is at page load and each time the tab opens
-    datasets = (lambda current: current_pick(ws.list_datasets(), current), [dataset], [dataset])
+    datasets = (lambda current: dataset_pick(ws, current), [dataset], [dataset])
     return [(refill, [preset], said), datasets, (*datasets, "open")]

@@ -15,7 +15,7 @@ from utils import separation
 from utils.events import StudioError
 from utils.separation import dataset as sep_dataset
 from utils.separation.gate import CLEAR as THRESHOLD_CLEAR
-from webui.components import current_pick, says_errors
+from webui.components import dataset_pick, says_errors
 from webui.context import AppContext
 
 BACKEND_LABELS = [("auto: the best this machine has", "auto"),
@@ -214,4 +214,4 @@ def build(ctx: AppContext) -> list:
 
     # opened again: a dataset prepared or deleted meanwhile (a new pick shows its clips through name.change)
     return [(says_errors(on_page_load, [name, *shown], status, what="Showing the dataset"), [name],
-             [name, *shown]), (lambda current: current_pick(ws.list_datasets(), current), [name], [name], "open")]
+             [name, *shown]), (lambda current: dataset_pick(ws, current), [name], [name], "open")]

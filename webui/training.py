@@ -21,7 +21,7 @@ from utils.family_options import names_of, saved_option
 from utils.transcripts import asr
 from utils.vocoder.default import status_line
 from utils.workspace import read_json
-from webui.components import current_pick, says_errors
+from webui.components import dataset_pick, says_errors
 from webui.context import AppContext
 
 MAX_SAMPLES = 4
@@ -350,9 +350,8 @@ def restore_form(ctx: AppContext) -> tuple:
     ws, keep = ctx.workspace, gr.update()
     last = views.last_choices(ws)
     t, v = last.get("train", {}), last.get("vocoder", {})
-    names = ws.list_datasets()
-    newest = next(iter(last.values()), {}).get("dataset")
-    form = (gr.update(choices=names, value=newest) if newest in names else gr.update(choices=names),)
+    newest = next(iter(last.values()), {}).get("dataset")  # the last run's, else the dataset prepared last
+    form = (dataset_pick(ws, newest),)
     form += _restored_training(ws, t) if t else (keep, gr.update(value=settings.default_steps(ws)), *(keep,) * 6)
     form += (gr.update(value=v["init"] if v["init"] in inference.list_vocoders(ws) else VOCODER_SCRATCH[0]),
              gr.update(value=v["preset"]), gr.update(value=v["max_steps"])) if v else (keep,) * 3
@@ -364,7 +363,7 @@ def form_on_open(ctx: AppContext, dataset: str | None, saved_steps) -> tuple:
     are now (one deleted meanwhile is not shown), and the steps the Optimizations tab saved since the page last read
     them; a number typed here stays until then."""
     steps = settings.default_steps(ctx.workspace)
-    return (current_pick(ctx.workspace.list_datasets(), dataset),
+    return (dataset_pick(ctx.workspace, dataset),
             gr.update(value=steps) if steps != saved_steps else gr.update(), steps)
 
 
