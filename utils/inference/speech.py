@@ -18,7 +18,7 @@ from utils import families
 from utils.events import StudioError
 from utils.text.ethiopic import is_ethiopic
 from utils.text.normalize import ACRONYM, ends_with_abbreviation
-from utils.inference.voices import GRIFFIN_LIM, load_acoustic, load_vocoder_for, pick_device, resolve_voice
+from utils.inference.voices import GRIFFIN_LIM, load_acoustic, load_vocoder_for, own_sound, pick_device, resolve_voice
 from utils.vocoder.choice import check_features_match
 from utils.voice_folders import voice_dictionary
 from utils.workspace import Workspace
@@ -307,12 +307,6 @@ def workspace_voice(ws: Workspace, voice: str, vocoder: str | None = None, devic
     voc, label = (load_vocoder_for(ws, folder, vocoder, device) if families.of(config).USES_VOCODER
                   else (None, own_sound(config)))
     return Voice(folder, model, config, voc, label, device, note)
-
-
-def own_sound(config: dict) -> str:
-    """The vocoder line of a voice whose model makes the waveform itself: none is used, whatever is picked."""
-    family = families.of(config)
-    return f"none ({family.TITLE} makes the waveform itself, at {family.SAMPLE_RATE / 1000:g} kHz)"
 
 
 def speak(ws: Workspace, voice: str, text: str, speaker: str | None = None, steps: int | None = None,

@@ -58,11 +58,18 @@ def auto_vocoder_label(ws: Workspace) -> str:
     return f"auto: the voice's own vocoder, else {fallback}"
 
 
+def own_sound(config: dict) -> str:
+    """The vocoder line of a voice whose model makes the waveform itself: none is used, whatever is picked."""
+    from utils import families
+
+    family = families.of(config)
+    return f"none ({family.TITLE} makes the waveform itself, at {family.SAMPLE_RATE / 1000:g} kHz)"
+
+
 def vocoder_note(ws: Workspace, voice: str | None, vocoder: str | None) -> str:
     """The line under the Inference pickers, for the vocoder that will speak this voice: the default's licence or
     download (or why it buzzes) only when "auto" falls to it, since a picked or the voice's own vocoder wins."""
     from utils import families
-    from utils.inference.speech import own_sound
     from utils.vocoder.default import default_dir, status_line
 
     try:
