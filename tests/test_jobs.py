@@ -150,6 +150,7 @@ def test_a_vocoder_trains_as_a_job_from_the_training_tab_and_resumes_with_its_ow
     with serve_tab(tab, ws, "Training") as client:
         note, _, _ = client.predict("am", "(from scratch)", "tiny", 2, False, api_name="/start_vocoder_training")
     name = re.search(r"Vocoder run \*\*(\S+)\*\*", note).group(1)
+    assert "quality (MCD and samples) checked at its end" in note  # not "every 500 steps" of a 2-step run
     final = wait(lambda: (s := state(ws, name)).get("state") in jobs.FINAL and s, "the vocoder run to end", 300)
     assert final["state"] == "finished", views.view(ws, name).log[-2000:]
     row = {r["run"]: r for r in views.run_table(ws)}[name]

@@ -242,7 +242,9 @@ def state_line(ws: Workspace, name: str) -> str:
         line += (f": to train it longer, set {'the vocoder' if doc.get('kind') == 'vocoder' else 'the'} steps above "
                  f"{config.get('max_steps')} and press Resume")
     if config.get("eval_every") and state in ("queued", "running"):
-        line += f" · quality (MCD and samples) checked every {config['eval_every']} steps"
+        every = int(config["eval_every"])  # a 40-step vocoder run with the default 500 is checked at its end only
+        line += (f" · quality (MCD and samples) checked every {every} steps" if every < int(config.get("max_steps") or 0)
+                 else " · quality (MCD and samples) checked at its end")
     return line
 
 
