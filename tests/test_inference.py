@@ -463,3 +463,14 @@ def test_griffin_lim_speaks_a_one_syllable_utterance(frames):
 
     wave = griffin_lim(torch.randn(100, frames) - 5)
     assert wave.shape == (256 * (frames - 1),) and np.isfinite(wave).all()
+
+
+def test_an_export_left_unnamed_takes_its_runs_name_as_the_training_tab_does(tmp_path):
+    """The Training tab exported an unnamed voice under its run's name; the Inference tab refused the same."""
+    from webui import inference as tab
+    from webui.context import AppContext
+
+    ws = voice_workspace(tmp_path / "ws")
+    said, zip_path = tab.export(AppContext(ws), CKPT, "  ", inference.GRIFFIN_LIM, False, False, 2)
+    assert (ws.voices / "r1").is_dir() and zip_path.endswith("r1.zip") and "pick **r1** above" in said
+    assert tab.run_of(ws, "r1") == "r1" and tab.run_of(ws, "some-voice") == ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from pathlib import Path
 
 import gradio as gr
 import numpy as np
@@ -162,7 +163,17 @@ def speak_file(ctx: AppContext, voice, speaker, upload, steps, temperature, spee
     return str(result["zip"]), report
 
 
+def run_of(ws, source: str | None) -> str:
+    """The run a checkpoint or run name belongs to ("" for an exported voice): an export left unnamed takes its
+    name, as the Training tab's Export as voice does."""
+    parts = Path(source or "").parts
+    if len(parts) > 1 and parts[0] == "runs":
+        return parts[1]
+    return source if source and len(parts) == 1 and (ws.runs / source).is_dir() else ""
+
+
 def export(ctx: AppContext, source, name, vocoder, overwrite, onnx, onnx_steps):
+    name = (name or "").strip() or run_of(ctx.workspace, source)
     try:
         folder = inference.export_voice(ctx.workspace, source, name, vocoder=_vocoder(vocoder),
                                         overwrite=bool(overwrite), onnx=bool(onnx), onnx_steps=int(onnx_steps))
@@ -273,7 +284,7 @@ def build(ctx: AppContext):
     with gr.Accordion("Export a voice (folder + zip, optional ONNX)", open=False):
         with gr.Row():
             export_from = gr.Dropdown(label="Checkpoint or voice", choices=voices, value=first)
-            export_name = gr.Textbox(label="Voice name", placeholder="my-voice", elem_id="inference-export-name")
+            export_name = gr.Textbox(label="Voice name", placeholder="the run's name when left empty", elem_id="inference-export-name")
             export_vocoder = gr.Dropdown(label="Vocoder to include", value=AUTO_VOCODER, choices=vocoder_choices(ctx))
         with gr.Row():
             overwrite = gr.Checkbox(label="Overwrite a voice of that name", value=False)
