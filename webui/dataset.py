@@ -16,6 +16,7 @@ from utils.datasets import deletion
 from utils.datasets import disk
 from utils.datasets.config import PrepareConfig
 from utils.events import StudioError
+from utils.datasets.prepare import no_text_yet
 from utils.training.speed import say_hours
 from utils.workspace import readable
 from webui import transcripts
@@ -104,7 +105,7 @@ def summary_markdown(ws, name: str) -> str:
 def next_line(ws, name: str, s: dict) -> str:
     """What to do now. Clips with no text (a long recording cut at pauses) cannot train: their text comes first, or
     the advice to train leads to a run that refuses the dataset."""
-    if not s["usable_clips"] and s.get("flags", {}).get("missing_text") == s["clips"]:
+    if not s["usable_clips"] and no_text_yet(s):
         return ("**Next:** no clip has text yet, so none can train: press **Draft missing transcripts** (under "
                 "*Drafts for clips without text*, below) for machine drafts to check and save, or pick a row, type "
                 "what is said and press **Save text**.")

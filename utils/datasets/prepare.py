@@ -467,10 +467,14 @@ def describe(summary: dict, name: str = "NAME") -> str:
             f"{summary['hours']:.2f} h, {split}; flags: {flags}; {summary['errors']} file error(s)")
 
 
+def no_text_yet(summary: dict) -> bool:
+    """Whether no clip has text (a long recording cut at pauses): none can train until text comes, whatever else."""
+    return summary.get("flags", {}).get("missing_text") == summary["clips"]
+
+
 def untranscribed(summary: dict, name: str) -> str:
-    """Why none is usable when no clip has text (a long recording cut at pauses), and where text comes from: the
-    CLI prints only this line."""
-    if summary.get("flags", {}).get("missing_text") != summary["clips"]:
+    """Why none is usable when no clip has text, and where text comes from: the CLI prints only this line."""
+    if not no_text_yet(summary):
         return ""
     return (" (no clip has text: get machine drafts with Draft missing transcripts on the Dataset tab or "
             f"`python app.py transcribe --dataset {name}`, or type each clip's text in the row editor)")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterator
 
 from utils.events import Event
@@ -10,7 +11,7 @@ from utils.text.g2p import phonemes_string, phonemize
 from utils.text.lexicon import dictionary_stamp, load_user_dict
 from utils.text.normalize import normalize, without_covered
 from utils.text.tokenizers import Tokenizer, make_tokenizer
-from utils.workspace import Workspace
+from utils.workspace import Workspace, atomic_write_json, read_json
 
 PROGRESS_EVERY = 50  # rows between progress events
 # in a dataset's folder: {"dictionary": dictionary_stamp of the pronunciation dictionary every row was read with}.
@@ -74,10 +75,6 @@ def convert_dataset(ws: Workspace, name: str, user_dict: dict | None = None) -> 
 
 def record_read_with(ds_dir, stamp: str | None) -> None:
     """Say which dictionary all of a dataset's rows were read with (None: not one, or not known)."""
-    from pathlib import Path
-
-    from utils.workspace import atomic_write_json
-
     path = Path(ds_dir) / READ_WITH
     if stamp is None:
         path.unlink(missing_ok=True)
@@ -90,8 +87,6 @@ def read_again_if_stale(ws: Workspace, name: str) -> str | None:
     a run trains on what the voice will say (a curator who forgot "Convert transcripts" is not punished). Returns
     what was done, None when they were current. Not known (no record) counts as current only without a
     dictionary: the rows were then read without one, as now."""
-    from utils.workspace import read_json
-
     user_dict = load_user_dict(ws)
     now = dictionary_stamp(user_dict)
     recorded = (read_json(ws.dataset_dir(name) / READ_WITH, default=None) or {}).get("dictionary")
