@@ -4,6 +4,7 @@ request for a dictionary entry once the entry is in."""
 from __future__ import annotations
 
 import re
+import subprocess
 
 from playwright.sync_api import expect
 
@@ -16,20 +17,32 @@ def test_the_training_tab_drops_a_message_about_another_run_and_a_deleted_run(st
     ws = Workspace.open(tmp_path / "workspace")
     fake_run(ws, "gone", state="finished")
     fake_run(ws, "fine", state="finished")
-    fake_run(ws, "broken", state="failed", message="the trainer ran out of memory")  # the newest: shown first
-    server = start_app(workspace=ws.root)
-    page.goto(server.url)
-    page.get_by_role("tab", name="Training").click()
-    summary, message = page.locator("#run-summary"), page.locator("#train-message")
-    expect(summary).to_contain_text("broken: failed", timeout=30_000)
+    trainer = subprocess.Popen(["sleep", "600"])  # a "trainer" that Stop's signal ends without a goodbye
+    try:
+        fake_run(ws, "broken", state="running", pid=trainer.pid, launcher_pid=trainer.pid)  # the newest: shown first
+        server = start_app(workspace=ws.root)
+        page.goto(server.url)
+        page.get_by_role("tab", name="Training").click()
+        summary, message = page.locator("#run-summary"), page.locator("#train-message")
+        stop, resume = page.locator("#stop-button"), page.locator("#resume-button")
+        expect(summary).to_contain_text("broken: running", timeout=30_000)
+        expect(stop).to_be_enabled()
+        expect(resume).to_be_disabled()  # it still trains
 
-    page.locator("#stop-button").click()  # the line now follows run broken: "Run broken ... failed"
-    expect(message).to_contain_text(re.compile(r"Run broken .*failed"), timeout=30_000)
+        stop.click()  # the line now follows run broken: "Run broken ... failed"
+        expect(message).to_contain_text(re.compile(r"Run broken .*failed"), timeout=30_000)
+    finally:
+        trainer.kill()
+        trainer.wait()
+    # an ended run has nothing to stop: Stop is greyed out (it stayed red and pressable), Resume is not
+    expect(stop).to_be_disabled()
+    expect(resume).to_be_enabled()
     picker = page.locator("#run-select input")
     picker.click()
     page.get_by_role("option", name="fine", exact=True).click()
     expect(summary).to_contain_text("fine: finished")
     expect(message).to_have_text("")  # it would read as said of run fine
+    expect(stop).to_be_disabled()
     screenshot(page.locator("#run-summary"), tmp_path, "another-run-shown")
 
     picker.click()

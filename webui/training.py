@@ -139,6 +139,23 @@ def changed(held: dict, key: str, value) -> bool:
     return True
 
 
+def run_buttons(state: str | None) -> tuple[dict, dict]:
+    """Stop and Resume as the run shown allows: Stop (red) while it is queued, training or stopping (a second press
+    kills it), Resume once it has ended. A finished run's red Stop read as if something still ran."""
+    active = state in jobs.ACTIVE
+    return (gr.update(interactive=active, variant="stop" if active else "secondary"),
+            gr.update(interactive=state in jobs.FINAL))
+
+
+def shown_state(ws, name: str | None) -> str | None:
+    """The state of the run named in the picker (which takes typed names too); None when there is no such run."""
+    try:
+        run_dir = ws.run_dir(name) if name else None
+    except StudioError:
+        return None
+    return jobs.reconcile(run_dir).get("state") if run_dir and run_dir.is_dir() else None
+
+
 def panel(ctx: AppContext, name: str | None, held: dict, fresh: bool = False) -> dict:
     """What of run `name` the live panel must redraw, given what this browser `held` (updated in place):
     {"summary", "log", "plots" ({index: value}), "players" (list)}, each only when changed.
@@ -621,6 +638,9 @@ def _wire_live(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> list:
         if line is not None and changed(seen, "message", line):
             out[f.message], news = line, True
         news = shown_run(name, seen["panel"], out, fresh) or news
+        state = next((r["status"] for r in table if r["run"] == name), None)
+        if changed(seen, "buttons", state):
+            out[p.stop], out[p.resume] = run_buttons(state)
         if news and changed(seen, "runs", table):  # with the panel's news, not at each step: a table costs a redraw
             out[p.run_list] = pd.DataFrame(table, columns=RUN_COLUMNS)
             out[p.selected] = gr.update(choices=names) if p.selected not in out else out[p.selected]
@@ -641,11 +661,14 @@ def _wire_live(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> list:
         fresh, seen = seen is None, dict(seen or {})
         seen["panel"], out = {}, {}
         shown_run(name, seen["panel"], out, fresh)
+        state = shown_state(ws, name)
+        changed(seen, "buttons", state)
+        out[p.stop], out[p.resume] = run_buttons(state)
         if about and about != name:
             out.update({f.message: "", f.about: None})
         return {**out, p.shown: seen, p.timer: gr.update(value=LIVE_S[0])}
 
-    polled = [p.summary, p.log, *p.plots, *p.players, f.message, p.run_list, p.selected,
+    polled = [p.summary, p.log, *p.plots, *p.players, f.message, p.run_list, p.selected, p.stop, p.resume,
               *[c for c, _ in rare.values()], p.timer, p.shown]
     p.selected.change(on_pick, [p.selected, p.shown, f.about], polled + [f.about], show_progress="hidden",
                       api_name="show_run")
