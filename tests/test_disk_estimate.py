@@ -166,7 +166,7 @@ def test_the_dataset_tab_shows_the_estimate_once_files_are_chosen_or_a_path_type
 
     by_files, by_path = tab.disk_line(ws, files, ""), tab.disk_line(ws, None, "uploads/up")
     for line in (by_files, by_path):
-        assert line.startswith("Preparing will take about **") and "2 clips" in line
+        assert line.startswith("Preparing will take about **") and "up to 2 clips" in line  # a file without text or speech makes none
         assert f"free where the workspace is ({ws.root})" in line
     assert tab.disk_line(ws, None, "") == "" and "outside the workspace" in tab.disk_line(ws, None, "../up")
     with gr.Blocks() as demo:

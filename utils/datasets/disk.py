@@ -296,7 +296,7 @@ def describe(est: dict, markdown: bool = True) -> str:
     named = [("copy of the uploads", p["raw"]), ("decoded copies", p["decoded"]), ("clips", p["clips"]),
              (f"mel cache ({16 if est['mel_dtype'] == 'float16' else 32}-bit)", p["mels"]), ("records", p["records"])]
     audio = f"{est['seconds'] / 3600:.1f} h" if est["seconds"] >= 360 else f"{est['seconds'] / 60:.1f} min"
-    text = (f"Preparing will take about {b}{_gb(est['total'])}{b} ({audio} of audio, {est['clips']} clips): "
+    text = (f"Preparing will take about {b}{_gb(est['total'])}{b} ({audio} of audio, up to {est['clips']} clips): "
             + ", ".join(f"{part} {_gb(size)}" for part, size in named if size or part == "clips")
             + f"; {_gb(est['free'])} free where the workspace is ({est['where']}).")
     if est["after"] < est["total"]:
