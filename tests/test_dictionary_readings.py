@@ -7,7 +7,7 @@ from tests.helpers import espeak_amharic, sentences
 from utils.datasets import apply_edits, get_rows, prepare
 from utils.events import run_to_end
 from utils.text import save_user_dict
-from utils.text.convert import READ_WITH
+from utils.datasets.manifest import READ_WITH
 from utils.text.lexicon import dictionary_stamp
 from utils.training import TrainConfig, prepare_run
 from utils.workspace import Workspace, read_json
@@ -59,3 +59,20 @@ def test_a_fixed_transcript_is_read_with_the_dictionary(tmp_path):
     apply_edits(ws, "am", [{"id": "u1", "action": "text", "text": f"{sentences()[1]} {WORD}"}])
     assert get_rows(ws, "am", ["u1"])["u1"]["phonemes"].endswith("| w a n a")
     assert not (start(ws, "r1").parent / "train.log").exists()  # nothing was left to read again
+
+
+def test_converting_after_a_dictionary_change_refreshes_the_rows_notes_and_the_report(tmp_path):
+    from utils.datasets.curate import convert_dataset
+
+    ws = prepared(tmp_path)
+    save_user_dict(ws, {WORD: SAID})  # "Hello" leaves the dictionary: the checks now ask for it
+    said = run_to_end(convert_dataset(ws, "am"))
+    row = first_row(ws)
+    assert "Hello" in row["notes"]["normalizer"] and row["phonemes"].startswith("w a n a |")
+    assert any(w.startswith("row u0: normalizer:") and "Hello" in w for w in said["warnings"])
+    assert said["changed"] == 1 and said["rows"] == 3
+
+    save_user_dict(ws, {WORD: SAID, LATIN: LATIN_SAID})  # and comes back: the note goes with it (it stayed)
+    said = run_to_end(convert_dataset(ws, "am"))
+    assert "normalizer" not in first_row(ws)["notes"] and said["warnings"] == [] and said["changed"] == 1
+    assert run_to_end(convert_dataset(ws, "am"))["changed"] == 0  # read as it is: nothing written

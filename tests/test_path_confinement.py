@@ -18,7 +18,7 @@ from utils import datasets, inference, jobs
 from utils.runs import control, views
 from utils.events import StudioError
 from utils.separation import dataset as separation
-from utils.text.convert import convert_dataset
+from utils.datasets.curate import convert_dataset
 from utils.workspace import Workspace, atomic_write_json
 from webui.dataset import _sources
 

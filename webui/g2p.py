@@ -8,7 +8,8 @@ import gradio as gr
 
 from utils.events import StudioError
 from utils.text import load_user_dict, save_user_dict
-from utils.text.convert import analyze, convert_dataset
+from utils.text.convert import analyze
+from utils.datasets.curate import convert_dataset
 from utils.text.g2p import rules_reading
 from utils.text.lexicon import dict_from_rows, usable_symbols_hint
 from utils.workspace import Workspace

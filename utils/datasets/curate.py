@@ -5,13 +5,18 @@ click costs the same at 200 rows and at 200k.
 """
 from __future__ import annotations
 
+import json
+from collections import Counter
+from typing import Iterator
+
 from utils.datasets import checks, store
 from utils.datasets.config import PrepareConfig
 from utils.datasets.manifest import get_rows, load_manifest, load_report, manifest_folder, save_manifest, \
-    update_rows, write_report
+    READ_WITH, record_read_with, update_rows, write_report
 from utils.datasets.prepare import check_row_text, finish_row, finish_rows, set_text
-from utils.events import StudioError
-from utils.text.convert import record_read_with
+from utils.events import Event, StudioError
+from utils.text.g2p import parse_phonemes
+from utils.text.tokenizers import make_tokenizer
 from utils.text.lexicon import dictionary_stamp, load_user_dict
 from utils.workspace import Workspace, read_json
 
@@ -24,16 +29,17 @@ NOT_KEPT = {
     "silent": "its audio is silence, which would teach the voice to say nothing: it stays excluded (record or export "
               "the clip again and prepare the dataset again to use it)",
 }
+CONVERT_EVERY = 50  # rows between two progress events of convert_dataset
 PAGE_ROWS = 100  # rows a review page shows
 PLOT_POINTS = 4000  # the speaking-rate plot's points: every flagged or excluded clip first, then a spread of the rest
 
 
-def _context(ws: Workspace, name: str) -> tuple[PrepareConfig, dict]:
+def prepared_config(ws: Workspace, name: str) -> tuple[PrepareConfig, dict]:
     meta = read_json(ws.dataset_dir(name) / "prepare.json", default={}) or {}
     return PrepareConfig.from_dict(meta.get("config")), meta
 
 
-def _report(ws: Workspace, name: str, meta: dict) -> dict:
+def report_again(ws: Workspace, name: str, meta: dict) -> dict:
     old = load_report(ws, name)
     return write_report(ws, name, old.get("errors", []), meta.get("format"),
                         {"frontend": meta.get("frontend", "phoneme")})["summary"]
@@ -49,7 +55,7 @@ def recheck(ws: Workspace, name: str, progress=None) -> dict:
     summary."""
     from utils.datasets.clips import measure_in_use
 
-    cfg, meta = _context(ws, name)
+    cfg, meta = prepared_config(ws, name)
     rows, user_dict = load_manifest(ws, name), load_user_dict(ws)
     for i, r in enumerate(rows):
         measure_in_use(ws.dataset_dir(name), r, cfg)
@@ -59,7 +65,7 @@ def recheck(ws: Workspace, name: str, progress=None) -> dict:
     finish_rows(rows, cfg)
     save_manifest(ws, name, rows)
     record_read_with(ws.dataset_dir(name), dictionary_stamp(user_dict))
-    return _report(ws, name, meta)
+    return report_again(ws, name, meta)
 
 
 def recheck_audio(ws: Workspace, name: str, rows: list[dict]) -> dict:
@@ -68,20 +74,20 @@ def recheck_audio(ws: Workspace, name: str, rows: list[dict]) -> dict:
     new report summary."""
     from utils.datasets.clips import measure_in_use
 
-    cfg, meta = _context(ws, name)
+    cfg, meta = prepared_config(ws, name)
     median = store.rate_median(manifest_folder(ws, name))  # an audio change moves no speaking rate
     for row in rows:
         measure_in_use(ws.dataset_dir(name), row, cfg)
         row["flags"] = checks.flags_of(row["notes"])  # finish_row keeps listed flags: the re-measured ones first
         finish_row(row, cfg, median)
     update_rows(ws, name, rows)
-    return _report(ws, name, meta)
+    return report_again(ws, name, meta)
 
 
 def apply_edits(ws: Workspace, name: str, edits: list[dict]) -> dict:
     """edits: [{"id", "action": "exclude" | "keep" | "text", "text": str (for "text")}]: only the rows named are
     read and written. Excluded rows stay in the table with excluded=true. Returns the new report summary."""
-    cfg, meta = _context(ws, name)
+    cfg, meta = prepared_config(ws, name)
     by_id = get_rows(ws, name, [e.get("id") for e in edits])
     for edit in edits:  # every edit checked before any is written
         row, action = by_id.get(edit.get("id")), edit.get("action")
@@ -107,7 +113,7 @@ def apply_edits(ws: Workspace, name: str, edits: list[dict]) -> dict:
     for row in by_id.values():
         finish_row(row, cfg, median)
     update_rows(ws, name, list(by_id.values()))
-    return _report(ws, name, meta)
+    return report_again(ws, name, meta)
 
 
 def _same_texts_again(ws: Workspace, name: str, edited: dict[str, dict], old_keys: set) -> dict[str, dict]:
@@ -173,3 +179,56 @@ def plot_data(ws: Workspace, name: str) -> tuple[list[dict], list[dict]]:
                 "AND pos % ? = 0 ORDER BY pos LIMIT ?", (max(1, -(-plain // room)), room))
     return hist, [{"duration": d, "chars_per_s": round(rate, 2), "id": i, "status": status}
                   for i, d, rate, status in [(*m[:3], "excluded" if m[3] else "flagged") for m in marked] + ok]
+
+
+def convert_dataset(ws: Workspace, name: str, user_dict: dict | None = None) -> Iterator[Event]:
+    """Read every row's transcript again with the pronunciation dictionary, as preparing reads it: `normalized`,
+    `phonemes`, the text notes and what follows from them (a dictionary word is no longer warned about, a duplicate
+    text or speaking rate may change). Only the rows that change are written, and the report follows. Yields
+    progress events; the last carries {"rows", "changed", "empty", "warnings", "missing"}."""
+    cfg, meta = prepared_config(ws, name)
+    rows = load_manifest(ws, name)
+    if user_dict is None:
+        user_dict = load_user_dict(ws)
+    tokenizer = make_tokenizer("phoneme")
+    before = [json.dumps(row, sort_keys=True, default=str) for row in rows]
+    empty, warnings, missing = 0, [], Counter()
+    for i, row in enumerate(rows, 1):
+        check_row_text(row, cfg, user_dict)
+        if not row.get("phonemes"):
+            empty += 1
+            warnings.append(f"row {row.get('id', i)}: the transcript has nothing to pronounce")
+        notes = row.get("notes") or {}
+        warnings += [f"row {row.get('id', i)}: {notes[k]}" for k in ("normalizer", "unknown_chars", "text_error")
+                     if k in notes]
+        missing.update(s for s in parse_phonemes(row.get("phonemes") or "") if s not in tokenizer.symbols)
+        if i % CONVERT_EVERY == 0 or i == len(rows):
+            yield Event("g2p", i, len(rows), f"{name}: {i} of {len(rows)} transcripts")
+    finish_rows(rows, cfg)
+    changed = [row for row, was in zip(rows, before) if json.dumps(row, sort_keys=True, default=str) != was]
+    update_rows(ws, name, changed)
+    record_read_with(ws.dataset_dir(name), dictionary_stamp(user_dict))
+    if changed:
+        report_again(ws, name, meta)
+    summary = {"rows": len(rows), "changed": len(changed), "empty": empty, "warnings": warnings,
+               "missing": dict(missing)}
+    level = "warning" if warnings else "info"
+    yield Event("g2p", len(rows), len(rows), f"{name}: {len(changed)} of {len(rows)} rows updated, "
+                f"{len(warnings)} warning(s)", level=level, result=summary)
+
+
+def read_again_if_stale(ws: Workspace, name: str) -> str | None:
+    """Read the dataset's transcripts again when the pronunciation dictionary changed since they were read, so that
+    a run trains on what the voice will say (a curator who forgot "Convert transcripts" is not punished). Returns
+    what was done, None when they were current. Not known (no record) counts as current only without a
+    dictionary: the rows were then read without one, as now."""
+    user_dict = load_user_dict(ws)
+    now = dictionary_stamp(user_dict)
+    recorded = (read_json(ws.dataset_dir(name) / READ_WITH, default=None) or {}).get("dictionary")
+    if recorded == now or (recorded is None and not now):
+        return None
+    result = {}
+    for event in convert_dataset(ws, name, user_dict):
+        result = event.result or result
+    return (f"the pronunciation dictionary changed since {name}'s transcripts were read: read them again with it "
+            f"({result.get('changed', 0)} of {result.get('rows', 0)} row(s) changed)")

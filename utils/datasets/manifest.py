@@ -10,6 +10,9 @@ from utils.datasets import store
 from utils.events import StudioError
 from utils.workspace import Workspace, atomic_write_json, read_json
 
+# in a dataset's folder: {"dictionary": dictionary_stamp of the pronunciation dictionary every row was read with}.
+# Absent: not known (rows read before it was kept, or a preparation that reused clips checked under another one).
+READ_WITH = "read_with.json"
 ROW_KEYS = ("id", "audio", "text", "normalized", "phonemes", "duration", "speaker", "split", "flags",
             "excluded", "source", "sha1", "music")
 
@@ -135,3 +138,12 @@ def write_report(ws: Workspace, name: str, errors: list[dict], fmt: str | None, 
     report = {"summary": {**summarize(ws, name, errors, fmt), **(extra or {})}, "errors": errors}
     atomic_write_json(ws.dataset_dir(name) / "report.json", report)
     return report
+
+
+def record_read_with(ds_dir, stamp: str | None) -> None:
+    """Say which dictionary all of a dataset's rows were read with (None: not one, or not known)."""
+    path = Path(ds_dir) / READ_WITH
+    if stamp is None:
+        path.unlink(missing_ok=True)
+    else:
+        atomic_write_json(path, {"dictionary": stamp})

@@ -30,7 +30,7 @@ from utils.datasets.manifest import save_manifest, write_report
 from utils.datasets.sources import DEFAULT_SPEAKER, Item, discover, import_source
 from utils.datasets.split import assign_split
 from utils.events import Event, StudioError, time_left
-from utils.text.convert import record_read_with
+from utils.datasets.manifest import record_read_with
 from utils.text.lexicon import dictionary_stamp, load_user_dict
 from utils.workers import POOL_MIN_TASKS, default_workers, run_tasks, spawn_pool
 from utils.workspace import Workspace, atomic_write_json, read_json, read_jsonl

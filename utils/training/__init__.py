@@ -51,7 +51,7 @@ def prepare_run(cfg: TrainConfig, accept_licence: bool = False) -> Path:
 def read_with_current_dictionary(ws, dataset: str, run_dir: Path) -> None:
     """A run trains on its transcripts as the pronunciation dictionary reads them now: read again (and said in
     its log) when the dictionary changed since."""
-    from utils.text.convert import read_again_if_stale
+    from utils.datasets.curate import read_again_if_stale
     from utils.training.runfiles import note_in_log
 
     if said := read_again_if_stale(ws, dataset):
