@@ -289,7 +289,7 @@ def new_run_config(args):
     where not given; a run name in use (one training now, or one finished) is refused, not resumed with other
     settings written over its own."""
     from utils import families
-    from utils.jobs import reconcile
+    from utils.runs import control
     from utils.runs.settings import default_steps, recommended_preset
 
     ws = Workspace.open(args.workspace)
@@ -298,11 +298,8 @@ def new_run_config(args):
     if args.max_steps is None:
         args.max_steps = default_steps(ws)
     cfg = train_config(args)
-    if cfg.run and (ws.run_dir(cfg.run) / "config.json").exists():
-        status = reconcile(ws.run_dir(cfg.run))
-        raise StudioError(f"A run called {cfg.run} exists already ({status.get('state', 'not started')}, at step "
-                          f"{status.get('step') or 0}): add --continue to go on with its own settings (and "
-                          f"--max-steps to train it longer), or pick a new --run name.")
+    control.refuse_taken_name(ws, cfg.run, "add --continue to go on with its own settings (and --max-steps to train "
+                                           "it longer), or pick a new --run name")
     return cfg
 
 

@@ -155,3 +155,15 @@ def test_an_idle_app_looks_for_work_every_20_ms_not_every_millisecond(tmp_path):
 
     demo = quiet_queue(build_ui(AppContext(Workspace.open(tmp_path / "workspace"))).queue())
     assert demo._queue.sleep_when_free == QUEUE_IDLE_S == 0.02
+
+
+def test_a_stopped_run_says_whether_a_checkpoint_was_saved(ws):
+    """A run taken out of the queue said "its last checkpoint is saved" with no checkpoint folder at all."""
+    fake_run(ws, "dequeued", state="stopped", steps=0, message="removed from the queue before it started")
+    line = views.state_line(ws, "dequeued")
+    assert "removed from the queue before it started, so nothing was saved; Resume starts it from the beginning" in line
+    assert "checkpoint is saved" not in line
+    fake_run(ws, "kept", state="stopped", steps=20, message="stopped by request (signal 15) at step 20")
+    (ws.run_dir("kept") / "checkpoints" / "step-20").mkdir(parents=True)
+    (ws.run_dir("kept") / "checkpoints" / "step-20" / "model.safetensors").write_bytes(b"")
+    assert ": its last checkpoint (step 20) is saved; Resume continues from it" in views.state_line(ws, "kept")

@@ -50,8 +50,7 @@ def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str 
         values["options"] = {**values.get("options", {}), "finetune_mode": finetune_mode}
     if max_steps:
         values["max_steps"] = int(max_steps)
-    if values["run"] and (ws.run_dir(values["run"]) / "config.json").exists():
-        raise StudioError(f"A run called {values['run']} exists already: resume it from the run list, or pick a new name.")
+    refuse_taken_name(ws, values["run"])
     cfg = TrainConfig.from_dict(values)
     if "eval_every" not in values:
         cfg.eval_every = eval_schedule(cfg.max_steps, cfg.eval_every)
@@ -108,6 +107,17 @@ def vocoder_config(ws: Workspace, dataset: str, init: str = "", preset: str = "m
     return cfg
 
 
+def refuse_taken_name(ws: Workspace, run: str, how: str = "resume it from the run list, or pick a new name") -> None:
+    """A new run's name in use (one training now, or one finished) is refused, naming its state, rather than its
+    settings written over; `how`: what to do instead, in the words of the UI or the command line."""
+    from utils.jobs import reconcile
+
+    if run and (ws.run_dir(run) / "config.json").exists():
+        status = reconcile(ws.run_dir(run))
+        raise StudioError(f"A run called {run} exists already ({status.get('state', 'not started')}, at step "
+                          f"{status.get('step') or 0}): {how}.")
+
+
 def start_vocoder_training(ws: Workspace, dataset: str, init: str = "", preset: str = "mel-24khz", run: str = "",
                            max_steps: int | None = None, all_gpus: bool = False, overrides: dict | None = None) -> dict:
     """A Vocos vocoder trained on the dataset's audio (fine-tuned from `init`, a vocoder in the workspace, or
@@ -115,8 +125,7 @@ def start_vocoder_training(ws: Workspace, dataset: str, init: str = "", preset: 
     from utils.vocoder.training import prepare_vocoder_run
 
     cfg = vocoder_config(ws, dataset, init, preset, run, max_steps, overrides)
-    if (ws.run_dir(cfg.run) / "config.json").exists():
-        raise StudioError(f"A run called {cfg.run} exists already: resume it from the run list, or pick a new name.")
+    refuse_taken_name(ws, cfg.run)
     config_path = prepare_vocoder_run(ws, cfg)
     return {"run": cfg.run, "max_steps": cfg.max_steps,
             **queue(ws, config_path, all_gpus, trainer_module="utils.vocoder.training")}

@@ -219,6 +219,16 @@ STATE_WORDS = {"queued": "is queued", "running": "is training", "stopping": "is 
                "finished": "finished", "stopped": "stopped", "failed": "failed"}
 
 
+def stopped_words(run_dir: Path, status: dict) -> str:
+    """What a stopped run kept: a run taken out of the queue, or stopped before its first save, has no checkpoint
+    (the line said one was saved), and Resume starts it from the beginning."""
+    saved = [s for s, d in _step_dirs(run_dir / "checkpoints") if (d / "model.safetensors").exists()]
+    if saved:
+        return f": its last checkpoint (step {saved[-1]}) is saved; Resume continues from it"
+    why = (status.get("message") or "").split(";")[0].rstrip(".") or "stopped before its first checkpoint"
+    return f": {why}, so nothing was saved; Resume starts it from the beginning"
+
+
 def state_line(ws: Workspace, name: str) -> str:
     """One line on a run as it is now (status.json, not what a button press said): the Training tab's
     message line follows a run the curator started, resumed or stopped."""
@@ -235,7 +245,7 @@ def state_line(ws: Workspace, name: str) -> str:
     if state == "queued" and s.get("message") not in (None, "", "starting"):
         line += f": {s['message']}"
     elif state == "stopped":
-        line += ": its last checkpoint is saved; Resume continues from it"
+        line += stopped_words(run_dir, s)
     elif state == "failed":
         line += ": why is shown under the run below"
     elif state == "finished":  # Resume alone would stop at once (plan_resume)
