@@ -145,6 +145,8 @@ def test_a_disk_left_nearly_full_is_said_with_what_would_shrink_the_dataset(tmp_
     est = disk.estimate([src], tmp_path)
     said = disk.describe(est)
     assert est["fits"] and est["tight"] and "That leaves little room" in said
+    short_disk(monkeypatch, free=need + 24 * 10**9, total=270 * 10**9)  # 9% of the disk: room for any run
+    assert not disk.estimate([src], tmp_path)["tight"]
     alt, parts = est["alternatives"], est["parts"]
     half = disk.estimate([src], tmp_path, cfg=PrepareConfig(half_mels=True))
     assert alt["half_mels"] == half["total"] and half["parts"]["mels"] < 0.6 * parts["mels"]  # .npy headers stay

@@ -42,7 +42,10 @@ GUESS_BITRATE = 64_000     # bit/s assumed for audio whose header gives no lengt
 DECODED_RATE = 48_000      # Hz assumed for what ffmpeg decodes (phones record at 44.1 or 48 kHz), mono...
 FLAC_RATIO = 0.6           # ...and 16-bit FLAC keeps about 60 % of the PCM bytes of speech
 LONG_CLIP_SECONDS = 7.5    # a long recording is cut into clips of 1-15 s; the mean, for counting clips
-TIGHT = 0.10               # less than this share of the disk left free after preparing is too little to train
+# left free after preparing, too little to train: a run keeps a few checkpoints with its optimizer's state (about
+# 1 GB in all for Matcha base, several GB each for F5) and a pretrained base is a 1-3 GB download. An absolute size: a share
+# of the disk called 24 GB free of 270 GB "little room" for a 16 MB dataset
+TRAINING_ROOM = 10e9
 HEAD = 1024                # bytes read from each WAV/FLAC file or zip member to find its length
 GB = 1e9
 
@@ -255,7 +258,7 @@ def estimate(sources: Iterable[str | Path], where: str | Path, cfg: PrepareConfi
             "linked": scan.linked_bytes, "in_place": scan.in_place_bytes, "guessed": scan.guessed,
             "unreadable": scan.unreadable,
             "where": str(where), "free": usage.free, "disk": usage.total,
-            "fits": total <= usage.free, "tight": usage.free - total < TIGHT * usage.total}
+            "fits": total <= usage.free, "tight": usage.free - total < TRAINING_ROOM}
 
 
 # ------------------------------------------------------------------------------ in plain words
