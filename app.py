@@ -128,7 +128,8 @@ def add_g2p_command(sub) -> None:
 def cmd_g2p(args) -> None:
     from pathlib import Path
 
-    from utils.text import load_user_dict, normalize, phonemes_string, phonemize, word_list_ipa
+    from utils.text import load_user_dict, word_list_ipa
+    from utils.text.convert import analyze
 
     user_dict = load_user_dict(Workspace(Path(args.workspace).expanduser().resolve()))
     if args.words:
@@ -141,11 +142,11 @@ def cmd_g2p(args) -> None:
         return
     if not args.text:
         raise StudioError('Give Amharic text (python app.py g2p "ሰላም ነው") or --words FILE.')
-    normalized = normalize(args.text, user_dict)
-    for warning in normalized.warnings:
+    reading = analyze(args.text, user_dict)  # as the G2P tab reads it: a dictionary word is not warned about
+    for warning in reading.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    print(normalized.text)
-    print(phonemes_string(phonemize(args.text, user_dict)))
+    print(reading.normalized)
+    print(reading.ipa)
 
 
 # ----------------------------------------------------------------------------------- prepare

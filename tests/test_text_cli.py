@@ -29,6 +29,15 @@ def test_g2p_uses_the_workspace_dictionary(capsys, tmp_path):
     assert capsys.readouterr().out.splitlines()[1] == "s a l a m"
 
 
+def test_g2p_warns_only_of_latin_words_the_dictionary_lacks(capsys, tmp_path):
+    """It warned of a word it had just read from the dictionary (the G2P tab did not)."""
+    (tmp_path / "pronunciations.tsv").write_text("Google\tɡ u ɡ ə l\n", encoding="utf-8")
+    assert app.main(["g2p", "--workspace", str(tmp_path), "ሰላም Google Yahoo"]) == 0
+    said = capsys.readouterr()
+    assert "ɡ u ɡ ə l" in said.out.splitlines()[1]
+    assert "Yahoo" in said.err and "Google" not in said.err
+
+
 def test_g2p_without_text_or_a_readable_file_is_a_user_error(capsys, tmp_path):
     assert app.main(["g2p", "--workspace", str(tmp_path)]) == 2
     assert app.main(["g2p", "--workspace", str(tmp_path), "--words", str(tmp_path / "nope.txt")]) == 2
