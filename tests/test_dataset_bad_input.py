@@ -174,6 +174,19 @@ def test_a_missing_audio_file_named_with_its_extension_is_expected_at_its_real_p
     assert "'b' has no audio (expected wavs/b.wav)." in text  # an id without extension: as before
 
 
+def test_a_line_naming_its_file_gives_the_row_the_files_name_without_extension(tmp_path):
+    """The row was 'am003.wav', its clip am003.wav.wav, and `clip-voice --row am003` found no such row."""
+    src = tmp_path / "lj"
+    espeak_amharic(SENTS[0], src / "wavs" / "am003.wav")
+    espeak_amharic(SENTS[1], src / "wavs" / "spk1.utt3.wav")
+    (src / "metadata.csv").write_text(f"am003.wav|{SENTS[0]}\nspk1.utt3|{SENTS[1]}\n", encoding="utf-8")
+    ws = Workspace.open(tmp_path / "ws")
+    run(ws, "lj", src)
+    rows = {r["id"]: r for r in load_manifest(ws, "lj")}
+    assert set(rows) == {"am003", "spk1.utt3"}
+    assert not any(r["audio"].endswith(".wav.wav") for r in rows.values())
+
+
 def test_nothing_usable_raises_with_the_reason(tmp_path):
     src = tmp_path / "n"
     src.mkdir()

@@ -158,6 +158,12 @@ def safe_id(text: str) -> str:
     return text[:120]
 
 
+def line_id(uid: str) -> str:
+    """A metadata line's row id: a line that names its file (a.wav|...) gives the id a, as a CSV's file column does
+    (the row was am003.wav and its clip am003.wav.wav); a dotted id (spk1.utt3) stays whole."""
+    return safe_id(str(Path(uid).with_suffix("")) if Path(uid).suffix.lower() in AUDIO_SUFFIXES else uid)
+
+
 def _dedupe_ids(items: list[Item]) -> None:
     seen: Counter = Counter()
     for it in items:
@@ -239,7 +245,7 @@ def _ljspeech(ds_dir, files, columns, origin):
                                f"(expected {_expected_audio(uid)})."})
                 continue
             used.add(audio)
-            items.append(Item(safe_id(uid), audio, _rel(ds_dir, audio), text, speaker or DEFAULT_SPEAKER))
+            items.append(Item(line_id(uid), audio, _rel(ds_dir, audio), text, speaker or DEFAULT_SPEAKER))
     subtitled, ignored = _subtitled(ds_dir, files, used)
     items += subtitled + _orphans(ds_dir, files, used)
     return items, errors + ignored

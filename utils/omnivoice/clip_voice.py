@@ -44,8 +44,9 @@ def row_clip(ws: Workspace, dataset: str, row_id: str) -> tuple[Path, str]:
 
     row = get_rows(ws, dataset, [row_id]).get(row_id)
     if row is None:
-        raise StudioError(f"Dataset {dataset!r} has no row {row_id!r}: pick one of its rows (the suggested ones "
-                          "suit a clip best).")
+        best = ", ".join(f"{r['id']} ({r['duration']:.1f} s)" for r in suggest_rows(ws, dataset, limit=5))
+        raise StudioError(f"Dataset {dataset!r} has no row {row_id!r}: pick one of its rows"
+                          + (f"; these suit a clip best: {best}." if best else "."))
     clip = ws.inside(ws.dataset_dir(dataset) / row["audio"])
     if not clip.is_file():
         raise StudioError(f"Row {row_id} of dataset {dataset}: its clip {row['audio']} is missing. Prepare the "
