@@ -117,6 +117,42 @@ def cmd_hardware(args) -> None:
               + recognizers.line(recognizers.choose([g.memory_gb for g in report.gpus])))
 
 
+# -------------------------------------------------------------------------------------- list
+def add_list_command(sub) -> None:
+    p = sub.add_parser("list", help="what the workspace holds: datasets, runs, voices and vocoders")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_list)
+
+
+def workspace_contents(ws: Workspace) -> dict:
+    """Datasets (usable clips and hours, counted from their tables), runs (the Training tab's list), voices and vocoders: a
+    curator on the command line had to read the workspace's folders."""
+    from utils.datasets.manifest import summarize
+    from utils.inference import list_vocoders
+    from utils.runs.views import run_table
+    from utils.voice_folders import list_voices
+
+    datasets = [{"name": name, **{k: summarize(ws, name, [])[k] for k in ("usable_clips", "clips", "usable_hours")}}
+                for name in ws.list_datasets()]
+    runs = [{k: r[k] for k in ("run", "status", "step", "dataset", "preset")} for r in run_table(ws)]
+    return {"datasets": datasets, "runs": runs, "voices": list_voices(ws), "vocoders": list_vocoders(ws)}
+
+
+def cmd_list(args) -> None:
+    held = workspace_contents(Workspace.open(args.workspace))
+    if args.json:
+        print(json.dumps(held, ensure_ascii=False, indent=2))
+        return
+    lines = [f"datasets ({len(held['datasets'])}):"]
+    lines += [f"  {d['name']}  {d['usable_clips']} usable of {d['clips']} clips, {d['usable_hours']:.2f} h"
+              for d in held["datasets"]]
+    lines += [f"runs ({len(held['runs'])}):"]
+    lines += [f"  {r['run']}  {r['status']} at step {r['step']}  ({r['dataset']}, {r['preset']})" for r in held["runs"]]
+    lines += [f"voices ({len(held['voices'])}): {', '.join(held['voices']) or '-'}",
+              f"vocoders ({len(held['vocoders'])}): {', '.join(held['vocoders']) or '-'}"]
+    print("\n".join(lines))
+
+
 # --------------------------------------------------------------------------------------- g2p
 def add_g2p_command(sub) -> None:
     p = sub.add_parser("g2p", help="Amharic text -> normalized text and IPA")
@@ -241,7 +277,9 @@ def add_train_command(sub) -> None:
     from utils.training.config import cli_fields
 
     p = sub.add_parser("train", help="train or fine-tune the acoustic model",
-                       description="Every setting of utils.training.TrainConfig; 'auto' = the hardware recommendation.")
+                       description="Train a voice on a prepared dataset. Every setting of the Optimizations tab has a "
+                                   "flag below; 'auto' takes the recommendation for this machine (python app.py "
+                                   "hardware shows it, with each reason).")
     for name, default, help_text, choices in cli_fields():
         flag = "--" + name.replace("_", "-")
         if isinstance(default, bool) or default == "auto" and "true" in help_text:
@@ -561,7 +599,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workspace", default=str(DEFAULT_WORKSPACE), help="folder holding all user data")
     add_ui_arguments(parser)
     sub = parser.add_subparsers(dest="command", parser_class=lambda **kw: argparse.ArgumentParser(parents=[common], **kw))
-    for add in (add_hardware_command, add_g2p_command, add_prepare_command, add_export_dataset_command,
+    for add in (add_hardware_command, add_list_command, add_g2p_command, add_prepare_command, add_export_dataset_command,
                 add_delete_dataset_command, add_separate_command,
                 add_train_command, add_synth_command, add_clip_voice_command, add_export_command,
                 add_train_vocoder_command,

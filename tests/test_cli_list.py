@@ -1,0 +1,30 @@
+"""`python app.py list`: what the workspace holds, for a curator on the command line (it had to read the folders)."""
+from __future__ import annotations
+
+import json
+
+import app
+from tests.test_training_live import fake_run
+from utils.workspace import Workspace
+
+
+def test_list_names_the_datasets_runs_and_voices_of_the_workspace(capsys, tmp_path):
+    from tests.helpers import make_dataset
+
+    ws = Workspace.open(tmp_path / "ws")
+    make_dataset(ws.root, "am", n_train=3, n_val=1)
+    fake_run(ws, "r1", state="finished", steps=40)
+    assert app.main(["list", "--workspace", str(ws.root)]) == 0
+    out = capsys.readouterr().out
+    assert "datasets (1):\n  am  4 usable of 4 clips" in out
+    assert "runs (1):\n  r1  finished at step 40  (am, tiny)" in out and "voices (0): -" in out
+
+    assert app.main(["list", "--workspace", str(ws.root), "--json"]) == 0
+    held = json.loads(capsys.readouterr().out)
+    assert [d["name"] for d in held["datasets"]] == ["am"] and held["runs"][0]["run"] == "r1"
+    assert held["voices"] == [] and held["vocoders"] == []
+
+
+def test_list_of_an_empty_workspace_says_there_is_nothing(capsys, tmp_path):
+    assert app.main(["list", "--workspace", str(tmp_path / "new")]) == 0
+    assert capsys.readouterr().out.startswith("datasets (0):\nruns (0):\nvoices (0): -")
