@@ -11,7 +11,7 @@ from utils.text import load_user_dict, save_user_dict
 from utils.text.convert import analyze
 from utils.datasets.curate import convert_dataset
 from utils.text.g2p import rules_reading
-from utils.text.lexicon import dict_from_rows, usable_symbols_hint
+from utils.text.lexicon import dict_from_rows, entry, usable_symbols_hint
 from utils.workspace import Workspace
 from webui.components import dataset_pick, says_errors
 from webui.context import AppContext
@@ -59,13 +59,19 @@ def save_rows(ws: Workspace, rows) -> tuple[list[list[str]], str]:
 
 
 def add_word(ws: Workspace, word: str, ipa: str) -> tuple[list[list[str]], str]:
-    mapping, problems = dict_from_rows([[word, ipa]])
-    if problems and "no symbol" in problems[0]:
-        raise gr.Error(f"{problems[0].split(': ', 1)[1]}. The model can use: {usable_symbols_hint()}.")
-    if problems or not mapping:
-        raise gr.Error("Give one word and its IPA segments separated by spaces, e.g. ሰላም → s ə l a m")
-    save_user_dict(ws, {**_user_dict(ws), **mapping})
-    return dict_rows(ws), f"{word.strip()} → {' '.join(next(iter(mapping.values())))} saved."
+    """Save one entry at once. The message gives the segments saved (a word typed without spaces is split, "nn"
+    made "nː") and the reading an entry replaced, which would otherwise be lost without a word."""
+    key, segments, problem = entry(word, ipa)
+    if problem:
+        raise gr.Error(problem + (f". The model can use: {usable_symbols_hint()}." if "no symbol" in problem else "."))
+    current = _user_dict(ws)
+    save_user_dict(ws, {**current, key: segments})
+    said = f"{word.strip()} → {' '.join(segments)} saved"
+    if key not in current:
+        return dict_rows(ws), said + "."
+    if current[key] == segments:
+        return dict_rows(ws), said + " (unchanged)."
+    return dict_rows(ws), said + f" (it was {' '.join(current[key])})."
 
 
 def suggest(word: str) -> str:
@@ -111,7 +117,10 @@ def build(ctx: AppContext) -> list:
 
     gr.Markdown("### Pronunciation dictionary\nA word here is read exactly as written, in training and "
                 "inference alike. IPA segments are separated by spaces; a geminate is written `tː`. What you "
-                "type is saved as the model's own symbols (`tʃ` as `t͡ʃ`, `g` as `ɡ`, `t:` as `tː`).")
+                "type is saved as the model's own symbols (`tʃ` as `t͡ʃ`, `g` as `ɡ`, `t:` as `tː`; `bunna`, typed "
+                "without spaces, as `b u nː a`).\n\n**Add / update** saves one word to the dictionary at once. To "
+                "change or remove several, edit the table (clear a row to remove it) and press **Save table "
+                "edits**; **Reload** shows the saved dictionary again, dropping unsaved table edits.")
     gr.Markdown(dictionary_limits(), elem_id="g2p-dict-limits")
     with gr.Row():
         word = gr.Textbox(label="Word", elem_id="g2p-dict-word")
@@ -124,8 +133,8 @@ def build(ctx: AppContext) -> list:
     table = gr.Dataframe(value=g2p_dictionary, headers=["word", "IPA"], datatype=["str", "str"],
                          column_count=2, interactive=True, elem_id="g2p-dict-table")
     with gr.Row():
-        save = gr.Button("Save dictionary", elem_id="g2p-dict-save")
-        reload = gr.Button("Reload", elem_id="g2p-dict-reload")
+        save = gr.Button("Save table edits", elem_id="g2p-dict-save")
+        reload = gr.Button("Reload (drop unsaved edits)", elem_id="g2p-dict-reload")
     dict_status = gr.Markdown(elem_id="g2p-dict-status")
 
     gr.Markdown("### Convert a dataset\nFills `normalized` and `phonemes` of every transcript in the "

@@ -12,7 +12,7 @@ from pathlib import Path
 from utils.events import StudioError
 from utils.text.ethiopic import GEMINATION_MARKS
 from utils.text.inventory import phoneme_inventory
-from utils.text.normalize import fold
+from utils.text.normalize import fold, normalize
 from utils.workspace import Workspace, atomic_write_text
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "text"
@@ -105,8 +105,9 @@ def word_symbols() -> list[str]:
 
 def model_segments(ipa: str) -> tuple[list[str], list[str]]:
     """What a person typed -> (the model's segments, the parts it cannot use). Each space-separated part is
-    rewritten as TYPED says; a doubled consonant ("tt") becomes a long one ("tː"); a part typed without
-    spaces ("səlam") is split into the longest symbols that match."""
+    rewritten as TYPED says and split into the longest symbols that match ("səlam"); within a part, a doubled
+    consonant ("bunna", "tt") becomes the long one the model has ("nː", "tː"): typed that way it is one sound.
+    Parts typed apart ("n n") are kept as typed."""
     import unicodedata
 
     known = word_symbols()
@@ -115,16 +116,19 @@ def model_segments(ipa: str) -> tuple[list[str], list[str]]:
     for part in unicodedata.normalize("NFC", ipa).split():
         for typed, symbol in TYPED:
             part = part.replace(typed, symbol)
-        half = part[: len(part) // 2]
-        if half * 2 == part and half + "ː" in known:
-            part = half + "ː"
+        split = []
         while part:
             symbol = next((s for s in longest_first if part.startswith(s)), None)
             if symbol is None:
                 unusable.append(part)
                 break
-            segments.append(symbol)
+            long = symbol[:-1] + "ːʷ" if symbol.endswith("ʷ") else symbol + "ː"
+            if split and split[-1] == symbol and long in known:
+                split[-1] = long
+            else:
+                split.append(symbol)
             part = part[len(symbol):]
+        segments += split
     return segments, unusable
 
 
@@ -136,22 +140,53 @@ def usable_symbols_hint() -> str:
             "(tː) and ʷ for a rounded one (kʷ)")
 
 
+def entry_word(word: str) -> tuple[str, str]:
+    """A word as typed -> (its dictionary key, "" or why an entry under it would never be read). Entries are looked
+    up (g2p.word_to_ipa) by the folded words normalize() leaves: punctuation dropped, numbers and abbreviations
+    read out; an entry for a word it changes would be saved and never used."""
+    from utils.text.g2p import tokens  # here: g2p imports this module
+
+    key = fold(word.strip())
+    said = [t for t in tokens(normalize(word, {key}).text) if t not in ".,?!"]
+    if said == [key]:
+        return key, ""
+    if not said:
+        return key, f"{word} has nothing the reader says (no letters)"
+    if len(said) > 1:
+        return key, f"{word} is read as {len(said)} words ({' '.join(said)}): add each word on its own"
+    rest = iter(key)
+    if all(ch in rest for ch in said[0]):  # only characters were dropped (ሰላም! -> ሰላም)
+        dropped = " ".join(dict.fromkeys(ch for ch in key if ch not in said[0]))
+        return key, f"{word} has characters the reader drops ({dropped}): add {said[0]}"
+    return key, f"{word} is read as {said[0]}: add {said[0]}"
+
+
+def entry(word, ipa) -> tuple[str, list[str], str]:
+    """One entry as typed -> (its key, the model's segments, "" or why it is refused): a word the reader does not
+    keep as one word (entry_word), or a symbol the model lacks, which training and inference would drop unsaid."""
+    word, ipa = str(word or "").strip(), str(ipa or "").strip()
+    if not word or not ipa or len(word.split()) != 1:
+        return fold(word), [], f"give one word and its IPA segments, e.g. ሰላም → s ə l a m (got {word!r}, {ipa!r})"
+    key, refusal = entry_word(word)
+    if refusal:
+        return key, [], refusal
+    segments, unusable = model_segments(ipa)
+    if unusable:
+        return key, segments, f"the model has no symbol for {', '.join(map(repr, unusable))}"
+    return key, segments, ""
+
+
 def dict_from_rows(rows) -> tuple[dict[str, list[str]], list[str]]:
-    """Table rows [word, IPA] (the UI's editor) -> ({word: segments}, problems). Blank rows are skipped.
-    The IPA is turned into the model's own symbols (model_segments): a symbol the model lacks would be
-    dropped without a word at training and inference, so a row with one is refused, naming it."""
+    """Table rows [word, IPA] (the UI's editor) -> ({word: segments}, problems naming each refused row, see
+    entry()). Blank rows are skipped."""
     mapping, problems = {}, []
     for number, row in enumerate(rows or [], 1):
-        word, ipa = (list(row) + ["", ""])[:2]
-        word, ipa = str(word or "").strip(), str(ipa or "").strip()
+        word, ipa = (str(v or "").strip() for v in (list(row) + ["", ""])[:2])
         if not word and not ipa:
             continue
-        if not word or not ipa or len(word.split()) != 1:
-            problems.append(f"row {number}: give one word and its IPA segments separated by spaces (got {word!r}, {ipa!r})")
+        key, segments, problem = entry(word, ipa)
+        if problem:
+            problems.append(f"row {number}" + (f" ({word})" if word else "") + f": {problem}")
             continue
-        segments, unusable = model_segments(ipa)
-        if unusable:
-            problems.append(f"row {number} ({word}): the model has no symbol for {', '.join(map(repr, unusable))}")
-            continue
-        mapping[fold(word)] = segments
+        mapping[key] = segments
     return mapping, problems
