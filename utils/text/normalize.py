@@ -2,9 +2,9 @@
 
 Order matters and reads top to bottom in `normalize`: unify homophone letters, expand
 abbreviations, spell all-capital Latin abbreviations by their letters' names (BBC -> ቢቢሲ, with a
-warning), read ordinals, dates, phone numbers, money, percentages, decimals, years and other
-numbers (Arabic and Ethiopic digits), turn punctuation into pause marks (. , ? !), and keep other
-Latin-script words (with a warning) while dropping symbols nobody can pronounce (with a warning).
+warning), read ordinals (2ኛ, 2nd), dates, times, fractions (1/2, ½), phone numbers, money, percentages,
+decimals, years and other numbers (Arabic and Ethiopic digits), turn punctuation into pause marks (. , ? !),
+and keep other Latin-script words (with a warning) while dropping symbols nobody can pronounce (with a warning).
 """
 from __future__ import annotations
 
@@ -129,11 +129,52 @@ def _value(s: str) -> int:
 
 
 NUM = rf"(?:\d{{1,3}}(?:,\d{{3}})+|\d+|{ETH_NUM}+)"
+HOUR_WORD = ("ሰዓት", "ሰአት")  # the clock reading says it; the same word written after the time is not said again
+CLOCK = re.compile(rf"(?<![\d:])([01]?\d|2[0-4]):([0-5]\d)(?![\d:])"
+                   rf"(?:[ \t{JOIN}]*(?:{'|'.join(HOUR_WORD)})(?!{ETH_LETTER}))?")
+# A fraction is a/b with 1 <= a < b <= 10, standing alone (no third part as in a date 12/05/2016, no digit, "/"
+# or "." touching it): 24/7 or 12/30 stay numbers. A whole number a space before it makes a mixed number (2 1/2).
+FRACTION = re.compile(r"(?<![\d/.,])(?:(\d+) )?(\d{1,2})[/\u2044](\d{1,2})(?![\d/]|\.\d)")
+VULGAR = "\u00bc-\u00be\u2150-\u215e"  # ¼ ½ ¾ ⅐ ... ⅞
+
+
+def _clock(m: re.Match) -> str:
+    """10:30 -> "ten hours and thirty minutes", as written (not converted to the Ethiopian day's hours)."""
+    hours, minutes = int(m.group(1)), int(m.group(2))
+    out = numbers.cardinal(hours) + [HOUR_WORD[0]]
+    if minutes:
+        words = numbers.cardinal(minutes)
+        out += ["ከ" + words[0], *words[1:], "ደቂቃ"]
+    return _words(out)
+
+
+def _fraction_words(a: int, b: int) -> list[str]:
+    """1/2 -> ግማሽ, 1/4 -> ሩብ, else the numerator and the denominator's ordinal (3/4 -> ሦስት አራተኛ)."""
+    return {(1, 2): ["ግማሽ"], (1, 4): ["ሩብ"]}.get((a, b)) or numbers.cardinal(a) + numbers.ordinal(b)
+
+
+def _fraction(m: re.Match) -> str:
+    a, b = int(m.group(2)), int(m.group(3))
+    if not 1 <= a < b <= 10:
+        return m.group(0)
+    part = _fraction_words(a, b)
+    if m.group(1) is None:
+        return _words(part)
+    whole = numbers.cardinal(int(m.group(1)))  # 2 1/2 -> ሁለት ተኩል, 1 1/4 -> አንድ ከሩብ
+    return _words(whole + (["ተኩል"] if part == ["ግማሽ"] else ["ከ" + part[0], *part[1:]]))
+
+
+def _unfold_vulgar(text: str) -> str:
+    """½ -> 1/2 (and ¼ ¾ ⅓ ...), read then as a written fraction; 1½ becomes the mixed number 1 1/2."""
+    text = re.sub(rf"(?<=\d)(?=[{VULGAR}])", " ", text)
+    return re.sub(f"[{VULGAR}]", lambda m: unicodedata.normalize("NFKC", m.group()).replace("\u2044", "/"), text)
 
 
 def _read_numbers(text: str) -> str:
-    # ordinals: 2ኛ, ፪ኛ, 3ተኛ (the suffix may go on: 2ኛው)
-    text = re.sub(rf"({NUM})\s?(?:ተኛ|ኛ)", lambda m: _words(numbers.ordinal(_value(m.group(1)))), text)
+    # ordinals: 2ኛ, ፪ኛ, 3ተኛ (the suffix may go on: 2ኛው), and the English 2nd, 21st, 10th said the same way
+    text = re.sub(rf"({NUM})(?:\s?(?:ተኛ|ኛ)|(?:st|nd|rd|th)(?![A-Za-z]))",
+                  lambda m: _words(numbers.ordinal(_value(m.group(1)))), text)
+    text = _unfold_vulgar(text)
     # a prefix or suffix written on a number stays on its first or last word
     text = re.sub(rf"(?<={ETH_LETTER})(?=[\d{numbers.ETHIOPIC_NUMERALS}])", JOIN, text)
     text = re.sub(rf"(?<=[\d{numbers.ETHIOPIC_NUMERALS}])(?={ETH_LETTER})", JOIN, text)
@@ -147,15 +188,8 @@ def _read_numbers(text: str) -> str:
 
     text = re.sub(r"(?<![\d.])(\d{1,2})[/.-](\d{1,2})[/.-](\d{4})(?![\d])", date, text)
 
-    def clock(m: re.Match) -> str:  # 10:30 -> "ten hours and thirty minutes", as written
-        hours, minutes = int(m.group(1)), int(m.group(2))
-        out = numbers.cardinal(hours) + ["ሰዓት"]
-        if minutes:
-            words = numbers.cardinal(minutes)
-            out += ["ከ" + words[0], *words[1:], "ደቂቃ"]
-        return _words(out)
-
-    text = re.sub(r"(?<![\d:])([01]?\d|2[0-4]):([0-5]\d)(?![\d:])", clock, text)
+    text = CLOCK.sub(_clock, text)
+    text = FRACTION.sub(_fraction, text)
 
     def phone(m: re.Match) -> str:
         groups = re.findall(r"\d+", m.group(0))
