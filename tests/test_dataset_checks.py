@@ -203,3 +203,15 @@ def test_bpe_frontend_trains_a_sentencepiece_model(tmp_path):
     assert any(e.stage == "tokenizer" for e in events)
     tok = json.loads((ws.dataset_dir("bpe") / "tokenizer" / "tokenizer.json").read_text())
     assert tok and events[-1].result["frontend"] == "bpe"
+
+
+def test_the_next_line_asks_for_a_review_only_when_a_row_is_flagged(tmp_path):
+    """It asked to review the flagged rows under "none: every clip passed"."""
+    from tests.helpers import make_dataset
+    from webui.dataset import next_line
+
+    ws = make_dataset(tmp_path / "ws")
+    clean = {"clips": 40, "usable_clips": 40, "usable_hours": 2.0, "flagged_clips": 0, "flags": {}}
+    assert "no row is flagged, so there is nothing to review" in next_line(ws, "am", clean)
+    flagged = {**clean, "flagged_clips": 3, "flags": {"low_snr": 3}}
+    assert "review the flagged rows below" in next_line(ws, "am", flagged)

@@ -109,8 +109,9 @@ def next_line(ws, name: str, s: dict) -> str:
         return ("**Next:** no clip has text yet, so none can train: press **Draft missing transcripts** (under "
                 "*Drafts for clips without text*, below) for machine drafts to check and save, or pick a row, type "
                 "what is said and press **Save text**.")
-    return (f"**Next:** review the flagged rows below (listen, then Keep / fix the text / Exclude); "
-            f"{music_advice(ws, name)}; then train on the **Training** tab.{enough_line(s)}")
+    review = ("review the flagged rows below (listen, then Keep / fix the text / Exclude)" if s.get("flagged_clips")
+              else "no row is flagged, so there is nothing to review")  # it asked to review when none was flagged
+    return f"**Next:** {review}; {music_advice(ws, name)}; then train on the **Training** tab.{enough_line(s)}"
 
 
 def excluded_line(s: dict) -> str:

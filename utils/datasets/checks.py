@@ -90,7 +90,9 @@ def dataset_checks(rows: list[dict], cfg: PrepareConfig) -> None:
             r["notes"].pop(flag, None)
     first_by_sha: dict[str, str] = {}
     for r in rows:
-        if r.get("sha1") in first_by_sha:
+        if not r.get("sha1"):  # not known (a table written by hand or by an older studio): equal to no other
+            continue
+        if r["sha1"] in first_by_sha:
             r["notes"]["duplicate_audio"] = f"same audio as {first_by_sha[r['sha1']]}"
         else:
             first_by_sha[r["sha1"]] = r["id"]
