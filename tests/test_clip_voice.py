@@ -119,6 +119,16 @@ def test_offline_without_a_base_says_where_to_put_one(no_base):
         run_to_end(make_clip_voice(no_base, "v", dataset="am", row="long", accept_licence=True))
 
 
+def test_the_section_says_at_once_when_the_base_cannot_be_had_here(no_base, monkeypatch):
+    """Offline, the section offered a download and said otherwise only after the form was filled and sent."""
+    from webui.clip_voice import readiness
+
+    line, _ = readiness(no_base)
+    assert "cannot reach the Hugging Face hub" in line and "pretrained/omnivoice/" in line
+    monkeypatch.setattr("utils.omnivoice.base.hub_reachable", lambda *a, **k: True)
+    assert "**Make voice** downloads it once" in readiness(no_base)[0]
+
+
 def test_cli_lists_the_rows_then_makes_the_voice_that_synth_speaks(ws, capsys, tmp_path):
     where = ["--workspace", str(ws.root)]
     assert app.main(["clip-voice", *where, "tigist", "--dataset", "am"]) == 2

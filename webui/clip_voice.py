@@ -26,14 +26,18 @@ LICENCES = (f"**Licences of the OmniVoice base.** {about.BASE_LICENCE}.\n\n{abou
 
 # ------------------------------------------------------------------------------- handlers
 def readiness(ws) -> tuple[str, bool]:
-    """(what is in place and what is missing, whether the Install button shows), without reaching the network."""
-    from utils.omnivoice.base import find_base
+    """(what is in place and what is missing, whether the Install button shows). Without a base here it asks whether
+    the hub can be reached (3 s at most, kept a minute): offline, the curator learned it only after filling the form."""
+    from utils.omnivoice.base import find_base, obtainable
     from utils.omnivoice.runtime import installed, missing_message
 
     if not installed():
         return missing_message(), True
     if find_base(ws) is not None:
         return "OmniVoice is installed and its base is on this machine: no download is needed.", False
+    can_fetch, why = obtainable(ws)
+    if not can_fetch:
+        return f"OmniVoice is installed. {why}", False
     return (f"OmniVoice is installed. Its base is not on this machine yet: **Make voice** downloads it once (about "
             f"{about.SIZE_MB / 1000:.1f} GB) after you tick the licence box."), False
 
