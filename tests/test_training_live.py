@@ -109,6 +109,16 @@ def test_a_deleted_run_leaves_the_picker_and_the_list_at_once(ws):
         assert polled[PICKER]["value"] == "third" and "newer" not in json.dumps(polled[RUN_LIST])
 
 
+def test_a_page_showing_no_run_shows_the_first_run_started_elsewhere(ws):
+    """A second browser tab opened on an empty workspace listed the run another tab started, and went on saying
+    "No run yet" until the curator picked it."""
+    with serve_tab(training, ws, "Training") as client:
+        assert "value" not in client.predict(None, api_name="/refresh_run")[PICKER]  # nothing to show yet
+        fake_run(ws, "elsewhere", state="finished")
+        polled = client.predict(None, api_name="/refresh_run")
+        assert polled[PICKER]["value"] == "elsewhere" and "**elsewhere**: finished" in polled[SUMMARY]
+
+
 def test_a_message_about_one_run_is_cleared_when_another_run_is_shown(ws):
     fake_run(ws, "broken", state="failed", message="the trainer ran out of memory")
     fake_run(ws, "fine", state="finished")

@@ -630,7 +630,8 @@ def _wire_live(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> list:
         table = views.run_table(ws)  # every poll: it also marks a run whose process died as failed
         names = [r["run"] for r in table]
         news = changed(seen, "states", [(r["run"], r["status"]) for r in table])  # a run come, gone, or its state
-        if name and name not in names:  # deleted meanwhile (here or in another browser): show a run that exists
+        if (name and name not in names) or (not name and names):  # deleted meanwhile (here or in another browser),
+            # or the first run started in another browser: show a run that exists
             name = next((r["run"] for r in table if r["status"] in ("running", "stopping", "queued")),
                         names[0] if names else None)
             out[p.selected] = gr.update(choices=names, value=name)
