@@ -32,9 +32,12 @@ def test_the_music_is_listened_to_first_and_the_after_player_tells_the_truth(sta
     page.get_by_role("tab", name="Music removal").click()
     expect(page.locator("#sep-table")).to_contain_text("not checked", timeout=30_000)
     page.get_by_label("no trained model: sound processing only, rougher (dsp)").check()
+    cancel = page.locator("#sep-cancel")
+    expect(cancel).to_be_disabled()  # nothing runs: nothing to cancel (a red Cancel read as work going on)
     page.locator("#sep-run").click()
     expect(page.locator("#sep-log textarea")).to_have_value(re.compile("1 of 3 clips had music and were separated"),
                                                             timeout=120_000)
+    expect(cancel).to_be_disabled()  # and none once it is done
 
     # the listen list opens on the clip with music, and its After player says what it holds
     clip = page.locator("#sep-clip input")

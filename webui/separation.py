@@ -142,6 +142,17 @@ def revert(ws, name: str):
     return f"{n} clip(s) point back at their original audio.", clip_table(ws, name)
 
 
+def cancel_while(start: gr.Button, work, cancel: gr.Button) -> None:
+    """Cancel can be pressed while `work` (started by `start`) runs, and only then: a red Cancel with nothing to
+    cancel read as if something still ran."""
+    def armed(on: bool):
+        return lambda: gr.update(interactive=on)
+
+    start.click(armed(True), None, cancel, queue=False, show_progress="hidden")
+    work.then(armed(False), None, cancel, show_progress="hidden")
+    cancel.click(armed(False), None, cancel, cancels=[work], show_progress="hidden")
+
+
 def build(ctx: AppContext) -> list:
     ws = ctx.workspace
     gr.Markdown("Remove background music under speech. A music detector checks every clip first: clips "
@@ -157,7 +168,7 @@ def build(ctx: AppContext) -> list:
                 refresh = gr.Button("Refresh list", size="sm")
             with gr.Row():
                 run_ds = gr.Button("Remove music", variant="primary", elem_id="sep-run")
-                stop_ds = gr.Button("Cancel", variant="stop", elem_id="sep-cancel")
+                stop_ds = gr.Button("Cancel", variant="stop", elem_id="sep-cancel", interactive=False)
                 redo = gr.Checkbox(False, label="check every clip again", elem_id="sep-redo",
                                    info="a run cut off goes on where it stopped; tick to redo clips done before")
             table = gr.Dataframe(clip_table(ws, ""), interactive=False, label="Clips", elem_id="sep-table")
@@ -175,7 +186,7 @@ def build(ctx: AppContext) -> list:
             upload = gr.Audio(type="filepath", label="Audio file", sources=["upload"], elem_id="sep-upload")
             with gr.Row():
                 run_one = gr.Button("Remove music", variant="primary", elem_id="sep-run-file")
-                stop_one = gr.Button("Cancel", variant="stop")
+                stop_one = gr.Button("Cancel", variant="stop", elem_id="sep-cancel-file", interactive=False)
             with gr.Row():
                 file_before = gr.Audio(type="filepath", label="Before", interactive=False)
                 file_speech = gr.Audio(type="filepath", label="Speech", interactive=False)
@@ -193,7 +204,7 @@ def build(ctx: AppContext) -> list:
     ds_event = run_ds.click(says_errors(partial(run_dataset, ws), [log, table, status], log, log=True),
                             [name, backend, gate, redo], [log, table, status], api_name="separation_run_dataset")
     ds_event.then(partial(clip_ids, ws), name, clip).then(partial(faint_ids, ws), name, picks)
-    stop_ds.click(None, None, None, cancels=[ds_event])
+    cancel_while(run_ds, ds_event, stop_ds)
     players = [before, after, status]
     listen = says_errors(lambda n, c: (*show_clip(ws, n, c), gr.update()), players, status, what="Loading the clip")
     clip.change(listen, [name, clip], players, api_name="separation_clip")
@@ -205,7 +216,7 @@ def build(ctx: AppContext) -> list:
     file_outputs = [log, file_before, file_speech, file_residual]
     file_event = run_one.click(says_errors(partial(run_file, ws), file_outputs, log, log=True),
                                [upload, backend, gate], file_outputs, api_name="separation_run_file")
-    stop_one.click(None, None, None, cancels=[file_event])
+    cancel_while(run_one, file_event, stop_one)
 
     def on_page_load(current):  # the picker shows a dataset at load: show its clips too, not an empty table
         names = ws.list_datasets()
