@@ -201,7 +201,8 @@ def separate_file(input_path: str | Path, output_path: str | Path, residual_path
               "peak_buffer_mb": report.peak_buffer_bytes / 2**20}
     verdict = (f"music found (score {report.score:.3f}): separated" if report.any_separated else
                f"no music found (score {report.score:.3f} < {threshold}): copied unchanged") if gate else "separated"
-    yield Event("done", 1, 1, f"{input_path.name}: {verdict} -> {output_path}", result=result)
+    # no count: a [1/1] beside the chunks' [1/2] [2/2] read as a third one
+    yield Event("done", 0, 0, f"{input_path.name}: {verdict} -> {output_path}", result=result)
 
 
 class _Null:
