@@ -125,8 +125,8 @@ def add_list_command(sub) -> None:
 
 
 def workspace_contents(ws: Workspace) -> dict:
-    """Datasets (usable clips and hours, counted from their tables), runs (the Training tab's list), voices and vocoders: a
-    curator on the command line had to read the workspace's folders."""
+    """Datasets (usable clips and hours, counted from their tables), runs (the Training tab's list), voices and
+    vocoders: a curator on the command line had to read the workspace's folders."""
     from utils.datasets.manifest import summarize
     from utils.inference import list_vocoders
     from utils.runs.views import run_table

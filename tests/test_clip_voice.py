@@ -79,7 +79,8 @@ def test_a_voice_from_an_audio_file_and_its_typed_transcript(ws, tmp_path):
 @pytest.mark.parametrize("given, said", [
     (dict(clip="short.wav", text=SHORT), r"short.wav is [0-9.]+ s long.*5-15 s works best"),
     (dict(clip="mine.wav", text="  "), "mine.wav: give the clip's transcript"),
-    (dict(dataset="am", row="nope"), r"has no row 'nope': pick one of its rows; these suit a clip best: long \(6.5 s\), longer"),
+    (dict(dataset="am", row="nope"),
+     r"has no row 'nope': pick one of its rows; these suit a clip best: long \(6.5 s\), longer"),
     (dict(dataset="am", row="untold"), "untold.wav: give the clip's transcript"),
 ])
 def test_a_clip_that_would_not_do_is_refused_by_name(ws, tmp_path, given, said):
