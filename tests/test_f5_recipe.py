@@ -159,9 +159,10 @@ def test_guidance_before_start_says_the_hours_the_time_and_the_disk(corpus):
     assert "measured by run f5-speed" in guidance(corpus, "am", 100, cpu)[1]
 
 
-def test_the_training_tab_says_what_to_expect_of_an_f5_run_and_nothing_for_matcha(corpus):
+def test_the_training_tab_says_what_to_expect_of_an_f5_run_and_nothing_for_matcha(corpus, monkeypatch):
     """Before Start, with F5 chosen: where the run starts and under which licence, then the hours, the time and the
     disk (the Training tab's `#run-guidance` box, filled by this handler on every change of the form)."""
+    from utils import hardware
     from utils.f5 import LICENCE
     from webui.context import AppContext
     from webui.training import expectations
@@ -175,6 +176,10 @@ def test_the_training_tab_says_what_to_expect_of_an_f5_run_and_nothing_for_match
     assert f"It starts from {base}" in expectations(ctx, "f5", "am", 100, str(base))["value"]
     assert expectations(ctx, "matcha", "am", 100, "")["visible"] is False
     assert expectations(ctx, "f5", None, 100, "")["visible"] is False
+    # a machine without a GPU: Start refuses F5, and the box says so before its time there
+    monkeypatch.setattr(hardware, "detect", lambda *a, **k: hardware.HardwareReport(gpus=[], cpu_count=2, ram_gb=12,
+                                                                                    disk_free_gb=50))
+    assert expectations(ctx, "f5", "am", 100, "")["value"].startswith("- **Start refuses it on this machine**: no GPU")
 
 
 def test_continuing_an_amharic_fine_tune_is_not_warned_as_a_new_language(corpus):

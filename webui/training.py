@@ -316,6 +316,11 @@ def expectations(ctx: AppContext, engine: str | None, dataset: str | None, steps
         lines = family.guidance(ctx.workspace, cfg)
     except StudioError as exc:
         lines = [str(exc)]
+    if lines:  # Start refuses it here: said first, or its time on this machine read as a run that would start
+        from utils import hardware
+
+        can, why = family.machine_verdict(hardware.detect(ctx.workspace.root))
+        lines = lines if can else [f"**Start refuses it on this machine**: {why}", *lines]
     return gr.update(visible=bool(lines), value="\n".join(f"- {line}" for line in lines))
 
 
