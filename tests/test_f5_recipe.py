@@ -179,7 +179,7 @@ def test_the_training_tab_says_what_to_expect_of_an_f5_run_and_nothing_for_match
     # a machine without a GPU: Start refuses F5, and the box says so before its time there
     monkeypatch.setattr(hardware, "detect", lambda *a, **k: hardware.HardwareReport(gpus=[], cpu_count=2, ram_gb=12,
                                                                                     disk_free_gb=50))
-    assert expectations(ctx, "f5", "am", 100, "")["value"].startswith("- **Start refuses it on this machine**: no GPU")
+    assert expectations(ctx, "f5", "am", 100, "")["value"].startswith("- **Start refuses F5-TTS on this machine**")
 
 
 def test_continuing_an_amharic_fine_tune_is_not_warned_as_a_new_language(corpus):

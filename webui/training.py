@@ -319,8 +319,9 @@ def expectations(ctx: AppContext, engine: str | None, dataset: str | None, steps
     if lines:  # Start refuses it here: said first, or its time on this machine read as a run that would start
         from utils import hardware
 
-        can, why = family.machine_verdict(hardware.detect(ctx.workspace.root))
-        lines = lines if can else [f"**Start refuses it on this machine**: {why}", *lines]
+        can, _ = family.machine_verdict(hardware.detect(ctx.workspace.root))  # why: the line above the form says it
+        lines = lines if can else [f"**Start refuses {family.TITLE} on this machine** (why is said above); what "
+                                   "follows is what a run would take here", *lines]
     return gr.update(visible=bool(lines), value="\n".join(f"- {line}" for line in lines))
 
 
