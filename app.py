@@ -147,7 +147,9 @@ def cmd_list(args) -> None:
     lines += [f"  {d['name']}  {d['usable_clips']} usable of {d['clips']} clips, {d['usable_hours']:.2f} h"
               for d in held["datasets"]]
     lines += [f"runs ({len(held['runs'])}):"]
-    lines += [f"  {r['run']}  {r['status']} at step {r['step']}  ({r['dataset']}, {r['preset']})" for r in held["runs"]]
+    have = {d["name"] for d in held["datasets"]}
+    lines += [f"  {r['run']}  {r['status']} at step {r['step']}  ({r['dataset']}"
+              f"{'' if r['dataset'] in have else ', dataset deleted'}, {r['preset']})" for r in held["runs"]]
     lines += [f"voices ({len(held['voices'])}): {', '.join(held['voices']) or '-'}",
               f"vocoders ({len(held['vocoders'])}): {', '.join(held['vocoders']) or '-'}"]
     print("\n".join(lines))

@@ -25,6 +25,13 @@ def test_list_names_the_datasets_runs_and_voices_of_the_workspace(capsys, tmp_pa
     assert held["voices"] == [] and held["vocoders"] == []
 
 
+def test_list_says_when_a_runs_dataset_was_deleted(capsys, tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    fake_run(ws, "orphan", state="finished", steps=40)  # trained on "am", which this workspace no longer has
+    assert app.main(["list", "--workspace", str(ws.root)]) == 0
+    assert "orphan  finished at step 40  (am, dataset deleted, tiny)" in capsys.readouterr().out
+
+
 def test_list_of_an_empty_workspace_says_there_is_nothing(capsys, tmp_path):
     assert app.main(["list", "--workspace", str(tmp_path / "new")]) == 0
     assert capsys.readouterr().out.startswith("datasets (0):\nruns (0):\nvoices (0): -")

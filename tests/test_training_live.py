@@ -177,3 +177,15 @@ def test_a_stopped_run_says_whether_a_checkpoint_was_saved(ws):
     (ws.run_dir("kept") / "checkpoints" / "step-20").mkdir(parents=True)
     (ws.run_dir("kept") / "checkpoints" / "step-20" / "model.safetensors").write_bytes(b"")
     assert ": its last checkpoint (step 20) is saved; Resume continues from it" in views.state_line(ws, "kept")
+
+
+def test_resuming_a_run_whose_dataset_was_deleted_says_so_and_changes_nothing(ws):
+    """It said "Dataset 'am' has no rows yet" and had written the new step count into the run, so the next try
+    said the run had done steps it never trained."""
+    from utils.events import StudioError
+
+    fake_run(ws, "orphaned", state="finished", steps=1000)
+    with pytest.raises(StudioError, match=r"trained on dataset 'am', which is no longer in this workspace \(deleted\)"
+                                          r": prepare the same recordings again under the name am"):
+        control.plan_resume(ws, "orphaned", 2000)
+    assert json.loads((ws.run_dir("orphaned") / "config.json").read_text())["train"]["max_steps"] == 1000

@@ -160,6 +160,10 @@ def plan_resume(ws: Workspace, name: str, max_steps: int | None = None, extend_u
                           "its settings were not changed.")
     doc = read_json(config_path, {}) or {}
     plan = doc.get("train", doc)
+    if plan.get("dataset") and plan["dataset"] not in ws.list_datasets():  # before the config is touched
+        raise StudioError(f"Run {name} trained on dataset {plan['dataset']!r}, which is no longer in this workspace "
+                          f"(deleted): prepare the same recordings again under the name {plan['dataset']} to resume "
+                          "it. Its checkpoints still speak on the Inference tab; its settings were not changed.")
     planned, done = int(plan.get("max_steps") or 0), int(status.get("step") or 0)
     finished = bool(planned) and (status.get("state") == "finished" or done >= planned)
     longer = bool(max_steps) and int(max_steps) > planned
