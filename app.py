@@ -220,7 +220,8 @@ def cmd_prepare(args) -> None:
 def add_export_dataset_command(sub) -> None:
     p = sub.add_parser("export-dataset", help="write a dataset's rows to a .csv (a spreadsheet) or .jsonl file")
     p.add_argument("name", help="the dataset (a folder under workspace/datasets)")
-    p.add_argument("out", help="the file to write: NAME.csv or NAME.jsonl")
+    p.add_argument("out", help="the file to write: NAME.csv (to read or share; not read back) or NAME.jsonl "
+                   "(every field; edited and put in the dataset's folder as manifest.jsonl, it replaces the rows)")
     p.set_defaults(func=cmd_export_dataset)
 
 

@@ -139,6 +139,28 @@ def test_a_manifest_jsonl_put_in_the_folder_is_read_in_once_and_kept(ws):
     assert datasets.get_rows(ws, "big", ["r00001"])["r00001"]["excluded"]  # the edit stays: nothing is read again
 
 
+def test_a_put_back_rows_exclusion_and_text_are_kept_as_decisions_and_read_again(ws):
+    """An exclusion set in an exported file and put back was undone by the next check of the rows (the row trained
+    again, silently), and an edited text kept the old sentence's phonemes, which training reads."""
+    from utils.datasets.curate import convert_dataset, read_again_if_stale
+    from utils.events import run_to_end
+
+    folder = ws.dataset_dir("big")
+    rows = datasets.load_manifest(ws, "big")[:10]
+    old_phonemes = rows[1]["phonemes"]
+    rows[0]["excluded"] = True                  # as a person edits the file: the field, no "review"
+    rows[1]["text"] = sentences()[40]           # a sentence fixed in the file
+    write_jsonl(folder / "manifest.jsonl", rows)
+    back = datasets.get_rows(ws, "big", ["r00000", "r00001", "r00002"])
+    assert back["r00000"]["review"] == "exclude" and back["r00001"]["text_fixed"]
+    assert back["r00002"]["review"] is None and not back["r00002"].get("text_fixed")  # untouched rows stay so
+    assert read_again_if_stale(ws, "big")  # the rows put back are read again before the next run
+    after = datasets.get_rows(ws, "big", ["r00000", "r00001"])
+    assert after["r00000"]["excluded"] and after["r00001"]["phonemes"] != old_phonemes
+    run_to_end(convert_dataset(ws, "big"))
+    assert datasets.get_rows(ws, "big", ["r00000"])["r00000"]["excluded"]
+
+
 def test_exports_open_in_pandas_and_a_spreadsheet_and_the_file_itself_reads_in_pandas(ws, tmp_path):
     datasets.apply_edits(ws, "big", [{"id": "r00002", "action": "exclude"}])
     csv = pd.read_csv(datasets.export_rows(ws, "big", tmp_path / "out" / "big.csv"), encoding="utf-8-sig")

@@ -7,12 +7,10 @@ from collections import Counter
 from pathlib import Path
 
 from utils.datasets import store
+from utils.datasets.store import READ_WITH
 from utils.events import StudioError
 from utils.workspace import Workspace, atomic_write_json, read_json
 
-# in a dataset's folder: {"dictionary": dictionary_stamp of the pronunciation dictionary every row was read with}.
-# Absent: not known (rows read before it was kept, or a preparation that reused clips checked under another one).
-READ_WITH = "read_with.json"
 ROW_KEYS = ("id", "audio", "text", "normalized", "phonemes", "duration", "speaker", "split", "flags",
             "excluded", "source", "sha1", "music")
 

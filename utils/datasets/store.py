@@ -23,9 +23,14 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from utils.datasets.checks import speaking_rate, text_hash
+from utils.datasets.config import EXCLUDING_FLAGS
 
 FILE = "manifest.sqlite"
 JSONL = "manifest.jsonl"
+# in a dataset's folder: {"dictionary": dictionary_stamp of the pronunciation dictionary every row was read with}.
+# Absent: not known (rows read before it was kept, or a preparation that reused clips checked under another one).
+READ_WITH = "read_with.json"
+PUT_BACK = "rows put back: not read yet"  # READ_WITH's record after an import: equal to no dictionary's stamp
 # pos: the row's place (0..n-1); flagged: has flags, a decision or a fixed transcript (the review table's rows);
 # flags: comma-separated;
 # rate: characters a second (None without text); music_score, music_separated: the music gate's, None before it ran;
@@ -132,16 +137,36 @@ def _import_jsonl(con: sqlite3.Connection, folder: Path) -> None:
     con.execute("BEGIN IMMEDIATE")
     try:
         if stamp != _meta(con, "jsonl_stamp"):  # another process may have imported it while this one waited
-            _replace(con, read_jsonl(folder / JSONL))
+            before = dict(con.execute("SELECT id, text_hash FROM rows"))
+            _replace(con, [_as_decided(row, before) for row in read_jsonl(folder / JSONL)])
             _set_meta(con, "jsonl_stamp", stamp)
     except BaseException:
         con.execute("ROLLBACK")
         raise
     con.execute("COMMIT")
+    from utils.workspace import atomic_write_json
+
+    atomic_write_json(folder / READ_WITH, {"dictionary": PUT_BACK})  # the next run reads every transcript again
     try:  # after the commit: a crash before it leaves the file to import again
         os.replace(folder / JSONL, folder / (JSONL + ".imported"))
     except OSError:  # read-only, or another process renamed it first: the stamp keeps it from being read twice
         pass
+
+
+NOT_KEPT = ("missing_text", "silent")  # flags no Keep overrules (utils.datasets.curate.NOT_KEPT says why)
+
+
+def _as_decided(row: dict, before: dict[str, str]) -> dict:
+    """A put-back row's own `excluded` and text are the curator's: an exclusion (or a keep) set by hand becomes a
+    decision, and a changed text a fixed transcript, or the next check of the rows undid the one (the row was back
+    in training) and the next preparation the other. `before`: the table's text hashes by id."""
+    flags = set(row.get("flags") or [])
+    if row.get("review") is None and bool(row.get("excluded")) != bool(flags & EXCLUDING_FLAGS):
+        if row.get("excluded") or not flags & set(NOT_KEPT):
+            row["review"] = "exclude" if row.get("excluded") else "keep"
+    if row.get("id") in before and text_hash(row.get("text")) != before[row["id"]]:
+        row["text_fixed"] = True
+    return row
 
 
 def _meta(con: sqlite3.Connection, key: str) -> str | None:

@@ -21,7 +21,7 @@ from functools import lru_cache
 from utils.text.ethiopic import GEMINATION_MARKS, LARYNGEALS, syllable, with_order
 from utils.text.inventory import PAUSE_TOKENS, WORD_BOUNDARY
 from utils.text.lexicon import gemination_lexicon
-from utils.text.normalize import fold, normalize
+from utils.text.normalize import fold, normalize, tokens
 
 PREPOSITIONS = ("የ", "በ", "ለ", "ከ", "እንደ", "ስለ", "ወደ", "እስከ", "ያለ", "ሲ", "ስ", "እየ", "የሚ", "ሊ")
 SUFFIXES = ("ን", "ም", "ና", "ው", "ዋ", "ኛ", "ችሁ", "ቸው", "ችን", "ዎች", "ዎቹ", "ነት", "ነው", "ናቸው", "ሽ", "ህ")
@@ -305,11 +305,6 @@ def word_to_ipa(word: str, user_dict: dict[str, list[str]] | None = None) -> lis
     if re.search(r"[A-Za-z]", word):  # የGoogle, Googleን: each script's part read by its own rules, as one word
         return [s for part in re.findall(r"[A-Za-z]+|[^A-Za-z]+", word) for s in word_to_ipa(part, user_dict)]
     return ethiopic_word(word)
-
-
-def tokens(normalized_text: str) -> list[str]:
-    """Normalized text -> words and pause marks."""
-    return re.findall(r"[.,?!]|[^\s.,?!]+", normalized_text)
 
 
 def phonemize(text: str, user_dict: dict[str, list[str]] | None = None) -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from utils.events import StudioError
 from utils.text.ethiopic import GEMINATION_MARKS
 from utils.text.inventory import phoneme_inventory
-from utils.text.normalize import fold, normalize
+from utils.text.normalize import fold, normalize, tokens
 from utils.workspace import Workspace, atomic_write_text
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "text"
@@ -144,8 +144,6 @@ def entry_word(word: str) -> tuple[str, str]:
     """A word as typed -> (its dictionary key, "" or why an entry under it would never be read). Entries are looked
     up (g2p.word_to_ipa) by the folded words normalize() leaves: punctuation dropped, numbers and abbreviations
     read out; an entry for a word it changes would be saved and never used."""
-    from utils.text.g2p import tokens  # here: g2p imports this module
-
     key = fold(word.strip())
     said = [t for t in tokens(normalize(word, {key}).text) if t not in ".,?!"]
     if said == [key]:

@@ -45,6 +45,11 @@ SPELLED = "Spelled letter by letter: "  # then "BBC (ቢቢሲ), ...", then SAID
 SAID_AS_WORD = ". One said as a word (NATO) needs a pronunciation dictionary entry."
 ACRONYM = re.compile(r"(?<![A-Za-z])[A-Z]{2,5}(?![A-Za-z])")  # BBC, USA, UN (a prefix or suffix may be glued on)
 
+def tokens(normalized_text: str) -> list[str]:
+    """Normalized text -> words and pause marks (how g2p reads it and the dictionary looks words up)."""
+    return re.findall(r"[.,?!]|[^\s.,?!]+", normalized_text)
+
+
 def fold(text: str) -> str:
     """Unify the letters Amharic pronounces alike (ሐ/ኀ -> ሀ, ሠ -> ሰ, ዐ -> አ, ፀ -> ጸ)."""
     return "".join(HOMOPHONES.get(ch, ch) for ch in text)
