@@ -154,7 +154,8 @@ def test_a_put_back_rows_exclusion_and_text_are_kept_as_decisions_and_read_again
     back = datasets.get_rows(ws, "big", ["r00000", "r00001", "r00002"])
     assert back["r00000"]["review"] == "exclude" and back["r00001"]["text_fixed"]
     assert back["r00002"]["review"] is None and not back["r00002"].get("text_fixed")  # untouched rows stay so
-    assert read_again_if_stale(ws, "big")  # the rows put back are read again before the next run
+    said = read_again_if_stale(ws, "big")  # the rows put back are read again before the next run
+    assert said.startswith("big's rows were put back from a manifest.jsonl: read them again with it (")
     after = datasets.get_rows(ws, "big", ["r00000", "r00001"])
     assert after["r00000"]["excluded"] and after["r00001"]["phonemes"] != old_phonemes
     run_to_end(convert_dataset(ws, "big"))

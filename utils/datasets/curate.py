@@ -219,9 +219,9 @@ def convert_dataset(ws: Workspace, name: str, user_dict: dict | None = None) -> 
 
 def read_again_if_stale(ws: Workspace, name: str) -> str | None:
     """Read the dataset's transcripts again when the pronunciation dictionary changed since they were read, so that
-    a run trains on what the voice will say (a curator who forgot "Convert transcripts" is not punished). Returns
-    what was done, None when they were current. Not known (no record) counts as current only without a
-    dictionary: the rows were then read without one, as now."""
+    a run trains on what the voice will say (a curator who forgot "Convert transcripts" is not punished), or when
+    its rows were put back from a file (store.PUT_BACK). Returns what was done, None when they were current. Not
+    known (no record) counts as current only without a dictionary: the rows were then read without one, as now."""
     user_dict = load_user_dict(ws)
     now = dictionary_stamp(user_dict)
     recorded = (read_json(ws.dataset_dir(name) / READ_WITH, default=None) or {}).get("dictionary")
@@ -230,5 +230,6 @@ def read_again_if_stale(ws: Workspace, name: str) -> str | None:
     result = {}
     for event in convert_dataset(ws, name, user_dict):
         result = event.result or result
-    return (f"the pronunciation dictionary changed since {name}'s transcripts were read: read them again with it "
-            f"({result.get('changed', 0)} of {result.get('rows', 0)} row(s) changed)")
+    why = (f"{name}'s rows were put back from a manifest.jsonl" if recorded == store.PUT_BACK else
+           f"the pronunciation dictionary changed since {name}'s transcripts were read")
+    return f"{why}: read them again with it ({result.get('changed', 0)} of {result.get('rows', 0)} row(s) changed)"
