@@ -76,3 +76,20 @@ def test_converting_after_a_dictionary_change_refreshes_the_rows_notes_and_the_r
     said = run_to_end(convert_dataset(ws, "am"))
     assert "normalizer" not in first_row(ws)["notes"] and said["warnings"] == [] and said["changed"] == 1
     assert run_to_end(convert_dataset(ws, "am"))["changed"] == 0  # read as it is: nothing written
+
+
+def test_a_run_that_waited_in_the_queue_reads_a_dictionary_changed_meanwhile(tmp_path):
+    """A word added while a run was queued was not trained on: its start had read the transcripts when it was
+    queued, and the trainer began minutes later."""
+    from utils import jobs
+
+    ws = prepared(tmp_path)
+    run_dir = start(ws, "queued").parent  # read at queueing: current
+    save_user_dict(ws, {LATIN: LATIN_SAID})  # meanwhile the Amharic word leaves the dictionary
+    jobs.read_transcripts_again(run_dir, {"trainer_module": "utils.training"})  # the launcher, its turn come
+    assert first_row(ws)["phonemes"].startswith("w a nː a |")
+    log = (run_dir / "train.log").read_text(encoding="utf-8")
+    assert "the pronunciation dictionary changed since am's transcripts were read" in log
+    save_user_dict(ws, {})
+    jobs.read_transcripts_again(run_dir, {"trainer_module": "utils.vocoder.training"})  # reads no transcript
+    assert (run_dir / "train.log").read_text(encoding="utf-8") == log

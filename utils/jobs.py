@@ -301,6 +301,28 @@ def trainer_command(status: dict) -> list[str]:
     return [sys.executable, "-m", module, "--config", config]
 
 
+def read_transcripts_again(run_dir: Path, status: dict) -> None:
+    """An acoustic run reads its dataset's transcripts again if the pronunciation dictionary changed while it waited
+    in the queue (its start read them when it was queued: a word added meanwhile was not trained on). Here, before
+    the trainer, once for every rank; what goes wrong is said in its log, and the trainer goes on."""
+    if status.get("trainer_module", "utils.training") != "utils.training":
+        return
+    from utils.training.runfiles import note_in_log
+
+    doc = read_json(run_dir / "config.json", {}) or {}
+    dataset = (doc.get("train") or doc).get("dataset")
+    if not dataset or doc.get("kind") == "vocoder":
+        return
+    try:
+        from utils.datasets.curate import read_again_if_stale
+
+        if said := read_again_if_stale(Workspace.open(run_dir.parent.parent), dataset):
+            note_in_log(run_dir, said)
+    except Exception as exc:  # the trainer says what is wrong with the dataset, if anything is
+        note_in_log(run_dir, f"the transcripts could not be read again before training ({exc}): it trains on them "
+                             "as they were read")
+
+
 def launch(run_dir: Path) -> int:
     """Body of the detached launcher process: wait for the device, run the trainer, record the end."""
     run_dir = Path(run_dir)
@@ -330,6 +352,7 @@ def launch(run_dir: Path) -> int:
 
     print(f"[jobs] {time.strftime('%H:%M:%S')} starting on {status['devices']}: {' '.join(trainer_command(status))}",
           flush=True)
+    read_transcripts_again(run_dir, status)
     child = subprocess.Popen(trainer_command(status), cwd=ROOT, stdin=subprocess.DEVNULL)
     update_status(run_dir, state="running", pid=child.pid, started=time.time(), heartbeat=time.time(),
                   message="training")
