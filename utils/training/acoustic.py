@@ -63,6 +63,9 @@ class TextMelAdapter(DataPosition):
             f"speaker(s), {len(self.frontend.symbols)} symbols ({self.frontend.kind}), mel mean {self.mean:.3f} "
             f"std {self.std:.3f}")
 
+    def data_counts(self) -> tuple[int, int]:
+        return len(self.items), len(self.val_items)
+
     # ------------------------------------------------------------------------------ batch probe
     def probe_unit(self) -> int:
         return round_up(max(it.frames for it in self.items), self.machine.length_multiple)

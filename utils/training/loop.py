@@ -52,6 +52,7 @@ from utils.training import ddp
 from utils.training import optimization as opt
 from utils.training.probe import optimizer_state_ballast, probe_limit, probe_max_frames
 from utils.training.runfiles import RunFiles, disk_full_message
+from utils.workspace import read_json
 
 GROW_BACK_STEPS = 200  # good steps after an out-of-memory before a halved micro-batch is tried whole again
 STATE_FORMAT = 2       # trainer_state.pt layout (1: the two trainers' own layouts, upgraded by the adapters)
@@ -208,8 +209,8 @@ class TrainingLoop:
         self.files = RunFiles(run_dir, enabled=self.dist.main, echo=self.echo)
         self.stop = StopRequest(run_dir, optional(self.a, "stop_event"))
         self.files.status(state="running", kind=self.a.kind, pid=os.getpid(), step=0, max_steps=self.s.max_steps,
-                          eta_s=None, last_checkpoint=None, best_checkpoint=None, message="preparing data",
-                          started=time.time())
+                          eta_s=None, message="preparing data", started=time.time(),
+                          **{"last_checkpoint": None, "best_checkpoint": None, **self._kept_checkpoints(run_dir)})
         self.files.start_heartbeat()
         finished = False
         try:
@@ -225,6 +226,21 @@ class TrainingLoop:
             self.files.close()
             ddp.cleanup(self.dist, together=finished)
         return result
+
+    def _kept_checkpoints(self, run_dir: Path) -> dict:
+        """A resume keeps the best and last checkpoints its status named, where their folders are still there: the
+        run list and the Inference picker show them until the next evaluation, not nothing."""
+        if self.s.resume in ("none", "", None):
+            return {}
+        before = read_json(run_dir / "status.json", default={}) or {}
+        kept = {}
+        for key in ("best_checkpoint", "last_checkpoint"):
+            folder = run_dir / "checkpoints" / Path(before.get(key) or "-").name  # the run folder may have moved
+            if before.get(key) and folder.is_dir():
+                kept[key] = str(folder)
+        if "best_checkpoint" in kept and before.get("best_mcd") is not None:
+            kept["best_mcd"] = before["best_mcd"]
+        return kept
 
     def _record_failure(self, exc: BaseException, run_dir: Path) -> None:
         full = disk_full_message(exc, run_dir, ckpt.step_folders(run_dir / "checkpoints"))

@@ -20,12 +20,23 @@ class DataPosition:
         self.pos = (batch["pos"][0], batch["pos"][1] + 1)  # the next batch to read
         return batch
 
+    def data_counts(self) -> tuple[int, int] | None:
+        """(training, held-out) clips the run trains on now, saved with its position (None: not counted)."""
+        return None
+
     def state_dict(self) -> dict:
-        return {"next_pos": list(self.pos), **{name: getattr(self.machine, name) for name in self.KEPT}}
+        return {"next_pos": list(self.pos), **{name: getattr(self.machine, name) for name in self.KEPT},
+                "data": self.data_counts()}
 
     def load_state_dict(self, state: dict) -> None:
-        """The saved position; the saved sizes where the curator left them "auto" (a size set by hand is theirs)."""
+        """The saved position; the saved sizes where the curator left them "auto" (a size set by hand is theirs).
+        A dataset whose clips changed since the checkpoint is said: the resumed curve is not the same run's."""
         self.pos = tuple(state.get("next_pos", (0, 0)))
+        before, now = state.get("data"), self.data_counts()
+        if before and now and tuple(before) != tuple(now):
+            self.ctx.log(f"resume: the dataset changed since this run last trained: {before[0]} -> {now[0]} training "
+                         f"clips, {before[1]} -> {now[1]} held-out (rows added, removed, excluded or included "
+                         "again since)")
         for name in self.KEPT:
             if state.get(name) and getattr(self.cfg, name) == AUTO:
                 self.machine.set(name, state[name], "kept from the run being resumed (the batch order depends on it)")
