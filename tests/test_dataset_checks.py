@@ -215,3 +215,13 @@ def test_the_next_line_asks_for_a_review_only_when_a_row_is_flagged(tmp_path):
     assert "no row is flagged, so there is nothing to review" in next_line(ws, "am", clean)
     flagged = {**clean, "flagged_clips": 3, "flags": {"low_snr": 3}}
     assert "review the flagged rows below" in next_line(ws, "am", flagged)
+
+
+def test_the_name_box_says_whether_prepare_adds_to_a_dataset_or_makes_one(tmp_path):
+    """Adding a second day's recordings to a dataset worked, and nothing said it would."""
+    from tests.helpers import make_dataset
+    from webui.dataset import name_note
+
+    ws = make_dataset(tmp_path / "ws", "abebe")
+    assert name_note(ws, " abebe ").startswith("abebe exists: Prepare adds these recordings to it")
+    assert name_note(ws, "tigist") == "a new dataset: Prepare makes tigist" and name_note(ws, "") is None

@@ -51,6 +51,17 @@ def inspect_upload(ws, files, path: str, data_dirs=()) -> dict:
     return datasets.inspect_table(tables[0]) if tables else {}
 
 
+def name_note(ws, name: str | None) -> str | None:
+    """Under the name: whether Prepare adds to a dataset or makes one (adding recordings later was nowhere said)."""
+    name = (name or "").strip()
+    if not name:
+        return None
+    if name in ws.list_datasets():
+        return (f"{name} exists: Prepare adds these recordings to it, and its rows keep your Keep/Exclude decisions "
+                "and fixed transcripts (a file under an id it has already is added as a duplicate, left out)")
+    return f"a new dataset: Prepare makes {name}"
+
+
 def disk_line(ws, files, path: str, data_dirs=(), half_mels: bool = False, keep_uploads: bool = True) -> str:
     """What preparing the chosen uploads will take on disk with the size choices made, said before Prepare is
     pressed (empty when none)."""
@@ -310,6 +321,7 @@ def build(ctx: AppContext) -> list:
         return (gr.update(choices=cols, value=info["audio"]), gr.update(choices=cols, value=info["text"]),
                 gr.update(choices=[""] + cols, value=info["speaker"] or ""), note, gr.update(open=info["ambiguous"]))
 
+    gr.on([name.blur, name.submit], lambda n: gr.update(info=name_note(ws, n)), name, name, show_progress="hidden")
     files.change(on_upload, [files, path], [audio_col, text_col, speaker_col, csv_info, csv_box], api_name="dataset_inspect")
     gr.on([files.change, path.submit, path.blur, half_mels.change, keep_uploads.change],
           lambda f, p, h, k: disk_line(ws, f, p, ctx.data_dirs, h, k), [files, path, half_mels, keep_uploads],
