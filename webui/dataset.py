@@ -237,6 +237,7 @@ def build(ctx: AppContext) -> list:
                               info=("or a folder inside " + ", ".join(map(str, ctx.data_dirs)) + " (read there: "
                                     "the app was started with --data-dir)") if ctx.data_dirs else None)
             name = gr.Textbox(label="Dataset name", placeholder="my-voice", elem_id="dataset-name")
+            name_said = gr.Markdown(elem_id="dataset-name-note")  # not the box's info: that renames its label
             with gr.Row():
                 fmt = gr.Dropdown(list(datasets.FORMATS), value="auto", label="Format")
                 frontend = gr.Dropdown(list(FRONTENDS), value="phoneme", label="What the model reads (text frontend)",
@@ -321,7 +322,7 @@ def build(ctx: AppContext) -> list:
         return (gr.update(choices=cols, value=info["audio"]), gr.update(choices=cols, value=info["text"]),
                 gr.update(choices=[""] + cols, value=info["speaker"] or ""), note, gr.update(open=info["ambiguous"]))
 
-    gr.on([name.blur, name.submit], lambda n: gr.update(info=name_note(ws, n)), name, name, show_progress="hidden")
+    gr.on([name.blur, name.submit], lambda n: name_note(ws, n) or "", name, name_said, show_progress="hidden")
     files.change(on_upload, [files, path], [audio_col, text_col, speaker_col, csv_info, csv_box], api_name="dataset_inspect")
     gr.on([files.change, path.submit, path.blur, half_mels.change, keep_uploads.change],
           lambda f, p, h, k: disk_line(ws, f, p, ctx.data_dirs, h, k), [files, path, half_mels, keep_uploads],
