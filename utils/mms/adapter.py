@@ -161,6 +161,9 @@ class MmsAdapter(DataPosition):
         log(f"data: {len(self.clips)} training / {len(self.val_clips)} held-out clips of one speaker "
             f"({speakers[0]}), read through uroman; {len(self.text.vocab)} letters in the base's vocabulary")
 
+    def data_counts(self) -> tuple[int, int]:  # a resume says when these changed (DataPosition)
+        return len(self.clips), len(self.val_clips)
+
     def _check_mas(self, ctx) -> None:
         """The alignment search's kernel, trusted on the GPU only after it agrees with the reference (as Matcha's)."""
         from models.alignment import mas_disagreement

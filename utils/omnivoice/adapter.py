@@ -181,6 +181,9 @@ class OmniVoiceAdapter(DataPosition):
             f"reference clip: {self.prompt.row.get('id')} ({self.prompt.seconds:.1f} s)")
 
     # ------------------------------------------------------------------------------ batch probe
+    def data_counts(self) -> tuple[int, int]:  # a resume says when these changed (DataPosition)
+        return len(self.items), len(self.val_items)
+
     def probe_unit(self) -> int:
         return max(it.length for it in self.items)
 
