@@ -135,6 +135,7 @@ def _import_jsonl(con: sqlite3.Connection, folder: Path) -> None:
     from utils.workspace import read_jsonl
 
     con.execute("BEGIN IMMEDIATE")
+    before = {}
     try:
         if stamp != _meta(con, "jsonl_stamp"):  # another process may have imported it while this one waited
             before = dict(con.execute("SELECT id, text_hash FROM rows"))
@@ -144,9 +145,10 @@ def _import_jsonl(con: sqlite3.Connection, folder: Path) -> None:
         con.execute("ROLLBACK")
         raise
     con.execute("COMMIT")
-    from utils.workspace import atomic_write_json
+    if before:  # rows put back over a table (not an older studio's first file): the next run reads them again
+        from utils.workspace import atomic_write_json
 
-    atomic_write_json(folder / READ_WITH, {"dictionary": PUT_BACK})  # the next run reads every transcript again
+        atomic_write_json(folder / READ_WITH, {"dictionary": PUT_BACK})
     try:  # after the commit: a crash before it leaves the file to import again
         os.replace(folder / JSONL, folder / (JSONL + ".imported"))
     except OSError:  # read-only, or another process renamed it first: the stamp keeps it from being read twice
