@@ -56,9 +56,12 @@ def import_reference():
             return False
 
     stubs = {"torchaudio": {}, "rjieba": {}, "pypinyin": {"Style": None, "lazy_pinyin": None},
-             "librosa": {}, "librosa.filters": {"mel": None}}
+             "librosa": {"__path__": []}, "librosa.filters": {"mel": None}}
+    # which packages are missing is settled before any stand-in exists: a stand-in parent would make its own
+    # submodule look importable (the first H200 run: "'librosa' is not a package")
+    missing = {root for root in {name.split(".")[0] for name in stubs} if not importable(root)}
     for name, attrs in stubs.items():
-        if name not in sys.modules and not importable(name.split(".")[0]):
+        if name.split(".")[0] in missing:
             module = types.ModuleType(name)
             module.__dict__.update(attrs)
             sys.modules[name] = module

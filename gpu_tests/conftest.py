@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,20 @@ ROOT = Path(__file__).resolve().parent.parent
 def pytest_sessionstart(session):
     if not torch.cuda.is_available():
         pytest.exit("gpu_tests need a CUDA GPU (torch.cuda.is_available() is False)", returncode=2)
+
+
+_started: dict[str, float] = {}
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _started[nodeid] = time.monotonic()
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    """Each test's seconds as it ends: a lane cut by the suite's deadline prints no --durations table (the first H200
+    run's curator paths: which of its tests took the time was lost)."""
+    print(f"  [{nodeid.rsplit('::', 1)[-1]}: {time.monotonic() - _started.pop(nodeid, time.monotonic()):.0f} s]",
+          file=sys.stderr, flush=True)
 
 
 @pytest.fixture(scope="session")
@@ -52,3 +68,21 @@ def forced_t4(monkeypatch):
     real = hardware.query_gpus()
     monkeypatch.setattr(hardware, "query_gpus", lambda: [replace(g, name="Tesla T4 (forced)", compute_capability="7.5")
                                                          for g in real])
+
+
+@pytest.fixture
+def exact_fp32():
+    """fp32 without TF32 and with cuDNN's fixed algorithm choice, as the CPU computes. Default torch lets cuDNN
+    convolve in TF32, and a trainer run in this process turns on TF32 matmuls and cuDNN's per-shape timing: a padded
+    batch and a lone sentence then take different kernels, whose 10-bit rounding differs, and Griffin-Lim's phase
+    search spreads such differences (the first H200 run, with TF32 on: 21 % of the peak between batched and alone
+    in some samples; on the CPU, 0.07 %)."""
+    flags = (torch.backends.cuda.matmul, "allow_tf32"), (torch.backends.cudnn, "allow_tf32"), \
+        (torch.backends.cudnn, "benchmark")
+    before = [getattr(owner, name) for owner, name in flags]
+    for owner, name in flags:
+        setattr(owner, name, False)
+    yield
+    for (owner, name), value in zip(flags, before):
+        setattr(owner, name, value)
+

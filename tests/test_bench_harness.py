@@ -64,6 +64,17 @@ def test_f5_step_times_the_reference_beside_ours_on_the_same_batch(tmp_path):
     assert "ours vs the reference, same batch and card" in proc.stdout
 
 
+def test_f5_reference_imports_where_librosa_and_torchaudio_are_missing():
+    """The GPU image has neither: stand-ins take their place (the first H200 run failed with "'librosa' is not a
+    package" when the stand-in for librosa made librosa.filters look importable)."""
+    code = ("import sys; sys.modules['librosa'] = sys.modules['torchaudio'] = None\n"
+            "sys.path.insert(0, 'bench'); import f5_step\n"
+            "dit, cfm = f5_step.import_reference(); print(dit.DiT.__name__, cfm.CFM.__name__)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["DiT", "CFM"]
+
+
 def test_batch_sweep_marks_the_trainers_choice(tmp_path):
     record = run_bench("batch_sweep", tmp_path, "--frames", "200", "400", "--utt-frames", "100", "--steps", "1",
                        "--warmup", "1", "--threads", "1")

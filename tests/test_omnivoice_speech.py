@@ -169,6 +169,33 @@ def test_an_install_with_no_registry_and_no_wheels_says_what_to_copy_and_leaves_
     assert not runtime.installed() and not any(tmp_path.glob("packages*"))
 
 
+def test_an_install_adds_what_import_omnivoice_needs_and_this_environment_lacks(tmp_path, monkeypatch):
+    """pydub comes with gradio; a machine without it (the GPU image) gets it beside omnivoice. pip is a recording
+    stand-in here: a real install from wheels runs in tests/run.sh and in gpu_suite.sh's setup."""
+    import subprocess
+
+    from utils.omnivoice import runtime
+
+    monkeypatch.setenv(runtime.PACKAGES_ENV, str(tmp_path / "packages"))
+    monkeypatch.setattr(runtime, "IMPORTED_BY_OMNIVOICE", ("pydub==0.25.1", "no_such_module_here==1.0"))
+    monkeypatch.setattr(runtime, "torchaudio_runs", lambda extra_path=None: "2.11.0")
+    asked = []
+
+    def pip(target, requirement, index=None, wheels=None):
+        asked.append((requirement, wheels))
+        (target / requirement.split("==")[0]).mkdir()
+        return subprocess.CompletedProcess([], 0 if requirement != "no_such_module_here==1.0" or len(asked) > 2 else 1,
+                                           "", "ERROR: No matching distribution found for no_such_module_here==1.0")
+
+    monkeypatch.setattr(runtime, "_pip", pip)
+    with pytest.raises(StudioError, match="Could not install no_such_module_here==1.0 .*No matching distribution"):
+        runtime.install(wheels=tmp_path / "wheels")
+    assert not runtime.installed() and not any(tmp_path.glob("packages*"))  # whole or not at all
+    folder = runtime.install(wheels=tmp_path / "wheels")  # pydub imports here: only the missing one is asked for
+    assert asked[2:] == [(runtime.OMNIVOICE, tmp_path / "wheels"), ("no_such_module_here==1.0", tmp_path / "wheels")]
+    assert runtime.installed() and (folder / "no_such_module_here").is_dir() and not (folder / "pydub").exists()
+
+
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_on_a_gpu_the_model_speaks_in_half_precision_and_the_codec_in_fp32(clip_workspace, monkeypatch, precision):
     """The lines a GPU runs (utils.hardware.inference_precision answers bf16, or fp16 for a T4), run on the CPU: the

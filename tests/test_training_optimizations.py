@@ -238,3 +238,17 @@ def test_a_saved_warm_up_longer_than_a_tenth_of_the_run_says_what_a_run_uses(tmp
     assert "at most a tenth of its steps: 12 in a 120-step run" in said
     _, lines = settings.save_form(ws, "tiny", {**form, "max_steps": 1200, "warmup_steps": 30})
     assert "a tenth" not in next(line for line in lines if line.startswith("**warmup_steps**"))
+
+
+def test_the_effective_batch_says_how_it_adds_up_once():
+    """The first H200 run's log read "40000 frames x 1 micro-batches = 40000 frames per optimizer step. 40000 frames
+    x 1 micro-batch = 40000 frames per optimizer step, the batch ...": the plan's reason, already with the sum, was
+    appended to the same sum."""
+    m = opt.resolve(TrainConfig(preset="base"), h100_report(), world_size=1)
+    why = m.reasons["effective_batch"]
+    assert why.count("frames per optimizer step") == 1 and "the batch the learning rate was chosen for" in why, why
+    assert "1 micro-batches" not in why
+    mine = opt.resolve(TrainConfig(preset="base", max_frames_per_batch="10000", grad_accumulation="1"),
+                       h100_report(), world_size=1)
+    assert mine.reasons["effective_batch"] == "10000 frames x 1 micro-batch = 10000 frames per optimizer step; set by " \
+                                              "the user"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -25,6 +26,9 @@ from pathlib import Path
 from utils.events import StudioError
 
 OMNIVOICE = "omnivoice==0.2.1"
+# what `import omnivoice` loads that the studio's own requirements do not promise, installed beside it when this
+# environment lacks it (pydub comes with gradio, so a machine without the web app had none: the first H200 run)
+IMPORTED_BY_OMNIVOICE = ("pydub==0.25.1",)
 PACKAGES_ENV = "AMHARIC_TTS_OMNIVOICE_PACKAGES"  # another folder for them (tests; a read-only environment)
 # transformers' classes that need torchaudio and that omnivoice imports from transformers' top level
 NEEDS_TORCHAUDIO = ("HiggsAudioV2TokenizerModel",)
@@ -101,12 +105,14 @@ def install(log=print, wheels: Path | None = None) -> Path:
     tmp = target.with_name(target.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    done = _pip(tmp, OMNIVOICE, wheels=wheels)
-    if done.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise StudioError(f"Could not install {OMNIVOICE} ({_last_line(done)}). On a machine that can reach PyPI run "
-                          f"`pip download --no-deps {OMNIVOICE} torchaudio -d wheels`, copy that folder here and run "
-                          "`python -m utils.omnivoice.runtime install --wheels wheels`.")
+    for requirement in (OMNIVOICE, *missing_imports()):
+        done = _pip(tmp, requirement, wheels=wheels)
+        if done.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise StudioError(f"Could not install {requirement} ({_last_line(done)}). On a machine that can reach PyPI "
+                              f"run `pip download --no-deps {OMNIVOICE} {' '.join(IMPORTED_BY_OMNIVOICE)} torchaudio "
+                              "-d wheels`, copy that folder here and run "
+                              "`python -m utils.omnivoice.runtime install --wheels wheels`.")
     found = torchaudio_runs()
     if found:
         log(f"torchaudio {found} of this environment runs with torch {torch_version()}: OmniVoice uses it")
@@ -117,6 +123,11 @@ def install(log=print, wheels: Path | None = None) -> Path:
     tmp.rename(target)
     log(f"OmniVoice's packages are in {target}")
     return target
+
+
+def missing_imports() -> list[str]:
+    """The requirements in IMPORTED_BY_OMNIVOICE whose module this environment cannot import."""
+    return [r for r in IMPORTED_BY_OMNIVOICE if importlib.util.find_spec(r.split("==")[0]) is None]
 
 
 def _install_torchaudio(tmp: Path, log=print, wheels: Path | None = None) -> str:

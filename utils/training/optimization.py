@@ -233,9 +233,13 @@ def set_effective_batch(m: Machine, cfg: TrainConfig, world_size: int, rec: dict
     effective = m.max_frames_per_batch * m.grad_accumulation * max(1, world_size)
     planned = rec.get("effective_batch")
     by_user = cfg.max_frames_per_batch != AUTO or cfg.grad_accumulation != AUTO
-    reason = (f"{m.max_frames_per_batch} frames x {m.grad_accumulation} micro-batches"
-              + (f" x {world_size} processes" if world_size > 1 else "") + f" = {effective} frames per optimizer step"
-              + ("; set by the user" if by_user else f". {planned.reason}" if planned else ""))
+    if planned and not by_user and planned.value == effective:  # the plan's reason already says how it adds up
+        reason = planned.reason
+    else:
+        accum = m.grad_accumulation
+        reason = (f"{m.max_frames_per_batch} frames x {accum} micro-batch{'es' if accum > 1 else ''}"
+                  + (f" x {world_size} processes" if world_size > 1 else "") + f" = {effective} frames per optimizer "
+                  "step" + ("; set by the user" if by_user else f". {planned.reason}" if planned else ""))
     m.set("effective_batch", effective, reason)
     scale = rec["lr_batch_scale"].value if "lr_batch_scale" in rec and not by_user else 1.0
     if m.auto_lr:
