@@ -189,3 +189,38 @@ def test_resuming_a_run_whose_dataset_was_deleted_says_so_and_changes_nothing(ws
                                           r": prepare the same recordings again under the name am"):
         control.plan_resume(ws, "orphaned", 2000)
     assert json.loads((ws.run_dir("orphaned") / "config.json").read_text())["train"]["max_steps"] == 1000
+
+
+def test_a_fresh_page_brings_start_from_back_only_while_that_run_is_active(ws):
+    """A page opened after the last run had ended put that run's "start from" back, so the next Start quietly
+    fine-tuned from the checkpoint the old run began from instead of starting fresh. While the run is queued or
+    training the form shows what it began from; once it has ended the pickers say "(from scratch)" (the acoustic
+    one and the vocoder's), and the rest of the form (size, steps) still comes back."""
+    from webui.context import AppContext
+
+    def checkpoint(run: str, kind: str) -> str:  # a checkpoint an earlier run saved, offered by the pickers
+        folder = ws.run_dir(run) / "checkpoints" / "step-100"
+        folder.mkdir(parents=True)
+        atomic_write_json(folder / "config.json", {"kind": "vocos"} if kind == "vocoder" else {"model": {}})
+        (folder / "model.safetensors").write_bytes(b"")
+        return str(folder)
+
+    fake_run(ws, "earlier", state="finished", created=time.time() - 60)
+    acoustic, vocoder = checkpoint("earlier", "acoustic"), checkpoint("earlier-vocoder", "vocoder")
+    fake_run(ws, "last", state="running")
+    atomic_write_json(ws.run_dir("last") / "config.json", {"train": {"dataset": "am", "preset": "tiny",
+                                                                     "max_steps": 1000, "init": acoustic}})
+    fake_run(ws, "last-vocoder", state="queued")
+    atomic_write_json(ws.run_dir("last-vocoder") / "config.json", {"kind": "vocoder", "train": {
+        "dataset": "am", "preset": "mel-24khz", "max_steps": 500, "init": vocoder}})
+    START_FROM, VOCODER_START_FROM = 3, 9
+    live = training.restore_form(AppContext(ws))
+    assert live[START_FROM]["value"] == "runs/earlier/checkpoints/step-100"
+    assert live[VOCODER_START_FROM]["value"] == "runs/earlier-vocoder/checkpoints/step-100"
+
+    for run, state in (("last", "finished"), ("last-vocoder", "stopped")):
+        jobs.update_status(ws.run_dir(run), state=state)
+    ended = training.restore_form(AppContext(ws))
+    assert ended[START_FROM]["value"] == training.SCRATCH
+    assert ended[VOCODER_START_FROM]["value"] == training.VOCODER_SCRATCH[0]
+    assert ended[1]["value"] == "tiny" and ended[2]["value"] == 1000 and ended[11]["value"] == 500  # size, steps

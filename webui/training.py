@@ -350,12 +350,15 @@ def held_out_line(ws, dataset: str) -> str:
 def _restored_training(ws, t: dict) -> tuple:
     """The Training form's part from the last training run's config `t`: the engine with the controls it shows
     (an F5 run's licence yes and reference clip, else the Matcha size), so Start starts the same kind of run.
+    "Start from" comes back only while that run is active: after it ended, Start on a fresh page quietly fine-tuned
+    from what the old run began from. Resume does not read the box (it continues a run's own checkpoints).
     Order: preset, steps, start from, mode, every GPU, engine, licence, reference clip."""
     engine = families.get(t.get("engine")).NAME
     licence, prompt, size, mode, _, start_from = engine_controls(engine)
     if families.get(engine).HAS_SIZES:  # an F5 run's size is the base's, not a choice: the Matcha size stays
         size = {**size, "value": t["preset"]}
-    init = t["init"] if t["init"] in control.init_choices(ws) else SCRATCH
+    live = t.get("state") in jobs.ACTIVE  # queued, training or stopping, as Stop reads it (run_buttons)
+    init = t["init"] if live and t["init"] in control.init_choices(ws) else SCRATCH
     return (size, gr.update(value=t["max_steps"]), {**start_from, "value": init},
             {**mode, "value": saved_option(t, "finetune_mode", "full")}, gr.update(value=t["all_gpus"]),
             gr.update(value=engine), {**licence, "value": bool(t.get("licence_accepted"))},
@@ -364,7 +367,8 @@ def _restored_training(ws, t: dict) -> tuple:
 
 def restore_form(ctx: AppContext) -> tuple:
     """The form as the curator last filled it (the active run's choices, else the newest run's), so a reload
-    does not blank the dataset, put the steps back to the default or bring an F5 run's form back on Matcha.
+    does not blank the dataset, put the steps back to the default or bring an F5 run's form back on Matcha; the
+    "start from" pickers only while that run is active (an ended run's would seed the next run unnoticed).
     With no run yet the steps start where the Optimizations tab says (a setting saved there since the app
     started included); the rest stays as built. Order: dataset, preset, steps, start from, mode, every GPU,
     engine, licence, reference clip, vocoder start from, size, steps, the Optimizations tab's saved steps."""
@@ -376,7 +380,8 @@ def restore_form(ctx: AppContext) -> tuple:
     newest = next(iter(last.values()), {}).get("dataset")  # the last run's, else the dataset prepared last
     form = (dataset_pick(ws, newest),)
     form += _restored_training(ws, t) if t else (keep, gr.update(value=settings.default_steps(ws)), *(keep,) * 6)
-    form += (gr.update(value=v["init"] if v["init"] in inference.list_vocoders(ws) else VOCODER_SCRATCH[0]),
+    live = v.get("state") in jobs.ACTIVE  # as for the acoustic run: an ended run's start from is not restored
+    form += (gr.update(value=v["init"] if live and v["init"] in inference.list_vocoders(ws) else VOCODER_SCRATCH[0]),
              gr.update(value=v["preset"]), gr.update(value=v["max_steps"])) if v else (keep,) * 3
     return form + (settings.default_steps(ws),)  # the saved steps as the page has them (form_on_open)
 

@@ -261,7 +261,7 @@ def state_line(ws: Workspace, name: str) -> str:
 def last_choices(ws: Workspace) -> dict:
     """The Training form as the curator last filled it: the active run's choices, else the newest run's (a
     reload shows them again instead of a blank dataset and the default steps). {"train": ..., "vocoder": ...},
-    each the config of the newest run of that kind (batch probes left out), or absent."""
+    each the config of the newest run of that kind (batch probes left out) with that run's "state", or absent."""
     found = {}
     for r in sorted(run_table(ws), key=lambda r: r["status"] not in ACTIVE):  # stable: newest first within
         if r["run"].startswith(PROBE_PREFIX):
@@ -272,7 +272,7 @@ def last_choices(ws: Workspace) -> dict:
         if config and kind not in found:
             status = read_json(ws.run_dir(r["run"]) / "status.json", {}) or {}
             found[kind] = {**config, "all_gpus": (status.get("nproc") or 1) > 1,
-                           "init": _relative(ws, config.get("init") or "")}
+                           "init": _relative(ws, config.get("init") or ""), "state": r["status"]}
     return found
 
 
