@@ -444,3 +444,57 @@ def test_a_source_that_does_not_exist_is_refused_before_anything_is_estimated_or
     assert "nonexist.zip: not found: give a zip, a folder or files that exist" in said.err
     assert "Preparing will take" not in said.out + said.err and "upload(s)" not in said.out + said.err
     assert not ws.dataset_dir("gone").exists()
+
+
+# ---------------------------------------------------------------------------- adding to a dataset
+def pairs(folder: Path, ids: list[str], first: int = 0) -> Path:
+    """Audio + .txt pairs of the fixture's sentences, one a clip."""
+    for i, uid in enumerate(ids, first):
+        speech(folder / f"{uid}.wav", i)
+        (folder / f"{uid}.txt").write_text(SENTS[i % len(SENTS)], encoding="utf-8")
+    return folder
+
+
+def test_a_second_days_recordings_say_how_many_clips_were_added_to_the_dataset(tmp_path, monkeypatch, capsys):
+    """Preparing more recordings into a dataset said only the totals: not how many clips were new."""
+    import app
+
+    monkeypatch.setenv("AMHARIC_TTS_WORKERS", "1")
+    ws = Workspace.open(tmp_path / "ws")
+    first = list(prepare(ws, "abebe", ljspeech(tmp_path / "day1", 3), workers=1))
+    assert first[-1].message.startswith("3 usable of 3 clip(s)")  # a first import says what it always said
+    assert "new_clips" not in first[-1].result
+    day2 = tmp_path / "day2"
+    for i, uid in ((3, "b0"), (4, "b1")):
+        speech(day2 / "wavs" / f"{uid}.wav", i)
+    (day2 / "metadata.csv").write_text(f"b0|{SENTS[3]}\nb1|{SENTS[4]}\n", encoding="utf-8")
+    assert app.main(["prepare", "--workspace", str(ws.root), "--name", "abebe", str(day2)]) == 0  # the CLI
+    said = capsys.readouterr().out
+    assert "2 new clip(s) added to abebe (3 before, 5 now); 5 usable of 5 clip(s)" in said
+    assert '"new_clips": 2' in said and '"clips_before": 3' in said
+    again = list(prepare(ws, "abebe", None, workers=1))[-1]  # the tab's Prepare on what raw/ holds: nothing new
+    assert again.message.startswith("0 new clip(s) added to abebe (5 before, 5 now); ")
+    assert again.result["new_clips"] == 0 and again.result["clips"] == 5
+
+
+def test_an_edited_csv_export_put_back_as_an_upload_is_named_and_not_read_as_rows(tmp_path):
+    """A dataset's rows exported as a CSV, edited and uploaded again under its name were silently skipped (beside a
+    metadata.csv) or read as a transcript table that took its text alone and changed the format (beside pairs)."""
+    from utils.datasets import export_rows
+    from webui.dataset import run_prepare, summary_markdown
+
+    ws = Workspace.open(tmp_path / "ws")
+    run(ws, "abebe", pairs(tmp_path / "day1", ["a0", "a1", "a2"]))
+    rows = load_manifest(ws, "abebe")
+    export = export_rows(ws, "abebe", tmp_path / "abebe.csv")
+    export.write_text(export.read_text(encoding="utf-8-sig").replace(rows[0]["text"], "ሰላም ነው"), encoding="utf-8-sig")
+    given = export.read_bytes()
+    log = list(run_prepare(ws, [str(export)], "", "abebe", "auto", "phoneme", None, None, None))[-1]  # the tab
+    ds = ws.dataset_dir("abebe")
+    assert ("raw/abebe.csv: looks like the studio's CSV export of abebe's rows (its columns are the export's), so it "
+            "was not read back as rows and its edits are not in the dataset") in log
+    assert f"`python app.py export-dataset abebe abebe.jsonl`), edit that file and put it in {ds} as manifest.jsonl" in log
+    assert "0 new clip(s) added to abebe (3 before, 3 now)" in log
+    assert "raw/abebe.csv: looks like the studio's CSV export" in summary_markdown(ws, "abebe")  # stays in the summary
+    assert load_manifest(ws, "abebe") == rows and load_report(ws, "abebe")["summary"]["format"] == "pairs"
+    assert (ds / "raw" / "abebe.csv").read_bytes() == given and export.read_bytes() == given  # nothing lost or changed

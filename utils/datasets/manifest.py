@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -100,6 +101,21 @@ def export_rows(ws: Workspace, name: str, out: Path) -> Path:
                          "; ".join((r.get("notes") or {}).values())] for r in rows)
     tmp.replace(out)
     return out
+
+
+def is_export_csv(path: Path) -> bool:
+    """Whether a table's header holds every column the CSV export writes (EXPORT_COLUMNS, in any order and with any
+    separator, as a spreadsheet saves it again after an edit): a dataset's rows to read, which are not read back."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)  # the header line, not a 200k-row table
+    except OSError:
+        return False
+    text = head.decode("utf-16", "ignore") if head.startswith((b"\xff\xfe", b"\xfe\xff")) else \
+        head.decode("utf-8-sig", "ignore")
+    first = text.lstrip().splitlines()[0] if text.strip() else ""
+    names = {n.strip().strip('"').strip().lower() for n in re.split(r"[,;\t|]", first)}
+    return set(EXPORT_COLUMNS) <= names
 
 
 def load_report(ws: Workspace, name: str) -> dict:

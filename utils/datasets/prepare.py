@@ -26,8 +26,8 @@ from utils.datasets.clips import process_clip, segment_recording
 from utils.datasets.config import PrepareConfig
 from utils.datasets.disk import check_space, describe as describe_disk
 from utils.datasets.features import record_digests
-from utils.datasets.manifest import save_manifest, write_report
-from utils.datasets.sources import DEFAULT_SPEAKER, Item, discover, import_source
+from utils.datasets.manifest import is_export_csv, save_manifest, write_report
+from utils.datasets.sources import DEFAULT_SPEAKER, Item, discover, import_source, raw_files
 from utils.datasets.split import assign_split
 from utils.events import Event, StudioError, time_left
 from utils.datasets.manifest import record_read_with
@@ -93,26 +93,29 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
         sources = [sources]
     sources = [Path(s) for s in sources or []]
     origin = sources[0].parent if len(sources) == 1 and sources[0].suffix.lower() in (".csv", ".tsv") else None
+    last = read_json(ds_dir / "prepare.json", default={}) or {}
     if sources:
         how = "bringing" if in_place else "copying"  # a folder in a data folder is linked, read where it is
         yield Event("import", 0, len(sources), f"{how} {len(sources)} upload(s) into {raw}"
                     + (" (a folder inside a data folder is read where it is, not copied)" if in_place else ""))
         errors += import_source(sources, raw, cfg, in_place)
-    elif (read_json(ds_dir / "prepare.json", default={}) or {}).get("uploads_dropped"):
+    elif last.get("uploads_dropped"):
         raise StudioError(f"Dataset {name!r} was prepared without keeping a copy of its uploads, so it cannot be "
                           "prepared again from them: give the recordings again (upload them, or their path).")
     elif not raw.exists():
         raise StudioError(f"Dataset {name!r} has nothing in raw/; give a zip, folder or files to prepare.")
     else:  # a re-run on what raw/ holds: same format and columns as last time unless told otherwise
-        last = read_json(ds_dir / "prepare.json", default={}) or {}
         fmt = last.get("format", fmt) if fmt == "auto" else fmt
         columns = columns or last.get("columns")
+    exports = exports_put_back(ds_dir, last)  # said, and not read as a transcript table
+    errors += [{"source": f.relative_to(ds_dir).as_posix(), "message": export_not_read(ds_dir, f, name)}
+               for f in exports]
     for e in errors:
         yield Event("import", message=e["message"], level="warning")
 
     # 2. discover the utterances
     try:
-        found = discover(ds_dir, fmt, columns, origin)
+        found = discover(ds_dir, fmt, columns, origin, exports)
     except StudioError as exc:  # nothing to prepare: say so in the report too
         if not store.exists(ds_dir):
             write_report(ws, name, errors + [{"source": str(sources[0].name if sources else "raw"),
@@ -127,8 +130,10 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
         yield Event("discover", message=note, level="info")
     yield Event("discover", len(found.items), len(found.items), f"format {found.format}: {len(found.items)} item(s)")
     # from here on the folder is a dataset that a failure keeps (see prepare): written before any long work
+    tables = [f.relative_to(ds_dir).as_posix() for f in raw_files(raw)
+              if f.suffix.lower() in (".csv", ".tsv") and f not in exports] if found.format == "csv" else []
     atomic_write_json(ds_dir / "prepare.json", {"format": found.format, "frontend": frontend, "columns": columns,
-                                                "config": cfg.to_dict(),
+                                                "config": cfg.to_dict(), "tables": tables,
                                                 "features": feature_cfg.to_dict() if feature_cfg else None})
     yield from decode_compressed(ds_dir, found, errors)
     done = {d["key"]: d["result"] for d in read_jsonl(state / "done.jsonl")}
@@ -240,7 +245,8 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
                      "music": None, "notes": {**it.notes, **res["notes"]}, "metrics": res["metrics"], "review": None})
     if not rows:  # a dataset of no clip would be offered by every picker and fail every run: none is made
         raise NoDataset(nothing_usable(sources or sorted(p for p in raw.rglob("*") if p.is_file()), errors))
-    kept = _carry_decisions(ws, name, rows, cfg, user_dict)
+    old = {r["id"]: r for r in store.iter_rows(ds_dir)} if store.exists(ds_dir) else None  # None: a first import
+    kept = _carry_decisions(old or {}, rows, cfg, user_dict)
     if kept:
         yield Event("check", message=kept)
     finish_rows(rows, cfg)
@@ -274,7 +280,49 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
                         "asked: the clips are made; preparing again needs the recordings given again")
     summary = report["summary"]
     level = "info" if rows else "error"
-    yield Event("done", len(rows), len(rows), describe(summary, name), level=level, result={"name": name, **summary})
+    added, counts = what_was_added(name, old, rows)
+    yield Event("done", len(rows), len(rows), added + describe(summary, name), level=level,
+                result={"name": name, **summary, **counts})
+
+
+def what_was_added(name: str, old: dict[str, dict] | None, rows: list[dict]) -> tuple[str, dict]:
+    """For a preparation into a dataset that had rows (`old`, by id; None for a first import): how many clips are new
+    and how many it had and has, said first in the summary ("" for a first import), and the counts for the result.
+    An id it had that now holds another recording, or that no recording made again, is said too."""
+    if old is None:
+        return "", {}
+    now = {r["id"]: r for r in rows}
+    new = [i for i in now if i not in old]
+    other = [i for i in now if i in old and old[i].get("source") != now[i]["source"]]
+    gone = [i for i in old if i not in now]
+    shown = lambda ids: ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+    said = f"{len(new)} new clip(s) added to {name} ({len(old)} before, {len(now)} now)"
+    if other:
+        said += f"; {len(other)} id(s) it had now hold another recording ({shown(other)})"
+    if gone:
+        said += f"; {len(gone)} row(s) it had were not made again ({shown(gone)})"
+    return said + "; ", {"new_clips": len(new), "clips_before": len(old)}
+
+
+def exports_put_back(ds_dir: Path, last: dict) -> tuple[Path, ...]:
+    """CSV exports of rows (manifest.is_export_csv) in raw/ of a dataset that has rows: the export is not read back,
+    so one uploaded again after an edit is set aside, with why (read as a transcript table it took its text alone and
+    left the other recordings out; beside a metadata.csv it was skipped unsaid). A table a dataset was first made from
+    (prepare.json's "tables" of a csv import) is read as before. `last`: prepare.json as it was."""
+    if not store.exists(ds_dir):
+        return ()
+    made_from = set(last.get("tables") or [])
+    return tuple(f for f in raw_files(ds_dir / "raw") if f.suffix.lower() in (".csv", ".tsv")
+                 and f.relative_to(ds_dir).as_posix() not in made_from and is_export_csv(f))
+
+
+def export_not_read(ds_dir: Path, path: Path, name: str) -> str:
+    """Why an export put back as an upload was not read, and the way rows edited outside the studio come back."""
+    return (f"{path.relative_to(ds_dir).as_posix()}: looks like the studio's CSV export of {name}'s rows (its columns "
+            "are the export's), so it was not read back as rows and its edits are not in the dataset: the CSV is for "
+            f"reading and sharing. To change rows outside the studio, export them as JSON lines (`python app.py "
+            f"export-dataset {name} {name}.jsonl`), edit that file and put it in {ds_dir} as manifest.jsonl: it "
+            "replaces the rows on next use. The CSV stays in raw/ as uploaded.")
 
 
 EXPECTED = ("a dataset needs speech recordings with their transcripts: a zip or files in LJSpeech layout "
@@ -415,11 +463,10 @@ def _decide(row: dict) -> None:
     row["excluded"] = review == "exclude" or (review != "keep" and checks.default_excluded(row["flags"]))
 
 
-def _carry_decisions(ws: Workspace, name: str, rows: list[dict], cfg: PrepareConfig, user_dict: dict) -> str | None:
-    """A re-run keeps what the curator decided: keep/exclude and fixed transcripts (a fixed transcript wins over the
-    text the files give now). Returns what it kept, said so the curator knows (None: nothing was)."""
-    folder = ws.dataset_dir(name)
-    old = {r["id"]: r for r in store.read_all(folder)} if store.exists(folder) else {}
+def _carry_decisions(old: dict[str, dict], rows: list[dict], cfg: PrepareConfig, user_dict: dict) -> str | None:
+    """A re-run keeps what the curator decided (`old`: the table's rows by id): keep/exclude and fixed transcripts (a
+    fixed transcript wins over the text the files give now). Returns what it kept, said so the curator knows (None:
+    nothing was)."""
     decided, fixed = 0, []
     for r in rows:
         prev = old.get(r["id"])

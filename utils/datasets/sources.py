@@ -117,10 +117,12 @@ def raw_files(raw: Path) -> list[Path]:
 
 
 # --------------------------------------------------------------------------------------- discover
-def discover(ds_dir: Path, fmt: str = "auto", columns: dict | None = None, origin: Path | None = None) -> Discovery:
-    """Find utterances under `ds_dir/raw`. `origin` is where a lone CSV came from (its audio is copied in)."""
+def discover(ds_dir: Path, fmt: str = "auto", columns: dict | None = None, origin: Path | None = None,
+             set_aside: tuple[Path, ...] = ()) -> Discovery:
+    """Find utterances under `ds_dir/raw`. `origin` is where a lone CSV came from (its audio is copied in);
+    `set_aside`: files of raw/ that are not read (nor pick the format), the caller says why."""
     raw = ds_dir / "raw"
-    files = raw_files(raw)
+    files = [p for p in raw_files(raw) if p not in set_aside]
     if not files:
         raise StudioError("Nothing usable was uploaded: no files found (an empty folder or zip?).")
     fmt = detect_format(files) if fmt == "auto" else fmt
