@@ -16,7 +16,7 @@ from utils.datasets.sources import discover
 from utils.datasets.split import assign_split
 from utils.datasets.subtitles import parse_subtitles
 from utils.events import StudioError, run_to_end
-from utils.workspace import Workspace
+from utils.workspace import Workspace, read_json
 
 SENTS = sentences(12)
 
@@ -498,3 +498,9 @@ def test_an_edited_csv_export_put_back_as_an_upload_is_named_and_not_read_as_row
     assert "raw/abebe.csv: looks like the studio's CSV export" in summary_markdown(ws, "abebe")  # stays in the summary
     assert load_manifest(ws, "abebe") == rows and load_report(ws, "abebe")["summary"]["format"] == "pairs"
     assert (ds / "raw" / "abebe.csv").read_bytes() == given and export.read_bytes() == given  # nothing lost or changed
+    # a dataset made from a CSV before prepare.json named its tables: its table may be such an export, read as before
+    from utils.datasets.prepare import exports_put_back
+
+    last = {k: v for k, v in read_json(ds / "prepare.json").items() if k != "tables"}
+    assert exports_put_back(ds, {**last, "format": "pairs"}) == (ds / "raw" / "abebe.csv",)
+    assert exports_put_back(ds, {**last, "format": "csv"}) == ()

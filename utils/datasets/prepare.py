@@ -309,8 +309,8 @@ def exports_put_back(ds_dir: Path, last: dict) -> tuple[Path, ...]:
     so one uploaded again after an edit is set aside, with why (read as a transcript table it took its text alone and
     left the other recordings out; beside a metadata.csv it was skipped unsaid). A table a dataset was first made from
     (prepare.json's "tables" of a csv import) is read as before. `last`: prepare.json as it was."""
-    if not store.exists(ds_dir):
-        return ()
+    if not store.exists(ds_dir) or ("tables" not in last and last.get("format") == "csv"):
+        return ()  # a csv dataset prepared before "tables" was recorded: its table may be an export; read it as before
     made_from = set(last.get("tables") or [])
     return tuple(f for f in raw_files(ds_dir / "raw") if f.suffix.lower() in (".csv", ".tsv")
                  and f.relative_to(ds_dir).as_posix() not in made_from and is_export_csv(f))
