@@ -504,3 +504,20 @@ def test_an_edited_csv_export_put_back_as_an_upload_is_named_and_not_read_as_row
     last = {k: v for k, v in read_json(ds / "prepare.json").items() if k != "tables"}
     assert exports_put_back(ds, {**last, "format": "pairs"}) == (ds / "raw" / "abebe.csv",)
     assert exports_put_back(ds, {**last, "format": "csv"}) == ()
+
+
+def test_a_day_two_recording_under_a_day_one_id_does_not_take_its_decisions(tmp_path):
+    """Same-named files in two uploads got their ids in the order of the folders' names: day two's `alpha/u0` took the
+    id u0 from day one's `zeta/u0`, whose Exclude then fell on the new recording (and the old one became u0-dup2)."""
+    from utils.datasets.curate import apply_edits
+
+    ws = Workspace.open(tmp_path / "ws")
+    run(ws, "abebe", pairs(tmp_path / "zeta", ["u0", "u1"]))
+    first = {r["id"]: r for r in load_manifest(ws, "abebe")}
+    apply_edits(ws, "abebe", [{"id": "u0", "action": "exclude"}])
+    run(ws, "abebe", pairs(tmp_path / "alpha", ["u0"], first=5))
+    rows = {r["id"]: r for r in load_manifest(ws, "abebe")}
+    assert rows["u0"]["source"] == first["u0"]["source"] == "raw/zeta/u0.wav"
+    assert rows["u0"]["excluded"] and rows["u0"]["review"] == "exclude"  # the decision stays with its recording
+    assert rows["u0-dup2"]["source"] == "raw/alpha/u0.wav" and not rows["u0-dup2"]["review"]
+    assert rows["u0-dup2"]["text"] == SENTS[5 % len(SENTS)]

@@ -115,7 +115,8 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
 
     # 2. discover the utterances
     try:
-        found = discover(ds_dir, fmt, columns, origin, exports)
+        owners = {r["id"]: r.get("source") for r in store.iter_rows(ds_dir)} if store.exists(ds_dir) else {}
+        found = discover(ds_dir, fmt, columns, origin, exports, owners)
     except StudioError as exc:  # nothing to prepare: say so in the report too
         if not store.exists(ds_dir):
             write_report(ws, name, errors + [{"source": str(sources[0].name if sources else "raw"),

@@ -118,9 +118,10 @@ def raw_files(raw: Path) -> list[Path]:
 
 # --------------------------------------------------------------------------------------- discover
 def discover(ds_dir: Path, fmt: str = "auto", columns: dict | None = None, origin: Path | None = None,
-             set_aside: tuple[Path, ...] = ()) -> Discovery:
+             set_aside: tuple[Path, ...] = (), owners: dict[str, str] | None = None) -> Discovery:
     """Find utterances under `ds_dir/raw`. `origin` is where a lone CSV came from (its audio is copied in);
-    `set_aside`: files of raw/ that are not read (nor pick the format), the caller says why."""
+    `set_aside`: files of raw/ that are not read (nor pick the format), the caller says why; `owners`: the dataset's
+    rows so far, id -> source, so a recording keeps the id (and the decisions) it had."""
     raw = ds_dir / "raw"
     files = [p for p in raw_files(raw) if p not in set_aside]
     if not files:
@@ -130,7 +131,7 @@ def discover(ds_dir: Path, fmt: str = "auto", columns: dict | None = None, origi
         raise StudioError(f"Unknown format {fmt!r}; use one of {', '.join(FORMATS)}.")
     items, errors = {"ljspeech": _ljspeech, "csv": _csv, "pairs": _pairs, "subtitles": _subtitles,
                      "long": _long}[fmt](ds_dir, files, columns or {}, origin)
-    _dedupe_ids(items)
+    _dedupe_ids(items, owners or {})
     notes = [e["message"] for e in errors if e.get("level") == "info"]
     return Discovery(fmt, items, [e for e in errors if e.get("level") != "info"], notes)
 
@@ -166,14 +167,22 @@ def line_id(uid: str) -> str:
     return safe_id(str(Path(uid).with_suffix("")) if Path(uid).suffix.lower() in AUDIO_SUFFIXES else uid)
 
 
-def _dedupe_ids(items: list[Item]) -> None:
-    seen: Counter = Counter()
+def _dedupe_ids(items: list[Item], owners: dict[str, str]) -> None:
+    """Several recordings under one id: the one that held it before (`owners`: id -> source) keeps it, else the first
+    found; the others are renamed id-dup2, id-dup3, ... A day-two folder that sorts before day one's would otherwise
+    take the id, and day one's review (an Exclude, a fixed text) would land on the new recording."""
+    holder = {}
     for it in items:
-        seen[it.id] += 1
-        if seen[it.id] > 1:
-            it.notes["duplicate_id"] = (f"id {it.id!r} appears {seen[it.id]} times; this copy is renamed "
-                                        f"{it.id}-dup{seen[it.id]}")
-            it.id = f"{it.id}-dup{seen[it.id]}"
+        if owners.get(it.id) == it.source:
+            holder.setdefault(it.id, it)
+    renamed: Counter = Counter()
+    for it in items:
+        if holder.setdefault(it.id, it) is not it:
+            renamed[it.id] += 1
+            n = renamed[it.id] + 1
+            it.notes["duplicate_id"] = (f"id {it.id!r} is given to {n} or more recordings; this one is renamed "
+                                        f"{it.id}-dup{n}")
+            it.id = f"{it.id}-dup{n}"
 
 
 def _audio_index(files: list[Path]) -> dict[str, list[Path]]:
