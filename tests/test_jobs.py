@@ -213,6 +213,26 @@ def test_after_stop_the_heartbeat_keeps_saying_stopping_until_the_trainer_ends(t
         trainer.wait()
 
 
+def test_a_stop_pressed_as_a_run_gets_its_turn_never_starts_the_trainer(tmp_path, monkeypatch):
+    """Stop pressed while the launcher had its turn but read the transcripts again (the trainer not yet started) was
+    lost: the signal was the launcher's and the trainer's start cleared the STOP request, so the run trained on after
+    "left the queue" (a cancelled transcript check's aligner went on training in its folder, holding the device)."""
+    run_dir = tmp_path / "runs" / "late-stop"
+    run_dir.mkdir(parents=True)
+    jobs.update_status(run_dir, state="queued", devices="cpu", nproc=1, queued=time.time(), machine=jobs.machine_id(),
+                       config=str(run_dir / "config.json"), message="starting")
+    started, popen = [], subprocess.Popen
+    monkeypatch.setattr(jobs, "read_transcripts_again", lambda *_: jobs.stop(Workspace.open(tmp_path), "late-stop"))
+    monkeypatch.setattr(jobs.subprocess, "Popen", lambda *a, **k: started.append(a) or popen(["true"]))
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        assert jobs.launch(run_dir) == 0  # in this process: Stop's signal comes here
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert started == []
+    assert jobs.read_status(run_dir)["state"] == "stopped"
+
+
 def test_a_second_stop_ends_every_rank_of_a_torchrun_run(tmp_path):
     """torch elastic starts each rank in a session of its own: killing the launcher's and rank 0's process groups
     left ranks 1.. alive, holding their GPU memory until the 45-minute collective timeout."""

@@ -3,6 +3,7 @@ the aligner the last check trained and aligns only the clips that changed; Cance
 process, stops a running check and keeps what it did."""
 from __future__ import annotations
 
+import fcntl
 import re
 
 import pytest
@@ -58,6 +59,30 @@ def test_cancel_stops_a_running_check_and_a_request_with_none_running_is_refused
     assert not check_running(ws, "am")
     assert jobs.reconcile(ws.run_dir(check_run("am"))).get("state") not in jobs.ACTIVE  # its training stopped too
     assert not scoring.cancel_path(ws, "am").exists()  # the next check is not cancelled by this request
+
+
+def test_a_cancelled_check_leaves_no_run_or_lock_behind_and_the_next_check_starts_cleanly(ws):
+    """Cancel while the aligner trains: the check ends only once its training's processes have, its throwaway run
+    folder removed (no later check resumes an unfinished training) and the device's lock free for the next run; the
+    dataset is as it was, and a check right after runs to its end."""
+    rows = datasets.load_manifest(ws, "am")
+    events = check_transcripts(ws, "am", method="alignment", steps=100_000)
+    while not next(events).message.startswith("training the aligner"):
+        pass
+    scoring.cancel_check(ws, "am")
+    with pytest.raises(StudioError, match="The check of am was cancelled"):
+        for _ in events:
+            pass
+    assert not ws.run_dir(check_run("am")).exists()
+    with open(ws.root / ".locks" / "cpu.lock", "a") as lock:  # no launcher or trainer of the check holds the CPU
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    assert not check_running(ws, "am")
+    assert datasets.load_manifest(ws, "am") == rows and all((ws.dataset_dir("am") / r["audio"]).exists() for r in rows)
+
+    result = run_to_end(check_transcripts(ws, "am", method="alignment", steps=2))
+    assert len(result["rows"]) == 6
+    assert jobs.read_status(ws.run_dir(check_run("am")))["state"] == "finished"  # kept: the next check reuses it
 
 
 def test_the_cancel_button_stops_the_check_in_the_browser(start_app, page, tmp_path):

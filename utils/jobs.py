@@ -353,10 +353,16 @@ def launch(run_dir: Path) -> int:
     print(f"[jobs] {time.strftime('%H:%M:%S')} starting on {status['devices']}: {' '.join(trainer_command(status))}",
           flush=True)
     read_transcripts_again(run_dir, status)
+    if stop_requested or (run_dir / "STOP").exists():  # Stop pressed since the turn came (the trainer's start would
+        # clear the STOP request, and the signal was this launcher's): the trainer is not started
+        update_status(run_dir, state="stopped", ended=time.time(), message="removed from the queue before it started")
+        return 0
     child = subprocess.Popen(trainer_command(status), cwd=ROOT, stdin=subprocess.DEVNULL)
     update_status(run_dir, state="running", pid=child.pid, started=time.time(), heartbeat=time.time(),
                   message="training")
     signal.signal(signal.SIGTERM, lambda s, f: _signal(child.pid, signal.SIGTERM))
+    if stop_requested:  # a signal in the moment between: passed on
+        _signal(child.pid, signal.SIGTERM)
     code = child.wait()
     final = read_status(run_dir)
     print(f"[jobs] {time.strftime('%H:%M:%S')} trainer ended with code {code}", flush=True)

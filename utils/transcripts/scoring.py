@@ -517,17 +517,20 @@ def train_aligner(ws: Workspace, dataset: str, steps: int, device: str = "auto")
                 yield Event(STAGE, step, steps, f"{status['message']} (the aligner waits its turn)" if waiting
                             else "training the aligner on this dataset" + (f", about {left} left" if left else ""))
             time.sleep(0.5)
-    finally:  # the caller went away (a closed page, Ctrl-C): the training stops with it, not behind its back
-        if status.get("state") in jobs.ACTIVE:
-            _stop_and_wait(ws, name)
+    finally:  # cancelled, or the caller went away (a closed page, Ctrl-C): the training stops with it, not behind
+        # its back, and its folder goes (no later check resumes an unfinished training: it starts afresh, above).
+        # Removed only once its processes have ended: nothing writes in it any more, and they hold no device lock
+        if status.get("state") in jobs.ACTIVE and _stop_and_wait(ws, name):
+            shutil.rmtree(ws.run_dir(name), ignore_errors=True)
     if status.get("state") != "finished" or not status.get("last_checkpoint"):
         raise StudioError(f"The aligner's training did not finish ({status.get('state')}: "
                           f"{status.get('message', '')[:400]}); see {path.parent / 'train.log'}.")
     return Path(status["last_checkpoint"])
 
 
-def _stop_and_wait(ws: Workspace, name: str, patience_s: float = 60.0) -> None:
-    """Ask the aligner's trainer to stop (it saves and exits), and wait for it; kill it if it does not end."""
+def _stop_and_wait(ws: Workspace, name: str, patience_s: float = 60.0, kill_s: float = 10.0) -> bool:
+    """Ask the aligner's trainer to stop (it saves and exits), and wait for it; kill it if it does not end. True once
+    its launcher and trainer have ended (the launcher holds the device's lock until then)."""
     from utils import jobs
 
     run_dir = ws.run_dir(name)
@@ -539,6 +542,12 @@ def _stop_and_wait(ws: Workspace, name: str, patience_s: float = 60.0) -> None:
     jobs.stop(ws, name)
     deadline = time.time() + patience_s
     while running() and time.time() < deadline:
+        if not (run_dir / "STOP").exists():  # asked as the trainer started: its start cleared the request
+            jobs.stop(ws, name)
         time.sleep(0.2)
     if running():
         jobs.stop(ws, name)  # a second Stop kills the process group
+        deadline = time.time() + kill_s
+        while running() and time.time() < deadline:
+            time.sleep(0.2)
+    return not running()
