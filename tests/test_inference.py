@@ -99,6 +99,8 @@ def test_a_line_whose_only_words_are_in_the_dictionary_is_spoken(ws, tmp_path):
     save_user_dict(ws, {"Hello": ["h", "ə", "l", "o"]})
     _, _, info = inference.synthesize(ws, CKPT, "Hello!", steps=1)
     assert info["spoken"] == 1 and info["rows"][0]["phonemes"] == "h ə l o !"
+    _, _, info = inference.synthesize(ws, CKPT, "hello!", steps=1)  # its entry in another case reads it too
+    assert info["spoken"] == 1 and info["rows"][0]["phonemes"] == "h ə l o !"
     lines = tmp_path / "lines.txt"
     lines.write_text("hi|Hello\nbye|Goodbye\n", encoding="utf-8")
     result = run_to_end(inference.speak_file(ws, CKPT, lines, steps=1))

@@ -73,6 +73,8 @@ def test_the_dictionary_changes_consonants_and_vowels_but_not_length_or_ejective
     assert changed != plain and text.latin("ሰላም ነው", {"ሰላም": "s e l a m".split()}) == "seelaame nawe"
     assert text.latin("BBC") == romanize("ቢቢሲ")  # an abbreviation is spelled, unless the dictionary holds it
     assert text.latin("BBC", {"BBC": "b i b i s i".split()}) == respell("b i b i s i".split())
+    assert text.latin("bbc", {"BBC": "b i b i s i".split()}) == respell("b i b i s i".split())  # in any case,
+    assert text.latin("BBC", {"bbc": "b i b i s i".split()}) == respell("b i b i s i".split())  # as Matcha reads
 
 
 def test_a_base_that_is_not_mms_is_refused_naming_the_files(base, tmp_path):

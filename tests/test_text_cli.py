@@ -38,6 +38,15 @@ def test_g2p_warns_only_of_latin_words_the_dictionary_lacks(capsys, tmp_path):
     assert "Yahoo" in said.err and "Google" not in said.err
 
 
+def test_g2p_reads_a_latin_word_by_its_entry_in_another_case(capsys, tmp_path):
+    """An entry "Google" was not used for "google", and the warning asked for "google" to be added."""
+    (tmp_path / "pronunciations.tsv").write_text("Google\tɡ u ɡ ə l\n", encoding="utf-8")
+    assert app.main(["g2p", "--workspace", str(tmp_path), "ሰላም google"]) == 0
+    said = capsys.readouterr()
+    assert said.out.splitlines()[1] == "s ə l a m | ɡ u ɡ ə l"
+    assert "google" not in said.err
+
+
 def test_g2p_without_text_or_a_readable_file_is_a_user_error(capsys, tmp_path):
     assert app.main(["g2p", "--workspace", str(tmp_path)]) == 2
     assert app.main(["g2p", "--workspace", str(tmp_path), "--words", str(tmp_path / "nope.txt")]) == 2

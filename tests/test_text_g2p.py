@@ -190,6 +190,29 @@ def test_a_latin_word_glued_to_amharic_letters_is_read_and_said():
     assert phonemize("የGoogle", {"Google": entry}) == ["j", "ə"] + entry
 
 
+def test_a_latin_word_finds_its_dictionary_entry_in_any_case_the_exact_one_first():
+    """An entry "Google" was not used for "google" (nor "google" for "Google"), and the warning asked for the other
+    spelling. A Latin word falls back to its entry in another case: the exact one first, then the lowercase one;
+    the G2P tab and the CLI read through convert.analyze."""
+    from utils.text.convert import analyze
+
+    google, rules = "ɡ u ɡ ə l".split(), phonemize("google")
+    for written, key in (("google", "Google"), ("Google", "google"), ("GOOGLE", "Google")):
+        said = analyze(f"{written} ዜና", {key: google})
+        assert said.ipa == "ɡ u ɡ ə l | z e n a" and said.warnings == [], (written, key)
+    assert rules != google
+    assert phonemize("የgoogle", {"Google": google}) == ["j", "ə"] + google  # with a preposition too
+    said = analyze("ሰላም google Yahoo", {"Google": google})
+    assert len(said.warnings) == 1 and "Yahoo" in said.warnings[0] and "oogle" not in said.warnings[0]
+
+    bbc = "b i b i s i j ə".split()
+    said = analyze("BBC", {"bbc": bbc})  # an abbreviation the dictionary holds in lowercase is not spelled
+    assert said.ipa == " ".join(bbc) and said.warnings == []
+    both = {"Us": ["a"], "us": ["u", "s"], "US": ["j", "u"]}
+    assert [word_to_ipa(w, both) for w in ("Us", "us", "US", "uS")] == [["a"], ["u", "s"], ["j", "u"], ["u", "s"]]
+    assert word_to_ipa("ሰላም", {"ሰላም": ["x"]}) == ["x"] and word_to_ipa("ሠላም", {"ሰላም": ["x"]}) == ["x"]
+
+
 def test_a_broken_dictionary_line_is_reported_with_its_number(tmp_path):
     ws = Workspace.open(tmp_path / "ws")
     ws.pronunciations.write_text("ሰላም\ts ə l a m\nbroken line\n", encoding="utf-8")

@@ -17,7 +17,7 @@ import numpy as np
 from utils import families
 from utils.events import StudioError
 from utils.text.ethiopic import is_ethiopic
-from utils.text.normalize import ACRONYM, ends_with_abbreviation
+from utils.text.normalize import ACRONYM, dictionary_key, ends_with_abbreviation
 from utils.inference.voices import GRIFFIN_LIM, load_acoustic, load_vocoder_for, own_sound, pick_device, resolve_voice
 from utils.vocoder.choice import check_features_match
 from utils.voice_folders import voice_dictionary
@@ -267,7 +267,7 @@ def _speakable(text: str, user_dict: dict) -> bool:
     """Has the text something the frontend reads: an Ethiopic letter, an all-capital abbreviation the normalizer
     spells (BBC), or a word the pronunciation dictionary reads ("Hello" with an entry)?"""
     return (any(is_ethiopic(ch) for ch in text) or ACRONYM.search(text) is not None
-            or any(word in user_dict for word in re.findall(r"[A-Za-z]+", text)))
+            or any(dictionary_key(word, user_dict) for word in re.findall(r"[A-Za-z]+", text)))
 
 
 def _check_request(text: str, steps: int | None, length_scale: float, user_dict: dict) -> None:

@@ -108,15 +108,18 @@ class MmsText:
 
     def latin(self, text: str, user_dict: dict | None = None) -> str:
         """Amharic text -> the studio's normalised reading -> uroman's letters, lower-cased; the dictionary's words
-        respelled from their segments (looked up as written: an entry for "BBC" or "Hello" is not one for "bbc")."""
+        respelled from their segments (looked up as the Matcha reader looks them up: a Latin word as written, else
+        in any case, utils.text.normalize.dictionary_key)."""
         from utils.text import normalize
+        from utils.text.normalize import dictionary_key
 
         normalized = normalize(text, user_dict or ()).text
         case = str.lower if self.lowercase else (lambda s: s)
         words = normalized.split(" ")
-        if not user_dict or not any(_bare(w) in user_dict for w in words):
+        if not user_dict or not any(dictionary_key(_bare(w), user_dict) for w in words):
             return romanize(case(normalized))
-        return " ".join(_respelled(w, user_dict) if _bare(w) in user_dict else romanize(case(w)) for w in words)
+        return " ".join(_respelled(w, user_dict) if dictionary_key(_bare(w), user_dict) else romanize(case(w))
+                        for w in words)
 
     def units(self, text: str, user_dict: dict | None = None) -> list[str]:
         """The letters of the romanisation, those the vocabulary lacks included (the Voice reports them skipped);
@@ -140,8 +143,10 @@ def _bare(word: str) -> str:
 
 
 def _respelled(word: str, user_dict: dict) -> str:
+    from utils.text.normalize import dictionary_key
+
     bare = _bare(word)
-    return word.replace(bare, respell(user_dict[bare]), 1)
+    return word.replace(bare, respell(user_dict[dictionary_key(bare, user_dict)]), 1)
 
 
 class MmsTokenizer:

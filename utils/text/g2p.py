@@ -21,7 +21,7 @@ from functools import lru_cache
 from utils.text.ethiopic import GEMINATION_MARKS, LARYNGEALS, syllable, with_order
 from utils.text.inventory import PAUSE_TOKENS, WORD_BOUNDARY
 from utils.text.lexicon import gemination_lexicon
-from utils.text.normalize import fold, normalize, tokens
+from utils.text.normalize import dictionary_key, fold, normalize, tokens
 
 PREPOSITIONS = ("የ", "በ", "ለ", "ከ", "እንደ", "ስለ", "ወደ", "እስከ", "ያለ", "ሲ", "ስ", "እየ", "የሚ", "ሊ")
 SUFFIXES = ("ን", "ም", "ና", "ው", "ዋ", "ኛ", "ችሁ", "ቸው", "ችን", "ዎች", "ዎቹ", "ነት", "ነው", "ናቸው", "ሽ", "ህ")
@@ -295,11 +295,11 @@ def word_to_ipa(word: str, user_dict: dict[str, list[str]] | None = None) -> lis
     """A single normalized word -> IPA segments; the user dictionary overrides the rules."""
     word = fold(word)
     if user_dict:
-        if word in user_dict:
-            return list(user_dict[word])
+        if (key := dictionary_key(word, user_dict)) is not None:
+            return list(user_dict[key])
         for prefix in ("የ", "በ", "ለ", "ከ"):
-            if word.startswith(prefix) and word[len(prefix):] in user_dict:
-                return ethiopic_word(prefix) + list(user_dict[word[len(prefix):]])
+            if word.startswith(prefix) and (key := dictionary_key(word[len(prefix):], user_dict)) is not None:
+                return ethiopic_word(prefix) + list(user_dict[key])
     if re.fullmatch(r"[A-Za-z]+", word):
         return latin_word(word)
     if re.search(r"[A-Za-z]", word):  # የGoogle, Googleን: each script's part read by its own rules, as one word

@@ -55,6 +55,23 @@ def fold(text: str) -> str:
     return "".join(HOMOPHONES.get(ch, ch) for ch in text)
 
 
+def dictionary_key(word: str, user_dict: Collection[str] | None) -> str | None:
+    """The pronunciation dictionary's key that reads `word` (g2p, the normalizer's warnings and kept abbreviations all
+    look words up here), or None. The word as written first; a Latin-script word then also matches an entry that
+    differs only in case (google, Google, GOOGLE: its lowercase entry first, else the first in the dictionary). An
+    Ethiopic word has no case: only as written (folded)."""
+    if not user_dict:
+        return None
+    if word in user_dict:
+        return word
+    if not re.fullmatch(r"[A-Za-z]+", word):
+        return None
+    lower = word.lower()
+    if lower in user_dict:
+        return lower
+    return next((key for key in user_dict if key.lower() == lower), None)
+
+
 @lru_cache(maxsize=None)
 def _abbreviations() -> list[tuple[re.Pattern, str]]:
     rules = [(key, expansion) for key, expansion in numbers.table_rows("abbreviations.tsv")]
@@ -110,7 +127,7 @@ def _spell_acronyms(text: str, keep: Collection[str], warnings: list[str]) -> st
     spelled: dict[str, str] = {}
 
     def spell(m: re.Match) -> str:
-        if m.group() in keep:
+        if dictionary_key(m.group(), keep) is not None:
             return m.group()
         spelled[m.group()] = "".join(letter_names()[c] for c in m.group())
         return spelled[m.group()]
@@ -283,7 +300,8 @@ def without_covered(warnings: list[str], user_dict: dict | None) -> list[str]:
     out = []
     for warning in warnings:
         if user_dict and warning.startswith(LATIN_WORDS) and warning.endswith(ASK_ENTRY):
-            words = [w for w in warning[len(LATIN_WORDS):-len(ASK_ENTRY)].split(", ") if w not in user_dict]
+            words = [w for w in warning[len(LATIN_WORDS):-len(ASK_ENTRY)].split(", ")
+                     if dictionary_key(w, user_dict) is None]
             if not words:
                 continue
             warning = LATIN_WORDS + ", ".join(words) + ASK_ENTRY
