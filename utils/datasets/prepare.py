@@ -114,9 +114,9 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
         yield Event("import", message=e["message"], level="warning")
 
     # 2. discover the utterances
+    old = {r["id"]: r for r in store.iter_rows(ds_dir)} if store.exists(ds_dir) else None  # None: a first import
     try:
-        owners = {r["id"]: r.get("source") for r in store.iter_rows(ds_dir)} if store.exists(ds_dir) else {}
-        found = discover(ds_dir, fmt, columns, origin, exports, owners)
+        found = discover(ds_dir, fmt, columns, origin, exports, {i: r.get("source") for i, r in (old or {}).items()})
     except StudioError as exc:  # nothing to prepare: say so in the report too
         if not store.exists(ds_dir):
             write_report(ws, name, errors + [{"source": str(sources[0].name if sources else "raw"),
@@ -246,7 +246,6 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
                      "music": None, "notes": {**it.notes, **res["notes"]}, "metrics": res["metrics"], "review": None})
     if not rows:  # a dataset of no clip would be offered by every picker and fail every run: none is made
         raise NoDataset(nothing_usable(sources or sorted(p for p in raw.rglob("*") if p.is_file()), errors))
-    old = {r["id"]: r for r in store.iter_rows(ds_dir)} if store.exists(ds_dir) else None  # None: a first import
     kept = _carry_decisions(old or {}, rows, cfg, user_dict)
     if kept:
         yield Event("check", message=kept)
