@@ -506,6 +506,29 @@ def test_an_edited_csv_export_put_back_as_an_upload_is_named_and_not_read_as_row
     assert exports_put_back(ds, {**last, "format": "csv"}) == ()
 
 
+
+def test_an_export_with_a_column_deleted_or_reordered_is_still_the_export_and_a_transcript_table_is_not(tmp_path):
+    """An export saved back by a spreadsheet with one column deleted ("flags", "messages") was taken for a new table
+    of clips: every export column had to be in the header."""
+    from utils.datasets.manifest import EXPORT_COLUMNS, is_export_csv
+
+    def table(name: str, header: list[str] | None, sep: str = ",", bom: bool = True) -> Path:
+        lines = ([sep.join(header)] if header is not None else []) + ["a0|ሰላም ነው"]
+        (tmp_path / name).write_text("\n".join(lines) + "\n", encoding="utf-8-sig" if bom else "utf-8")
+        return tmp_path / name
+
+    for gone in ("flags", "messages", "review", "id", "audio"):
+        assert is_export_csv(table(f"no-{gone}.csv", [c for c in EXPORT_COLUMNS if c != gone])), gone
+    assert is_export_csv(table("reordered.csv", [f'"{c}"' for c in reversed(EXPORT_COLUMNS)], sep=";", bom=False))
+    assert is_export_csv(table("two-gone.csv", [c for c in EXPORT_COLUMNS if c not in ("flags", "messages")]))
+    ordinary = {"file_text.csv": ["file", "text"], "path_transcript.csv": ["path", "transcript", "speaker"],
+                "metadata.csv": None,  # LJSpeech: no header
+                "speakers.tsv": ["audio", "text", "speaker"],
+                "a_manifest.csv": ["id", "audio", "text", "normalized", "phonemes", "duration", "speaker", "split"],
+                "its_own_flags.csv": ["id", "audio", "text", "flags"]}
+    for name, header in ordinary.items():
+        assert not is_export_csv(table(name, header, sep="\t" if name.endswith(".tsv") else ",")), name
+
 def test_a_day_two_recording_under_a_day_one_id_does_not_take_its_decisions(tmp_path):
     """Same-named files in two uploads got their ids in the order of the folders' names: day two's `alpha/u0` took the
     id u0 from day one's `zeta/u0`, whose Exclude then fell on the new recording (and the old one became u0-dup2)."""

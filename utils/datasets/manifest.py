@@ -103,9 +103,16 @@ def export_rows(ws: Workspace, name: str, out: Path) -> Path:
     return out
 
 
+# the curator's decisions and the checks' words: columns of the export that no transcript table has
+_STUDIO_ONLY = {"excluded", "review", "flags", "messages"}
+
+
 def is_export_csv(path: Path) -> bool:
-    """Whether a table's header holds every column the CSV export writes (EXPORT_COLUMNS, in any order and with any
-    separator, as a spreadsheet saves it again after an edit): a dataset's rows to read, which are not read back."""
+    """Whether a table's header is the CSV export's (EXPORT_COLUMNS), as a spreadsheet saves it again after an edit:
+    in any order, with any separator, and with a column or two deleted, as long as two of the studio's own columns
+    (_STUDIO_ONLY) remain. A dataset's rows to read, which are not read back. A transcript table (file/path/audio and
+    text, a speaker, even normalized text and a duration) has not those columns, and LJSpeech's metadata.csv no
+    header."""
     try:
         with open(path, "rb") as f:
             head = f.read(1 << 16)  # the header line, not a 200k-row table
@@ -115,7 +122,7 @@ def is_export_csv(path: Path) -> bool:
         head.decode("utf-8-sig", "ignore")
     first = text.lstrip().splitlines()[0] if text.strip() else ""
     names = {n.strip().strip('"').strip().lower() for n in re.split(r"[,;\t|]", first)}
-    return set(EXPORT_COLUMNS) <= names
+    return len(names & set(EXPORT_COLUMNS)) >= len(EXPORT_COLUMNS) - 2 and len(names & _STUDIO_ONLY) >= 2
 
 
 def load_report(ws: Workspace, name: str) -> dict:
