@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -319,7 +320,7 @@ def test_rerun_skips_finished_clips_and_cancel_stops_then_resumes(tmp_path):
     assert any("3 clip(s) already made" in e.message for e in events)
     assert events[-1].result["clips"] == 4 and (ws.dataset_dir("r") / "audio" / "utt002.wav").exists()
     made = [e.message for e in events if e.stage == "clips" and e.done == 4]
-    assert "h of audio done at" in made[-1] and "left" not in made[-1]  # the one clip made again, and no time left
+    assert " of audio done at " in made[-1] and "left" not in made[-1]  # the one clip made again, and no time left
 
 
 def test_a_long_preparation_says_hours_done_rate_and_time_left(monkeypatch):
@@ -333,7 +334,19 @@ def test_a_long_preparation_says_hours_done_rate_and_time_left(monkeypatch):
     pace = module.Pace(120)
     for _ in range(30):
         pace.step(6.0)
-    assert pace.said() == "0.05 h of audio done at 0.05 h a minute, about 3 min left"
+    assert pace.said() == "3 min 0 s of audio done at 3 min 0 s a minute, about 3 min left"
+
+
+def test_a_tiny_dataset_says_its_minutes_and_seconds_not_zero_hours():
+    """A dataset under six minutes was summed up as "0.00 of 0.00 h"."""
+    from utils.datasets.prepare import describe
+
+    summary = {"usable_clips": 2, "clips": 3, "speakers": 1, "train_clips": 1, "val_clips": 1, "flags": {},
+               "errors": 0}
+    tiny = {**summary, "usable_hours": round(252 / 3600, 4), "hours": round(303 / 3600, 4)}  # as the report rounds
+    assert describe(tiny).startswith("2 usable of 3 clip(s), 4 min 12 s of 5 min 3 s, 1 speaker(s)")
+    assert ", 8 s of 9 s, " in describe({**summary, "usable_hours": 8 / 3600, "hours": 9 / 3600})
+    assert ", 1.25 h of 200.00 h, " in describe({**summary, "usable_hours": 1.25, "hours": 200})
 
 
 def test_process_pool_gives_the_same_clips_as_one_process(tmp_path, monkeypatch):
@@ -463,6 +476,7 @@ def test_a_second_days_recordings_say_how_many_clips_were_added_to_the_dataset(t
     ws = Workspace.open(tmp_path / "ws")
     first = list(prepare(ws, "abebe", ljspeech(tmp_path / "day1", 3), workers=1))
     assert first[-1].message.startswith("3 usable of 3 clip(s)")  # a first import says what it always said
+    assert re.match(r"3 usable of 3 clip\(s\), (\d+ min )?\d+ s of (\d+ min )?\d+ s, ", first[-1].message)
     assert "new_clips" not in first[-1].result
     day2 = tmp_path / "day2"
     for i, uid in ((3, "b0"), (4, "b1")):
