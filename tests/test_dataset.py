@@ -521,6 +521,35 @@ def test_an_edited_csv_export_put_back_as_an_upload_is_named_and_not_read_as_row
 
 
 
+
+def test_a_pairs_dataset_an_old_version_switched_to_csv_is_prepared_again_from_its_pairs(tmp_path):
+    """A pairs dataset whose prepare.json an older version set to csv (an export of its rows put back beside the
+    recordings was read as its table) read the export's text alone on a re-run from raw/, and failed once the export
+    was gone ("No .csv or .tsv file was found in the upload")."""
+    from utils.datasets import export_rows
+    from utils.workspace import atomic_write_json
+
+    ws = Workspace.open(tmp_path / "ws")
+    run(ws, "abebe", pairs(tmp_path / "day1", ["a0", "a1", "a2"]))
+    ds, rows = ws.dataset_dir("abebe"), load_manifest(ws, "abebe")
+    export = export_rows(ws, "abebe", ds / "raw" / "abebe.csv")
+    export.write_text(export.read_text(encoding="utf-8-sig").replace(rows[0]["text"], "ሰላም ነው"), encoding="utf-8-sig")
+    old_bug = {k: v for k, v in read_json(ds / "prepare.json").items() if k != "tables"} | {"format": "csv"}
+    files = lambda: {p: p.read_bytes() for p in (ds / "raw").rglob("*") if p.is_file()}
+    for export_there in (True, False):
+        if not export_there:
+            export.unlink()
+        given = files()
+        atomic_write_json(ds / "prepare.json", old_bug)
+        events = list(prepare(ws, "abebe", None, workers=1))
+        said = "\n".join(e.message for e in events)
+        assert (f"{ds / 'prepare.json'} said abebe is read from a CSV table, but raw/ holds 3 recording(s) with a .txt "
+                "transcript") in said
+        assert ("raw/abebe.csv: looks like the studio's CSV export" in said) == export_there
+        assert events[-1].message.startswith("0 new clip(s) added to abebe (3 before, 3 now); 3 usable of 3 clip(s)")
+        assert load_manifest(ws, "abebe") == rows and read_json(ds / "prepare.json")["format"] == "pairs"
+        assert files() == given  # nothing the curator gave is changed or lost
+
 def test_an_export_with_a_column_deleted_or_reordered_is_still_the_export_and_a_transcript_table_is_not(tmp_path):
     """An export saved back by a spreadsheet with one column deleted ("flags", "messages") was taken for a new table
     of clips: every export column had to be in the header."""

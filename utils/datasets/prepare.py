@@ -23,7 +23,7 @@ from typing import Iterable, Iterator
 from utils.audio import FeatureConfig, decode_with_ffmpeg, needs_ffmpeg
 from utils.datasets import checks, store
 from utils.datasets.clips import process_clip, segment_recording
-from utils.datasets.config import PrepareConfig
+from utils.datasets.config import AUDIO_SUFFIXES, PrepareConfig
 from utils.datasets.disk import check_space, describe as describe_disk
 from utils.datasets.features import record_digests
 from utils.datasets.manifest import is_export_csv, save_manifest, write_report
@@ -105,6 +105,9 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
     elif not raw.exists():
         raise StudioError(f"Dataset {name!r} has nothing in raw/; give a zip, folder or files to prepare.")
     else:  # a re-run on what raw/ holds: same format and columns as last time unless told otherwise
+        if fmt == "auto" and last.get("format") == "csv" and (said := pairs_taken_for_csv(ds_dir, name)):
+            last = {**last, "format": "pairs", "tables": []}  # its exports are set aside, as beside any pairs
+            yield Event("discover", message=said, level="warning")
         fmt = last.get("format", fmt) if fmt == "auto" else fmt
         columns = columns or last.get("columns")
     exports = exports_put_back(ds_dir, last)  # said, and not read as a transcript table
@@ -314,6 +317,23 @@ def exports_put_back(ds_dir: Path, last: dict) -> tuple[Path, ...]:
     made_from = set(last.get("tables") or [])
     return tuple(f for f in raw_files(ds_dir / "raw") if f.suffix.lower() in (".csv", ".tsv")
                  and f.relative_to(ds_dir).as_posix() not in made_from and is_export_csv(f))
+
+
+def pairs_taken_for_csv(ds_dir: Path, name: str) -> str | None:
+    """A pairs dataset that an older version switched to csv (prepare.json's format) when an export of its rows was
+    put back in raw/ and read as its table: raw/ holds .txt transcripts beside their recordings and no table but the
+    studio's exports. Says it is read as pairs again; None for a dataset made from a transcript table."""
+    files = raw_files(ds_dir / "raw")
+    tables = [f for f in files if f.suffix.lower() in (".csv", ".tsv")]
+    audio = {f.with_suffix("") for f in files if f.suffix.lower() in AUDIO_SUFFIXES}
+    pairs = [f for f in files if f.suffix.lower() == ".txt" and f.with_suffix("") in audio]
+    if not pairs or not all(is_export_csv(t) for t in tables):
+        return None
+    shown = ", ".join(t.relative_to(ds_dir).as_posix() for t in tables)
+    found = f"no table but the studio's export of its rows ({shown})" if tables else "no transcript table"
+    return (f"{ds_dir / 'prepare.json'} said {name} is read from a CSV table, but raw/ holds {len(pairs)} recording(s) "
+            f"with a .txt transcript and {found}: read as audio + .txt pairs, as the dataset was made (an older "
+            "version took an export put back for its table); prepare.json now says pairs.")
 
 
 def export_not_read(ds_dir: Path, path: Path, name: str) -> str:
