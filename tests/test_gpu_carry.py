@@ -129,14 +129,17 @@ STUB_PYTHON = r"""#!/usr/bin/env bash
 note() { echo "$1 $(date +%s.%N) ${TMPDIR##*/}" >> "$MARKS/events"; }
 case "$*" in
   -c*) exit 0 ;;  # the torch version and pytest-timeout probes
-  *gpu_tests/test_curator_paths.py*)
-    note paths-start
+  -m\ pytest\ gpu_tests/test_curator_paths.py\ --deselect*)  # lane A's
+    note paths-start; echo "$*" > "$MARKS/paths-args"
     run="$TMPDIR/pytest-of-me/pytest-0/ws0/runs/bench/r1"; mkdir -p "$run"
     for f in train.log metrics.jsonl config.json status.json; do echo "$f of r1" > "$run/$f"; done
     head -c 4000000 /dev/zero > "$run/checkpoint.pt"  # not one of a run's small files
     sleep 3
     echo "gpu_tests/test_curator_paths.py::test_a_path PASSED"; echo "========== 1 passed in 3.01s =========="
     note paths-end ;;
+  -m\ pytest\ gpu_tests/test_curator_paths.py::test_the_transcript_check*)  # lane D's
+    note long; echo "$*" > "$MARKS/long-args"
+    echo "gpu_tests/test_curator_paths.py::test_the_transcript_check PASSED"; echo "========== 1 passed in 1.00s ==" ;;
   *-m\ pytest*gpu_tests/test_omnivoice.py*)
     note quick; echo "$*" > "$MARKS/quick-args"
     echo "gpu_tests/test_omnivoice.py::test_speaks PASSED"; echo "========== 1 passed in 0.50s ==========" ;;
@@ -190,8 +193,9 @@ def test_gpu_suite_all_runs_lanes_side_by_side_under_one_deadline_and_packs_one_
         what, when, lane = line.split()
         events[what] = (float(when) - t0, lane)
     assert {"paths-end", "mms", "ladder", "ladder-eager"} <= set(events), summary
-    assert {events[k][1] for k in ("paths-start", "tests-start", "quick")} == {"tmp-A", "tmp-B", "tmp-C"}
-    starts = [events[k][0] for k in ("paths-start", "tests-start", "quick")]
+    lanes = ("paths-start", "tests-start", "quick", "long")
+    assert {events[k][1] for k in lanes} == {"tmp-A", "tmp-B", "tmp-C", "tmp-D"}
+    starts = [events[k][0] for k in lanes]
     assert max(starts) - min(starts) < 2.5  # side by side, each lane in its own TMPDIR
     # lane C: the quick tests, the F5 step and the ladder's eager rows while lane A still runs
     assert events["quick"][0] < events["f5"][0] < events["ladder-eager"][0] < events["paths-end"][0]
@@ -207,13 +211,23 @@ def test_gpu_suite_all_runs_lanes_side_by_side_under_one_deadline_and_packs_one_
     want = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("gpu_tests/test_*.py")
                   if p.name != "test_curator_paths.py" and str(p.relative_to(ROOT)) not in quick)
     args = (marks / "tests-args").read_text().split()
-    assert sorted(a for a in args if a.startswith("gpu_tests/")) == want and "--timeout" in args
+    files = [a for before, a in zip(args, args[1:]) if a.startswith("gpu_tests/") and before != "--deselect"]
+    assert sorted(files) == want and "--timeout" in args
     assert sorted(a for a in (marks / "quick-args").read_text().split() if a.startswith("gpu_tests/")) == quick
     trainer = int((marks / "trainer.pid").read_text())
     assert not Path(f"/proc/{trainer}").exists()  # left behind in its own session by the hung step: stopped too
 
+    # lane D: long tests of lanes A and B, from the start; lanes A and B leave them out
+    long = ["gpu_tests/test_curator_paths.py::test_the_transcript_check_aligns_on_cuda_in_a_process_of_its_own",
+            "gpu_tests/test_curator_paths.py::test_music_removal_batches_its_chunks_on_cuda_as_on_the_cpu",
+            "gpu_tests/test_cuda.py::test_resume_on_gpu_continues_the_loss_curve"]
+    assert [a for a in (marks / "long-args").read_text().split() if a.startswith("gpu_tests/")] == long
+    deselected = " ".join(f"--deselect {t}" for t in long)
+    assert deselected in (marks / "paths-args").read_text() and deselected in (marks / "tests-args").read_text()
+    assert f"lane D (long: {' '.join(long)}): exit 0" in summary and "test_the_transcript_check PASSED" in summary
+
     assert sorted(p.name for p in out.iterdir()) == ["suite.tgz", "summary.txt"]
-    assert "lane A (paths: gpu_tests/test_curator_paths.py): exit 0" in summary
+    assert f"lane A (paths: gpu_tests/test_curator_paths.py {deselected}): exit 0" in summary
     assert "test_a_path PASSED" in summary and "1 passed in 3.01s" in summary
     assert "test_cuda.py::test_first PASSED" in summary and "lane B (tests:" in summary
     assert "=== gpu_tests: exit 137" in summary and "the test then running was stopped, not failed" in summary
@@ -222,13 +236,14 @@ def test_gpu_suite_all_runs_lanes_side_by_side_under_one_deadline_and_packs_one_
     assert "+ bf16 autocast: 60.0 ms/step" in summary and "test_omnivoice.py::test_speaks PASSED" in summary
     assert "=== train_ladder: exit 124" in summary  # cut to what the deadline left, then stopped
     assert "=== inference: skipped" in summary  # the last step: no time left
-    assert "=== A and B not done" in summary  # said, since the late steps' timings then share the GPU
+    assert "=== the other lanes not done" in summary  # said, since the late steps' timings then share the GPU
     with tarfile.open(out / "suite.tgz") as tar:
         names = set(tar.getnames())
     run = "tmp-A/pytest-of-me/pytest-0/ws0/runs/bench/r1"
     assert {f"./{run}/{f}" for f in ("train.log", "metrics.jsonl", "config.json", "status.json")} <= names
     assert f"./{run}/checkpoint.pt" not in names
     assert {"./A/gpu_paths.log", "./B/gpu_tests.log", "./C/gpu_quick.log", "./C/f5_bf16.log", "./C/ladder_eager.log",
-            "./C/mms_step.log", "./C/train_ladder.log", "./A.log", "./B.log", "./C.log", "./setup.log",
+            "./C/mms_step.log", "./C/train_ladder.log", "./D/gpu_long.log", "./A.log", "./B.log", "./C.log",
+            "./D.log", "./setup.log",
             "./summary.txt"} <= names
     assert sorted(p.name for p in tmp_path.iterdir()) == ["marks", "out", "python3"]  # its temp folders are gone
