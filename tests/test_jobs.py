@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -336,3 +337,44 @@ def test_the_command_line_starts_where_the_training_tab_would_on_this_machine(ws
     given = app.build_parser().parse_args(["train", "--workspace", str(ws.root), "--dataset", "am", "--run", "cli-e",
                                            "--preset", "small", "--max-steps", "7"])
     assert (app.new_run_config(given).preset, app.new_run_config(given).max_steps) == ("small", 7)
+
+
+def launch_here(run_dir, monkeypatch, command: list[str]) -> dict:
+    """jobs.launch of a queued run in this process, its trainer `command`: the run's final status."""
+    run_dir.mkdir(parents=True)
+    jobs.update_status(run_dir, state="queued", devices="cpu", nproc=1, queued=time.time(), machine=jobs.machine_id(),
+                       config=str(run_dir / "config.json"), message="starting")
+    (run_dir / "train.log").write_text("step 40/40 loss 2.56\nfinished 40 steps\n")
+    popen = subprocess.Popen
+    monkeypatch.setattr(jobs.subprocess, "Popen", lambda *a, **k: popen(command, cwd=jobs.ROOT))
+    monkeypatch.setattr(jobs, "read_transcripts_again", lambda *_: None)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        assert jobs.launch(run_dir) == 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return jobs.read_status(run_dir)
+
+
+def test_a_run_the_trainer_said_finished_stays_finished_when_its_exit_is_cut_short(tmp_path, monkeypatch):
+    """A trainer killed while it shut down after its last checkpoint and "finished" (its loader workers, CUDA): the
+    launcher rewrote the run as "failed (signal 15)" (the first H100 suite's transcript check, passed and then
+    stopped with its lane); a trainer killed before it finished still reads failed."""
+    for name, said in (("finished-then-killed", "finished"), ("killed-while-training", "running")):
+        run_dir = tmp_path / "runs" / name
+        says = (f"from utils import jobs; from pathlib import Path; jobs.update_status(Path('{run_dir}'), "
+                f"state='{said}', message='finished 40 steps')")
+        final = launch_here(run_dir, monkeypatch, ["sh", "-c", f'{sys.executable} -c "{says}" && kill -TERM $$'])
+        if said == "finished":
+            assert final["state"] == "finished" and final["message"] == "finished 40 steps", final
+        else:
+            assert final["state"] == "failed" and "signal 15" in final["message"], final
+
+
+def test_a_stop_that_reaches_the_trainer_before_its_signal_handler_reads_stopped(tmp_path, monkeypatch):
+    """Stop pressed while the trainer still imported torch (its SIGTERM handler not yet in place): the trainer died
+    of the signal and the run read "failed (signal 15)", though the curator had stopped it."""
+    # a trainer without a handler yet: Stop's SIGTERM to the launcher (this process) is passed on and ends it
+    final = launch_here(tmp_path / "runs" / "stopped-early", monkeypatch,
+                        ["sh", "-c", "kill -TERM $PPID; exec sleep 30"])
+    assert final["state"] == "stopped" and "as the trainer started" in final["message"], final

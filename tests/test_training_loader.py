@@ -148,6 +148,17 @@ def test_a_training_run_outlives_a_killed_loader_worker(corpus, tmp_path, monkey
     assert len(curve["died"]) == 8 and curve["died"] == curve["lived"]
 
 
+def test_a_run_in_the_callers_process_leaves_no_loader_worker_behind(corpus):
+    """Persistent workers lived on after run() returned, until the caller dropped the adapter: eight a run on a GPU
+    machine, in the app's or a test's process (the first H100 suite's pytest took 10-20 s to exit after its tests)."""
+    import multiprocessing
+
+    assert not multiprocessing.active_children()
+    result = run(prepare_run(TrainConfig(run="no-leftovers", **tiny(corpus, max_steps=3, persistent_workers="true"))))
+    assert result["state"] == "finished"
+    assert not multiprocessing.active_children()
+
+
 def test_a_stop_sent_to_the_whole_process_group_still_stops_the_run_gracefully(corpus):
     """`timeout` (bench/gpu_suite.sh's step limit) and a terminal's Ctrl+C signal the process group: the workers die
     of it while the trainer finishes its step. That ended the run with "DataLoader worker ... exited unexpectedly" or

@@ -360,7 +360,12 @@ def launch(run_dir: Path) -> int:
     child = subprocess.Popen(trainer_command(status), cwd=ROOT, stdin=subprocess.DEVNULL)
     update_status(run_dir, state="running", pid=child.pid, started=time.time(), heartbeat=time.time(),
                   message="training")
-    signal.signal(signal.SIGTERM, lambda s, f: _signal(child.pid, signal.SIGTERM))
+    def pass_on(signum, frame):
+        nonlocal stop_requested
+        stop_requested = True
+        _signal(child.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, pass_on)
     if stop_requested:  # a signal in the moment between: passed on
         _signal(child.pid, signal.SIGTERM)
     code = child.wait()
@@ -375,6 +380,14 @@ def launch(run_dir: Path) -> int:
     elif final.get("state") == "failed":  # the trainer said why; add where its log ended
         update_status(run_dir, ended=time.time(), message=f"{final.get('message', 'failed')}\n\nLast log lines:\n"
                                                             + tail(run_dir / "train.log", 20))
+    elif final.get("state") == "finished":  # it ended after saying so (stopped while its loader workers or CUDA
+        # shut down: the H100 suite's aligner run, finished and checked, read "failed (signal 15)" afterwards)
+        print(f"[jobs] the run had finished; the trainer's exit after it ({code}) changes nothing", flush=True)
+    elif code == -signal.SIGTERM and stop_requested and final.get("state") != "stopped":
+        # Stop came while the trainer started, before it took signals as a request to save and stop
+        update_status(run_dir, state="stopped", ended=time.time(),
+                      message="stopped as the trainer started, before its first step of this session; the last saved "
+                              "checkpoint, if any, is kept")
     elif final.get("state") != "stopped":
         reason = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
         update_status(run_dir, state="failed", ended=time.time(),

@@ -223,6 +223,8 @@ class TrainingLoop:
             self._record_failure(exc, run_dir)
         finally:
             self.stop.restore()
+            if stop_data := optional(self.a, "stop_data"):
+                stop_data()
             self.files.close()
             ddp.cleanup(self.dist, together=finished)
         return result

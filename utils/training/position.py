@@ -20,6 +20,11 @@ class DataPosition:
         self.pos = (batch["pos"][0], batch["pos"][1] + 1)  # the next batch to read
         return batch
 
+    def stop_data(self) -> None:
+        """The loader's worker processes end with the run (persistent ones outlived it, in the caller's process)."""
+        if getattr(self, "data", None) is not None:
+            self.data.close()
+
     def data_counts(self) -> tuple[int, int] | None:
         """(training, held-out) clips the run trains on now, saved with its position (None: not counted)."""
         return None
