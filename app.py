@@ -139,12 +139,14 @@ def workspace_contents(ws: Workspace) -> dict:
 
 
 def cmd_list(args) -> None:
+    from utils.training.speed import say_hours
+
     held = workspace_contents(Workspace.open(args.workspace))
     if args.json:
         print(json.dumps(held, ensure_ascii=False, indent=2))
         return
     lines = [f"datasets ({len(held['datasets'])}):"]
-    lines += [f"  {d['name']}  {d['usable_clips']} usable of {d['clips']} clips, {d['usable_hours']:.2f} h"
+    lines += [f"  {d['name']}  {d['usable_clips']} usable of {d['clips']} clips, {say_hours(d['usable_hours'])}"
               for d in held["datasets"]]
     lines += [f"runs ({len(held['runs'])}):"]
     have = {d["name"] for d in held["datasets"]}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import app
 from tests.test_training_live import fake_run
@@ -16,7 +17,7 @@ def test_list_names_the_datasets_runs_and_voices_of_the_workspace(capsys, tmp_pa
     fake_run(ws, "r1", state="finished", steps=40)
     assert app.main(["list", "--workspace", str(ws.root)]) == 0
     out = capsys.readouterr().out
-    assert "datasets (1):\n  am  4 usable of 4 clips" in out
+    assert re.search(r"datasets \(1\):\n  am  4 usable of 4 clips, \d+ s\n", out), out  # seconds, not "0.00 h"
     assert "runs (1):\n  r1  finished at step 40  (am, tiny)" in out and "voices (0): -" in out
 
     assert app.main(["list", "--workspace", str(ws.root), "--json"]) == 0

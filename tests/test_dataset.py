@@ -338,7 +338,7 @@ def test_a_long_preparation_says_hours_done_rate_and_time_left(monkeypatch):
 
 
 def test_a_tiny_dataset_says_its_minutes_and_seconds_not_zero_hours():
-    """A dataset under six minutes was summed up as "0.00 of 0.00 h"."""
+    """A dataset under six minutes was summed up as "0.00 of 0.00 h" (the amounts: utils.training.speed.say_hours)."""
     from utils.datasets.prepare import describe
 
     summary = {"usable_clips": 2, "clips": 3, "speakers": 1, "train_clips": 1, "val_clips": 1, "flags": {},
@@ -346,7 +346,7 @@ def test_a_tiny_dataset_says_its_minutes_and_seconds_not_zero_hours():
     tiny = {**summary, "usable_hours": round(252 / 3600, 4), "hours": round(303 / 3600, 4)}  # as the report rounds
     assert describe(tiny).startswith("2 usable of 3 clip(s), 4 min 12 s of 5 min 3 s, 1 speaker(s)")
     assert ", 8 s of 9 s, " in describe({**summary, "usable_hours": 8 / 3600, "hours": 9 / 3600})
-    assert ", 1.25 h of 200.00 h, " in describe({**summary, "usable_hours": 1.25, "hours": 200})
+    assert ", 1.5 h of 200.0 h, " in describe({**summary, "usable_hours": 1.5, "hours": 200})
 
 
 def test_process_pool_gives_the_same_clips_as_one_process(tmp_path, monkeypatch):

@@ -33,6 +33,7 @@ from utils.events import Event, StudioError, time_left
 from utils.datasets.manifest import record_read_with
 from utils.text.lexicon import dictionary_stamp, load_user_dict
 from utils.workers import POOL_MIN_TASKS, default_workers, run_tasks, spawn_pool
+from utils.training.speed import say_hours
 from utils.workspace import Workspace, atomic_write_json, read_json, read_jsonl
 
 STATE_DIR = ".prepare"
@@ -410,7 +411,7 @@ class Pace:
     def said(self) -> str:
         wall = max(time.perf_counter() - self.t0, 1e-6)
         left = time_left(self.done, self.total, self.t0)
-        return (f"{say_duration(self.seconds)} of audio done at {say_duration(self.seconds / wall * 60)} a minute"
+        return (f"{say_hours(self.seconds / 3600)} of audio done at {say_hours(self.seconds / wall / 60)} a minute"
                 + (f", about {left} left" if left else ""))
 
 
@@ -530,16 +531,9 @@ def describe(summary: dict, name: str = "NAME") -> str:
     flags = ", ".join(f"{k} {v}" for k, v in summary.get("flags", {}).items()) or "none"
     split = (f"{summary['speakers']} speaker(s), {summary['train_clips']} train / {summary['val_clips']} val"
              if summary["usable_clips"] else "no usable clip yet" + untranscribed(summary, name))
-    usable, total = (say_duration(summary[k] * 3600) for k in ("usable_hours", "hours"))
+    usable, total = (say_hours(summary[k]) for k in ("usable_hours", "hours"))
     return (f"{summary['usable_clips']} usable of {summary['clips']} clip(s), {usable} of {total}, {split}; "
             f"flags: {flags}; {summary['errors']} file error(s)")
-
-
-def say_duration(seconds: float) -> str:
-    """An amount of audio that reads well at every size: "42 s", "4 min 12 s" under an hour ("0.00 h" said nothing of
-    a small dataset), "1.25 h" from an hour on."""
-    s = round(seconds)
-    return f"{s} s" if s < 60 else f"{s // 60} min {s % 60} s" if s < 3600 else f"{seconds / 3600:.2f} h"
 
 
 def no_text_yet(summary: dict) -> bool:

@@ -43,9 +43,13 @@ def estimated(report, flops_per_frame: float) -> tuple[float, str]:
 
 
 def say_hours(hours: float) -> str:
-    """Speech in plain units: "1.5 min" under ten minutes, "35 min" under an hour ("0.0 h" read as nothing at all),
-    else "1.4 h"; every tab says an amount the same way."""
-    return f"{hours * 60:.1f} min" if hours < 1 / 6 else f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h"
+    """An amount of speech in plain units: "42 s", "4 min 12 s" under ten minutes, "35 min" under an hour ("0.00 h"
+    said nothing of a small dataset), else "1.4 h"; every tab, the command line and the preparation's progress say
+    an amount the same way."""
+    s = round(hours * 3600)
+    if s < 60:
+        return f"{s} s"
+    return f"{s // 60} min {s % 60} s" if s < 600 else f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h"
 
 
 def say_time(seconds: float) -> str:
