@@ -141,12 +141,13 @@ def test_each_evaluation_scores_the_averaged_and_the_raw_weights(corpus):
 def test_guidance_before_start_says_the_hours_the_time_and_the_disk(corpus):
     from utils import hardware
     from utils.f5.expectations import guidance, training_speed, usable_hours
+    from utils.training.speed import say_hours
 
     t4 = hardware.HardwareReport(gpus=[hardware.GPUInfo(0, "Tesla T4", 14.7, "7.5", 40)], cpu_count=2, ram_gb=12,
                                  disk_free_gb=50)
     hours = usable_hours(corpus, "am")
     data, time, disk = guidance(corpus, "am", 20_000, t4)
-    assert f"{hours * 60:.1f} min of usable speech" in data and "took people 10-15 h" in data  # minutes under an hour
+    assert f"{say_hours(hours)} of usable speech" in data and "took people 10-15 h" in data  # seconds, minutes here
     assert hours < 1 and "0.0 h" not in data
     assert "for one pass over the data" in time and "Tesla T4" in time and "estimated" in time
     assert "Checkpoints need up to 12 GB" in disk and "GB are free where the workspace is" in disk

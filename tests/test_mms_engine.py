@@ -301,7 +301,7 @@ def test_the_tabs_say_what_mms_needs_and_what_the_dictionary_can_do_for_it(corpu
     said = expectations(AppContext(corpus), "mms", "am", 200, "")["value"]
     assert "Meta's Amharic MMS-TTS voice" in said and "keeps that licence" in said and "usable speech" in said
     advice = engine_advice(AppContext(corpus), "am")["value"]
-    assert re.match(r"Which engine: 0\.\d min of usable speech in am; this machine: no GPU \(the CPU trains\)\. "
+    assert re.match(r"Which engine: \d+ s of usable speech in am; this machine: no GPU \(the CPU trains\)\. "
                     r"Quality is measured on 1 held-out clip\(s\) \(a run uses up to 8\)", advice), advice
     assert all(f"**{title}**: for" in advice for title in ("Matcha", "F5-TTS", "MMS-TTS"))
     assert "an hour or two of one speaker, any GPU or a CPU" in advice and "free of a non-commercial licence" in advice

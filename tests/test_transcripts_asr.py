@@ -96,7 +96,7 @@ def test_drafts_of_unchanged_audio_are_kept_and_changed_audio_or_redo_drafts_aga
     said = []
     again = run_to_end(asr.transcribe_missing(ws, "am"), printer=said.append)
     assert again["rows"] == first["rows"] and not any("recognising speech" in line for line in said)
-    assert any("0 clip(s) to draft (0.00 h of audio); 2 keep the draft" in line for line in said), said
+    assert any("0 clip(s) to draft (0 s of audio); 2 keep the draft" in line for line in said), said
 
     rows[2]["sha1"] = "sha1-of-new-audio"  # am-002 prepared again from another recording
     save_manifest(ws, "am", rows)

@@ -20,6 +20,7 @@ from utils.datasets.features import content_sha1
 from utils.datasets.manifest import get_rows, load_manifest, store_query, update_rows
 from utils.events import Event, StudioError, time_left
 from utils.separation.api import backend_type, choose_backend, separate_verbose
+from utils.training.speed import say_hours
 from utils.separation.chunking import gate_scores
 from utils.separation.gate import CLEAR, THRESHOLD, has_music
 from utils.workers import POOL_MIN_TASKS, default_workers, run_tasks, spawn_pool
@@ -88,7 +89,7 @@ def done_message(result: dict) -> str:
 def _plan(rows: list[dict], todo: list[dict]) -> str:
     """What a run will do, said before it starts: how many clips and hours of audio, and what it keeps."""
     hours = sum(r.get("duration") or 0.0 for r in todo) / 3600
-    said = f"{len(todo)} of {len(rows)} clips to check ({hours:.2f} h of audio)"
+    said = f"{len(todo)} of {len(rows)} clips to check ({say_hours(hours)} of audio)"
     if len(todo) < len(rows):
         said += (f"; {len(rows) - len(todo)} checked before with these settings are kept (tick 'check every clip "
                  "again' to redo them)")

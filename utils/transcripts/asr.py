@@ -30,6 +30,7 @@ import numpy as np
 
 from utils import hardware
 from utils.events import Event, StudioError, time_left
+from utils.training.speed import say_hours
 from utils.hub import install_folder
 from utils.transcripts import recognizers
 from utils.transcripts.ctc import SAMPLE_RATE, Recognizer
@@ -360,7 +361,7 @@ def transcribe_missing(ws: Workspace, dataset: str, batch_size: int | None = Non
     drafts = (read_json(drafts_path(ws, dataset), default={}) or {}).get("rows", {})
     todo = rows if redo else [r for r in rows if not _drafted(drafts.get(r["id"]), r, about)]
     hours = sum(r.get("duration") or 0.0 for r in todo) / 3600
-    yield Event(STAGE, 0, len(rows), f"{len(todo)} clip(s) to draft ({hours:.2f} h of audio)" + (
+    yield Event(STAGE, 0, len(rows), f"{len(todo)} clip(s) to draft ({say_hours(hours)} of audio)" + (
         f"; {len(rows) - len(todo)} keep the draft this recognizer made of the same audio (it would write the same "
         "again; a run cut off goes on from there)" if len(todo) < len(rows) else ""))
     device = work_device(ws, device)
