@@ -5,7 +5,8 @@ import gradio as gr
 import pytest
 from playwright.sync_api import expect
 
-from tests.helpers import espeak_amharic, numeric_ticks, plot_seen, screenshot, sentences, tone, write_wav
+from tests.helpers import (espeak_amharic, make_dataset, numeric_ticks, plot_seen, screenshot, sentences, tone,
+                           write_wav)
 from utils.datasets import load_manifest
 from utils.events import StudioError
 from utils.workspace import Workspace
@@ -13,6 +14,16 @@ from webui import dataset as tab
 from webui.context import AppContext
 
 SENTS = sentences(4)
+# whether every point of the plot at the selector is drawn whole inside its frame (none clipped by an edge)
+POINTS_INSIDE_JS = """(sel) => {
+  const svg = document.querySelector(sel + ' svg');
+  const frame = svg && svg.querySelector('.role-frame.root > g > path.background');
+  if (!frame) return false;
+  const f = frame.getBoundingClientRect();
+  const points = [...svg.querySelectorAll('.mark-symbol.role-mark path')].map(p => p.getBoundingClientRect());
+  return points.length > 0 && points.every(b => b.top >= f.top && b.bottom <= f.bottom && b.left >= f.left &&
+                                                b.right <= f.right);
+}"""
 
 
 def upload_files(tmp_path):
@@ -34,9 +45,9 @@ def test_tab_builds_with_named_api_events(tmp_path):
     assert {"dataset_prepare", "dataset_view", "dataset_inspect", "dataset_exclude", "dataset_keep",
             "dataset_text", "dataset_recheck"} <= names
     (on_load, inputs, outputs), (lists, _, lists_outputs), (opened, _, view_outputs, when) = hooks
-    assert len(on_load(None)) == len(outputs) == 7  # page load: the workspace as it is now
+    assert len(on_load(None)) == len(outputs) == 8  # page load: the workspace as it is now
     assert len(lists(None)) == len(lists_outputs) == 2  # the transcript review and drafts lists
-    assert when == "open" and len(opened(None, False, 1)) == len(view_outputs) == 6  # the tab opened again: redrawn
+    assert when == "open" and len(opened(None, False, 1)) == len(view_outputs) == 7  # the tab opened again: redrawn
 
 
 def test_upload_inspect_prepare_review_and_edit_through_the_handlers(tmp_path):
@@ -64,6 +75,19 @@ def test_upload_inspect_prepare_review_and_edit_through_the_handlers(tmp_path):
     assert set(everything["id"]) == {"u0", "u1", "u2", "u3"}
     with pytest.raises(StudioError, match="Pick a row"):
         tab.edit_row(ws, "up", "", "keep")
+
+
+def test_the_rate_plots_axes_end_on_round_numbers_past_the_longest_and_the_fastest_clip(tmp_path):
+    """Limited only from 0, the speaking-rate plot ended its axes on the farthest points, drawn half off its edges,
+    and ticked the odd range finely: 21 labels from 0.0 to 4.0 side by side."""
+    ws = make_dataset(tmp_path / "ws", n_train=5, n_val=1, max_chars=60)
+    rates = tab.load_view(ws, "am")[2]
+    limits = tab.plot_updates(*tab.load_view(ws, "am"))[-1]
+    for (low, high), column in ((limits["x_lim"], "duration"), (limits["y_lim"], "chars_per_s")):
+        farthest = rates[column].max()
+        assert low == 0 and 1.05 * farthest <= high < 1.3 * farthest
+        assert float(f"{high:.2g}") == high  # a round number: Vega ticks it at round steps
+    assert [tab.round_end(v) for v in (4.13, 7.8, 9.6, 0.95, 30)] == [4.5, 9, 12, 1, 35]
 
 
 def test_prepare_from_a_workspace_path_and_refusal_outside_it(tmp_path):
@@ -126,7 +150,9 @@ def test_the_first_prepare_in_a_fresh_workspace_draws_both_plots_and_a_second_cl
 
     bars = plot_seen(page, "#dataset-hist")
     assert sum(numeric_ticks(bars["y"])) > 0  # clip counts, not the counts as categories
-    points = plot_seen(page, "#dataset-rate", ("ok", "flagged"))
+    plot_seen(page, "#dataset-rate", ("ok", "flagged"))
+    page.wait_for_function(POINTS_INSIDE_JS, arg="#dataset-rate")  # the longest and fastest clips not cut in half
+    points = plot_seen(page, "#dataset-rate")
     assert numeric_ticks(points["x"])[0] == 0 and numeric_ticks(points["y"])[0] == 0  # no clip half off a corner
     screenshot(page.locator("#dataset-rate"), tmp_path, "first-prepare-rate")
 

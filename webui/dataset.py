@@ -5,6 +5,7 @@ Handlers are small module functions taking the workspace first (tests call them 
 """
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -193,14 +194,32 @@ def plot_updates(summary, hist: pd.DataFrame, rates: pd.DataFrame, table, *pager
     """load_view's frames as the plots want them. A Gradio plot takes its axis types and colours from the
     data it holds when drawn, and is drawn when data first comes to an empty box: so no data is sent as
     nothing, and every status gets a row (a point with no position, not drawn) to keep its colour and
-    legend entry when a later edit first excludes a clip."""
+    legend entry when a later edit first excludes a clip. Last, the rate plot's limits (rate_limits), which go to
+    it in an update of their own."""
     if hist.empty:
-        return summary, None, None, table, *pager
+        return summary, None, None, table, *pager, gr.update()
     # the bars sort by label: right-aligned labels sort as their numbers ("  2-2.5" before "10-10.5")
     hist = hist.assign(seconds=hist["seconds"].str.rjust(hist["seconds"].str.len().max()))
+    limits = rate_limits(rates) if len(rates) else gr.update()
     unseen = [{"status": s} for s in STATUS_COLORS if s not in set(rates["status"])]
     rates = pd.concat([rates, pd.DataFrame(unseen, columns=list(RATE_TYPES)).astype(RATE_TYPES)], ignore_index=True)
-    return summary, hist, rates, table, *pager
+    return summary, hist, rates, table, *pager, limits
+
+
+def rate_limits(rates: pd.DataFrame) -> dict:
+    """The speaking-rate plot's axes: from 0 (a very short clip sat half off the corner) to a round number past the
+    longest and the fastest clip. Given only the 0, Vega ended each axis on the farthest point, clipped in half, and
+    ticked the odd range on a fine step (0 to 4.13 s: 21 labels side by side at 600 px)."""
+    return {"x_lim": [0.0, round_end(rates["duration"].max())], "y_lim": [0.0, round_end(rates["chars_per_s"].max())]}
+
+
+def round_end(highest: float) -> float:
+    """An axis end a twentieth past `highest` (room for a point's radius), rounded up to a multiple of the 1, 2 or 5
+    step that cuts it into about ten: 4.13 -> 4.5, 7.8 -> 9, 9.6 -> 12."""
+    top = 1.05 * float(highest)
+    unit = 10.0 ** math.floor(math.log10(top / 10))
+    step = next(s * unit for s in (1, 2, 5, 10) if s * unit >= top / 10)
+    return round(math.ceil(top / step) * step, 6)
 
 
 def export_table(ws, name: str) -> Path:
@@ -272,8 +291,8 @@ def build(ctx: AppContext) -> list:
         # no fixed height: a fixed one cuts off the legend under the plot
         hist = gr.BarPlot(x="seconds", y="clips", sort="x", y_lim=[0, None], title="Clip durations",
                           elem_id="dataset-hist")
-        # both axes from 0: a silent or very short clip sat half off the corner. Fixed, never sent with the points:
-        # Gradio (6.31) draws an update that moves a plot's axes with the points it held before
+        # both axes from 0 until rate_limits come, in an update after the points' (limits.change): Gradio (6.31)
+        # sets an update's limits before its value and redraws with the points the plot held before
         rate = gr.ScatterPlot(x="duration", y="chars_per_s", color="status", title="Speaking rate", x_lim=[0, None],
                               y_lim=[0, None],
                               x_title="clip length (s)", y_title="letters a second", color_map=STATUS_COLORS,
@@ -310,6 +329,7 @@ def build(ctx: AppContext) -> list:
     # a new stamp each time a row decision is saved, here or in the transcript panel: both panels redraw from it, so
     # neither says "40 of 42 clips" or shows a decision column from before the change
     decided = gr.State()
+    limits = gr.State()  # the rate plot's rate_limits, sent to it when they change
 
     # ---- wiring
     def on_upload(f, p):
@@ -342,7 +362,8 @@ def build(ctx: AppContext) -> list:
         again = n == shown and n in ws.list_datasets()
         return on_prepared(n), ((n, time.time_ns()) if again else gr.update())
 
-    view_outputs = [summary, hist, rate, table, page, page_info]
+    view_outputs = [summary, hist, rate, table, page, page_info, limits]
+    limits.change(lambda axes: gr.update(**axes), limits, rate, show_progress="hidden")
     on_view = says_errors(on_view, view_outputs, summary)  # a broken manifest is said in the summary
     prep = prepare_btn.click(says_errors(on_prepare, [log], log, log=True),
                              [files, path, name, fmt, frontend, audio_col, text_col, speaker_col, half_mels,
