@@ -39,8 +39,10 @@ def rope(x: torch.Tensor, n_rot: int, base: float = 10_000.0) -> torch.Tensor:
 
 class SDPAttention(nn.Module):
     """An attention layer whose scaled-dot-product kernel the trainer picks (`backend`, see the module docstring);
-    every model's attention layers derive from it, so `set_attention_backend` reaches them all."""
+    every model's attention layers derive from it, so `set_attention_backend` reaches them all. A subclass sets
+    `head_shape` (heads, head size): what `kernel_failure` tries the kernel on."""
     backend = "auto"
+    head_shape: tuple[int, int] = (1, 64)
 
     def attend(self, q, k, v, attn_mask=None, dropout_p: float = 0.0) -> torch.Tensor:
         """q, k, v [B, H, T, D] -> [B, H, T, D] through the chosen kernel family."""
@@ -62,6 +64,7 @@ class Attention(SDPAttention):
         self.out = nn.Linear(inner, channels)
         self.dropout = dropout
         self.n_rot = int(self.head_dim * rope_fraction) // 2 * 2
+        self.head_shape = (self.n_heads, self.head_dim)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """x: [B, T, C]; mask: [B, T] bool (True = real frame), or None for an unpadded batch -> [B, T, C]."""
@@ -84,3 +87,25 @@ def set_attention_backend(model: nn.Module, backend: str) -> int:
             n += 1
     return n
 
+
+
+def kernel_failure(model: nn.Module, dtype: torch.dtype) -> str:
+    """"" when the kernel family `model`'s attention layers are set to runs their shapes, forward and backward, with
+    and without a padding mask (where the model masks keys), on the device and in the dtype they train in; else the
+    error's first line. A kernel the GPU lacks (an older card, a head size a fused kernel does not take) would
+    otherwise end the run at its first step with "No available kernel"."""
+    layer = next((m for m in model.modules() if isinstance(m, SDPAttention)), None)
+    if layer is None or BACKENDS[layer.backend] is None:
+        return ""
+    heads, size = layer.head_shape
+    device = next(model.parameters()).device
+    q = torch.randn(2, heads, 24, size, generator=torch.Generator().manual_seed(0))  # the run's random stream untouched
+    q = q.to(device, dtype).requires_grad_()
+    mask = torch.ones(2, 1, 1, 24, dtype=torch.bool, device=device)
+    mask[1, ..., 17:] = False  # the second item padded
+    try:
+        for attn_mask in (None, mask) if getattr(model, "masks_attention", True) else (None,):  # F5 v1 masks no key
+            layer.attend(q, q, q, attn_mask).float().sum().backward()
+    except RuntimeError as exc:
+        return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return ""

@@ -210,6 +210,7 @@ class Attention(SDPAttention):
                  pe_attn_head: int | None, attn_mask: bool):
         super().__init__()
         self.heads, self.dim_head = heads, dim_head
+        self.head_shape = (heads, dim_head)
         self.pe_attn_head, self.attn_mask = pe_attn_head, attn_mask
         inner = heads * dim_head
         self.to_q, self.to_k, self.to_v = nn.Linear(dim, inner), nn.Linear(dim, inner), nn.Linear(dim, inner)

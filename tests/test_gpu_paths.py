@@ -230,6 +230,32 @@ def test_flash_and_fp8_are_named_only_where_they_run(monkeypatch):
     assert m.fp8 is False and "no Linear layer" in m.reasons["fp8"]
 
 
+@pytest.mark.parametrize("family", ["matcha", "f5"])
+def test_an_attention_kernel_the_device_lacks_is_said_and_the_standard_one_runs(family):
+    """A GPU without the chosen fused kernel for these shapes (an older card, a head size it does not take) ended
+    the run at its first step ("No available kernel"). The CPU lacks the memory-efficient kernel: the same path."""
+    from models.attention import kernel_failure
+
+    if family == "matcha":
+        from models.matcha import MatchaConfig, MatchaTTS
+        model = MatchaTTS(MatchaConfig.preset_config("tiny", n_symbols=20))
+    else:
+        from models.f5 import PRESETS, F5Config, F5TTS
+        model = F5TTS(F5Config.from_dict({**PRESETS["tiny"].to_dict(), "text_num_embeds": 20}))
+    m = opt.Machine()
+    for name, value in (("device", "cpu"), ("precision", "fp32"), ("attention", "efficient")):
+        m.set(name, value, "test")
+    opt.set_attention_honestly(model, m)
+    assert m.attention == "math"
+    assert "the efficient kernel does not run here (No viable backend" in m.reasons["attention"]
+    assert {x.backend for x in model.modules() if hasattr(x, "attend")} == {"math"}
+    assert kernel_failure(model, torch.float32) == ""  # what the run now uses runs
+    for kernel in ("math", "flash"):  # kernels the CPU has: kept, nothing said
+        m.set("attention", kernel, "test")
+        opt.set_attention_honestly(model, m)
+        assert m.attention == kernel and m.reasons["attention"] == "test"
+
+
 def test_a_compiled_run_says_it_compiles_and_evaluates_without_compiling_again(tmp_path, monkeypatch):
     """Evaluation switches to eval mode and meets synthesis lengths: each a new graph to compile (minutes on a
     2-core Colab, with nothing in the log). A counting backend sees every compilation."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from models.alignment import cython_available, mas_disagreement
+from models.attention import kernel_failure
 from utils import families, hardware
 from utils.events import StudioError
 from utils.family_contract import family_optional
@@ -349,14 +350,20 @@ def set_attention_honestly(model, m: Machine) -> None:
     if not model.set_attention_backend(m.attention):
         m.set("attention", "none", "this model has no attention layers")
         return
-    if m.attention != "flash" or m.device != "cuda":
-        return
-    if m.precision == "fp32":
-        m.set("attention", "efficient", "memory-efficient kernel: FlashAttention needs bf16 or fp16, this run is fp32")
-        model.set_attention_backend("efficient")
-    elif getattr(model, "masks_attention", True):
-        m.set("attention", "flash", "FlashAttention on batches without padding; padded batches (most of them) run "
-                                    "the memory-efficient kernel, since FlashAttention takes no padding mask")
+    if m.attention == "flash" and m.device == "cuda":
+        if m.precision == "fp32":
+            m.set("attention", "efficient", "memory-efficient kernel: FlashAttention needs bf16 or fp16, this run is "
+                                            "fp32")
+            model.set_attention_backend("efficient")
+        elif getattr(model, "masks_attention", True):
+            m.set("attention", "flash", "FlashAttention on batches without padding; padded batches (most of them) run "
+                                        "the memory-efficient kernel, since FlashAttention takes no padding mask")
+    # tried once where the model trains (a GPU-only failure: a CPU test reaches it with a kernel the CPU lacks)
+    on_its_device = next(model.parameters()).device.type == m.device
+    if m.attention != "math" and on_its_device and (why := kernel_failure(model, DTYPES[m.precision])):
+        m.set("attention", "math", f"the {m.attention} kernel does not run here ({why}): the standard one (SDPA math; "
+                                   "it needs more memory, the batch probe measures with it)")
+        model.set_attention_backend("math")
 
 
 COMPILE_FAILED = "torch.compile failed"  # how a compile reason begins once compilation failed (compile_model)
