@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.conftest import AppServer
-from tests.helpers import make_dataset, serve_tab
+from tests.helpers import make_dataset
 from tests.mms_fixtures import tiny_base
 from utils import hardware, jobs
 from utils.runs import control
@@ -116,5 +116,38 @@ def test_the_training_tab_shows_the_base_missing_refuses_start_and_takes_its_fil
         expect(page.locator("#engine")).to_contain_text("MMS-TTS yes")
         expect(state).not_to_contain_text("on this machine: no")
         assert (Workspace.open(ws.root).root / "pretrained" / "mms-tts-amh" / "model.safetensors").is_file()
+    finally:
+        server.stop()
+
+
+def test_the_offline_paragraph_is_said_once_on_the_training_tab_and_start_points_at_it(tmp_path, page):
+    """Picked offline, MMS-TTS's paragraph (why no run can start, which files to upload) stood under the engine
+    choice, again in the engine advice, and after Start in the message line and its toast: the same paragraph three
+    or four times on one screen. It is said once, under the engine choice beside the upload box; Start points there."""
+    ws = make_dataset(tmp_path / "workspace", n_train=2, n_val=1, max_chars=20)
+    make_dataset(ws.root, name="bb", n_train=2, n_val=1, max_chars=20)  # a second one: picking it shows the advice
+    server = AppServer(ws.root, env={"HF_HUB_CACHE": str(tmp_path / "empty-cache")}).wait_ready()
+    try:
+        page.goto(server.url)
+        page.get_by_role("tab", name="Training").click()
+        page.get_by_label(DESCRIPTION).check()
+        page.get_by_label("dataset", exact=True).click()
+        page.get_by_role("option", name="bb", exact=True).click()
+        expect(page.locator("#engine-advice")).to_contain_text("MMS-TTS: for an hour or two")
+        page.locator("#base-licence input").check()
+        page.get_by_role("button", name="Start training").click()
+        said = page.locator("#train-message")
+        expect(said).to_contain_text("Not done: This machine cannot reach the Hugging Face hub for the MMS-TTS base: "
+                                     "what to do instead is said under the engine choice, where MMS-TTS base files "
+                                     "takes its files.", timeout=30_000)
+        page.wait_for_timeout(1500)  # a toast the refusal sent, and the panel said anew after Start
+        expect(page.locator("#base-state")).to_contain_text("so no MMS run can start: under MMS-TTS base files on the "
+                                                            "Training tab, upload config.json")
+        expect(page.locator("#engine-advice")).to_contain_text("MMS-TTS: for an hour or two of one speaker, any GPU "
+                                                               "or a CPU (fine-tunes Meta's Amharic voice; CC-BY-NC-4.0)."
+                                                               " Not on this machine: what it lacks here, and what to "
+                                                               "do, is said under the engine choice once it is picked.")
+        assert page.locator("body").inner_text().count("no MMS run can start") == 1
+        assert jobs.list_runs(ws) == [] and not any(ws.runs.glob("*"))
     finally:
         server.stop()

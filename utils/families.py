@@ -74,9 +74,14 @@ def machine_lines(report) -> list[str]:
     return lines
 
 
+SAID_WHEN_PICKED = "what it lacks here, and what to do, is said under the engine choice once it is picked."
+
+
 def advice(ws, dataset: str, report) -> list[str]:
     """Which family for this much speech on this machine (the Training tab, before Start): the dataset's hours and
-    the machine, then one line a family: its GUIDE, and why not where this machine cannot train it."""
+    the machine, then one line a family: its GUIDE, and why not where this machine cannot train it. Where the machine
+    could but its base cannot be had, the why is left to the line under the engine choice once the family is picked
+    (base_panel, beside the box that takes the base's files): said here too, a curator read it twice on one screen."""
     from utils.datasets.manifest import usable_hours
 
     from utils.training.speed import say_hours
@@ -85,6 +90,7 @@ def advice(ws, dataset: str, report) -> list[str]:
     lines = [f"{say_hours(usable_hours(ws, dataset))} of usable speech in {dataset}; this machine: {gpu}."]
     for name in FAMILIES:
         family = get(name)
-        can, why = verdict(family, ws, report)
+        can, why = family.machine_verdict(report)
+        can, why = (family.base_verdict(ws)[0], SAID_WHEN_PICKED) if can else (False, why)
         lines.append(f"**{family.TITLE}**: for {family.GUIDE}." + ("" if can else f" Not on this machine: {why}"))
     return lines

@@ -16,6 +16,7 @@ import pandas as pd
 from utils import jobs
 from utils.runs import control, settings, views
 from utils.events import StudioError
+from utils.hub import HubUnreachable
 from utils import families
 from utils.family_options import names_of, saved_option
 from utils.transcripts import asr
@@ -286,6 +287,19 @@ def base_panel(ws, engine: str | None, report=None) -> tuple:
     return gr.update(visible=bool(line), value=line), box, f"Upload {family.BASE_UPLOAD}."
 
 
+def base_refusal(ws, engine: str | None, exc: HubUnreachable) -> str:
+    """The message line when Start is refused because the family's base cannot be had here. The line under the
+    engine choice (base_panel, said anew after each Start) already says why and what to do: said again here, and in
+    a toast, the curator read the same paragraph three times. A refusal that line does not say (another base named
+    in the base box) is raised as it is."""
+    family = families.get(engine if engine in families.names() else None)
+    if family.base_verdict(ws) != (False, str(exc)):
+        raise exc
+    box = f", where *{family.TITLE} base files* takes its files" if family.BASE_UPLOAD else ""
+    return (f"**Not done:** This machine cannot reach the Hugging Face hub for the {family.TITLE} base: what to do "
+            f"instead is said under the engine choice{box}.")
+
+
 def add_base(ws, engine: str | None, files) -> tuple:
     """The upload box's button: the family's base from the files, then what the page says of it anew."""
     from utils import hardware
@@ -532,10 +546,12 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
         init = "" if init == SCRATCH else init
         if families.get(engine).ASKS_LICENCE:  # its base box: another base, or a fine-tune of its own to continue;
             init = (base or "").strip()       # empty: the family's default base
-        status = control.start_training(ws, dataset, preset, run_name or "", init,
-                                        mode, int(max_steps or 0) or None, all_gpus, engine=engine or families.DEFAULT,
-                                        accept_licence=bool(licence),
-                                        overrides={"prompt": prompt.strip()} if (prompt or "").strip() else None)
+        try:
+            status = control.start_training(ws, dataset, preset, run_name or "", init, mode, int(max_steps or 0) or None,
+                                            all_gpus, engine=engine or families.DEFAULT, accept_licence=bool(licence),
+                                            overrides={"prompt": prompt.strip()} if (prompt or "").strip() else None)
+        except HubUnreachable as exc:  # said under the engine choice: pointed at, not said again (nor toasted)
+            return base_refusal(ws, engine, exc), gr.update(), gr.update(), None
         return (views.state_line(ws, status["run"]), run_list_frame(ctx),
                 gr.update(choices=run_choices(ctx), value=status["run"]), status["run"])
 
@@ -581,7 +597,8 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
     started = [f.message, p.run_list, p.selected, f.about]
     f.start.click(action(on_start, started), [f.dataset, f.preset, f.run_name, f.max_steps, f.init, f.mode,
                                               f.all_gpus, f.engine, f.licence, f.prompt, f.base, f.about], started,
-                  api_name="start_training").then(soon, None, p.timer, show_progress="hidden")
+                  api_name="start_training").then(soon, None, p.timer, show_progress="hidden").then(
+        lambda e: base_panel(ws, e)[0], f.engine, f.base_state, show_progress="hidden")  # what base_refusal points at
     f.vocoder_start.click(action(on_start_vocoder, started),
                           [f.dataset, f.vocoder_init, f.vocoder_size, f.vocoder_steps, f.all_gpus], started,
                           api_name="start_vocoder_training").then(soon, None, p.timer, show_progress="hidden")
