@@ -99,7 +99,8 @@ def kernel_failure(model: nn.Module, dtype: torch.dtype) -> str:
         return ""
     heads, size = layer.head_shape
     device = next(model.parameters()).device
-    q = torch.randn(2, heads, 24, size, generator=torch.Generator().manual_seed(0))  # the run's random stream untouched
+    # its own generator: the run's random stream untouched
+    q = torch.randn(2, heads, 24, size, generator=torch.Generator().manual_seed(0), device="cpu")
     q = q.to(device, dtype).requires_grad_()
     mask = torch.ones(2, 1, 1, 24, dtype=torch.bool, device=device)
     mask[1, ..., 17:] = False  # the second item padded
