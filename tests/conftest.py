@@ -109,6 +109,11 @@ def browser():
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
         raise RuntimeError("Debian's chromium is missing: the README's test command installs it (apt-get install chromium).")
+    from playwright.sync_api import expect
+
+    # An assertion waits 5 s by default: on a loaded 2-core CI machine an upload of a zip was still
+    # "Uploading 1 file..." after 5 s. Waiting longer only delays a failure, never a pass.
+    expect.set_options(timeout=20_000)
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=exe, headless=True,
                               args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

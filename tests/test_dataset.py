@@ -587,3 +587,16 @@ def test_a_day_two_recording_under_a_day_one_id_does_not_take_its_decisions(tmp_
     assert rows["u0"]["excluded"] and rows["u0"]["review"] == "exclude"  # the decision stays with its recording
     assert rows["u0-dup2"]["source"] == "raw/alpha/u0.wav" and not rows["u0-dup2"]["review"]
     assert rows["u0-dup2"]["text"] == SENTS[5 % len(SENTS)]
+
+
+def test_a_summary_of_rows_brought_without_a_preparation_names_no_format(tmp_path):
+    """Rows made without the importer (a helper, a manifest put in place) have no format: the summary said "format
+    None"; a prepared dataset still names its own."""
+    from tests.helpers import make_dataset
+    from webui.dataset import summary_markdown
+
+    ws = make_dataset(tmp_path / "ws", name="brought", n_train=3, n_val=1, max_chars=30)
+    said = summary_markdown(ws, "brought")
+    assert "**4** of 4 clips" in said and "format" not in said.split("\n")[1]
+    run(ws, "abebe", pairs(tmp_path / "day1", ["a0", "a1"]))
+    assert summary_markdown(ws, "abebe").split("\n")[1].endswith(" · format pairs")

@@ -108,8 +108,7 @@ def summary_markdown(ws, name: str) -> str:
     split = (f"**{s['speakers']}** speaker(s) · {s['train_clips']} train / {s['val_clips']} val" if s["usable_clips"]
              else "no usable clip yet")
     return (f"### {name}\n**{say_hours(s['usable_hours'])} usable** of {say_hours(s['hours'])} · **{s['usable_clips']}** of "
-            f"{s['clips']} clips · {split} · "
-            f"format {s.get('format')}\n\n**Flagged rows by kind**\n{flags or '- none: every clip passed the checks'}\n\n"
+            f"{s['clips']} clips · {split}{' · format ' + s['format'] if s.get('format') else ''}\n\n**Flagged rows by kind**\n{flags or '- none: every clip passed the checks'}\n\n"
             f"**Files that could not be used** ({s.get('errors', 0)})\n{errors or '- none'}\n\n"
             f"{excluded_line(s)}{next_line(ws, name, s)}")
 
