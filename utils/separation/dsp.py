@@ -9,7 +9,6 @@ still colors clean speech, which is why the music gate runs before it.
 from __future__ import annotations
 
 import numpy as np
-import scipy.signal as ss
 
 SAMPLE_RATE = 16_000
 N_FFT, HOP = 1024, 256  # 64 ms / 16 ms
@@ -44,6 +43,8 @@ class DSPBackend:
         return np.stack([self._one(x[0])[None] for x in batch]).astype(np.float32)
 
     def _one(self, x: np.ndarray) -> np.ndarray:
+        import scipy.signal as ss  # here, not at the top: it takes a second of every app start (the tab imports this)
+
         if len(x) < N_FFT or not np.any(x):
             return x.copy()
         freqs, _, spec = ss.stft(x, SAMPLE_RATE, nperseg=N_FFT, noverlap=N_FFT - HOP)

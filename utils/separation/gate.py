@@ -16,8 +16,6 @@ harmless. Cost: ~8 ms per second of audio.
 from __future__ import annotations
 
 import numpy as np
-import scipy.ndimage as ndi
-import scipy.signal as ss
 
 from utils.audio import resample
 
@@ -31,6 +29,9 @@ _BAND = (60.0, 4000.0)
 
 def music_score(audio: np.ndarray, sr: int) -> float:
     """Fraction (0..1) of the clip's 60 Hz-4 kHz energy that is sustained over ~2 s. Mono [T] or [C, T]."""
+    import scipy.ndimage as ndi  # here: a second or two of every app start otherwise (the tab imports this module)
+    import scipy.signal as ss
+
     x = np.asarray(audio, dtype=np.float32)
     x = x.mean(axis=0) if x.ndim == 2 else x
     x = resample(x, sr, GATE_SAMPLE_RATE)

@@ -9,6 +9,7 @@ Sizes are the released checkpoints' (omniASR-CTC-300M-v2.pt 1,304,065,508 bytes,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,10 @@ def omniasr_loadable() -> bool:
     the requirements install an older one, and MMS-1b-all is the recognizer there)."""
     import importlib.util
 
-    return importlib.util.find_spec("transformers.models.omniasr_ctc") is not None
+    # the package's folder, not find_spec of the submodule: that imports transformers (two seconds of every app start)
+    spec = importlib.util.find_spec("transformers")
+    folders = spec.submodule_search_locations if spec else None
+    return bool(folders) and any((Path(f) / "models" / "omniasr_ctc" / "__init__.py").is_file() for f in folders)
 
 
 def choose(gpus_gb: list[float], omniasr: bool | None = None) -> tuple[Known, str]:
