@@ -224,3 +224,16 @@ def test_a_fresh_page_brings_start_from_back_only_while_that_run_is_active(ws):
     assert ended[START_FROM]["value"] == training.SCRATCH
     assert ended[VOCODER_START_FROM]["value"] == training.VOCODER_SCRATCH[0]
     assert ended[1]["value"] == "tiny" and ended[2]["value"] == 1000 and ended[11]["value"] == 500  # size, steps
+
+
+def test_a_page_opened_on_a_dataset_shows_the_engine_advice_for_it(tmp_path):
+    """The advice (which engine for this much speech on this machine) came from the dataset picker's `change`, which
+    does not fire when the page opens on the dataset it was built with: it stayed hidden until another was picked."""
+    from webui.context import AppContext
+
+    empty = training.restore_page(AppContext(Workspace.open(tmp_path / "empty")))
+    assert empty[-1] == {"__type__": "update", "visible": False}  # no dataset, no advice
+    ws = make_dataset(tmp_path / "ws", name="am", n_train=3, n_val=1, max_chars=30)
+    opened = training.restore_page(AppContext(ws))
+    assert opened[0]["value"] == "am" and opened[:-1] == training.restore_form(AppContext(ws))
+    assert opened[-1]["visible"] and opened[-1]["value"].startswith("Which engine: ") and " in am;" in opened[-1]["value"]

@@ -400,6 +400,13 @@ def restore_form(ctx: AppContext) -> tuple:
     return form + (settings.default_steps(ws),)  # the saved steps as the page has them (form_on_open)
 
 
+def restore_page(ctx: AppContext) -> tuple:
+    """restore_form, and the engine advice for the dataset it puts back: the picker's `change` does not fire when the
+    page opens on the dataset it was built with, and the advice stayed hidden until another dataset was picked."""
+    form = restore_form(ctx)
+    return form + (engine_advice(ctx, form[0]["value"]),)
+
+
 def form_on_open(ctx: AppContext, dataset: str | None, saved_steps) -> tuple:
     """(dataset picker, steps box, the saved steps the page now has) each time the tab opens: the datasets as they
     are now (one deleted meanwhile is not shown), and the steps the Optimizations tab saved since the page last read
@@ -720,6 +727,6 @@ def build(ctx: AppContext) -> list:
     saved_steps = gr.State(settings.default_steps(ctx.workspace))  # the Optimizations tab's steps as the page has them
     restored = [f.dataset, f.preset, f.max_steps, f.init, f.mode, f.all_gpus, f.engine, f.licence, f.prompt,
                 f.vocoder_init, f.vocoder_size, f.vocoder_steps, saved_steps]
-    return [(lambda: restore_form(ctx), None, restored), *opened,
+    return [(lambda: restore_page(ctx), None, restored + [f.advice]), *opened,
             (lambda d, s: form_on_open(ctx, d, s), [f.dataset, saved_steps], [f.dataset, f.max_steps, saved_steps],
              "open")]
