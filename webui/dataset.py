@@ -107,8 +107,10 @@ def summary_markdown(ws, name: str) -> str:
     errors = "\n".join(f"- {e['message']}" for e in report.get("errors", [])[:50])
     split = (f"**{s['speakers']}** speaker(s) · {s['train_clips']} train / {s['val_clips']} val" if s["usable_clips"]
              else "no usable clip yet")
+    fmt = f" · format {s['format']}" if s.get("format") else ""  # rows brought without a preparation have none
     return (f"### {name}\n**{say_hours(s['usable_hours'])} usable** of {say_hours(s['hours'])} · **{s['usable_clips']}** of "
-            f"{s['clips']} clips · {split}{' · format ' + s['format'] if s.get('format') else ''}\n\n**Flagged rows by kind**\n{flags or '- none: every clip passed the checks'}\n\n"
+            f"{s['clips']} clips · {split}{fmt}\n\n"
+            f"**Flagged rows by kind**\n{flags or '- none: every clip passed the checks'}\n\n"
             f"**Files that could not be used** ({s.get('errors', 0)})\n{errors or '- none'}\n\n"
             f"{excluded_line(s)}{next_line(ws, name, s)}")
 
