@@ -24,6 +24,10 @@ OFFLINE = {"HTTP_PROXY": DEAD_PROXY, "HTTPS_PROXY": DEAD_PROXY, "ALL_PROXY": DEA
            "http_proxy": DEAD_PROXY, "https_proxy": DEAD_PROXY, "all_proxy": DEAD_PROXY,
            "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost", "HF_HUB_OFFLINE": "1"}
 os.environ.update(OFFLINE)  # and so does every process a test starts itself (`app.py` subcommands, trainers, ...)
+# One compute thread a process, as the test modules set for pytest's own (torch.set_num_threads(1)): a trainer, an
+# app and a browser share the 2 cores with pytest, and a trainer's two OpenMP threads, one of them waiting for a
+# core, made a tiny run's step 10-50x slower (a 20-step run took 44 s instead of 7 s).
+os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def free_port() -> int:
@@ -129,3 +133,41 @@ def page(browser):
     pg.set_default_timeout(30_000)
     yield pg
     context.close()
+
+
+# ------------------------------------------------------------------------------------ shared trained things
+# Expensive and read-only, made once a session: a test that changes a workspace copies it (`tiny_runs_copy`).
+
+def tiny_matcha_config(ws, name: str, **kw):
+    """The smallest Matcha run that writes every run file: 2 steps, a checkpoint at each, no evaluation."""
+    from utils.training import TrainConfig
+
+    base = dict(workspace=str(ws.root), dataset="am", run=name, preset="tiny", max_steps=2, lr=2e-3, warmup_steps=1,
+                log_every=1, eval_every=0, checkpoint_every=1, mcd="logmel", eval_clips=1, sample_clips=0, ode_steps=2,
+                ema_decay=0.0, max_frames_per_batch=600, grad_accumulation=1, eval_vocoder="griffin-lim")
+    return TrainConfig.from_dict({**base, **kw})  # a family's own settings by name too
+
+
+@pytest.fixture(scope="session")
+def tiny_runs(tmp_path_factory):
+    """Dataset `am` (one espeak-ng speaker, 4 + 1 clips), Matcha run `one` (checkpoints at steps 1 and 2) and F5 run
+    `f5` (one step): trained voices of two families for tests that read them. Do not change it: copy it."""
+    import torch
+
+    from tests.helpers import make_dataset
+    from utils.training import prepare_run, run
+
+    torch.set_num_threads(1)
+    ws = make_dataset(tmp_path_factory.mktemp("tiny-runs") / "ws", n_train=4, n_val=1, voices=("am",), max_chars=30)
+    assert run(prepare_run(tiny_matcha_config(ws, "one")))["state"] == "finished"
+    assert run(prepare_run(tiny_matcha_config(ws, "f5", engine="f5", max_steps=1)))["state"] == "finished"
+    return ws
+
+
+@pytest.fixture
+def tiny_runs_copy(tiny_runs, tmp_path):
+    """A copy of `tiny_runs` of this test's own, to change."""
+    from utils.workspace import Workspace
+
+    shutil.copytree(tiny_runs.root, tmp_path / "tiny-runs")
+    return Workspace.open(tmp_path / "tiny-runs")
