@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
+import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -14,6 +16,13 @@ from utils.datasets import load_manifest, save_manifest
 from utils.workspace import Workspace, write_jsonl
 
 FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*args: str, env: dict | None = None, cwd: Path = ROOT, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python app.py ARGS` as a user types it, in a process of its own; its output captured."""
+    return subprocess.run([sys.executable, str(ROOT / "app.py"), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
 
 
 def espeak_amharic(text: str, path: Path, voice: str = "am", rate: int = 160) -> Path:
@@ -77,6 +86,29 @@ def make_dataset(root: Path, name: str = "am", n_train: int = 4, n_val: int = 1,
                      "source": f"raw/{rid}.wav", "sha1": "", "music": None})
     write_jsonl(ds / "manifest.jsonl", rows)
     return ws
+
+
+def make_ljspeech_zip(folder: Path, n: int = 6) -> Path:
+    """metadata.csv (id|text) + wavs/<id>.wav spoken by espeak-ng, zipped as a curator would send it; the first
+    clip (clip00) is recorded over background music at 0 dB."""
+    from utils.separation.evaluation import mix_at_snr, synth_music
+
+    texts = [s for s in sentences() if len(s) <= 25][:n]
+    lines = []
+    for i, text in enumerate(texts):
+        rid = f"clip{i:02d}"
+        wav = espeak_amharic(text, folder / "corpus" / "wavs" / f"{rid}.wav", voice="am", rate=190)
+        if i == 0:
+            speech, sr = load_audio(wav)
+            save_audio(wav, mix_at_snr(speech, synth_music(len(speech) / sr, sr, seed=3), 0.0)[0], sr)
+        lines.append(f"{rid}|{text}")
+    (folder / "corpus" / "metadata.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    archive = folder / "my_recordings.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.write(folder / "corpus" / "metadata.csv", "metadata.csv")
+        for wav in sorted((folder / "corpus" / "wavs").glob("*.wav")):
+            z.write(wav, f"wavs/{wav.name}")
+    return archive
 
 
 def add_joined_clips(ws: Workspace, name: str = "am", n: int = 1, per_clip: int = 3, rate: int = 130,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.helpers import espeak_amharic, sentences, tone, write_wav
+from tests.helpers import cli, espeak_amharic, sentences, serve_tab, tone, write_wav
 from utils.audio import FeatureConfig, file_digest, load_audio, log_mel
 from utils.datasets import features, load_manifest, load_report, prepare
 from utils.datasets.sources import discover
@@ -600,3 +601,31 @@ def test_a_summary_of_rows_brought_without_a_preparation_names_no_format(tmp_pat
     assert "**4** of 4 clips" in said and "format" not in said.split("\n")[1]
     run(ws, "abebe", pairs(tmp_path / "day1", ["a0", "a1"]))
     assert summary_markdown(ws, "abebe").split("\n")[1].endswith(" · format pairs")
+
+
+def test_deleting_a_dataset_names_its_runs_first_then_leaves_its_runs_and_voices_speaking(tiny_runs, tmp_path):
+    from utils import inference
+    from webui import dataset as tab
+
+    ws = tiny_runs
+    copy = Workspace.open(tmp_path / "copy")  # a copy of the module's workspace: the other tests keep theirs
+    shutil.rmtree(copy.root)
+    shutil.copytree(ws.root, copy.root, ignore=shutil.ignore_patterns("all-excluded"))
+    inference.export_voice(copy, "one", "kept", vocoder="griffin-lim")
+    shutil.copytree(copy.run_dir("one"), copy.run_dir("am-transcript-check"))  # as a transcript check leaves it
+
+    proc = cli("delete-dataset", "am", "--workspace", str(copy.root))
+    assert proc.returncode == 2 and "Runs trained on it: " in proc.stderr and "--yes" in proc.stderr
+    assert {"one", "f5"} <= set(proc.stderr.split("Runs trained on it: ")[1].split(".")[0].split(", "))
+    assert copy.dataset_dir("am").is_dir()  # nothing gone without the yes
+    with serve_tab(tab, copy, "Dataset") as client:
+        said, picker, tick = client.predict("am", False, api_name="/dataset_delete")
+        assert "Not done" in said and "one" in said and copy.dataset_dir("am").is_dir()
+        said, picker, tick = client.predict("am", True, api_name="/dataset_delete")
+    assert said.startswith("Deleted dataset am") and tick is False
+    assert not copy.dataset_dir("am").exists() and "am" not in copy.list_datasets()
+    assert not copy.run_dir("am-transcript-check").exists()  # the check's own run went with its dataset
+    assert copy.run_dir("one").is_dir() and copy.run_dir("f5").is_dir() and copy.voice_dir("kept").is_dir()
+    for voice in ("kept", "runs/f5/checkpoints/step-1"):  # the exported Matcha voice; the F5 one carries its prompt
+        wave, sr, info = inference.synthesize(copy, voice, "ሰላም ነው።", steps=2, vocoder="griffin-lim")
+        assert len(wave) > 0.1 * sr and np.isfinite(wave).all(), voice

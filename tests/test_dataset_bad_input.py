@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.helpers import espeak_amharic, sentences
+from tests.helpers import cli, espeak_amharic, sentences
 from utils.datasets import load_manifest, load_report, prepare
 from utils.datasets.config import PrepareConfig
 from utils.datasets.sources import discover
@@ -242,7 +242,6 @@ def test_a_first_preparation_that_fails_midway_keeps_the_uploads_and_the_finishe
     new dataset folder, its raw copies (perhaps the only copy of an upload) and the finished clips, while the
     message said finished clips are kept. Now the folder stays, and a re-run goes on from the clips done."""
     import errno
-
     import importlib
 
     prepare_module = importlib.import_module("utils.datasets.prepare")
@@ -307,3 +306,18 @@ def test_a_too_long_subtitle_cue_is_told_to_be_split_in_its_file():
     cue = too_long_note(31.0, {"start": 12.0, "end": 43.0, "text": "ሰላም"}, cfg)
     assert cue == "31.0 s (maximum 20.0 s); split this cue in its subtitle file and prepare again"
     assert too_long_note(21.0, {"start": 1.0, "end": 22.0, "text": ""}, cfg) == "21.0 s (maximum 20.0 s)"
+
+
+def test_an_upload_that_makes_no_clip_leaves_no_dataset_and_says_what_was_given_and_what_is_needed(tmp_path):
+    ws = Workspace.open(tmp_path / "ws")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("ሰላም ነው።\n", encoding="utf-8")
+    stamp = notes.stat().st_mtime_ns
+    with pytest.raises(StudioError, match=r"No clip could be made from notes\.txt, so no dataset was made: a dataset "
+                                          r"needs speech recordings with their transcripts.*transcript with no audio"):
+        list(prepare(ws, "notes", [notes]))
+    proc = cli("prepare", str(notes), "--name", "notes-cli", "--workspace", str(ws.root))
+    assert proc.returncode == 2 and "No clip could be made from notes.txt" in proc.stderr
+    assert not ws.dataset_dir("notes").exists() and not ws.dataset_dir("notes-cli").exists()
+    assert "notes" not in ws.list_datasets() and "notes-cli" not in ws.list_datasets()
+    assert notes.read_text(encoding="utf-8") == "ሰላም ነው።\n" and notes.stat().st_mtime_ns == stamp

@@ -7,6 +7,7 @@ services: speaking with the pronunciation dictionary, A/B, a text file to a zip,
 from __future__ import annotations
 
 import errno
+import json
 import multiprocessing
 import os
 import shutil
@@ -21,15 +22,14 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from tests.conftest import free_port
+from tests.conftest import free_port, tiny_matcha_config
 from tests.helpers import make_dataset
+from utils.datasets import load_manifest, save_manifest
 from utils.events import StudioError
 from utils.f5.text import F5Text, latin_spelling
 from utils.training import TrainConfig, prepare_run, run
 from utils.training.checkpoint import load_trainer_state, read_config
 from utils.workspace import Workspace, read_jsonl
-from utils.datasets import load_manifest
-from utils.datasets import save_manifest
 
 BASE_SYMBOLS = [" ", ",", ".", "?", "!", *"abcdefghijklmnopqrstuvwxyz", "ni", "hao"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,7 +51,7 @@ def f5_config(ws: Workspace, run_name: str, **kw) -> TrainConfig:
 def public_base(folder: Path) -> Path:
     """A tiny random F5 saved as the public files are: EMA weights under "ema_model." in a .safetensors, and
     vocab.txt (one symbol a line)."""
-    from models.f5 import PRESETS, F5Config, F5TTS
+    from models.f5 import F5TTS, PRESETS, F5Config
 
     folder.mkdir(parents=True, exist_ok=True)
     model = F5TTS(F5Config.from_dict({**PRESETS["tiny"].to_dict(), "text_num_embeds": len(BASE_SYMBOLS)}))
@@ -118,7 +118,7 @@ def test_fine_tuning_from_a_base_in_the_public_layout_grows_the_text_table(corpu
 
 
 def test_new_rows_start_from_their_latin_spelling():
-    from models.f5 import PRESETS, F5Config, F5TTS
+    from models.f5 import F5TTS, PRESETS, F5Config
     from utils.f5.base import _grow
 
     text = F5Text(symbols=list(BASE_SYMBOLS), base_size=len(BASE_SYMBOLS))
@@ -518,7 +518,6 @@ def test_the_base_download_reports_its_progress_in_plain_lines(tmp_path):
     import re
 
     from utils.f5.base import progress_lines
-
     from utils.hub import byte_progress
 
     lines = []
@@ -560,3 +559,49 @@ def test_the_batch_probe_keeps_the_fine_tuning_rate_and_does_not_put_back_matcha
     rec = {"lr_batch_scale": hardware.Setting(1.0, "one process")}
     opt.set_effective_batch(m, adapter.cfg, 1, rec)  # what apply_probe does once a probe measured the batch
     assert m.lr == FINE_TUNE_LR and "F5-TTS issue 87" in m.reasons["lr"]
+
+
+def fake_report(memory_gb: float):
+    """What utils.hardware.detect says of a machine with one GPU of that size (CPU tests of the GPU case)."""
+    from utils.hardware import GPUInfo, HardwareReport
+
+    return HardwareReport(gpus=[GPUInfo(0, "NVIDIA L4", memory_gb, "8.9")], cpu_count=8, ram_gb=32, disk_free_gb=100)
+
+
+def test_the_f5_request_check_takes_the_machine_a_gpu_passes_this_cpu_is_refused(tiny_runs_copy):
+    from utils import hardware
+    from utils.f5 import check_request
+
+    ws = tiny_runs_copy
+    cfg = tiny_matcha_config(ws, "f5-base", engine="f5", preset="base", init="SWivid/F5-TTS")
+    check_request(cfg, fake_report(22.0))  # an L4: allowed
+    with pytest.raises(StudioError, match="16 GiB GPU or larger"):
+        check_request(cfg, fake_report(8.0))
+    with pytest.raises(StudioError, match="This machine cannot fine-tune the F5-TTS base: no GPU.*Matcha.*choose the "
+                                          "model size tiny and no base.*--preset tiny, without --init"):
+        check_request(cfg, hardware.detect(ws.root))
+    check_request(tiny_matcha_config(ws, "f5-tiny", engine="f5"), hardware.detect(ws.root))  # the smoke test stays
+    big = ws.root / "pretrained" / "big-base"  # the full-size base in a folder: its header says 400 M parameters
+    big.mkdir(parents=True)
+    header = json.dumps({"w": {"dtype": "F32", "shape": [20000, 20000], "data_offsets": [0, 0]}}).encode()
+    (big / "model_1250000.safetensors").write_bytes(len(header).to_bytes(8, "little") + header)
+    (big / "vocab.txt").write_text("a\n", encoding="utf-8")
+    with pytest.raises(StudioError, match="cannot fine-tune the F5-TTS base"):
+        check_request(tiny_matcha_config(ws, "f5-folder", engine="f5", init=str(big)), hardware.detect(ws.root))
+
+
+def test_the_f5_base_is_refused_here_before_any_run_folder_queue_entry_or_download(tiny_runs_copy):
+    from utils import jobs
+    from utils.runs import control
+
+    ws = tiny_runs_copy
+    before = sorted(p.name for p in ws.runs.iterdir())
+    with pytest.raises(StudioError, match="This machine cannot fine-tune the F5-TTS base"):
+        control.start_training(ws, "am", "base", "f5-queued", engine="f5", accept_licence=True)
+    proc = app("train", "--engine", "f5", "--dataset", "am", "--init", "SWivid/F5-TTS", "--accept-licence",
+               "--run", "f5-cli", "--background", "--workspace", str(ws.root))
+    assert proc.returncode == 2 and "This machine cannot fine-tune the F5-TTS base: no GPU" in proc.stderr
+    assert "--preset tiny, without --init" in proc.stderr
+    assert sorted(p.name for p in ws.runs.iterdir()) == before
+    assert not [r for r in jobs.list_runs(ws) if r["name"].startswith("f5-") and r["name"] != "f5"]
+    assert not (ws.root / "pretrained" / "f5tts-v1-base").exists()

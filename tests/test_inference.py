@@ -6,9 +6,9 @@ import io
 import json
 import os
 import shutil
-import zipfile
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -18,11 +18,14 @@ import torch
 
 from models.matcha import MatchaConfig, MatchaTTS
 from models.vocoder import PRESETS, Vocoder
+from tests.conftest import tiny_matcha_config
+from tests.helpers import cli, serve_tab
 from utils import inference
 from utils.audio import FeatureConfig, load_audio
 from utils.events import StudioError, run_to_end
 from utils.text import save_user_dict
 from utils.text.tokenizers import make_tokenizer
+from utils.training import prepare_run
 from utils.training.checkpoint import save_checkpoint
 from utils.vocoder import save_vocoder
 from utils.workspace import Workspace, read_json
@@ -476,3 +479,75 @@ def test_an_export_left_unnamed_takes_its_runs_name_as_the_training_tab_does(tmp
     said, zip_path = tab.export(AppContext(ws), CKPT, "  ", inference.GRIFFIN_LIM, False, False, 2)
     assert (ws.voices / "r1").is_dir() and zip_path.endswith("r1.zip") and "pick **r1** above" in said
     assert tab.run_of(ws, "r1") == "r1" and tab.run_of(ws, "some-voice") == ""
+
+
+def test_a_one_speaker_voice_exports_to_onnx_from_the_cli_and_speaks_through_onnx_runtime(tiny_runs_copy):
+    import onnxruntime as ort
+
+    from utils.inference.onnx_voice import OnnxVoice
+
+    ws = tiny_runs_copy
+    assert read_json(ws.run_dir("one") / "checkpoints" / "step-2" / "config.json")["speakers"] == ["am"]
+    proc = cli("export-voice", "one", "solo", "--onnx", "--onnx-steps", "2", "--vocoder", "griffin-lim",
+            "--workspace", str(ws.root))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    folder = ws.voice_dir("solo")
+    session = ort.InferenceSession(str(folder / "acoustic.onnx"), providers=["CPUExecutionProvider"])
+    assert [i.name for i in session.get_inputs()] == ["tokens", "temperature", "length_scale"]  # no speaker table
+    wave, sr = OnnxVoice(folder).synthesize("ሰላም ነው። ዛሬ ጥሩ ቀን ነው።")
+    assert sr == 24000 and len(wave) > 0.1 * sr and np.isfinite(wave).all()
+    assert "speaker=" not in (folder / "README.md").read_text(encoding="utf-8")  # the snippet passes none
+
+
+def test_amharic_names_work_for_runs_voices_their_zip_and_the_tabs_urls(tiny_runs_copy):
+    from utils import inference
+    from utils.workspace import check_name
+    from webui import inference as tab
+
+    ws = tiny_runs_copy
+    assert check_name("ሰላም-ድምፅ_2") == "ሰላም-ድምፅ_2"
+    with pytest.raises(StudioError, match="Latin or Amharic letters"):
+        check_name("ሰላም።")  # Ethiopic punctuation is not a letter
+    with pytest.raises(StudioError, match="^Type or pick a voice name first.$"):  # not "The voice name '' cannot be used"
+        check_name("  ", "voice name")
+    path = prepare_run(tiny_matcha_config(ws, "ሙከራ-1", max_steps=1))
+    assert path == ws.root / "runs" / "ሙከራ-1" / "config.json" and path.is_file()
+    inference.export_voice(ws, "one", "ሰላም-ድምፅ", vocoder="griffin-lim")
+    with zipfile.ZipFile(ws.root / "exports" / "ሰላም-ድምፅ.zip") as zf:
+        assert "ሰላም-ድምፅ/model.safetensors" in zf.namelist()
+    with serve_tab(tab, ws, "Inference") as client:  # the files come back through Gradio's URLs
+        message, zip_file = client.predict("ሰላም-ድምፅ", "ሰላም-ድምፅ-2", "griffin-lim", False, False, 2,
+                                           api_name="/export_voice")
+        assert "voices/ሰላም-ድምፅ-2" in message and zipfile.ZipFile(zip_file).namelist()
+        audio, wav, *_ = client.predict("ሰላም-ድምፅ", None, "ሰላም ነው።", 2, 0.667, 1.0, "griffin-lim", "cpu", 0,
+                                        api_name="/speak")
+        assert Path(wav).stat().st_size > 1000
+
+
+def test_the_voice_picker_starts_on_the_active_runs_best_checkpoint_else_its_newest(tiny_runs, tmp_path):
+    from utils import inference
+    from utils.jobs import machine_id
+    from utils.runs import control
+
+    ws = tiny_runs
+    copy = Workspace.open(tmp_path / "copy")
+    shutil.copytree(ws.run_dir("one"), copy.run_dir("older"))
+    shutil.copytree(ws.run_dir("one"), copy.run_dir("live"))
+    status = copy.run_dir("live") / "status.json"
+    live = {**read_json(status), "state": "running", "pid": os.getpid(), "machine": machine_id(), "best_checkpoint": None}
+    status.write_text(json.dumps(live))
+    os.utime(copy.run_dir("older") / "status.json")  # written after the live run's status: still the live run wins
+    assert inference.default_voice(copy) == "runs/live/checkpoints/step-2"  # no best yet: the newest, not step-1
+    live["best_checkpoint"] = str(copy.run_dir("live") / "checkpoints" / "step-1")
+    status.write_text(json.dumps(live))
+    assert inference.default_voice(copy) == "runs/live/checkpoints/step-1"  # the best one
+
+    # once no run trains, a voice the curator exported comes before a checkpoint Stop saved, unevaluated, after it
+    shutil.copytree(copy.run_dir("live") / "checkpoints" / "step-2", copy.voice_dir("abebe"))
+    os.utime(copy.voice_dir("abebe"))  # exported now (copytree kept the checkpoint folder's time)
+    status.write_text(json.dumps({**live, "state": "stopped", "best_checkpoint": None, "best_mcd": None}))
+    assert inference.default_voice(copy) == "abebe"
+    # the Training tab's "start from" names them in the Inference tab's words, not as folder paths
+    labels = {value: label for label, value in control.init_labels(copy)}
+    assert set(labels) == set(control.init_choices(copy)) and labels["voices/abebe"] == "abebe (exported voice)"
+    assert labels["runs/live/checkpoints/step-2"] == "live · step 2"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,10 +13,11 @@ import time
 
 import pytest
 
-from tests.helpers import make_dataset
+from tests.helpers import cli, make_dataset
 from utils import jobs
-from utils.runs import control, settings, views
+from utils.datasets import load_manifest, save_manifest
 from utils.events import StudioError
+from utils.runs import control, settings, views
 from utils.workspace import Workspace
 
 TINY = dict(preset="tiny", max_frames_per_batch=400, grad_accumulation=1, log_every=1, eval_every=0,
@@ -378,3 +380,22 @@ def test_a_stop_that_reaches_the_trainer_before_its_signal_handler_reads_stopped
     final = launch_here(tmp_path / "runs" / "stopped-early", monkeypatch,
                         ["sh", "-c", "kill -TERM $PPID; exec sleep 30"])
     assert final["state"] == "stopped" and "as the trainer started" in final["message"], final
+
+
+def test_start_refuses_a_dataset_with_no_usable_clip_before_any_run_is_made(tiny_runs_copy):
+    from utils.runs import control
+
+    ws = tiny_runs_copy
+    source = ws.dataset_dir("am")
+    target = ws.dataset_dir("all-excluded")
+    shutil.copytree(source, target)
+    save_manifest(ws, "all-excluded", [{**r, "excluded": True} for r in load_manifest(ws, "am")])
+    before = sorted(p.name for p in ws.runs.iterdir())
+    for start in (lambda: control.start_training(ws, "all-excluded", "tiny", "no-clips"),
+                  lambda: control.start_vocoder_training(ws, "all-excluded", preset="tiny", run="no-clips-voc")):
+        with pytest.raises(StudioError, match="Dataset 'all-excluded' has no usable clip to train on"):
+            start()
+    proc = cli("train", "--dataset", "all-excluded", "--preset", "tiny", "--run", "no-clips-cli",
+               "--workspace", str(ws.root))
+    assert proc.returncode == 2 and "has no usable clip to train on" in proc.stderr
+    assert sorted(p.name for p in ws.runs.iterdir()) == before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 import torch
@@ -214,3 +215,18 @@ def test_quick_decisions_from_two_requests_never_lose_one(tmp_path):
     for t in threads:
         t.join()
     assert len(read_json(path)) == 300
+
+
+def test_the_transcript_checks_own_run_is_neither_listed_nor_offered_as_a_voice(tiny_runs_copy):
+    from utils import inference
+    from utils.runs import control, views
+
+    ws = tiny_runs_copy
+    shutil.copytree(ws.run_dir("one"), ws.run_dir("am-transcript-check"))  # as the check leaves it (dataset am)
+    try:
+        assert "am-transcript-check" not in [r["run"] for r in views.run_table(ws)]
+        assert not [v for _, v in inference.voice_choices(ws) if "transcript-check" in v]
+        assert not [c for c in control.init_choices(ws) if "transcript-check" in c]
+        assert "one" in [r["run"] for r in views.run_table(ws)]  # a curator's run of the same dataset stays
+    finally:
+        shutil.rmtree(ws.run_dir("am-transcript-check"))

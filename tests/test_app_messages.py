@@ -3,6 +3,7 @@ import logging
 
 import gradio as gr
 
+from utils.events import StudioError
 from utils.runs import settings
 from utils.workspace import Workspace
 from webui.components import says_errors
@@ -24,8 +25,6 @@ def test_an_unexpected_error_is_said_in_the_box_with_its_type_and_its_traceback_
 
 
 def test_a_refusal_is_said_in_the_box_and_logs_nothing(caplog):
-    from utils.events import StudioError
-
     with gr.Blocks():
         box = gr.Markdown()
 
@@ -42,7 +41,6 @@ def test_an_unreadable_settings_file_is_named_and_the_app_still_builds(tmp_path)
     tab names the file and the way out, and leaves the file as the curator wrote it."""
     import pytest
 
-    from utils.events import StudioError
     from webui.app import build_ui
     from webui.context import AppContext
 
@@ -54,3 +52,21 @@ def test_an_unreadable_settings_file_is_named_and_the_app_still_builds(tmp_path)
         build_ui(AppContext(workspace=ws, max_upload_mb=10))
         assert settings.settings_path(ws).read_text(encoding="utf-8") == text
     assert settings.default_steps(ws) == settings.recommended_steps()[0]
+
+
+def test_a_toast_shows_the_words_of_a_markdown_message_without_its_marks(monkeypatch):
+    import gradio as gr
+
+    from webui.components import plain_text, says_errors
+
+    toasts = []
+    monkeypatch.setattr(gr, "Warning", lambda text, *a, **k: toasts.append(text))
+
+    def on_start():
+        raise StudioError("Run **abebe** is queued: see `train.log` on the *Training* tab, or [the guide](docs/x.md).")
+
+    box = says_errors(on_start, ["box"], "box")()
+    assert box == ("**Not done:** Run **abebe** is queued: see `train.log` on the *Training* tab, or "
+                   "[the guide](docs/x.md).")  # the box renders Markdown: it keeps the marks
+    assert toasts == ["Run abebe is queued: see train.log on the Training tab, or the guide."]
+    assert plain_text("2 * 3 frames, ### kept") == "2 * 3 frames, ### kept"
