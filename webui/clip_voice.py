@@ -10,7 +10,7 @@ from utils import inference
 from utils.events import StudioError
 from utils.omnivoice import about
 from utils.omnivoice.clip_voice import install_runtime, make_clip_voice, row_clip, suggest_rows
-from webui.components import dataset_pick, says_errors
+from webui.components import dataset_pick, dataset_picker, says_errors
 from webui.context import AppContext
 
 TITLE = "OmniVoice: a voice from one clip (no training)"
@@ -104,7 +104,7 @@ def build(ctx: AppContext, voice: gr.Dropdown) -> None:
         install_btn = gr.Button("Install OmniVoice", visible=missing, elem_id="clip-voice-install")
         source = gr.Radio([FROM_ROW, FROM_FILE], value=FROM_ROW, label="The clip", elem_id="clip-voice-source")
         with gr.Row() as row_box:
-            dataset = gr.Dropdown(ws.list_datasets(), value=None, label="Dataset", scale=1, elem_id="clip-voice-dataset")
+            dataset = dataset_picker(ws, value=None, scale=1, elem_id="clip-voice-dataset")
             row = gr.Dropdown([], label="Row (the ones that suit best first)", scale=3, elem_id="clip-voice-row")
             heard = gr.Audio(label="The row's clip", type="filepath", interactive=False, scale=2)
         upload = gr.Audio(label=f"Clip ({about.GOOD_PROMPT_SECONDS[0]:g}-{about.GOOD_PROMPT_SECONDS[1]:g} s)",

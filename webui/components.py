@@ -20,6 +20,13 @@ def current_pick(names: list[str], current: str | None, first: str | None = None
     return gr.update(choices=names, value=current if current in names else fallback)
 
 
+def dataset_picker(ws, label: str = "Dataset", **kw) -> gr.Dropdown:
+    """A tab's dataset picker. It takes a value not among its choices: a dataset deleted meanwhile (from another tab
+    or page) stays the value this page holds until the next refresh, and Gradio refuses an event whose dropdown value
+    is not a choice, so the tab's refresh on opening (`dataset_pick`) failed and left every box of the tab stale."""
+    return gr.Dropdown(ws.list_datasets(), label=label, allow_custom_value=True, **kw)
+
+
 def dataset_pick(ws, current: str | None) -> dict:
     """A dataset picker brought up to date: the curator's pick while it exists, else the dataset prepared last."""
     return current_pick(ws.list_datasets(), current, ws.newest_dataset())

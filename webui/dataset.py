@@ -21,7 +21,7 @@ from utils.datasets.prepare import no_text_yet
 from utils.training.speed import say_hours
 from utils.workspace import readable
 from webui import transcripts
-from webui.components import dataset_pick, says_errors
+from webui.components import dataset_pick, dataset_picker, says_errors
 from webui.context import AppContext
 
 FRONTENDS = (("Amharic pronunciation rules (phoneme), recommended", "phoneme"), ("letters as written (char)", "char"),
@@ -283,7 +283,7 @@ def build(ctx: AppContext) -> list:
 
     gr.Markdown("### Review")
     with gr.Row():
-        dataset = gr.Dropdown(ws.list_datasets(), label="Dataset", allow_custom_value=True, elem_id="dataset-pick")
+        dataset = dataset_picker(ws, elem_id="dataset-pick")
         show_all = gr.Checkbox(label="Show every row, not only flagged ones")
         refresh = gr.Button("Refresh")
         recheck_btn = gr.Button("Re-check")

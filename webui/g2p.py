@@ -13,7 +13,7 @@ from utils.datasets.curate import convert_dataset
 from utils.text.g2p import rules_reading
 from utils.text.lexicon import dict_from_rows, entry, usable_symbols_hint
 from utils.workspace import Workspace
-from webui.components import dataset_pick, says_errors
+from webui.components import dataset_pick, dataset_picker, says_errors
 from webui.context import AppContext
 
 EXAMPLE = "በ፲፰፻፹፯ ዓ.ም ዶ/ር አበበ ወደ ት/ቤት ሄዱ። 2ኛው ቀን 25 ብር ከፈሉ፤ ልጆቻቸው ደስ አላቸው!"
@@ -142,7 +142,7 @@ def build(ctx: AppContext) -> list:
                 "does it itself when the dictionary changed since (its log says so): convert now to see the "
                 "new readings in the Dataset tab.")
     with gr.Row():
-        dataset = gr.Dropdown(label="Dataset", choices=ws.list_datasets(), elem_id="g2p-dataset")
+        dataset = dataset_picker(ws, elem_id="g2p-dataset")
         refresh = gr.Button("Refresh list", elem_id="g2p-dataset-refresh")
         go = gr.Button("Convert transcripts", variant="primary", elem_id="g2p-convert")
     convert_status = gr.Markdown(elem_id="g2p-convert-status")

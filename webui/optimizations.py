@@ -5,7 +5,7 @@ import gradio as gr
 
 from utils.runs import probe, settings
 from utils.events import StudioError
-from webui.components import dataset_pick, plain_label, says_errors
+from webui.components import dataset_pick, dataset_picker, plain_label, says_errors
 from webui.context import AppContext
 
 
@@ -72,7 +72,7 @@ def build(ctx: AppContext) -> list:
         gr.Markdown("One real training step on the dataset's longest batch, then bisection to the largest batch "
                     "that fits this GPU, with headroom.")
         with gr.Row():
-            dataset = gr.Dropdown(ws.list_datasets(), label="dataset", elem_id="measure-dataset")
+            dataset = dataset_picker(ws, "dataset", elem_id="measure-dataset")
             measure = gr.Button("Measure")
         measured = gr.Markdown(elem_id="probe-result")
 

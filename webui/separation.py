@@ -15,7 +15,7 @@ from utils import separation
 from utils.events import StudioError
 from utils.separation import dataset as sep_dataset
 from utils.separation.gate import CLEAR as THRESHOLD_CLEAR
-from webui.components import dataset_pick, says_errors
+from webui.components import dataset_pick, dataset_picker, says_errors
 from webui.context import AppContext
 
 BACKEND_LABELS = [("auto: the best this machine has", "auto"),
@@ -164,7 +164,7 @@ def build(ctx: AppContext) -> list:
     with gr.Tabs():
         with gr.Tab("Dataset"):
             with gr.Row():
-                name = gr.Dropdown(ws.list_datasets(), label="Dataset", elem_id="sep-dataset")
+                name = dataset_picker(ws, elem_id="sep-dataset")
                 refresh = gr.Button("Refresh list", size="sm")
             with gr.Row():
                 run_ds = gr.Button("Remove music", variant="primary", elem_id="sep-run")

@@ -22,7 +22,7 @@ from utils.family_options import names_of, saved_option
 from utils.transcripts import asr
 from utils.vocoder.default import status_line
 from utils.workspace import read_json
-from webui.components import dataset_pick, says_errors
+from webui.components import dataset_pick, dataset_picker, says_errors
 from webui.context import AppContext
 
 MAX_SAMPLES = 4
@@ -450,8 +450,7 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
     expect = gr.Markdown(visible=False, elem_id="run-guidance")  # what to expect of this run, before Start
     advice = gr.Markdown(visible=False, elem_id="engine-advice")  # which engine for this much speech, this machine
     with gr.Row(elem_id="train-form"):
-        dataset = gr.Dropdown(ws.list_datasets(), label="dataset", allow_custom_value=False,
-                              info="a dataset prepared on the Dataset tab")
+        dataset = dataset_picker(ws, "dataset", info="a dataset prepared on the Dataset tab")
         preset = gr.Radio(["tiny", "small", "base"], value=settings.recommended_preset(), label="model size",
                           info="tiny: trains on a CPU in minutes (rough voice); small (10M parameters); base: 21M parameters, GPU")
         run_name = gr.Textbox(label="run name", placeholder="automatic: dataset + time")
