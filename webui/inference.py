@@ -317,17 +317,24 @@ def build(ctx: AppContext):
         return pick, pick
 
     def on_refresh(current, a, b, exported, chosen, auto=None):
-        """Every voice picker as the workspace is now; A, B and the export keep their pick while it exists, else
-        take the voice shown above (B another one where there is one), as they do when the page is built."""
+        """Every voice picker as the workspace is now; A, B and the export keep the curator's pick while it exists,
+        else take the voice shown above (B another one where there is one), as they do when the page is built. A
+        value the tab chose by itself (`auto`: the page's built-in default of when the app started, then the run's
+        newest best) is no pick: the export picker stayed on the app start's voice while the one above followed
+        the run."""
         now = inference.voice_choices(ws)
         values = [v for _, v in now]
         pick, _ = picked(current, auto, values)
-        a_pick = a if a in values else pick
-        b_pick = b if b in values else next((v for v in values if v != a_pick), a_pick)
+
+        def kept(value):
+            return value if value in values and value != auto else None
+
+        a_pick = kept(a) or pick
+        b_pick = kept(b) or next((v for v in values if v != a_pick), a_pick)
         vocoders = vocoder_choices(ctx)
         return (gr.update(choices=now, value=pick, info="" if now else NO_VOICE), gr.update(choices=vocoders),
                 speaker_choices(ctx, pick), gr.update(choices=now, value=a_pick), gr.update(choices=now, value=b_pick),
-                gr.update(choices=now, value=exported if exported in values else pick),
+                gr.update(choices=now, value=kept(exported) or pick),
                 gr.update(choices=vocoders), inference.vocoder_note(ws, pick, chosen))
 
     refresh_outputs = [voice, vocoder, speaker, voice_a, voice_b, export_from, export_vocoder, vocoder_status]
