@@ -1,6 +1,6 @@
-"""Refreshes the docs' pictures, docs/screenshots/<tab>.png: every tab as a curator sees it, taken by
-tests/test_screenshots.py in Debian's chromium (tests/run.sh installs it and fonts-sil-abyssinica).
-The test suite takes the same pictures into a temporary folder and leaves docs/ alone; this runs that
+"""Refreshes the docs' pictures, docs/screenshots/<tab>.png: every tab as a curator sees it, taken at the
+end of the curator-journey test of tests/test_app_browser.py in Debian's chromium (tests/run.sh installs it and
+fonts-sil-abyssinica). The test suite takes the same pictures into a temporary folder and leaves docs/ alone; this runs that
 one test with AMHARIC_TTS_SCREENSHOTS naming the folder to write. Commit the changed PNGs.
 
     python docs/refresh_screenshots.py             # into docs/screenshots/
@@ -18,6 +18,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if __name__ == "__main__":
     out = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT / "docs" / "screenshots"
     env = {**os.environ, "AMHARIC_TTS_SCREENSHOTS": str(out), "GRADIO_ANALYTICS_ENABLED": "False"}
-    code = subprocess.call([sys.executable, "-m", "pytest", "-q", "tests/test_screenshots.py"], cwd=ROOT, env=env)
+    code = subprocess.call([sys.executable, "-m", "pytest", "-q", "tests/test_app_browser.py", "-k", "photographed"], cwd=ROOT, env=env)
     print(f"screenshots in {out}" if code == 0 else f"screenshots failed (pytest exit {code})", file=sys.stderr)
     sys.exit(code)

@@ -67,6 +67,71 @@ def write_clip_row(folder: Path, clip_id: str, audio: np.ndarray, sr: int, sourc
             "sha1": file_digest(folder / "audio" / f"{clip_id}.wav"), "music": None}
 
 
+CKPT = "runs/r1/checkpoints/step-10"
+VOC = "runs/voc/checkpoints/step-1"
+
+
+def voice_workspace(root, add_blank: bool = False) -> Workspace:
+    """A workspace with a tiny random two-speaker acoustic checkpoint and a tiny vocoder checkpoint."""
+    import torch
+
+    from models.matcha import MatchaConfig, MatchaTTS
+    from models.vocoder import PRESETS, Vocoder
+    from utils.audio import FeatureConfig
+    from utils.text.tokenizers import make_tokenizer
+    from utils.training.checkpoint import save_checkpoint
+    from utils.vocoder import save_vocoder
+
+    ws = Workspace.open(root)
+    tok = make_tokenizer("phoneme")
+    torch.manual_seed(0)
+    cfg = MatchaConfig.preset_config("tiny", n_symbols=len(tok.symbols), n_speakers=2, mel_mean=-6.0, mel_std=2.0,
+                                     add_blank=add_blank)
+    save_checkpoint(ws.root / CKPT, MatchaTTS(cfg).state_dict(),
+                    {"model": cfg.to_dict(), "frontend": {"kind": tok.kind, "symbols": tok.symbols,
+                                                          "tokenizer": tok.to_dict()},
+                     "speakers": ["abebe", "almaz"], "features": FeatureConfig().to_dict(), "step": 10})
+    save_vocoder(Vocoder(PRESETS["tiny"]), ws.root / VOC)
+    return ws
+
+
+LIVE = "live"
+
+
+def live_checkpoint(ws: Workspace, step: int, best: bool = False) -> None:
+    """What the trainer of run `live` writes: a checkpoint folder (a copy of voice_workspace's), and status.json naming
+    the best one. This test process stands in for the trainer, so the run stays active."""
+    import json
+    import os
+
+    from utils.jobs import machine_id
+    from utils.workspace import read_json
+
+    folder = ws.run_dir(LIVE) / "checkpoints" / f"step-{step}"
+    shutil.copytree(ws.root / CKPT, folder, dirs_exist_ok=True)
+    status = ws.run_dir(LIVE) / "status.json"
+    now = {**(read_json(status, {}) or {}), "state": "running", "step": step, "max_steps": 100, "pid": os.getpid(),
+           "machine": machine_id()}
+    if best:
+        now.update(best_checkpoint=str(folder), best_mcd=9.5)
+    status.write_text(json.dumps(now))
+
+
+def news_dataset(root: Path, tmp: Path) -> Workspace:
+    """Dataset 'news': clip 'clean' (speech only) and clip 'song' (speech over music at 0 dB), 24 kHz, each also in
+    raw/ as uploaded."""
+    from utils.separation.evaluation import mix_at_snr, synth_music
+
+    ws = Workspace.open(root)
+    folder = ws.dataset_dir("news")
+    (folder / "raw").mkdir(parents=True)
+    speech, sr = load_audio(espeak_amharic(sentences(3)[1], tmp / "news-speech.wav", "am+m3"), sample_rate=24000)
+    mix, _, _ = mix_at_snr(speech, synth_music(len(speech) / sr, sr, seed=5), 0.0)
+    rows = [write_clip_row(folder, clip_id, audio, sr, "raw") for clip_id, audio in (("clean", speech), ("song", mix))]
+    write_jsonl(folder / "manifest.jsonl", rows)
+    return ws
+
+
 def make_dataset(root: Path, name: str = "am", n_train: int = 4, n_val: int = 1, voices=("am",),
                  first: int = 0, max_chars: int = 40) -> Workspace:
     """A dataset folder per the manifest contract, spoken by espeak-ng (short sentences, 24 kHz)."""

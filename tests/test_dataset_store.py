@@ -183,7 +183,7 @@ def test_the_review_table_pages_in_the_browser_and_a_decision_keeps_its_page(tmp
     from playwright.sync_api import expect
 
     from tests.conftest import serve
-    from tests.test_first_hour_browser import id_cell
+    from tests.test_app_browser import id_cell
 
     ws = Workspace.open(tmp_path / "workspace")
     datasets.save_manifest(ws, "big", table_rows(260))

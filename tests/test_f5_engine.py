@@ -145,7 +145,7 @@ def gpu_machine():
 
 def test_the_public_base_is_downloaded_only_after_a_yes_to_its_licence(corpus, monkeypatch):
     """On a machine that can fine-tune it; a run prepared there and started on this CPU is refused by the trainer
-    before anything is downloaded (the offline download's message: tests/test_second_hour.py)."""
+    before anything is downloaded (the offline download's message: tests/test_offline.py)."""
     from utils import hardware
 
     with monkeypatch.context() as gpu:

@@ -1,10 +1,11 @@
-"""Faults around a training run: kill -9 in the middle of a checkpoint write, the disk filling up,
-two users starting runs at the same moment. The real trainer on the tiny preset, real files, a real
-small disk (a size-limited tmpfs)."""
+"""Faults around a training run: kill -9 in the middle of a checkpoint write, the disk filling up, two browsers
+pressing Start at the same moment, the app process killed and restarted while a run trains. The real trainer on the
+tiny preset, real files, a real small disk (a size-limited tmpfs), the real app and browser."""
 from __future__ import annotations
 
 import errno
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -13,13 +14,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from gradio_client import Client
+from playwright.sync_api import expect
 
+from tests.conftest import AppServer
 from tests.helpers import make_dataset
 from tests.test_jobs import TINY, state, wait
 from tests.test_training import corpus, tiny_config  # noqa: F401  (module fixture)
 from tests.test_training_process import start_trainer, wait_for
 from utils import jobs
-from utils.runs import control, views
+from utils.runs import settings, views
 from utils.training import load_checkpoint, prepare_run, run
 from utils.training.checkpoint import latest_resumable, load_trainer_state, recover, save_checkpoint, step_folders
 from utils.training.config import read_run_config, write_run_config
@@ -135,40 +139,12 @@ def test_a_full_disk_stops_the_run_with_a_message_and_keeps_a_usable_checkpoint(
 # ------------------------------------------------------------------ two users at the same moment
 @pytest.fixture
 def jobs_ws(tmp_path):
-    ws = make_dataset(tmp_path, n_train=3, n_val=1, max_chars=25)
+    ws = make_dataset(tmp_path / "workspace", n_train=3, n_val=1, max_chars=25)
+    settings.save_settings(ws, TINY)  # what the Optimizations tab saves: tiny CPU batches
     yield ws
     for r in views.run_table(ws):
         if r["status"] in jobs.ACTIVE:
             jobs.stop(ws, r["run"]), jobs.stop(ws, r["run"])
-
-
-def test_two_users_starting_runs_at_the_same_moment_get_one_running_and_one_queued(jobs_ws):
-    ws, names = jobs_ws, ["alice", "bekele"]
-    barrier = threading.Barrier(len(names))
-    errors = []
-
-    def user(name):
-        barrier.wait()  # both requests read "the CPU is free" at the same time
-        try:
-            control.start_training(ws, "am", run=name, overrides={**TINY, "max_steps": 100_000})
-        except Exception as exc:  # reported below, not lost in the thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=user, args=(n,)) for n in names]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
-    assert not errors
-    wait(lambda: any(state(ws, n).get("step", 0) >= 1 for n in names), "one run stepping")
-    for _ in range(5):  # and it stays that way: never both on the CPU
-        states = sorted(state(ws, n)["state"] for n in names)
-        assert states == ["queued", "running"], states
-        time.sleep(0.5)
-    running = next(n for n in names if state(ws, n)["state"] == "running")
-    waiting = next(n for n in names if n != running)
-    wait(lambda: running in state(ws, waiting).get("message", ""), "the queued run to say who holds the CPU", 30)
-
-    jobs.stop(ws, running)
-    wait(lambda: state(ws, waiting).get("state") == "running", "the queued run to start once the CPU is free")
 
 
 def test_a_run_recorded_on_another_machine_is_not_taken_for_a_live_one(jobs_ws):
@@ -182,3 +158,73 @@ def test_a_run_recorded_on_another_machine_is_not_taken_for_a_live_one(jobs_ws):
     status = state(jobs_ws, "from-old-runtime")
     assert status["state"] == "failed" and "machine restarted" in status["message"]
     assert jobs.device_busy(jobs_ws, "cpu") == []  # it holds no place in the queue either
+
+
+# ----------------------------------------------------------------------------------------------- the UI
+FROM_SCRATCH = "(from scratch)"
+
+
+def start_from_ui(url: str, name: str) -> str:
+    """What the Start button sends (api_name start_training); returns the message shown under it."""
+    note, _, _ = Client(url, verbose=False).predict("am", "tiny", name, 100_000, FROM_SCRATCH, "full", False,
+                                                     "matcha", False, "", "", api_name="/start_training")
+    return note
+
+
+def test_the_app_killed_and_restarted_during_training_shows_the_run_again_live(jobs_ws, page):
+    ws = jobs_ws
+    first = AppServer(ws.root).wait_ready()
+    start_from_ui(first.url, "survivor")  # the run's launcher is started by this app process
+    status = wait(lambda: (s := state(ws, "survivor")).get("step", 0) >= 2 and s, "the run to train")
+    first.proc.kill()  # the UI dies without any chance to clean up (an OOM kill, a Colab cell stopped)
+    first.stop()
+    assert jobs.pid_alive(status["pid"]) and jobs.pid_alive(status["launcher_pid"])  # the run goes on
+
+    second = AppServer(ws.root).wait_ready()
+    try:
+        page.goto(second.url)
+        page.get_by_role("tab", name="Training").click()
+        summary = page.locator("#run-summary")
+        expect(summary).to_contain_text("survivor", timeout=30_000)  # picked without the user choosing it
+        expect(summary).to_contain_text("running")
+        expect(page.locator("#train-log textarea")).to_have_value(re.compile(r"training from step 0"), timeout=30_000)
+        shown = int(re.search(r"step (\d+)", summary.inner_text()).group(1))
+        page.wait_for_function("(before) => { const m = document.querySelector('#run-summary').innerText"
+                               ".match(/step (\\d+)/); return m && +m[1] > before; }", arg=shown, timeout=120_000)
+        expect(page.locator("#run-list")).to_contain_text("running")
+    finally:
+        second.stop()
+
+
+def test_two_browsers_pressing_start_at_once_get_one_running_and_one_queued_until_the_cpu_is_free(jobs_ws):
+    """Both requests read "the CPU is free" at the same moment: one trains, the other waits in the queue (never
+    both on the CPU), each user is told about their own run, the waiting one's Training tab names the run that
+    holds the CPU, and the queue moves on once that run stops."""
+    ws = jobs_ws
+    server = AppServer(ws.root).wait_ready()
+    try:
+        names, notes, barrier = ["tigist", "dawit"], {}, threading.Barrier(2)
+
+        def press_start(name):
+            barrier.wait()
+            notes[name] = start_from_ui(server.url, name)
+
+        threads = [threading.Thread(target=press_start, args=(n,)) for n in names]
+        [t.start() for t in threads]
+        [t.join(timeout=120) for t in threads]
+        assert all(name in notes[name] for name in names), notes  # each user is told about their run
+        wait(lambda: any(state(ws, n).get("step", 0) >= 1 for n in names), "one run stepping")
+        for _ in range(5):  # and it stays that way
+            assert sorted(state(ws, n)["state"] for n in names) == ["queued", "running"]
+            time.sleep(0.5)
+        running = next(n for n in names if state(ws, n)["state"] == "running")
+        waiting = next(n for n in names if n != running)
+        # the waiting user's Training tab says so, naming the run that holds the CPU
+        client = Client(server.url, verbose=False)
+        summary = wait(lambda: (s := client.predict(waiting, api_name="/refresh_run")[0]) and running in s and s,
+                       "the queued run's summary to name the running one", 30)
+        assert "queued" in summary and f"waiting for cpu: {running} holds it" in summary
+        jobs.stop(ws, running)
+        wait(lambda: state(ws, waiting).get("state") == "running", "the queued run to start once the CPU is free")
+    finally:
+        server.stop()

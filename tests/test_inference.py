@@ -16,38 +16,18 @@ import pytest
 import soundfile as sf
 import torch
 
-from models.matcha import MatchaConfig, MatchaTTS
 from models.vocoder import PRESETS, Vocoder
 from tests.conftest import tiny_matcha_config
-from tests.helpers import cli, serve_tab
+from tests.helpers import CKPT, VOC, cli, serve_tab, voice_workspace
 from utils import inference
-from utils.audio import FeatureConfig, load_audio
+from utils.audio import load_audio
 from utils.events import StudioError, run_to_end
 from utils.text import save_user_dict
-from utils.text.tokenizers import make_tokenizer
 from utils.training import prepare_run
-from utils.training.checkpoint import save_checkpoint
 from utils.vocoder import save_vocoder
 from utils.workspace import Workspace, read_json
 
 ROOT = Path(__file__).resolve().parent.parent
-CKPT = "runs/r1/checkpoints/step-10"
-VOC = "runs/voc/checkpoints/step-1"
-
-
-def voice_workspace(root, add_blank: bool = False) -> Workspace:
-    """A workspace with a tiny random two-speaker acoustic checkpoint and a tiny vocoder checkpoint."""
-    ws = Workspace.open(root)
-    tok = make_tokenizer("phoneme")
-    torch.manual_seed(0)
-    cfg = MatchaConfig.preset_config("tiny", n_symbols=len(tok.symbols), n_speakers=2, mel_mean=-6.0, mel_std=2.0,
-                                     add_blank=add_blank)
-    save_checkpoint(ws.root / CKPT, MatchaTTS(cfg).state_dict(),
-                    {"model": cfg.to_dict(), "frontend": {"kind": tok.kind, "symbols": tok.symbols,
-                                                          "tokenizer": tok.to_dict()},
-                     "speakers": ["abebe", "almaz"], "features": FeatureConfig().to_dict(), "step": 10})
-    save_vocoder(Vocoder(PRESETS["tiny"]), ws.root / VOC)
-    return ws
 
 
 @pytest.fixture

@@ -1,15 +1,17 @@
-"""The Inference tab in a real browser: speak (streamed), see what was spoken, compare, export."""
+"""The Inference tab in a real browser: speak (streamed), see what was spoken, compare, export; the voice picker's
+choices current when the tab opens and following the run that trains until a voice is picked."""
 from __future__ import annotations
 
 import os
 import re
+import shutil
 
 import pytest
 from playwright.sync_api import expect
 
 from tests.conftest import serve
-from tests.helpers import make_dataset, screenshot
-from tests.test_inference import CKPT, voice_workspace
+from tests.helpers import CKPT, LIVE, live_checkpoint, make_dataset, screenshot, voice_workspace
+from utils import inference
 from utils.training import TrainConfig, prepare_run, run
 
 # the player of the whole speech (its <audio> sits in the waveform's shadow root) once it has loaded, else null
@@ -122,7 +124,7 @@ def test_an_f5_voice_gets_f5s_own_steps_and_no_temperature_slider(server, page, 
 
 def test_the_line_under_the_pickers_follows_the_vocoder_picked(server, page):
     """A trained vocoder picked: the line went on saying Griffin-Lim makes the sound while Speak used the vocoder."""
-    from tests.test_inference import VOC
+    from tests.helpers import VOC
 
     page.goto(server.url)
     page.get_by_role("tab", name="Inference").click()
@@ -136,3 +138,94 @@ def test_the_line_under_the_pickers_follows_the_vocoder_picked(server, page):
     page.get_by_role("option", name=re.compile(f"^{F5_RUN} · step 1")).click()  # another voice: the pick stays said
     expect(page.get_by_label("Voice or checkpoint")).to_have_value(re.compile(F5_RUN))
     expect(status).to_contain_text(f"{VOC} (trained here)")
+
+
+def test_a_voice_exported_elsewhere_is_offered_when_the_inference_tab_opens(server, page, tmp_path):
+    ws = server.ws
+    page.goto(server.url)
+    page.get_by_role("tab", name="Inference").click()
+    expect(page.get_by_label("Voice or checkpoint")).not_to_have_value("")  # the tab has its list
+    page.get_by_role("tab", name="Training").click()
+    try:
+        inference.export_voice(ws, CKPT, "fresh-voice")  # what the Training tab's Export does
+        page.get_by_role("tab", name="Inference").click()
+        page.get_by_label("Voice or checkpoint").click()
+        expect(page.get_by_role("option", name="fresh-voice (exported voice)")).to_be_visible(timeout=30_000)
+        screenshot(page.locator("#inference-voice"), tmp_path, "inference-voice-list")
+    finally:  # the module's other tests start on r1, not on a newer exported voice
+        shutil.rmtree(ws.voice_dir("fresh-voice"))
+        (ws.root / "exports" / "fresh-voice.zip").unlink()
+    # it came from opening the tab: the tab's select event refreshes the voice list
+    wired = page.evaluate("""() => {
+        const c = window.gradio_config, voice = c.components.find(x => x.props.elem_id === 'inference-voice');
+        const tab = c.components.find(x => x.type === 'tabitem' && x.props.label === 'Inference');
+        return c.dependencies.some(d => d.targets.some(t => t[0] === tab.id && t[1] === 'select')
+                                        && d.outputs.includes(voice.id));
+    }""")
+    assert wired
+
+
+@pytest.fixture
+def live_run(server):
+    """Run `live` training now, its checkpoint at step 2 (this test process stands in for its trainer); gone after
+    the test, so that the module's other tests start on r1."""
+    live_checkpoint(server.ws, 2)
+    yield server.ws.run_dir(LIVE)
+    shutil.rmtree(server.ws.run_dir(LIVE))
+
+
+def test_the_voice_picker_follows_the_run_in_training_until_a_voice_is_picked(server, live_run, page, tmp_path):
+    picker = page.get_by_label("Voice or checkpoint")
+    page.goto(server.url + "/#inference")
+    expect(page.get_by_role("tab", name="Inference")).to_have_attribute("aria-selected", "true", timeout=30_000)
+    expect(picker).to_have_value(f"{LIVE} · step 2", timeout=30_000)  # the run training now, not r1
+    live_checkpoint(server.ws, 4, best=True)  # the run saves a better checkpoint
+    expect(picker).to_have_value(re.compile(f"^{LIVE} · step 4 · best"), timeout=30_000)
+    screenshot(page.locator("#inference-voice"), tmp_path, "picker-follows-the-run")
+    picker.click()
+    page.get_by_role("option", name=f"{LIVE} · step 2").click()  # the curator picks one
+    live_checkpoint(server.ws, 6, best=True)
+    picker.click()
+    expect(page.get_by_role("option", name=re.compile(f"^{LIVE} · step 6"))).to_be_visible(timeout=30_000)
+    page.keyboard.press("Escape")
+    expect(picker).to_have_value(f"{LIVE} · step 2")  # the list grew; the pick stayed
+
+
+def test_ab_speaks_its_own_text_which_starts_as_the_main_text(server, page, tmp_path):
+    page.goto(server.url + "/#inference")
+    main, ab = page.locator("#inference-text textarea"), page.locator("#inference-ab-text textarea")
+    page.get_by_text("A/B: the same text from two voices or checkpoints").click()
+    expect(ab).to_have_value(main.input_value())
+    main.fill("ሰላም ነው። ዛሬ ጥሩ ቀን ነው።")
+    expect(ab).to_have_value("ሰላም ነው። ዛሬ ጥሩ ቀን ነው።")  # follows the main text until edited
+    ab.fill("ሰላም ነው።")
+    main.fill("ሌላ ጽሑፍ ነው። ዛሬ ጥሩ ቀን ነው።")
+    main.blur()
+    page.wait_for_timeout(1000)
+    expect(ab).to_have_value("ሰላም ነው።")  # edited here: the main text no longer writes over it
+    page.locator("#inference-compare").click()
+    for side in ("a", "b"):
+        expect(page.locator(f"#inference-audio-{side} audio[src]").first).to_have_attribute(
+            "src", re.compile(r"\S+"), timeout=60_000)
+    expect(page.get_by_text(re.compile(r"1 sentence\(s\)")).first).to_be_visible()  # A/B spoke its own one sentence
+    screenshot(page, tmp_path, "ab-own-text")
+
+
+def test_the_voice_spoken_with_stays_picked_and_the_export_picker_starts_on_it(server, live_run, page, tmp_path):
+    live_checkpoint(server.ws, 2, best=True)  # step 2 is the run's best so far
+    picker = page.get_by_label("Voice or checkpoint", exact=True)
+    page.goto(server.url)
+    page.get_by_role("tab", name="Inference", exact=True).click()
+    expect(picker).to_have_value(re.compile(f"^{LIVE} · step 2"))
+    page.get_by_text("Export a voice (folder + zip, optional ONNX)").click()
+    expect(page.get_by_label("Checkpoint or voice", exact=True)).to_have_value(picker.input_value())
+    page.locator("#inference-text textarea").fill("ሰላም ነው።")
+    page.locator("#inference-speak").click()
+    expect(page.locator("#inference-info")).to_contain_text("real-time factor", timeout=60_000)
+    live_checkpoint(server.ws, 4, best=True)  # the run saves a better checkpoint while step 2's speech is shown
+    page.get_by_text("A/B: the same text from two voices or checkpoints").click()
+    page.locator("#inference-ab-a input").click()  # another picker's list says when the page has heard of it
+    expect(page.get_by_role("option", name=re.compile(f"^{LIVE} · step 4"))).to_be_visible(timeout=30_000)
+    page.keyboard.press("Escape")
+    expect(picker).to_have_value(re.compile(f"^{LIVE} · step 2"))  # the list grew; the voice heard stayed
+    screenshot(page.locator("#inference-voice"), tmp_path, "spoken-voice-stays")

@@ -138,3 +138,20 @@ def test_a_curator_reads_plain_words_first_and_the_technical_names_in_brackets(a
     expect(state).to_contain_text("F5-TTS on this machine: no. no GPU")
     f5_line = re.search(r"F5-TTS on this machine: no\. .*?T4 works\)", state.inner_text(), re.S).group(0)
     assert "bench/" not in f5_line and "mel frames" not in f5_line, f5_line
+
+
+def test_optimizations_open_on_what_was_chosen_here_and_why(app_server, page, tmp_path):
+    page.goto(app_server.url)
+    page.get_by_role("tab", name="Optimizations").click()
+    chosen = page.locator("#chosen-here")
+    expect(chosen).to_contain_text("Where it trains (device): cpu.", timeout=30_000)
+    expect(chosen).to_contain_text("no GPU found")
+    expect(page.locator("#effective-batch")).to_contain_text("frames per micro-batch")
+    expect(page.locator("#why-precision")).to_be_hidden()  # every setting is folded away
+    screenshot(page, tmp_path, "optimizations-first-screen")
+    page.get_by_text("Every setting: training length, quality checks, saved copies").click()
+    for name in ("beta2", "grad_clip", "checkpoint_every"):
+        why = page.locator(f"#why-{name}")
+        expect(why).to_be_visible()
+        assert "default" not in why.inner_text().split("trade:")[0], why.inner_text()  # a reason, not a shrug
+    expect(page.get_by_label(re.compile(r"^Cap on one update's size.*\(grad_clip\)$"))).to_have_value("5")

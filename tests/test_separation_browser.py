@@ -38,6 +38,7 @@ def test_the_music_is_listened_to_first_and_the_after_player_tells_the_truth(sta
     expect(page.locator("#sep-log textarea")).to_have_value(re.compile("1 of 3 clips had music and were separated"),
                                                             timeout=120_000)
     expect(cancel).to_be_disabled()  # and none once it is done
+    expect(page.locator("#sep-table")).to_contain_text("yes, clearly")  # each clip named with its verdict and score
 
     # the listen list opens on the clip with music, and its After player says what it holds
     clip = page.locator("#sep-clip input")

@@ -5,11 +5,10 @@ import pytest
 import soundfile as sf
 
 import app
-from tests.helpers import espeak_amharic, sentences, write_clip_row
+from tests.helpers import news_dataset, write_clip_row
 from utils.audio import file_digest, load_audio
 from utils.events import StudioError, run_to_end
 from utils.separation import dataset
-from utils.separation.evaluation import mix_at_snr, synth_music
 from utils.workspace import Workspace, write_jsonl
 from utils.datasets import load_manifest
 from webui import separation as tab
@@ -18,14 +17,7 @@ from webui import separation as tab
 @pytest.fixture()
 def ws(tmp_path):
     """Dataset 'news': clip 'clean' (speech only) and clip 'song' (speech over music at 0 dB), 24 kHz."""
-    ws = Workspace.open(tmp_path / "ws")
-    folder = ws.dataset_dir("news")
-    (folder / "raw").mkdir(parents=True)
-    speech, sr = load_audio(espeak_amharic(sentences(3)[1], tmp_path / "s.wav", "am+m3"), sample_rate=24000)
-    mix, _, _ = mix_at_snr(speech, synth_music(len(speech) / sr, sr, seed=5), 0.0)
-    rows = [write_clip_row(folder, clip_id, audio, sr, "raw") for clip_id, audio in (("clean", speech), ("song", mix))]
-    write_jsonl(folder / "manifest.jsonl", rows)
-    return ws
+    return news_dataset(tmp_path / "ws", tmp_path)
 
 
 def _digests(ws):
@@ -171,7 +163,7 @@ def test_accepted_clips_are_measured_as_they_are_now_and_the_advice_follows(tmp_
     """A prepared clip recorded over music is flagged noisy (low_snr) and the Dataset tab asks for music removal.
     Once its music-removed audio is accepted, it is measured again on that audio: the flag goes and the advice says
     what removal did; Re-check keeps it so; Revert brings the preparation's measure (and the flag) back."""
-    from tests.test_curator_journey import make_ljspeech_zip
+    from tests.helpers import make_ljspeech_zip
     from utils import datasets
     from utils.datasets import prepare
     from webui.dataset import summary_markdown

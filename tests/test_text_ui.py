@@ -1,6 +1,9 @@
-"""The Amharic G2P tab: handlers called directly, and its API through gradio_client."""
+"""The Amharic G2P tab: handlers called directly, its API through gradio_client, and the page in a real browser."""
+import re
+
 import gradio as gr
 import pytest
+from playwright.sync_api import expect
 
 from utils.text import load_user_dict
 from utils.workspace import Workspace, write_jsonl
@@ -116,3 +119,19 @@ def test_tab_api_through_gradio_client(ws):
     assert normalized == "ሰላም አንድ" and ipa == "s ə l a m | ʔ a n d"
     assert "3 of 3" in message.replace("**", "")
     assert load_manifest(ws, "viaapi")[0]["phonemes"] == "s ə l a m | n ə w ."
+
+
+def test_the_g2p_tab_stops_asking_for_an_entry_it_received(app_server, page):
+    page.goto(app_server.url)
+    page.get_by_role("tab", name="Amharic G2P").click()
+    page.locator("#g2p-input textarea").fill("ሰላም Google ነው")
+    page.locator("#g2p-run").click()
+    warnings = page.locator("#g2p-warnings")
+    expect(warnings).to_contain_text("Google. Add them to the pronunciation dictionary", timeout=30_000)
+
+    page.locator("#g2p-dict-word input, #g2p-dict-word textarea").fill("Google")
+    page.locator("#g2p-dict-ipa input, #g2p-dict-ipa textarea").fill("ɡ u ɡ ə l")
+    page.locator("#g2p-dict-add").click()
+    expect(page.locator("#g2p-dict-status")).to_contain_text("Google → ɡ u ɡ ə l saved")
+    expect(warnings).to_have_text("No warnings.")  # the reading above is of the dictionary as it is now
+    expect(page.locator("#g2p-ipa textarea")).to_have_value(re.compile("ɡ u ɡ ə l"))

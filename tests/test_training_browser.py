@@ -1,7 +1,10 @@
-"""Training from a real browser: start, watch live, reload, stop, resume, queue."""
+"""Training from a real browser: start, watch live, reload, stop, resume, queue; the curves and their axes;
+messages taken down once they stop being true."""
 from __future__ import annotations
 
 import re
+import subprocess
+import time
 
 import pytest
 from playwright.sync_api import expect
@@ -10,7 +13,14 @@ from tests.conftest import serve
 from tests.test_jobs import TINY
 from tests.helpers import make_dataset, numeric_ticks, plot_seen, screenshot
 from utils import jobs
+from tests.test_training_live import fake_run
 from utils.runs import control, settings, views
+from utils.workspace import append_jsonl, atomic_write_json
+
+
+VISIBLE_POINTS_JS = """(sel) => [...document.querySelectorAll(sel + ' svg .role-mark path')]
+  .filter(p => p.getAttribute('opacity') !== '0' && /[0-9.]+,[0-9.]+[^Z]*[AL]/.test(p.getAttribute('d') || ''))
+  .length"""  # marks with an area or a length: a line through one point is 'M x,yZ', drawn as nothing
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +126,6 @@ def test_start_watch_reload_stop_resume_and_queue(server, page, tmp_path):
 def test_a_trainer_killed_with_sigkill_shows_failed_with_its_last_log_lines(server, page):
     import os
     import signal
-    import time
 
     control.start_training(server.ws, "am", run="doomed", overrides={**TINY, "max_steps": 100_000})
     deadline = time.time() + 180
@@ -153,8 +162,6 @@ def test_a_vocoder_is_trained_from_the_training_tab_and_watched_like_any_run(ser
 def test_a_reload_after_an_f5_run_brings_the_form_back_on_f5_with_its_licence_and_clip(server, page, tmp_path):
     """The form comes back as the last run was started: an F5 run's engine, its licence yes and reference clip
     (the Matcha model size hidden), so Start starts another F5 run, not a Matcha one (which this CPU refuses)."""
-    import time
-
     from tests.test_f5_engine import gpu_machine
     from utils import hardware
     from utils.f5 import HUB_ID
@@ -251,10 +258,6 @@ def test_an_omnivoice_fine_tune_starts_from_the_tab_with_its_guidance_and_finish
 def test_a_run_of_120_steps_reads_its_steps_and_a_gpus_speed_as_plain_numbers(server, page):
     """The step axes of a 120-step run read 1e+2, 1.1e+2, 1.2e+2 ('~g' took as many significant digits as the
     ticks' spacing), and so would a GPU's 150 samples a second: plain numbers, as on a ruler."""
-    import time
-
-    from utils.workspace import append_jsonl, atomic_write_json
-
     run_dir = server.ws.run_dir("ruler")
     run_dir.mkdir(parents=True)
     atomic_write_json(run_dir / "config.json", {"train": {"dataset": "am", "preset": "tiny", "max_steps": 120}})
@@ -273,3 +276,75 @@ def test_a_run_of_120_steps_reads_its_steps_and_a_gpus_speed_as_plain_numbers(se
         assert numeric_ticks(seen["x"])[-1] >= 100, (plot, seen["x"])
     speeds = plot_seen(page, "#speed-plot")["y"]
     assert all(re.fullmatch(r"\d+", t.replace(",", "")) for t in speeds) and numeric_ticks(speeds)[-1] >= 200, speeds
+
+
+def test_the_first_evaluation_shows_as_a_point_with_plain_axis_labels(server, page, tmp_path):
+    run_dir = server.ws.run_dir("first-eval")  # a run of 100 steps at its first evaluation, step 50
+    run_dir.mkdir(parents=True)
+    atomic_write_json(run_dir / "config.json", {"train": {"dataset": "am", "preset": "tiny", "max_steps": 100}})
+    atomic_write_json(run_dir / "status.json", {"state": "finished", "created": time.time(), "step": 50,
+                                                "max_steps": 100})
+    append_jsonl(run_dir / "metrics.jsonl", {"step": 50, "loss": 3.0, "time": time.time()})
+    append_jsonl(run_dir / "metrics.jsonl", {"step": 50, "mcd": 12.34567, "time": time.time()})
+    open_training(page, server.url)
+    choose(page, "run shown below", "first-eval")
+    seen = plot_seen(page, "#mcd-plot", ("distance from the real voice (mcd)",))
+    steps, values = numeric_ticks(seen["x"]), numeric_ticks(seen["y"])  # the point stands off the plot's edges
+    assert steps[0] == 0 and steps[-1] > 50 and values[0] < 12.3457 < values[-1], seen
+    assert page.evaluate(VISIBLE_POINTS_JS, "#mcd-plot") == 1
+    screenshot(page.locator("#mcd-plot"), tmp_path, "first-evaluation-point")
+
+    # the run's last evaluation: Gradio drew a plot whose axes moved with the points it held before, so this point
+    # stayed missing until a reload
+    append_jsonl(run_dir / "metrics.jsonl", {"step": 100, "mcd": 11.5, "time": time.time()})
+    atomic_write_json(run_dir / "status.json", {"state": "finished", "created": time.time(), "step": 100,
+                                                "max_steps": 100})
+    expect_points = time.time() + 40
+    while page.evaluate(VISIBLE_POINTS_JS, "#mcd-plot") != 2 and time.time() < expect_points:
+        time.sleep(0.5)
+    assert page.evaluate(VISIBLE_POINTS_JS, "#mcd-plot") == 2
+    assert numeric_ticks(plot_seen(page, "#mcd-plot", ("distance from the real voice (mcd)",))["x"])[-1] > 100
+
+
+def test_the_training_tab_drops_a_message_about_another_run_and_a_deleted_run(server, page, tmp_path):
+    """Messages that stop being true are taken down: the message line about one run once another run is shown, the
+    run picker and list once a run is deleted."""
+    ws = server.ws
+    fake_run(ws, "gone", state="finished")
+    fake_run(ws, "fine", state="finished")
+    trainer = subprocess.Popen(["sleep", "600"])  # a "trainer" that Stop's signal ends without a goodbye
+    try:
+        fake_run(ws, "broken", state="running", pid=trainer.pid, launcher_pid=trainer.pid)  # the newest: shown first
+        page.goto(server.url)
+        page.get_by_role("tab", name="Training").click()
+        summary, message = page.locator("#run-summary"), page.locator("#train-message")
+        stop, resume = page.locator("#stop-button"), page.locator("#resume-button")
+        expect(summary).to_contain_text("broken: running", timeout=30_000)
+        expect(stop).to_be_enabled()
+        expect(resume).to_be_disabled()  # it still trains
+
+        stop.click()  # the line now follows run broken: "Run broken ... failed"
+        expect(message).to_contain_text(re.compile(r"Run broken .*failed"), timeout=30_000)
+    finally:
+        trainer.kill()
+        trainer.wait()
+    # an ended run has nothing to stop: Stop is greyed out (it stayed red and pressable), Resume is not
+    expect(stop).to_be_disabled()
+    expect(resume).to_be_enabled()
+    picker = page.locator("#run-select input")
+    picker.click()
+    page.get_by_role("option", name="fine", exact=True).click()
+    expect(summary).to_contain_text("fine: finished")
+    expect(message).to_have_text("")  # it would read as said of run fine
+    expect(stop).to_be_disabled()
+    screenshot(page.locator("#run-summary"), tmp_path, "another-run-shown")
+
+    picker.click()
+    page.get_by_role("option", name="gone", exact=True).click()
+    expect(summary).to_contain_text("gone: finished")
+    page.get_by_label("yes, delete the run shown").check()
+    page.get_by_role("button", name="Delete run").click()
+    expect(message).to_contain_text("Deleted run gone.")
+    expect(picker).not_to_have_value("gone")  # the picker names a run that exists, at once
+    expect(page.locator("#run-list")).not_to_contain_text("gone")
+    assert not ws.run_dir("gone").exists()

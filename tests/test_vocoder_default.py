@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.test_inference import CKPT, VOC, voice_workspace
+from tests.helpers import CKPT, VOC, voice_workspace
 from tests.test_vocoder import PUBLIC_CONFIG_YAML, public_state_dict
 from utils import inference
 from utils.audio import FeatureConfig

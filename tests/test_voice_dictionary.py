@@ -6,7 +6,7 @@ import zipfile
 
 import numpy as np
 
-from tests.test_inference import CKPT, voice_workspace
+from tests.helpers import CKPT, voice_workspace
 from utils import inference
 from utils.inference.onnx_voice import OnnxVoice
 from utils.text import save_user_dict
