@@ -87,6 +87,24 @@ def test_a_fine_tune_trains_evaluates_and_resumes_onto_the_same_curve(corpus, st
         assert resumed[step] == pytest.approx(curve[step], rel=1e-5, abs=1e-6), step
 
 
+def test_a_run_in_a_workspace_that_moved_resumes_with_the_base_there(corpus, straight, tmp_path):
+    """A run copied with its workspace (Colab to Lightning AI) names its base relative to the workspace, so it
+    resumes from the moved workspace's own base, not the old place's."""
+    from utils.omnivoice.base import base_of
+
+    def others(folder, names):  # the runs of other tests stay behind
+        return [n for n in names if Path(folder).name == "runs" and n != "omni-straight"]
+
+    moved = Workspace.open(shutil.copytree(corpus.root, tmp_path / "moved", ignore=others))
+    checkpoint = moved.run_dir("omni-straight") / "checkpoints" / "step-4"
+    assert read_config(checkpoint)["model"]["base"] == BASE
+    assert base_of(checkpoint, read_config(checkpoint)) == moved.root / BASE
+    result = run(prepare_run(omni_config(moved, "omni-straight", max_steps=5, evaluate=False)))
+    assert result["state"] == "finished" and result["step"] == 5
+    log = (moved.run_dir("omni-straight") / "train.log").read_text()
+    assert f"parameters from {moved.root / BASE}" in log.split("resume: continuing from")[-1]
+
+
 class CountingCodec:
     """The real codec, counting its encodes; after `die_after` of them it is killed (KeyboardInterrupt)."""
 

@@ -111,11 +111,38 @@ def test_a_voice_without_its_base_says_where_to_put_it(clip_workspace, tmp_path,
     ws = clip_workspace[0]
     moved = shutil.copytree(ws.voice_dir("abebe"), tmp_path / "lost")
     config = json.loads((moved / "config.json").read_text())
-    config["model"]["base"] = str(tmp_path / "gone")
+    config["model"].update(base=str(tmp_path / "gone"), base_path=str(tmp_path / "gone"))
     (moved / "config.json").write_text(json.dumps(config))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    with pytest.raises(StudioError, match="pretrained/omnivoice"):
+    with pytest.raises(StudioError, match=r"Looked in the workspace .*, where it was made .*gone.* Hugging Face cache"
+                                          r".*pretrained/omnivoice"):
         Voice.load(moved)
+
+
+def test_a_workspace_that_moved_takes_its_voices_along_old_and_new(clip_workspace, tmp_path, monkeypatch):
+    """Colab to Lightning AI, a renamed Drive folder: the voices of a moved workspace speak with the base in its own
+    pretrained/omnivoice/, also one made before bases were named relative to the workspace (an absolute path to a
+    place that is gone)."""
+    import json
+    import shutil
+
+    from utils.inference.speech import Voice
+    from utils.omnivoice.base import base_of
+
+    ws = clip_workspace[0]
+    assert json.loads((ws.voice_dir("abebe") / "config.json").read_text())["model"]["base"] == "pretrained/omnivoice"
+    moved = Workspace(shutil.copytree(ws.root, tmp_path / "renamed drive" / "ws"))
+    old = shutil.copytree(moved.voice_dir("abebe"), moved.voice_dir("older"))
+    config = json.loads((old / "config.json").read_text())
+    config["model"] = {"base": "/content/drive/ws/pretrained/omnivoice", "hub_id": "k2-fsa/OmniVoice",
+                       "weights": "base"}  # as voices were written before
+    (old / "config.json").write_text(json.dumps(config))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    for name in ("abebe", "older"):
+        folder = moved.voice_dir(name)
+        assert base_of(folder, json.loads((folder / "config.json").read_text())) == moved.root / "pretrained/omnivoice"
+    wave, sr, _ = Voice.load(moved.voice_dir("older")).synthesize("ሰላም", steps=2)
+    assert sr == 24_000 and wave.size > 0
 
 
 def test_activate_hands_transformers_the_real_codec_after_it_decided_torchaudio_was_missing(tmp_path):

@@ -127,8 +127,7 @@ class OmniVoiceAdapter(DataPosition):
     def _start(self, ctx) -> tuple[Path, dict | None]:
         """(the base folder, a fine-tune's weights to put over it or None): a resumed run's base, a fine-tune of
         this studio continued (a checkpoint or voice folder), else the base itself (downloaded by one process)."""
-        from utils.omnivoice.base import base_folder
-        from utils.omnivoice.speech import base_of
+        from utils.omnivoice.base import base_folder, base_of
         from utils.training import checkpoint as ckpt
         from utils.training import ddp
 
@@ -341,7 +340,8 @@ class OmniVoiceAdapter(DataPosition):
         """The voice folder's config.json (speech.voice_config) of this run's weights and reference clip."""
         from utils.omnivoice.speech import voice_config
 
-        config = voice_config(self.base, self.prompt.text, weights="own", source=str(self.prompt.row.get("id")))
+        config = voice_config(self.base, self.prompt.text, weights="own", source=str(self.prompt.row.get("id")),
+                              root=self.ws.root)
         config["prompt"].update(id=self.prompt.row.get("id"), warning=self.prompt_warning)
         return config
 

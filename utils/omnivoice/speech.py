@@ -133,26 +133,10 @@ def voice_prompt(model, folder: Path, config: dict):
                                            ref_text=config["prompt"]["text"])
 
 
-def base_of(folder: Path, config: dict) -> Path:
-    """The base folder whose tokenizer and codec a voice speaks with: where it was made, else this machine's copy of
-    the hub's base (a voice copied to another machine)."""
-    from utils.omnivoice.base import complete, find_base
-
-    named = Path(config["model"].get("base", ""))
-    for candidate in (named, folder / named):
-        if str(named) and complete(candidate):
-            return candidate
-    found = find_base()
-    if found is None:
-        raise StudioError(f"{folder}: its OmniVoice base ({named}) is not on this machine. Put the hub's {HUB_ID} "
-                          "(with its audio_tokenizer/) there, or into a workspace's pretrained/omnivoice/.")
-    return found
-
-
 def load_omnivoice(folder: str | Path, device: str = "cpu", gpus: list | None = None):
     """An OmniVoice voice or checkpoint folder -> (OmniVoiceSpeaker in eval mode on `device`, config)."""
     from utils.hardware import inference_precision
-    from utils.omnivoice.base import load_package_model
+    from utils.omnivoice.base import base_of, load_package_model
     from utils.training.checkpoint import load_weights, read_config
 
     folder = Path(folder)
@@ -166,9 +150,13 @@ def load_omnivoice(folder: str | Path, device: str = "cpu", gpus: list | None = 
     return OmniVoiceSpeaker(model, voice_prompt(model, folder, config), device).eval(), config
 
 
-def voice_config(base: Path, prompt_text: str, weights: str = "base", source: str = "") -> dict:
+def voice_config(base: Path, prompt_text: str, weights: str = "base", source: str = "",
+                 root: Path | None = None) -> dict:
+    """config.json of a voice or checkpoint; `root`: its workspace, which the base is named relative to."""
+    from utils.omnivoice.base import stored_base
+
     return {"engine": "omnivoice", "kind": "acoustic", "features": {"sample_rate": SAMPLE_RATE},
-            "model": {"base": str(Path(base).resolve()), "hub_id": HUB_ID, "weights": weights},
+            "model": {**stored_base(base, root), "hub_id": HUB_ID, "weights": weights},
             "prompt": {"text": prompt_text.strip(), "audio": PROMPT_AUDIO, "source": source},
             "licence": LICENCE, "short_licence": SHORT_LICENCE}
 
@@ -187,7 +175,8 @@ def make_voice(ws, name: str, clip: str | Path, text: str, base: Path, source: s
 
     def fill(tmp: Path) -> None:
         save_audio(tmp / PROMPT_AUDIO, wave, SAMPLE_RATE)
-        atomic_write_json(tmp / "config.json", voice_config(base, text, source=source or Path(clip).name))
+        atomic_write_json(tmp / "config.json", voice_config(base, text, source=source or Path(clip).name,
+                                                                root=ws.root))
         (tmp / "LICENSE.txt").write_text(f"This voice speaks with OmniVoice.\n{LICENCE}\n")
 
     return install_folder(target, fill, lambda p: (p / "config.json").is_file())
