@@ -308,11 +308,12 @@ class OmniVoiceAdapter(DataPosition):
     def speak(self, texts: list[str], seconds: list[float], seed: int) -> list[np.ndarray]:
         """`texts` in the reference clip's voice, each `seconds` long (the package's generate, cfg.ode_steps decoding
         steps), with its own random stream: the training's is untouched."""
+        from utils.omnivoice.speech import clone_prompt
+
         cuda = [torch.device(self.ctx.device).index or 0] if str(self.ctx.device).startswith("cuda") else []
         with torch.random.fork_rng(devices=cuda):
             torch.manual_seed(seed)
-            prompt = self.model.create_voice_clone_prompt(ref_audio=(torch.from_numpy(self.prompt_wave), SAMPLE_RATE),
-                                                          ref_text=self.prompt.text)
+            prompt = clone_prompt(self.model, self.prompt_wave, self.prompt.text)
             waves = self.model.generate(text=texts, language=[LANGUAGE] * len(texts),
                                         voice_clone_prompt=[prompt] * len(texts), duration=seconds,
                                         num_step=max(1, int(self.cfg.ode_steps)))

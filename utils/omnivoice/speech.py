@@ -25,6 +25,7 @@ from utils.omnivoice.about import (GOOD_PROMPT_SECONDS, HUB_ID, LANGUAGE, LICENC
 PROMPT_AUDIO = "prompt.wav"
 DEFAULT_STEPS = 32            # the package's num_step
 _ETHIOPIC_MARKS = {".": "።", ",": "፣", ";": "፤", ":": "፥"}
+SENTENCE_ENDS = set("።፧፨?!.…;:,፣፤፥\"'”’)]")  # a transcript ending in one of these gets no other
 
 
 class OmniVoiceText:
@@ -52,6 +53,28 @@ class OmniVoiceText:
     @staticmethod
     def shown(units: list[str]) -> str:
         return "".join(units)
+
+
+def reference_text(text: str) -> str:
+    """A reference clip's transcript read as the voice reads every text (OmniVoiceText: the studio's normaliser,
+    Ethiopic punctuation), as the fine-tune reads its clips, ending in a sentence mark: the package's add_punctuation
+    knows no "።" and would write an ASCII period after it."""
+    said = "".join(OmniVoiceText().units(text)).strip()
+    if not said or said[-1] in SENTENCE_ENDS:
+        return said
+    from utils.text.ethiopic import is_ethiopic
+
+    return said + ("።" if any(is_ethiopic(c) for c in said) else ".")
+
+
+def clone_prompt(model, wave: np.ndarray, text: str):
+    """The package's VoiceClonePrompt of a 24 kHz reference clip and its transcript (reference_text), for speech and
+    for a run's evaluations alike."""
+    import torch
+
+    prompt = model.create_voice_clone_prompt(ref_audio=(torch.from_numpy(wave), SAMPLE_RATE), ref_text=text)
+    prompt.ref_text = reference_text(text)  # over the package's add_punctuation
+    return prompt
 
 
 class OmniVoiceSpeaker(WrappedSpeaker):
@@ -126,11 +149,8 @@ def read_prompt(path: Path, text: str) -> tuple[np.ndarray, float]:
 
 def voice_prompt(model, folder: Path, config: dict):
     """The package's VoiceClonePrompt of a voice folder's clip and transcript."""
-    import torch
-
     wave, _ = read_prompt(folder / config["prompt"].get("audio", PROMPT_AUDIO), config["prompt"]["text"])
-    return model.create_voice_clone_prompt(ref_audio=(torch.from_numpy(wave), SAMPLE_RATE),
-                                           ref_text=config["prompt"]["text"])
+    return clone_prompt(model, wave, config["prompt"]["text"])
 
 
 def load_omnivoice(folder: str | Path, device: str = "cpu", gpus: list | None = None):
@@ -157,7 +177,8 @@ def voice_config(base: Path, prompt_text: str, weights: str = "base", source: st
 
     return {"engine": "omnivoice", "kind": "acoustic", "features": {"sample_rate": SAMPLE_RATE},
             "model": {**stored_base(base, root), "hub_id": HUB_ID, "weights": weights},
-            "prompt": {"text": prompt_text.strip(), "audio": PROMPT_AUDIO, "source": source},
+            "prompt": {"text": reference_text(prompt_text), "typed": prompt_text.strip(), "audio": PROMPT_AUDIO,
+                       "source": source},
             "licence": LICENCE, "short_licence": SHORT_LICENCE}
 
 
