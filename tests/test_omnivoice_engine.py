@@ -119,7 +119,8 @@ class CountingCodec:
         return self.codec.encode(wave)
 
 
-def test_tokens_are_extracted_once_per_codec_and_a_killed_extraction_keeps_what_it_wrote(corpus, tmp_path):
+def test_tokens_are_extracted_once_per_codec_and_encoding_and_a_killed_extraction_keeps_what_it_wrote(corpus, tmp_path,
+                                                                                                     monkeypatch):
     from utils.omnivoice.base import load_codec
     from utils.omnivoice.tokens import cache_dir, codec_key, extract
 
@@ -149,6 +150,10 @@ def test_tokens_are_extracted_once_per_codec_and_a_killed_extraction_keeps_what_
     shutil.copytree(base / "audio_tokenizer", other / "audio_tokenizer")
     (other / "audio_tokenizer" / "config.json").write_text((base / "audio_tokenizer" / "config.json").read_text() + " ")
     assert codec_key(other) != key
+
+    from utils.omnivoice import tokens  # a changed encode() (its cut, its level) never reuses older tokens
+    monkeypatch.setattr(tokens, "ENCODING", tokens.ENCODING + 1)
+    assert codec_key(base) != key
 
 
 def test_out_of_memory_splits_the_batch_and_failing_mixed_precision_goes_on_in_fp32(corpus):

@@ -4,8 +4,8 @@ step reads. As the mel cache (utils/datasets/features.py), an entry is named by 
 
     datasets/NAME/features/omnivoice-<codec key>/<audio sha1[:16]>.npy     int16 [8, frames]
 
-The codec key hashes the codec's config.json and weights, so a changed codec never reuses another's tokens, and a
-clip replaced by its music-removed version (other bytes) gets its own entry. Each entry is written atomically, so a
+The codec key hashes the codec's config.json and weights and the encoding's version (ENCODING), so a changed codec
+or a changed encode() never reuses older tokens, and a clip replaced by its music-removed version (other bytes) gets its own entry. Each entry is written atomically, so a
 killed extraction keeps every clip it finished and the next run encodes only the rest. About 400 bytes a second of
 speech (1.4 MB an hour): the disk this takes is said in the run's guidance (expectations.py).
 
@@ -24,17 +24,20 @@ import numpy as np
 from utils.events import StudioError
 from utils.omnivoice.about import CODEBOOKS, CODEC_FOLDER, FRAMES_PER_S, SAMPLE_RATE
 
+ENCODING = 1              # how encode() makes a clip's tokens (cut, level): one more at each change, so that
+                          # the cache never hands back tokens an older encode() made
 PROGRESS_EVERY_S = 30.0   # seconds between the log's progress lines while encoding
 BYTES_PER_S = 2 * CODEBOOKS * FRAMES_PER_S  # int16 tokens a second of speech, for the disk estimate
 
 
 def codec_key(base: Path) -> str:
-    """The codec's short name in the cache: a hash of its config.json and its weights' content (the weights' hash
-    is memoized by path, size and time, so a run hashes the 0.8 GB once)."""
+    """The cache's short name for the codec and the encoding: a hash of the codec's config.json, its weights' content
+    (memoized by path, size and time, so a run hashes the 0.8 GB once) and ENCODING."""
     from utils.datasets.features import content_sha1
 
     codec = Path(base) / CODEC_FOLDER
-    digest = hashlib.sha1((codec / "config.json").read_bytes())
+    digest = hashlib.sha1(f"encoding {ENCODING}\n".encode())
+    digest.update((codec / "config.json").read_bytes())
     digest.update(content_sha1(codec / "model.safetensors").encode())
     return digest.hexdigest()[:12]
 
