@@ -156,6 +156,30 @@ def test_tokens_are_extracted_once_per_codec_and_encoding_and_a_killed_extractio
     assert codec_key(base) != key
 
 
+def test_training_clips_and_reference_clips_are_encoded_at_the_packages_level(corpus):
+    """The package trains on clips brought to a peak of 0.9; the studio's clips sit near -23 dBFS, 3-6 dB below. A
+    clip's tokens no longer depend on the level it was recorded at, and a voice's reference clip reaches the codec at
+    the same level (then the package's own lift of a quiet reference)."""
+    from types import SimpleNamespace
+
+    from utils.audio import load_audio
+    from utils.datasets.features import audio_path
+    from utils.omnivoice.base import load_codec
+    from utils.omnivoice.speech import clone_prompt
+    from utils.omnivoice.tokens import encode
+
+    row = load_manifest(corpus, "am")[0]
+    wave, _ = load_audio(audio_path(corpus, "am", row), 24_000)
+    codec = load_codec(corpus.root / BASE)
+    assert np.array_equal(encode(codec, wave * 0.3, "cpu"), encode(codec, wave, "cpu"))
+
+    given = []
+    model = SimpleNamespace(create_voice_clone_prompt=lambda ref_audio, ref_text: given.append(ref_audio[0]) or
+                            SimpleNamespace(ref_text=ref_text))
+    clone_prompt(model, wave * 0.3, "ሰላም ነው።")
+    assert float(given[0].abs().max()) == pytest.approx(0.9, rel=1e-4)
+
+
 def test_out_of_memory_splits_the_batch_and_failing_mixed_precision_goes_on_in_fp32(corpus):
     result = run(prepare_run(omni_config(corpus, "omni-faults", precision="bf16", fault_oom_above_frames=400,
                                          fault_nan_steps=[0, 1], max_bad_steps=2, evaluate=False, max_steps=3)))

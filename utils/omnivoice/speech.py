@@ -68,11 +68,13 @@ def reference_text(text: str) -> str:
 
 
 def clone_prompt(model, wave: np.ndarray, text: str):
-    """The package's VoiceClonePrompt of a 24 kHz reference clip and its transcript (reference_text), for speech and
-    for a run's evaluations alike."""
+    """The package's VoiceClonePrompt of a 24 kHz reference clip, at the level the fine-tune's clips were encoded at
+    (tokens.level), and its transcript (reference_text), for speech and for a run's evaluations alike."""
     import torch
 
-    prompt = model.create_voice_clone_prompt(ref_audio=(torch.from_numpy(wave), SAMPLE_RATE), ref_text=text)
+    from utils.omnivoice.tokens import level
+
+    prompt = model.create_voice_clone_prompt(ref_audio=(torch.from_numpy(level(wave)), SAMPLE_RATE), ref_text=text)
     prompt.ref_text = reference_text(text)  # over the package's add_punctuation
     return prompt
 

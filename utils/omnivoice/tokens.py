@@ -24,8 +24,10 @@ import numpy as np
 from utils.events import StudioError
 from utils.omnivoice.about import CODEBOOKS, CODEC_FOLDER, FRAMES_PER_S, SAMPLE_RATE
 
-ENCODING = 1              # how encode() makes a clip's tokens (cut, level): one more at each change, so that
+ENCODING = 2              # how encode() makes a clip's tokens (cut, level): one more at each change, so that
                           # the cache never hands back tokens an older encode() made
+PEAK = 0.9                # the package's data readers (omnivoice.data.dataset) bring every training clip's peak
+                          # here before encoding it
 PROGRESS_EVERY_S = 30.0   # seconds between the log's progress lines while encoding
 BYTES_PER_S = 2 * CODEBOOKS * FRAMES_PER_S  # int16 tokens a second of speech, for the disk estimate
 
@@ -56,12 +58,23 @@ def entry(ws, dataset: str, row: dict, key: str) -> tuple[Path, Path]:
     return wav, cache_dir(ws, dataset, key) / f"{content_sha1(wav, ws.dataset_dir(dataset))[:16]}.npy"
 
 
+def level(wave: np.ndarray) -> np.ndarray:
+    """A clip at the package's own level, peak 0.9, as its readers put every clip it trained on: the level of the
+    studio's clips (about -23 dBFS) sat 3-6 dB below it. Every clip the codec encodes goes through here, a dataset's
+    clips for training (encode) and a voice's reference clip (speech.clone_prompt, which the package then lifts to an
+    RMS of 0.1 when it is quieter, as for any voice)."""
+    wave = np.asarray(wave, dtype=np.float32)
+    peak = float(np.abs(wave).max()) if wave.size else 0.0
+    return wave * np.float32(PEAK / (peak + 1e-7))
+
+
 def encode(codec, wave: np.ndarray, device: str) -> np.ndarray:
-    """int16 [8, frames] of a 24 kHz clip, cut to whole codec frames first (as the package cuts a voice's clip)."""
+    """int16 [8, frames] of a 24 kHz clip at the package's level, cut to whole codec frames first (as the package
+    cuts a voice's clip)."""
     import torch
 
     hop = codec.config.hop_length
-    wave = np.ascontiguousarray(wave[: len(wave) // hop * hop], dtype=np.float32)
+    wave = np.ascontiguousarray(level(wave[: len(wave) // hop * hop]), dtype=np.float32)
     with torch.inference_mode():
         codes = codec.encode(torch.from_numpy(wave).to(device)[None, None]).audio_codes[0]  # [8, frames]
     return codes.to(torch.int16).cpu().numpy()
