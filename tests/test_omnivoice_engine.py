@@ -6,6 +6,7 @@ splits and the mixed-precision fallback; a checkpoint that speaks through the st
 reference clip and speaks again; the adapter's contract and its memory plan."""
 from __future__ import annotations
 
+import json
 import math
 import re
 import shutil
@@ -103,6 +104,29 @@ def test_a_run_in_a_workspace_that_moved_resumes_with_the_base_there(corpus, str
     assert result["state"] == "finished" and result["step"] == 5
     log = (moved.run_dir("omni-straight") / "train.log").read_text()
     assert f"parameters from {moved.root / BASE}" in log.split("resume: continuing from")[-1]
+
+
+def test_each_held_out_sentence_is_spoken_and_scored_in_its_own_speakers_voice(corpus, monkeypatch):
+    """On a dataset of two speakers every held-out sentence was spoken in one clip's voice and scored against the
+    other speaker's recordings too; that MCD picked the best checkpoint."""
+    from utils.omnivoice import speech
+
+    ws = make_dataset(corpus.root, name="two", n_train=2, n_val=2, voices=("am", "am+f2"), max_chars=40)
+    long_a, long_b = add_joined_clips(ws, "two", n=2)
+    rows = [{**r, "speaker": "am_f2"} if r["id"] == long_b["id"] else r for r in read_jsonl(
+        ws.dataset_dir("two") / "manifest.jsonl")]
+    (ws.dataset_dir("two") / "manifest.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n"
+                                                                   for r in rows))
+    spoken = []
+    clone = speech.clone_prompt
+    monkeypatch.setattr(speech, "clone_prompt", lambda model, wave, text: spoken.append(text) or clone(model, wave,
+                                                                                                      text))
+    result = run(prepare_run(omni_config(ws, "omni-two", dataset="two", max_steps=1, eval_every=1, eval_clips=2,
+                                         sample_clips=0, ode_steps=1)))
+    assert result["state"] == "finished"
+    log = (ws.run_dir("omni-two") / "train.log").read_text()
+    assert f"in its own speaker's voice (am: {long_a['id']}, am_f2: {long_b['id']})" in log
+    assert len(set(spoken)) == 2, spoken  # two reference clips cloned at each evaluation, one a speaker
 
 
 class CountingCodec:
