@@ -250,6 +250,22 @@ def test_a_checkpoint_speaks_as_a_voice_exports_with_its_clip_and_speaks_again(c
     assert sr == 24_000 and len(again) > 0
 
 
+def test_the_disk_estimate_is_what_a_checkpoint_writes(corpus, straight):
+    """The Training tab said "about 7 GB more" for the trainer state; the loop saves the weights again, AdamW's two
+    moments and the EMA (about 9.8 GB). The estimate, made for the tiny base's parameters, is its run's files."""
+    from utils.hardware import HardwareReport
+    from utils.omnivoice.expectations import checkpoint_gb, guidance
+
+    parameters = sum(t.numel() for t in load_file(str(corpus.root / BASE / "model.safetensors")).values())
+    weights, state = checkpoint_gb(parameters)
+    newest = straight / "checkpoints" / "step-4"
+    assert (newest / "model.safetensors").stat().st_size / 1e9 == pytest.approx(weights, rel=0.05)
+    assert (newest / "trainer_state.pt").stat().st_size / 1e9 == pytest.approx(state, rel=0.05)
+    cpu = HardwareReport(gpus=[], cpu_count=2, ram_gb=8.0, disk_free_gb=100.0)
+    disk = next(line for line in guidance(corpus, omni_config(corpus, "x"), cpu) if line.startswith("Disk:"))
+    assert "about 2.5 GB)" in disk and "about 9.8 GB more, 12.3 GB in all" in disk, disk
+
+
 def test_the_adapter_answers_the_contract_and_plans_memory_by_the_base_size(corpus):
     from utils.family_contract import check_adapter, optional
     from utils.omnivoice.adapter import OmniVoiceAdapter

@@ -50,7 +50,7 @@ class OmniVoiceAdapter(DataPosition):
     unit = "clip"
     inference = "model"
     oom_advice = "lower max_frames_per_batch (fewer positions a micro-batch), or drop the longest clips."
-    state_newest_only = True  # ~7 GB of trainer state a checkpoint (AdamW's moments, the EMA): only the newest
+    state_newest_only = True  # ~9.8 GB of trainer state a checkpoint (expectations.checkpoint_gb): the newest only
 
     @staticmethod
     def memory_plan(cfg: TrainConfig):
