@@ -178,6 +178,39 @@ def test_no_other_family_imports_torchaudio_or_omnivoice():
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_the_packages_folder_is_torchs_build_and_a_torchaudio_made_for_this_torch_wins(tmp_path, monkeypatch):
+    """The folder was named by torch's version alone (a CUDA build of the same version took another's torchaudio),
+    and went first on the path, so its torchaudio shadowed one installed later for this very torch."""
+    import importlib.machinery
+
+    import torch
+
+    from utils.omnivoice import runtime
+
+    assert runtime.packages_dir().name == f"omnivoice-torch{torch.__version__}"  # e.g. 2.14.1+cu130
+    release, _, build = torch.__version__.partition("+")
+    folder, env = tmp_path / "packages", tmp_path / "site"
+    for where, version in ((folder, "2.0.0+other"), (env, f"{release}+{build}" if build else release)):
+        (where / "torchaudio").mkdir(parents=True)
+        (where / "torchaudio" / "__init__.py").write_text("")
+        (where / "torchaudio" / "version.py").write_text(f"__version__ = '{version}'\n")
+    (folder / "omnivoice").mkdir()
+    (folder / "INSTALLED").write_text("test\n")
+    monkeypatch.setenv(runtime.PACKAGES_ENV, str(folder))
+    monkeypatch.setattr(runtime, "_refresh_transformers", lambda: None)  # it would import the stand-in torchaudio
+
+    def found() -> Path:
+        return Path(importlib.machinery.PathFinder.find_spec("torchaudio", sys.path).origin).parent.parent
+
+    monkeypatch.setattr(sys, "path", [str(env), *sys.path])
+    runtime.activate()
+    assert found() == env and sys.path[-1] == str(folder)  # this environment's own, built for its torch
+    (env / "torchaudio" / "version.py").write_text("__version__ = '2.0.0+other'\n")  # one for another torch
+    monkeypatch.setattr(sys, "path", [str(env), *[p for p in sys.path if p != str(folder)]])
+    runtime.activate()
+    assert found() == folder and sys.path[0] == str(folder)
+
+
 def test_activate_before_install_names_the_install_command(tmp_path, monkeypatch):
     from utils.omnivoice import runtime
 
