@@ -62,6 +62,37 @@ def test_a_clip_voice_is_the_packages_own_generate_for_the_same_text_prompt_and_
     assert hashlib.sha1(clip.read_bytes()).hexdigest() == digest  # the clip given is only read
 
 
+def test_speech_asks_for_the_denoise_mark_on_purpose_and_a_fine_tunes_samples_never_carry_it(clip_workspace):
+    """The package's generate adds <|denoise|> before a reference clip unless told not to, and its recipe never
+    trains on it with plain clips: the studio says denoise=True itself (about.DENOISE, decided as the package's recipe
+    does), the mark reaches the model (the tiny base speaks otherwise without it), and no training sample has it."""
+    import torch
+
+    from utils.inference.speech import Voice
+    from utils.omnivoice.data import Item, TokenDataset, make_processor
+
+    voice = Voice.load(clip_workspace[0].voice_dir("abebe"))
+    package, asked = voice.model.model, []
+    generate = package.generate
+    package.generate = lambda **kw: asked.append(kw) or generate(**kw)
+    try:
+        wave, _, _ = voice.synthesize("ሰላም ነው።", steps=2, seed=3)
+    finally:
+        del package.generate
+    assert asked and asked[0]["denoise"] is True
+    torch.manual_seed(0)
+    plain = package.generate(**{**asked[0], "denoise": False})[0]
+    torch.manual_seed(0)
+    marked = package.generate(**asked[0])[0]
+    assert plain.shape != marked.shape or not np.array_equal(plain, marked)
+
+    mark = package.text_tokenizer.convert_tokens_to_ids("<|denoise|>")
+    processor = make_processor(package.text_tokenizer, package.config)
+    item = Item({"id": "x"}, "ሰላም ነው።", np.zeros((8, 40), np.int16), 60)
+    samples = [TokenDataset([item], processor, seed)[0] for seed in range(20)]
+    assert not any((s["input_ids"] == mark).any() for s in samples)
+
+
 def test_the_same_seed_speaks_the_same_and_another_seed_differs(clip_workspace):
     from utils.inference.speech import synthesize
 

@@ -26,8 +26,8 @@ import torch
 
 from utils.events import StudioError
 from utils.omnivoice.base import full_size
-from utils.omnivoice.about import (BATCH_AUDIO_TOKENS, CLIP_NORM, DROP_CONDITION, FINE_TUNE_LR, LANGUAGE, LICENCE,
-                                   MASK_SHARE, PROMPT_SHARE, SAMPLE_RATE, WARMUP_SHARE)
+from utils.omnivoice.about import (BATCH_AUDIO_TOKENS, CLIP_NORM, DENOISE, DROP_CONDITION, FINE_TUNE_LR, LANGUAGE,
+                                   LICENCE, MASK_SHARE, PROMPT_SHARE, SAMPLE_RATE, WARMUP_SHARE)
 from utils.training import loop
 from utils.training import optimization as opt
 from utils.training.config import AUTO, TrainConfig, write_run_config
@@ -329,7 +329,8 @@ class OmniVoiceAdapter(DataPosition):
                 **intelligibility(self.ws, waves, SAMPLE_RATE, [spoken_text(it.row) for it in items],
                                   str(self.ctx.device), (cfg.dataset, [it.row for it in items]))}
 
-    def speak(self, texts: list[str], seconds: list[float], seed: int, voices: list | None = None) -> list[np.ndarray]:
+    def speak(self, texts: list[str], seconds: list[float], seed: int,
+              voices: list | None = None) -> list[np.ndarray]:
         """`texts` each in the voice of its reference clip (`voices`, Items; default the run's), each `seconds` long
         (the package's generate, cfg.ode_steps decoding steps), with its own random stream: the training's is
         untouched."""
@@ -342,7 +343,7 @@ class OmniVoiceAdapter(DataPosition):
             made = {id(it): clone_prompt(self.model, self.eval_waves[id(it)], it.text) for it in voices}
             waves = self.model.generate(text=texts, language=[LANGUAGE] * len(texts),
                                         voice_clone_prompt=[made[id(it)] for it in voices], duration=seconds,
-                                        num_step=max(1, int(self.cfg.ode_steps)))
+                                        num_step=max(1, int(self.cfg.ode_steps)), denoise=DENOISE)
         return [np.asarray(w, np.float32).reshape(-1) for w in waves]
 
     def score(self, metrics: dict) -> float:
