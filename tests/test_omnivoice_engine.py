@@ -284,7 +284,7 @@ def test_the_adapter_answers_the_contract_and_plans_memory_by_the_base_size(corp
 
 
 def test_the_full_base_is_refused_on_a_machine_that_cannot_fine_tune_it_and_a_t4_is_taken(tmp_path):
-    """Said before anything is read or downloaded: no GPU (the clip voice is offered instead), a 12 GiB card; a
+    """Said before anything is read or downloaded: no GPU (a clip voice needs only the base), a 12 GiB card; a
     T4's 15 GiB is taken with fp16 and micro-batches; --device cpu runs anyway (to check a set-up)."""
     from utils.hardware import GPUInfo, HardwareReport
     from utils.omnivoice.expectations import check_request
@@ -293,7 +293,7 @@ def test_the_full_base_is_refused_on_a_machine_that_cannot_fine_tune_it_and_a_t4
         return HardwareReport(gpus=list(gpus), cpu_count=2, ram_gb=24.0, disk_free_gb=100.0)
 
     cfg = TrainConfig(workspace=str(tmp_path), dataset="am", run="r", engine="omnivoice", init="k2-fsa/OmniVoice")
-    with pytest.raises(StudioError, match="no GPU.*from a clip"):
+    with pytest.raises(StudioError, match="no GPU.*a clip voice .* needs no GPU, only the OmniVoice base"):
         check_request(cfg, report())
     small = GPUInfo(index=0, name="Small card", memory_gb=12.0, compute_capability="8.6")
     with pytest.raises(StudioError, match="12 GiB"):

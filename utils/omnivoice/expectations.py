@@ -32,10 +32,10 @@ def machine_verdict(report) -> tuple[bool, str]:
     """Whether this machine can fine-tune the OmniVoice base, and why (it can speak with it on any machine)."""
     if not report.gpus:
         return False, (f"no GPU: a fine-tune of {PARAMETERS_M} M parameters holds about {TRAIN_FIXED_GB:.0f} GiB of "
-                       "weights and optimizer state and takes minutes a step on a CPU. Speak with OmniVoice here from "
-                       "a clip (the Inference tab), and fine-tune on a GPU: a 16 GiB T4 at the edge, 24 GiB or more "
-                       "comfortably (an L4, Colab's A100). To check the set-up on this CPU anyway, start it from the "
-                       "command line with --device cpu.")
+                       "weights and optimizer state and takes minutes a step on a CPU. Fine-tune on a GPU: a 16 GiB "
+                       "T4 at the edge, 24 GiB or more comfortably (an L4, Colab's A100); a clip voice (the Inference "
+                       "tab) needs no GPU, only the OmniVoice base. To check the set-up on this CPU anyway, start it "
+                       "from the command line with --device cpu.")
     g = min(report.gpus, key=lambda x: x.memory_gb)
     if g.memory_gb < MIN_TRAIN_GB:
         return False, (f"{g.name} has {g.memory_gb:.0f} GiB: fine-tuning holds about {TRAIN_FIXED_GB:.0f} GiB of weights, "
