@@ -418,6 +418,23 @@ def test_inference_tab_builds_and_its_handlers_speak_compare_and_export(ws):
         list(tab.speak(ctx, "nobody", None, "ሰላም", 2, 0.667, 1.0, tab.AUTO_VOCODER, "auto", 0))
 
 
+def test_a_refused_speak_clears_the_speech_of_the_text_before(ws):
+    """"hello 😀" was refused ("no Amharic letters") while the last sentence's sound, WAV, spectrogram and table
+    stayed up, as if they were this text's."""
+    import gradio as gr
+
+    from webui import inference as tab
+    from webui.context import AppContext
+
+    with gr.Blocks() as demo:
+        tab.build(AppContext(workspace=ws))
+    speak = next(fn.fn for fn in demo.fns.values() if getattr(fn, "api_name", None) == "speak")
+    audio, wav, image, info, rows = list(speak(CKPT, "abebe", "hello 😀", 2, 0.667, 1.0, tab.AUTO_VOCODER, "auto",
+                                               0))[-1]
+    assert info.startswith("**Not done:**") and "Amharic" in info
+    assert (audio, wav, image, rows) == (None, None, None, None)
+
+
 def test_the_line_under_the_pickers_names_the_vocoder_that_will_speak(ws):
     """A trained vocoder picked: the line said the voice buzzes from Griffin-Lim while Speak used the vocoder."""
     assert "buzzy because Griffin-Lim" in inference.vocoder_note(ws, CKPT, "auto")  # no default vocoder here
