@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 
 import pytest
@@ -237,3 +238,17 @@ def test_a_page_opened_on_a_dataset_shows_the_engine_advice_for_it(tmp_path):
     opened = training.restore_page(AppContext(ws))
     assert opened[0]["value"] == "am" and opened[:-1] == training.restore_form(AppContext(ws))
     assert opened[-1]["visible"] and opened[-1]["value"].startswith("Which engine: ") and " in am;" in opened[-1]["value"]
+
+
+def test_a_stopped_run_says_its_cause_once_and_the_right_one():
+    """A run stopped with Ctrl+C read "Stopped because Stop was pressed, after saving a checkpoint... (stopped by
+    request (Ctrl+C in the terminal) at step 50)": two causes, the first wrong."""
+    from utils.runs.views import plain_message
+    from utils.training.loop import SIGNAL_WORDS
+
+    ctrl_c = plain_message(f"stopped by request ({SIGNAL_WORDS[signal.SIGINT]}) at step 50")
+    assert ctrl_c == ("Stopped by Ctrl+C in the terminal, at step 50, after saving a checkpoint: Resume continues "
+                      "from it.")
+    button = plain_message("stopped by request (the Stop button) at step 7")
+    assert button.startswith("Stopped because Stop was pressed, at step 7") and button.count("Stop") == 2
+    assert plain_message("non-finite loss at step 3") == "non-finite loss at step 3"
