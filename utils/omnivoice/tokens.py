@@ -5,9 +5,10 @@ step reads. As the mel cache (utils/datasets/features.py), an entry is named by 
     datasets/NAME/features/omnivoice-<codec key>/<audio sha1[:16]>.npy     int16 [8, frames]
 
 The codec key hashes the codec's config.json and weights and the encoding's version (ENCODING), so a changed codec
-or a changed encode() never reuses older tokens, and a clip replaced by its music-removed version (other bytes) gets its own entry. Each entry is written atomically, so a
-killed extraction keeps every clip it finished and the next run encodes only the rest. About 400 bytes a second of
-speech (1.4 MB an hour): the disk this takes is said in the run's guidance (expectations.py).
+or a changed encode() never reuses older tokens, and a clip replaced by its music-removed version (other bytes) gets
+its own entry. Each entry is written atomically, so a killed extraction keeps every clip it finished and the next
+run encodes only the rest. About 400 bytes a second of speech (1.4 MB an hour): the disk this takes is said in the
+run's guidance (expectations.py).
 
     key = codec_key(base)
     paths = extract(ws, "am", rows, codec, key, "cuda", log)     # {row id: .npy}, encoding what is missing
