@@ -296,10 +296,11 @@ def add_train_command(sub) -> None:
                            else None)
     # unset: the Training tab's run-length-aware schedule (utils.runs.settings.eval_schedule), not a fixed 1000
     # None: not given, so the Training tab's defaults for this machine (new_run_config), or the run's own (--continue)
-    p.set_defaults(func=cmd_train, dataset=None, eval_every=None, max_steps=None, preset=None)
+    # resume None: not given; "auto" given with a run of that name is --continue (one way to go on with a run)
+    p.set_defaults(func=cmd_train, dataset=None, eval_every=None, max_steps=None, preset=None, resume=None)
     p.add_argument("--continue", dest="continue_run", action="store_true",
                    help="go on with the existing run --run NAME from its newest checkpoint, with its own settings; "
-                        "--max-steps above its plan trains it longer")
+                        "--max-steps above its plan trains it longer (--resume auto says the same)")
     p.add_argument("--accept-licence", action="store_true",
                    help="with --engine f5 --init SWivid/F5-TTS: yes to the base's CC-BY-NC-4.0 licence (non-commercial "
                         "use only); with another hub base (owner/repo[:folder]), yes to the licence its model card "
@@ -359,7 +360,9 @@ def cmd_train(args) -> None:
     from utils.training import prepare_run, read_run_config, run
 
     check_queue_args(args, "utils.training")
-    config_path = (continued_run(args) if args.continue_run else
+    ws = Workspace.open(args.workspace)
+    going_on = args.continue_run or (args.resume == "auto" and bool(args.run) and ws.run_dir(args.run).is_dir())
+    config_path = (continued_run(args) if going_on else
                    prepare_run(new_run_config(args), accept_licence=args.accept_licence))
     cfg, _ = read_run_config(config_path)
     print(f"run {cfg.run}: config {config_path}", flush=True)

@@ -2,6 +2,7 @@
 dataset row or an audio file, refused with a message naming the clip before anything is fetched, and spoken."""
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -74,6 +75,22 @@ def test_a_voice_from_an_audio_file_and_its_typed_transcript(ws, tmp_path):
     events = list(make_clip_voice(ws, "abebe", clip=clip, text=LONG))
     assert events[-1].result == ws.voice_dir("abebe") and file_digest(clip) == before
     assert "mine.wav" in events[0].message
+
+
+def test_the_reference_transcript_is_read_as_the_text_spoken_and_training_read_it(ws):
+    """A typed "2" was kept as a digit in the reference while the text spoken went through the studio's normaliser,
+    and the package's add_punctuation wrote an ASCII period after "።"."""
+    from utils.inference import Voice
+    from utils.omnivoice.speech import OmniVoiceText
+
+    typed = "ሰላም ነው 2 ሰዎች መጡ። ዛሬ ጥሩ ቀን ነው።"
+    folder = run_to_end(make_clip_voice(ws, "hana", dataset="am", row="long", text=typed))
+    prompt = json.loads((folder / "config.json").read_text())["prompt"]
+    assert prompt["typed"] == typed and "2" not in prompt["text"] and "ሁለት" in prompt["text"]
+    assert prompt["text"] == "".join(OmniVoiceText().units(typed))  # as a fine-tune reads a clip's text
+    assert Voice.load(folder).model.prompt.ref_text == prompt["text"]  # "።" ends it; no "." after it
+    bare = run_to_end(make_clip_voice(ws, "bare", dataset="am", row="long", text="ሰላም ነው እንዴት ነህ"))
+    assert json.loads((bare / "config.json").read_text())["prompt"]["text"] == "ሰላም ነው እንዴት ነህ።"
 
 
 @pytest.mark.parametrize("given, said", [

@@ -116,6 +116,18 @@ def test_a_long_recording_alone_is_told_to_get_its_text_not_to_train(tmp_path):
     assert "Keep puts one back" not in summary and "Typing its text and pressing Save text puts one back" in summary
 
 
+def test_the_summary_says_which_flags_fixing_a_text_clears():
+    """"Keep puts one back; fixing its text does too": a row in Latin letters that was also the same audio as another
+    row stayed out after its text was fixed."""
+    both = tab.excluded_line({"clips": 10, "usable_clips": 7, "flags": {"non_ethiopic": 1, "duplicate_audio": 2}})
+    assert ("fixing its text clears only the text's own flags (transcript is not in Ethiopic script), so a row also "
+            "flagged for the same audio as another row stays out until you Keep it") in both
+    assert "fixing its text does too" in tab.excluded_line({"clips": 3, "usable_clips": 2,
+                                                            "flags": {"non_ethiopic": 1}})
+    audio_only = tab.excluded_line({"clips": 3, "usable_clips": 2, "flags": {"duplicate_audio": 1}})
+    assert "Keep puts one back." in audio_only and "text" not in audio_only.split("Keep")[1]
+
+
 def test_running_app_prepares_and_shows_a_dataset_through_gradio_client(start_app):
     from gradio_client import Client
 

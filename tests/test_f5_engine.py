@@ -219,7 +219,7 @@ def test_the_training_tab_refuses_the_base_on_this_cpu_and_elsewhere_asks_for_th
         for licence in (False, True):
             refused = start("f5-here", licence)
             assert "Not done:** This machine cannot fine-tune the F5-TTS base: no GPU" in refused
-            assert "Train the MMS-TTS engine here" in refused and "--preset tiny, without --init" in refused
+            assert "Trains on this machine now: Matcha" in refused and "--preset tiny, without --init" in refused
         assert not corpus.run_dir("f5-here").exists() and "f5-here" not in [r["name"] for r in jobs.list_runs(corpus)]
         assert not (corpus.root / "pretrained" / "f5tts-v1-base").exists()
 

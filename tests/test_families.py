@@ -141,3 +141,24 @@ def test_a_new_family_is_one_package_and_one_registry_line(tmp_path, monkeypatch
     config = json.loads((exported / "config.json").read_text())
     assert config["engine"] == "echo" and config["voice"]["onnx"] == ["echo.txt"]
     assert inference.voice_engine(ws, "echo-voice") == "echo"
+
+
+def test_the_engine_advice_offline_on_a_cpu_recommends_only_what_trains_here(tmp_path):
+    """Offline on a CPU the F5 refusal and "Which engine" said "Train the MMS-TTS engine here" (whose base cannot be
+    had offline, so Start refused it) and "Speak with OmniVoice here from a clip" (its 3.3 GB base cannot be had
+    either). No family names another now; one line names what trains here, and the F5 refusal ends with it."""
+    from dataclasses import replace
+
+    from utils import hardware
+    from utils.training import TrainConfig, prepare_run
+
+    ws = make_dataset(tmp_path, n_train=1, n_val=1)
+    cpu = replace(hardware.detect(ws.root), gpus=[])
+    lines = families.advice(ws, "am", cpu)
+    assert lines[-1] == "Trains on this machine now: Matcha."
+    assert not any("MMS-TTS engine here" in line or "OmniVoice here from a clip" in line for line in lines), lines
+    f5 = families.get("f5")
+    with pytest.raises(StudioError) as refused:
+        prepare_run(TrainConfig(workspace=str(ws.root), dataset="am", run="f", engine="f5", init=f5.default_init("")))
+    assert "use a GPU" in str(refused.value) and str(refused.value).endswith("Trains on this machine now: Matcha.")
+    assert "MMS-TTS" not in str(refused.value)

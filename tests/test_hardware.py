@@ -149,12 +149,12 @@ def test_the_f5_engine_verdict_follows_the_gpu_memory(monkeypatch, name, gib, cc
     assert "F5-TTS engine: " + ("yes" if can else "no") in "\n".join(families.machine_lines(hardware.detect()))
 
 
-def test_a_cpu_is_told_it_cannot_fine_tune_f5_and_what_to_use_instead():
+def test_a_cpu_is_told_it_cannot_fine_tune_f5_and_to_use_a_gpu():
     from utils import families
 
     report = replace(hardware.detect(), gpus=[])
     verdict, why = families.get("f5").machine_verdict(report)
-    assert verdict is False and "Train the MMS-TTS engine here" in why and "Matcha" in why
+    assert verdict is False and "use a GPU" in why and "MMS" not in why  # families.trains_here names what runs here
 
 
 def test_the_first_cpu_reading_is_a_measurement_not_zero(monkeypatch):

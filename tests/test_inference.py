@@ -401,6 +401,41 @@ def test_inference_tab_builds_and_its_handlers_speak_compare_and_export(ws):
         list(tab.speak(ctx, "nobody", None, "ሰላም", 2, 0.667, 1.0, tab.AUTO_VOCODER, "auto", 0))
 
 
+def test_a_refused_speak_clears_the_speech_of_the_text_before(ws):
+    """"hello 😀" was refused ("no Amharic letters") while the last sentence's sound, WAV, spectrogram and table
+    stayed up, as if they were this text's."""
+    import gradio as gr
+
+    from webui import inference as tab
+    from webui.context import AppContext
+
+    with gr.Blocks() as demo:
+        tab.build(AppContext(workspace=ws))
+    speak = next(fn.fn for fn in demo.fns.values() if getattr(fn, "api_name", None) == "speak")
+    audio, wav, image, info, rows = list(speak(CKPT, "abebe", "hello 😀", 2, 0.667, 1.0, tab.AUTO_VOCODER, "auto",
+                                               0))[-1]
+    assert info.startswith("**Not done:**") and "Amharic" in info
+    assert (audio, wav, image, rows) == (None, None, None, None)
+
+
+def test_the_voice_picker_starts_on_the_best_voice_not_the_newest(ws):
+    """Three finished walks: the picker started on walk-c (written last, MCD 13.53 dB) over walk-a (7.53 dB)."""
+    import json
+    import os
+    import shutil
+
+    for i, (name, mcd) in enumerate((("walk-a", 7.53), ("walk-b", 9.1), ("walk-c", 13.53))):
+        step = ws.run_dir(name) / "checkpoints" / "step-10"
+        shutil.copytree(ws.root / CKPT, step)
+        status = ws.run_dir(name) / "status.json"
+        status.write_text(json.dumps({"state": "finished", "best_checkpoint": str(step), "best_mcd": mcd}))
+        os.utime(status, (2_000_000_000 + i, 2_000_000_000 + i))  # walk-c last, after r1 and voc
+    assert inference.default_voice(ws) == "runs/walk-a/checkpoints/step-10"
+    inference.export_voice(ws, "runs/walk-c/checkpoints/step-10", "chosen")
+    os.utime(ws.voice_dir("chosen"), (2_000_000_100, 2_000_000_100))
+    assert inference.default_voice(ws) == "chosen"  # a voice exported after every run is the curator's own pick
+
+
 def test_the_line_under_the_pickers_names_the_vocoder_that_will_speak(ws):
     """A trained vocoder picked: the line said the voice buzzes from Griffin-Lim while Speak used the vocoder."""
     assert "buzzy because Griffin-Lim" in inference.vocoder_note(ws, CKPT, "auto")  # no default vocoder here

@@ -303,6 +303,20 @@ def test_the_command_line_neither_rewrites_a_run_in_use_nor_takes_a_count_that_t
     assert config.read_bytes() == before and not ws.run_dir("fresh").exists()
 
 
+def test_resume_auto_on_the_command_line_goes_on_with_the_run_as_continue_does(ws, capsys):
+    """Its help said "auto: continue this run's newest checkpoint"; with a run's name it was refused ("exists
+    already: add --continue"). Now it takes the --continue way (here: a run training now is not touched)."""
+    import app
+
+    config = planned_run(ws, "going", 250, state="running", step=140, pid=os.getpid(), launcher_pid=os.getpid(),
+                         heartbeat=time.time(), machine=jobs.machine_id())
+    before = config.read_bytes()
+    assert app.main(["train", "--workspace", str(ws.root), "--run", "going", "--dataset", "am", "--resume", "auto",
+                     "--max-steps", "500"]) == 2
+    assert "Run going is running now (step 140): stop it first" in capsys.readouterr().err
+    assert config.read_bytes() == before
+
+
 def test_resume_trains_a_finished_run_longer_only_when_asked_and_never_shortens_one(ws):
     """Resume on a finished run started a trainer that finished at once, saying nothing; the steps box (left at
     another run's value) must not cut or stretch a run stopped halfway, while --max-steps, said on purpose, does."""

@@ -6,6 +6,7 @@ splits and the mixed-precision fallback; a checkpoint that speaks through the st
 reference clip and speaks again; the adapter's contract and its memory plan."""
 from __future__ import annotations
 
+import json
 import math
 import re
 import shutil
@@ -87,6 +88,47 @@ def test_a_fine_tune_trains_evaluates_and_resumes_onto_the_same_curve(corpus, st
         assert resumed[step] == pytest.approx(curve[step], rel=1e-5, abs=1e-6), step
 
 
+def test_a_run_in_a_workspace_that_moved_resumes_with_the_base_there(corpus, straight, tmp_path):
+    """A run copied with its workspace (Colab to Lightning AI) names its base relative to the workspace, so it
+    resumes from the moved workspace's own base, not the old place's."""
+    from utils.omnivoice.base import base_of
+
+    def others(folder, names):  # the runs of other tests stay behind
+        return [n for n in names if Path(folder).name == "runs" and n != "omni-straight"]
+
+    moved = Workspace.open(shutil.copytree(corpus.root, tmp_path / "moved", ignore=others))
+    checkpoint = moved.run_dir("omni-straight") / "checkpoints" / "step-4"
+    assert read_config(checkpoint)["model"]["base"] == BASE
+    assert base_of(checkpoint, read_config(checkpoint)) == moved.root / BASE
+    result = run(prepare_run(omni_config(moved, "omni-straight", max_steps=5, evaluate=False)))
+    assert result["state"] == "finished" and result["step"] == 5
+    log = (moved.run_dir("omni-straight") / "train.log").read_text()
+    assert f"parameters from {moved.root / BASE}" in log.split("resume: continuing from")[-1]
+
+
+def test_each_held_out_sentence_is_spoken_and_scored_in_its_own_speakers_voice(corpus, monkeypatch):
+    """On a dataset of two speakers every held-out sentence was spoken in one clip's voice and scored against the
+    other speaker's recordings too; that MCD picked the best checkpoint."""
+    from utils.omnivoice import speech
+
+    ws = make_dataset(corpus.root, name="two", n_train=2, n_val=2, voices=("am", "am+f2"), max_chars=40)
+    long_a, long_b = add_joined_clips(ws, "two", n=2)
+    rows = [{**r, "speaker": "am_f2"} if r["id"] == long_b["id"] else r for r in read_jsonl(
+        ws.dataset_dir("two") / "manifest.jsonl")]
+    (ws.dataset_dir("two") / "manifest.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n"
+                                                                   for r in rows))
+    spoken = []
+    clone = speech.clone_prompt
+    monkeypatch.setattr(speech, "clone_prompt", lambda model, wave, text: spoken.append(text) or clone(model, wave,
+                                                                                                      text))
+    result = run(prepare_run(omni_config(ws, "omni-two", dataset="two", max_steps=1, eval_every=1, eval_clips=2,
+                                         sample_clips=0, ode_steps=1)))
+    assert result["state"] == "finished"
+    log = (ws.run_dir("omni-two") / "train.log").read_text()
+    assert f"in its own speaker's voice (am: {long_a['id']}, am_f2: {long_b['id']})" in log
+    assert len(set(spoken)) == 2, spoken  # two reference clips cloned at each evaluation, one a speaker
+
+
 class CountingCodec:
     """The real codec, counting its encodes; after `die_after` of them it is killed (KeyboardInterrupt)."""
 
@@ -101,7 +143,8 @@ class CountingCodec:
         return self.codec.encode(wave)
 
 
-def test_tokens_are_extracted_once_per_codec_and_a_killed_extraction_keeps_what_it_wrote(corpus, tmp_path):
+def test_tokens_are_extracted_once_per_codec_and_encoding_and_a_killed_extraction_keeps_what_it_wrote(corpus, tmp_path,
+                                                                                                     monkeypatch):
     from utils.omnivoice.base import load_codec
     from utils.omnivoice.tokens import cache_dir, codec_key, extract
 
@@ -131,6 +174,34 @@ def test_tokens_are_extracted_once_per_codec_and_a_killed_extraction_keeps_what_
     shutil.copytree(base / "audio_tokenizer", other / "audio_tokenizer")
     (other / "audio_tokenizer" / "config.json").write_text((base / "audio_tokenizer" / "config.json").read_text() + " ")
     assert codec_key(other) != key
+
+    from utils.omnivoice import tokens  # a changed encode() (its cut, its level) never reuses older tokens
+    monkeypatch.setattr(tokens, "ENCODING", tokens.ENCODING + 1)
+    assert codec_key(base) != key
+
+
+def test_training_clips_and_reference_clips_are_encoded_at_the_packages_level(corpus):
+    """The package trains on clips brought to a peak of 0.9; the studio's clips sit near -23 dBFS, 3-6 dB below. A
+    clip's tokens no longer depend on the level it was recorded at, and a voice's reference clip reaches the codec at
+    the same level (then the package's own lift of a quiet reference)."""
+    from types import SimpleNamespace
+
+    from utils.audio import load_audio
+    from utils.datasets.features import audio_path
+    from utils.omnivoice.base import load_codec
+    from utils.omnivoice.speech import clone_prompt
+    from utils.omnivoice.tokens import encode
+
+    row = load_manifest(corpus, "am")[0]
+    wave, _ = load_audio(audio_path(corpus, "am", row), 24_000)
+    codec = load_codec(corpus.root / BASE)
+    assert np.array_equal(encode(codec, wave * 0.3, "cpu"), encode(codec, wave, "cpu"))
+
+    given = []
+    model = SimpleNamespace(create_voice_clone_prompt=lambda ref_audio, ref_text: given.append(ref_audio[0]) or
+                            SimpleNamespace(ref_text=ref_text))
+    clone_prompt(model, wave * 0.3, "ሰላም ነው።")
+    assert float(given[0].abs().max()) == pytest.approx(0.9, rel=1e-4)
 
 
 def test_out_of_memory_splits_the_batch_and_failing_mixed_precision_goes_on_in_fp32(corpus):
@@ -179,6 +250,22 @@ def test_a_checkpoint_speaks_as_a_voice_exports_with_its_clip_and_speaks_again(c
     assert sr == 24_000 and len(again) > 0
 
 
+def test_the_disk_estimate_is_what_a_checkpoint_writes(corpus, straight):
+    """The Training tab said "about 7 GB more" for the trainer state; the loop saves the weights again, AdamW's two
+    moments and the EMA (about 9.8 GB). The estimate, made for the tiny base's parameters, is its run's files."""
+    from utils.hardware import HardwareReport
+    from utils.omnivoice.expectations import checkpoint_gb, guidance
+
+    parameters = sum(t.numel() for t in load_file(str(corpus.root / BASE / "model.safetensors")).values())
+    weights, state = checkpoint_gb(parameters)
+    newest = straight / "checkpoints" / "step-4"
+    assert (newest / "model.safetensors").stat().st_size / 1e9 == pytest.approx(weights, rel=0.05)
+    assert (newest / "trainer_state.pt").stat().st_size / 1e9 == pytest.approx(state, rel=0.05)
+    cpu = HardwareReport(gpus=[], cpu_count=2, ram_gb=8.0, disk_free_gb=100.0)
+    disk = next(line for line in guidance(corpus, omni_config(corpus, "x"), cpu) if line.startswith("Disk:"))
+    assert "about 2.5 GB)" in disk and "about 9.8 GB more, 12.3 GB in all" in disk, disk
+
+
 def test_the_adapter_answers_the_contract_and_plans_memory_by_the_base_size(corpus):
     from utils.family_contract import check_adapter, optional
     from utils.omnivoice.adapter import OmniVoiceAdapter
@@ -197,7 +284,7 @@ def test_the_adapter_answers_the_contract_and_plans_memory_by_the_base_size(corp
 
 
 def test_the_full_base_is_refused_on_a_machine_that_cannot_fine_tune_it_and_a_t4_is_taken(tmp_path):
-    """Said before anything is read or downloaded: no GPU (the clip voice is offered instead), a 12 GiB card; a
+    """Said before anything is read or downloaded: no GPU (a clip voice needs only the base), a 12 GiB card; a
     T4's 15 GiB is taken with fp16 and micro-batches; --device cpu runs anyway (to check a set-up)."""
     from utils.hardware import GPUInfo, HardwareReport
     from utils.omnivoice.expectations import check_request
@@ -206,7 +293,7 @@ def test_the_full_base_is_refused_on_a_machine_that_cannot_fine_tune_it_and_a_t4
         return HardwareReport(gpus=list(gpus), cpu_count=2, ram_gb=24.0, disk_free_gb=100.0)
 
     cfg = TrainConfig(workspace=str(tmp_path), dataset="am", run="r", engine="omnivoice", init="k2-fsa/OmniVoice")
-    with pytest.raises(StudioError, match="no GPU.*from a clip"):
+    with pytest.raises(StudioError, match="no GPU.*a clip voice .* needs no GPU, only the OmniVoice base"):
         check_request(cfg, report())
     small = GPUInfo(index=0, name="Small card", memory_gb=12.0, compute_capability="8.6")
     with pytest.raises(StudioError, match="12 GiB"):

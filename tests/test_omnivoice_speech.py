@@ -62,6 +62,37 @@ def test_a_clip_voice_is_the_packages_own_generate_for_the_same_text_prompt_and_
     assert hashlib.sha1(clip.read_bytes()).hexdigest() == digest  # the clip given is only read
 
 
+def test_speech_asks_for_the_denoise_mark_on_purpose_and_a_fine_tunes_samples_never_carry_it(clip_workspace):
+    """The package's generate adds <|denoise|> before a reference clip unless told not to, and its recipe never
+    trains on it with plain clips: the studio says denoise=True itself (about.DENOISE, decided as the package's recipe
+    does), the mark reaches the model (the tiny base speaks otherwise without it), and no training sample has it."""
+    import torch
+
+    from utils.inference.speech import Voice
+    from utils.omnivoice.data import Item, TokenDataset, make_processor
+
+    voice = Voice.load(clip_workspace[0].voice_dir("abebe"))
+    package, asked = voice.model.model, []
+    generate = package.generate
+    package.generate = lambda **kw: asked.append(kw) or generate(**kw)
+    try:
+        wave, _, _ = voice.synthesize("ሰላም ነው።", steps=2, seed=3)
+    finally:
+        del package.generate
+    assert asked and asked[0]["denoise"] is True
+    torch.manual_seed(0)
+    plain = package.generate(**{**asked[0], "denoise": False})[0]
+    torch.manual_seed(0)
+    marked = package.generate(**asked[0])[0]
+    assert plain.shape != marked.shape or not np.array_equal(plain, marked)
+
+    mark = package.text_tokenizer.convert_tokens_to_ids("<|denoise|>")
+    processor = make_processor(package.text_tokenizer, package.config)
+    item = Item({"id": "x"}, "ሰላም ነው።", np.zeros((8, 40), np.int16), 60)
+    samples = [TokenDataset([item], processor, seed)[0] for seed in range(20)]
+    assert not any((s["input_ids"] == mark).any() for s in samples)
+
+
 def test_the_same_seed_speaks_the_same_and_another_seed_differs(clip_workspace):
     from utils.inference.speech import synthesize
 
@@ -111,11 +142,38 @@ def test_a_voice_without_its_base_says_where_to_put_it(clip_workspace, tmp_path,
     ws = clip_workspace[0]
     moved = shutil.copytree(ws.voice_dir("abebe"), tmp_path / "lost")
     config = json.loads((moved / "config.json").read_text())
-    config["model"]["base"] = str(tmp_path / "gone")
+    config["model"].update(base=str(tmp_path / "gone"), base_path=str(tmp_path / "gone"))
     (moved / "config.json").write_text(json.dumps(config))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
-    with pytest.raises(StudioError, match="pretrained/omnivoice"):
+    with pytest.raises(StudioError, match=r"Looked in the workspace .*, where it was made .*gone.* Hugging Face cache"
+                                          r".*pretrained/omnivoice"):
         Voice.load(moved)
+
+
+def test_a_workspace_that_moved_takes_its_voices_along_old_and_new(clip_workspace, tmp_path, monkeypatch):
+    """Colab to Lightning AI, a renamed Drive folder: the voices of a moved workspace speak with the base in its own
+    pretrained/omnivoice/, also one made before bases were named relative to the workspace (an absolute path to a
+    place that is gone)."""
+    import json
+    import shutil
+
+    from utils.inference.speech import Voice
+    from utils.omnivoice.base import base_of
+
+    ws = clip_workspace[0]
+    assert json.loads((ws.voice_dir("abebe") / "config.json").read_text())["model"]["base"] == "pretrained/omnivoice"
+    moved = Workspace(shutil.copytree(ws.root, tmp_path / "renamed drive" / "ws"))
+    old = shutil.copytree(moved.voice_dir("abebe"), moved.voice_dir("older"))
+    config = json.loads((old / "config.json").read_text())
+    config["model"] = {"base": "/content/drive/ws/pretrained/omnivoice", "hub_id": "k2-fsa/OmniVoice",
+                       "weights": "base"}  # as voices were written before
+    (old / "config.json").write_text(json.dumps(config))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    for name in ("abebe", "older"):
+        folder = moved.voice_dir(name)
+        assert base_of(folder, json.loads((folder / "config.json").read_text())) == moved.root / "pretrained/omnivoice"
+    wave, sr, _ = Voice.load(moved.voice_dir("older")).synthesize("ሰላም", steps=2)
+    assert sr == 24_000 and wave.size > 0
 
 
 def test_activate_hands_transformers_the_real_codec_after_it_decided_torchaudio_was_missing(tmp_path):
@@ -149,6 +207,39 @@ def test_no_other_family_imports_torchaudio_or_omnivoice():
                           env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_packages_folder_is_torchs_build_and_a_torchaudio_made_for_this_torch_wins(tmp_path, monkeypatch):
+    """The folder was named by torch's version alone (a CUDA build of the same version took another's torchaudio),
+    and went first on the path, so its torchaudio shadowed one installed later for this very torch."""
+    import importlib.machinery
+
+    import torch
+
+    from utils.omnivoice import runtime
+
+    assert runtime.packages_dir().name == f"omnivoice-torch{torch.__version__}"  # e.g. 2.14.1+cu130
+    release, _, build = torch.__version__.partition("+")
+    folder, env = tmp_path / "packages", tmp_path / "site"
+    for where, version in ((folder, "2.0.0+other"), (env, f"{release}+{build}" if build else release)):
+        (where / "torchaudio").mkdir(parents=True)
+        (where / "torchaudio" / "__init__.py").write_text("")
+        (where / "torchaudio" / "version.py").write_text(f"__version__ = '{version}'\n")
+    (folder / "omnivoice").mkdir()
+    (folder / "INSTALLED").write_text("test\n")
+    monkeypatch.setenv(runtime.PACKAGES_ENV, str(folder))
+    monkeypatch.setattr(runtime, "_refresh_transformers", lambda: None)  # it would import the stand-in torchaudio
+
+    def found() -> Path:
+        return Path(importlib.machinery.PathFinder.find_spec("torchaudio", sys.path).origin).parent.parent
+
+    monkeypatch.setattr(sys, "path", [str(env), *sys.path])
+    runtime.activate()
+    assert found() == env and sys.path[-1] == str(folder)  # this environment's own, built for its torch
+    (env / "torchaudio" / "version.py").write_text("__version__ = '2.0.0+other'\n")  # one for another torch
+    monkeypatch.setattr(sys, "path", [str(env), *[p for p in sys.path if p != str(folder)]])
+    runtime.activate()
+    assert found() == folder and sys.path[0] == str(folder)
 
 
 def test_activate_before_install_names_the_install_command(tmp_path, monkeypatch):

@@ -42,6 +42,17 @@ def test_numbers_become_amharic_words(text, words):
 
 
 @pytest.mark.parametrize("text, words", [
+    ("-5", "ሲቀነስ አምስት"),                       # was "አምስት", the sign dropped with no warning
+    ("ሙቀቱ −3 ዲግሪ ነው", "ሙቀቱ ሲቀነስ ሶስት ዲግሪ ነው"),  # the minus sign U+2212
+    ("-2.5", "ሲቀነስ ሁለት ነጥብ አምስት"),
+    ("5-10", "አምስት እስከ አስር"),                    # a range stays a range
+    ("COVID-19", "ሲኦቪአይዲ አስራ ዘጠኝ"),              # a word's hyphen is no sign
+])
+def test_a_minus_sign_on_a_number_is_read_as_a_word(text, words):
+    assert said(text) == words
+
+
+@pytest.mark.parametrize("text, words", [
     ("1ኛ", "አንደኛ"), ("2ኛ", "ሁለተኛ"), ("3ኛው", "ሶስተኛው"), ("9ኛ", "ዘጠነኛ"), ("10ኛ", "አስረኛ"),
     ("21ኛ", "ሃያ አንደኛ"), ("፪ኛ", "ሁለተኛ"), ("100ኛ", "መቶኛ"),
 ])

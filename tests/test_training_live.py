@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 
 import pytest
@@ -14,6 +15,7 @@ from tests.helpers import make_dataset, serve_tab
 from tests.test_jobs import TINY
 from utils import jobs
 from utils.runs import control, settings, views
+from utils.training import speed
 from utils.workspace import Workspace, append_jsonl, atomic_write_json
 from webui import training
 
@@ -232,8 +234,50 @@ def test_a_page_opened_on_a_dataset_shows_the_engine_advice_for_it(tmp_path):
     from webui.context import AppContext
 
     empty = training.restore_page(AppContext(Workspace.open(tmp_path / "empty")))
-    assert empty[-1] == {"__type__": "update", "visible": False}  # no dataset, no advice
+    assert empty[-2:] == ({"__type__": "update", "visible": False},) * 2  # no dataset, no advice
     ws = make_dataset(tmp_path / "ws", name="am", n_train=3, n_val=1, max_chars=30)
     opened = training.restore_page(AppContext(ws))
-    assert opened[0]["value"] == "am" and opened[:-1] == training.restore_form(AppContext(ws))
-    assert opened[-1]["visible"] and opened[-1]["value"].startswith("Which engine: ") and " in am;" in opened[-1]["value"]
+    assert opened[0]["value"] == "am" and opened[:-2] == training.restore_form(AppContext(ws))
+    advice = opened[-2]["value"]
+    assert opened[-2]["visible"] and advice.startswith("Which engine: ") and " in am;" in advice
+    assert opened[-1]["visible"] and "- Time: about" in opened[-1]["value"]  # Matcha's, what to expect of a run
+
+
+def test_a_stopped_run_says_its_cause_once_and_the_right_one():
+    """A run stopped with Ctrl+C read "Stopped because Stop was pressed, after saving a checkpoint... (stopped by
+    request (Ctrl+C in the terminal) at step 50)": two causes, the first wrong."""
+    from utils.runs.views import plain_message
+    from utils.training.loop import SIGNAL_WORDS
+
+    ctrl_c = plain_message(f"stopped by request ({SIGNAL_WORDS[signal.SIGINT]}) at step 50")
+    assert ctrl_c == ("Stopped by Ctrl+C in the terminal, at step 50, after saving a checkpoint: Resume continues "
+                      "from it.")
+    button = plain_message("stopped by request (the Stop button) at step 7")
+    assert button.startswith("Stopped because Stop was pressed, at step 7") and button.count("Stop") == 2
+    assert plain_message("non-finite loss at step 3") == "non-finite loss at step 3"
+
+
+def test_matcha_says_how_long_its_run_takes_here_as_the_other_engines_do(tmp_path, monkeypatch):
+    """With Matcha picked (the one engine that runs on this CPU) F5, MMS and OmniVoice each said how long their run
+    would take, and Matcha nothing; a Matcha run of this workspace at that size gives its measured speed."""
+    from utils import hardware
+    from utils.matcha.expectations import CPU_FRAMES_PER_S
+    from webui.context import AppContext
+
+    ws = make_dataset(tmp_path / "ws", name="am", n_train=1, n_val=1, max_chars=30)
+    cpu = hardware.HardwareReport(gpus=[], cpu_count=2, ram_gb=8.0, disk_free_gb=50.0)
+    monkeypatch.setattr(hardware, "detect", lambda *a, **k: cpu)
+    said = training.expectations(AppContext(ws), "matcha", "am", 2000, "", "tiny")
+    frames = hardware.recommend(cpu)["max_frames_per_batch"].value
+    seconds = 2000 * frames / CPU_FRAMES_PER_S["tiny"]
+    assert said["visible"]
+    assert f"Time: about {speed.say_time(seconds)} for 2,000 steps of the tiny model" in said["value"]
+    assert "measured on a 2-core CPU" in said["value"]
+    assert "of the base model" in training.expectations(AppContext(ws), "matcha", "am", 2000, "", "base")["value"]
+
+    run = ws.run_dir("earlier")
+    atomic_write_json(run / "config.json", {"train": {"engine": "matcha", "preset": "tiny", "init": ""},
+                                            "resolved": {"device": "cpu"}})
+    append_jsonl(run / "metrics.jsonl", {"step": 10, "frames_per_s": 1000.0})
+    said = training.expectations(AppContext(ws), "matcha", "am", 2000, "", "tiny")["value"]
+    assert f"Time: about {speed.say_time(2000 * frames / 1000.0)}" in said and "measured by run earlier" in said

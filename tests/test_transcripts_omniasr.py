@@ -130,12 +130,13 @@ def test_the_training_tab_draws_both_cer_curves_with_plain_names():
     assert "recordings" in curve_name("cer_recorded") and "synthesised" in curve_name("cer")
 
 
-def test_the_machine_picks_the_300m_on_a_cpu_or_a_small_gpu_and_the_1b_on_a_big_one():
+def test_the_machine_picks_the_300m_whose_hub_id_is_known_and_offers_the_1b_on_a_big_gpu():
+    """The 1B's id (hf-audio/omniasr-ctc-1b-v2) is named by no source, so no machine fetches it unasked."""
     model, why = recognizers.choose([])
     assert model is recognizers.OMNI_300M and "no GPU" in why
     assert recognizers.choose([15.0])[0] is recognizers.OMNI_300M and "15 GB" in recognizers.choose([15.0])[1]
     model, why = recognizers.choose([15.0, 80.0])
-    assert model is recognizers.OMNI_1B and "80 GB" in why
+    assert model is recognizers.OMNI_300M and "80 GB" in why and "no source confirms its hub id" in why
     line = recognizers.line(recognizers.choose([]))
     assert "hf-audio/omniasr-ctc-300m-v2" in line and "Apache-2.0" in line
     assert recognizers.omniasr_loadable()  # transformers >= 5.24 on Python >= 3.11 (requirements.txt)
@@ -173,3 +174,28 @@ def test_a_download_says_its_bytes_and_licence_and_takes_no_mms_adapters(tmp_pat
     assert any("licence Apache-2.0" in line for line in said if "downloading hf-audio" in line), said
     assert any("downloading: 3 MB of about 1300 MB" in line for line in said), said
     assert asr.notice(folder)["licence"] == "Apache-2.0"  # the catalogue's, for a known model
+
+
+def test_a_recognizer_the_hub_does_not_have_falls_back_to_the_300m_in_one_line(tmp_path, source, monkeypatch):
+    import huggingface_hub
+
+    class RepositoryNotFoundError(OSError):  # the hub's class, by name (its constructor wants an HTTP response)
+        pass
+
+    asked = []
+
+    def snapshot_download(repo_id, allow_patterns=None, local_files_only=False, tqdm_class=None):
+        asked.append(repo_id)
+        if repo_id == recognizers.OMNI_1B.repo:
+            raise RepositoryNotFoundError(f"404 Client Error. Repository Not Found for url: {repo_id}")
+        return str(source)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    monkeypatch.delenv(asr.SOURCE_ENV, raising=False)
+    ws = make_dataset(tmp_path, name="am", n_train=1, n_val=0)
+    said = []
+    folder = run_to_end(asr.fetch(ws, recognizers.OMNI_1B.repo), printer=said.append)
+    assert asked == [recognizers.OMNI_1B.repo, recognizers.OMNI_300M.repo] and folder.name == "omniasr-ctc-300m-v2"
+    assert sum("the hub has no hf-audio/omniasr-ctc-1b-v2: fetching omniASR CTC 300M v2" in line
+               for line in said) == 1, said
+    assert asr.available(ws) == folder

@@ -52,13 +52,27 @@ def test_cancel_stops_a_running_check_and_a_request_with_none_running_is_refused
     while not next(events).message.startswith("training the aligner"):
         pass
     assert check_running(ws, "am")
-    assert scoring.cancel_check(ws, "am").startswith("Cancelling the check of am")
-    with pytest.raises(StudioError, match="The check of am was cancelled"):
+    nothing = "No aligner had finished training, so nothing of it is kept"  # it said a trained aligner was kept
+    said = scoring.cancel_check(ws, "am")
+    assert said.startswith("Cancelling the check of am") and nothing in said
+    with pytest.raises(StudioError, match=f"The check of am was cancelled. {nothing}"):
         for _ in events:
             pass
     assert not check_running(ws, "am")
     assert jobs.reconcile(ws.run_dir(check_run("am"))).get("state") not in jobs.ACTIVE  # its training stopped too
     assert not scoring.cancel_path(ws, "am").exists()  # the next check is not cancelled by this request
+
+
+def test_a_check_cancelled_while_aligning_says_it_keeps_the_aligner_and_the_clips_aligned(ws):
+    first = run_to_end(check_transcripts(ws, "am", method="alignment", steps=2))
+    datasets.apply_edits(ws, "am", [{"id": first["rows"][0]["id"], "action": "text", "text": "ሰላም ነው ።"}])
+    events = check_transcripts(ws, "am", method="alignment")
+    while not next(events).message.startswith("going on with the aligner"):
+        pass
+    assert "Kept: the trained aligner and the 6 clip(s) it aligned" in scoring.cancel_check(ws, "am")
+    with pytest.raises(StudioError, match="cancelled. Kept: the trained aligner and the 6 clip"):
+        for _ in events:
+            pass
 
 
 def test_a_cancelled_check_leaves_no_run_or_lock_behind_and_the_next_check_starts_cleanly(ws):

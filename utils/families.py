@@ -93,4 +93,12 @@ def advice(ws, dataset: str, report) -> list[str]:
         can, why = family.machine_verdict(report)
         can, why = (family.base_verdict(ws)[0], SAID_WHEN_PICKED) if can else (False, why)
         lines.append(f"**{family.TITLE}**: for {family.GUIDE}." + ("" if can else f" Not on this machine: {why}"))
-    return lines
+    return [*lines, trains_here(ws, report)]
+
+
+def trains_here(ws, report) -> str:
+    """The one line that names engines to use: those that can train on this machine now (its hardware and its base),
+    so that no family recommends another that cannot run here."""
+    titles = [get(name).TITLE for name in FAMILIES if verdict(get(name), ws, report)[0]]
+    return (f"Trains on this machine now: {', '.join(titles)}." if titles else
+            "No engine can train on this machine now: each line above says what it lacks.")

@@ -84,6 +84,18 @@ def unreachable(what: str, remedy: str) -> HubUnreachable:
     return HubUnreachable(f"This machine cannot reach the Hugging Face hub to download {what}: {remedy}.")
 
 
+def not_on_hub(exc: BaseException) -> bool:
+    """Whether the hub answered that the repository does not exist (its RepositoryNotFoundError, by class name
+    anywhere in the exception's chain of causes)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if any(cls.__name__ == "RepositoryNotFoundError" for cls in type(exc).__mro__):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def download_error(what: str, exc: BaseException, remedy: str) -> StudioError:
     """The error for a failed download (raise it `from exc`): `unreachable` when offline; otherwise the hub's own
     first line (a missing repository, a refused login), without the library's class names."""

@@ -137,8 +137,25 @@ def excluded_line(s: dict) -> str:
     why = f"those flagged for {kinds} (unless you kept them), and any you excluded" if kinds else "the ones you excluded"
     only_untyped = set(s.get("flags", {})) & set(EXCLUDING_FLAGS) == {"missing_text"}  # Keep refuses those
     back = ("Typing its text and pressing Save text puts one back" if only_untyped else
-            "Keep puts one back; fixing its text does too")
+            f"Keep puts one back{what_a_fix_clears(s)}")
     return f"**{left_out} row(s) are left out of training already**: {why}. {back}.\n\n" if left_out else ""
+
+
+def what_a_fix_clears(s: dict) -> str:
+    """Which of the dataset's excluding flags a fixed text clears: only the text's own; a row also flagged for its
+    audio (the same audio as another row) stayed out after its text was fixed, and the summary had said it would not."""
+    from utils.datasets.checks import TEXT_FLAGS
+    from utils.datasets.config import EXCLUDING_FLAGS
+
+    present = [flag for flag in s.get("flags", {}) if flag in EXCLUDING_FLAGS]
+    text = [datasets.FLAG_HELP[f] for f in present if f in TEXT_FLAGS]
+    other = [datasets.FLAG_HELP[f] for f in present if f not in TEXT_FLAGS]
+    if not text:
+        return ""
+    if not other:
+        return "; fixing its text does too"
+    return (f"; fixing its text clears only the text's own flags ({'; '.join(text)}), so a row also flagged for "
+            f"{'; '.join(other)} stays out until you Keep it")
 
 
 def enough_line(s: dict) -> str:

@@ -370,14 +370,16 @@ def build(ctx: AppContext):
     def on_speak(*args):
         yield from speak(ctx, *args, stream=streaming)
 
-    # a refusal (no voice, empty text, a vocoder that does not fit) stays written under the player
+    # a refusal (no voice, empty text, a vocoder that does not fit) stays written under the player, and the speech
+    # of the text before goes: its sound, file, picture and table would read as this text's
     spoken_outputs = [audio, wav, spectrogram, info, spoken]
+    cleared = {audio: None, wav: None, spectrogram: None, spoken: None}
     then = go.click
     if streaming:  # the streamed player comes back, empty, for the new stream; the last speech's whole WAV goes
         then = go.click(lambda: (gr.update(value=None, visible=True), gr.update(visible=False)), None, [audio, whole],
                         show_progress="hidden").then
-    speaking = then(says_errors(on_speak, spoken_outputs, info), inputs=[voice, speaker, text, *settings, device, seed],
-                    outputs=spoken_outputs, api_name="speak")
+    speaking = then(says_errors(on_speak, spoken_outputs, info, also=cleared),
+                    inputs=[voice, speaker, text, *settings, device, seed], outputs=spoken_outputs, api_name="speak")
     if streaming:  # the streamed player held only what its playlist had fetched: the whole WAV once it has played
         speaking.success(whole_speech, inputs=[wav], outputs=[audio, whole], js=AFTER_THE_STREAM_JS,
                          show_progress="hidden", trigger_mode="always_last")

@@ -316,7 +316,8 @@ def licence_label(family) -> str:
             "once)")
 
 
-def expectations(ctx: AppContext, engine: str | None, dataset: str | None, steps, base: str | None) -> dict:
+def expectations(ctx: AppContext, engine: str | None, dataset: str | None, steps, base: str | None,
+                 size: str | None = None) -> dict:
     """The family's "what to expect" before Start (F5: where it starts and under which licence, hours of speech
     against what a new language needed, time on this machine, disk), hidden for a family that says nothing."""
     from utils.training import TrainConfig
@@ -325,7 +326,8 @@ def expectations(ctx: AppContext, engine: str | None, dataset: str | None, steps
     if not dataset or dataset not in ctx.workspace.list_datasets():
         return gr.update(visible=False)
     cfg = TrainConfig(workspace=str(ctx.workspace.root), dataset=dataset, engine=family.NAME,
-                      max_steps=int(steps or 0) or 1, init=(base or "").strip() or family.default_init("base"))
+                      max_steps=int(steps or 0) or 1, init=(base or "").strip() or family.default_init("base"),
+                      **({"preset": size} if size else {}))
     try:
         lines = family.guidance(ctx.workspace, cfg)
     except StudioError as exc:
@@ -401,10 +403,17 @@ def restore_form(ctx: AppContext) -> tuple:
 
 
 def restore_page(ctx: AppContext) -> tuple:
-    """restore_form, and the engine advice for the dataset it puts back: the picker's `change` does not fire when the
-    page opens on the dataset it was built with, and the advice stayed hidden until another dataset was picked."""
+    """restore_form, and the engine advice and what to expect for the form it puts back: the pickers' `change` does
+    not fire when the page opens on the values it was built with, and both stayed hidden until one was changed."""
     form = restore_form(ctx)
-    return form + (engine_advice(ctx, form[0]["value"]),)
+
+    def shown(i: int, default):  # a value the form puts back, else the one the page was built with
+        return form[i].get("value", default) if isinstance(form[i], dict) else default
+
+    dataset = form[0]["value"]
+    expect = expectations(ctx, shown(6, None), dataset, shown(2, settings.default_steps(ctx.workspace)), "",
+                          shown(1, settings.recommended_preset()))
+    return form + (engine_advice(ctx, dataset), expect)
 
 
 def form_on_open(ctx: AppContext, dataset: str | None, saved_steps) -> tuple:
@@ -638,8 +647,8 @@ def _wire_live(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> list:
     # logged its licence accepted); `input`, not `change`, so that restoring a run keeps the yes it was started with
     f.engine.input(lambda: False, None, f.licence, show_progress="hidden")
     f.dataset.change(lambda d: engine_advice(ctx, d), f.dataset, f.advice, show_progress="hidden")
-    for trigger in (f.engine.change, f.dataset.change, f.max_steps.blur, f.base.blur):  # what to expect, said anew
-        trigger(lambda *a: expectations(ctx, *a), [f.engine, f.dataset, f.max_steps, f.base], f.expect,
+    for trigger in (f.engine.change, f.dataset.change, f.max_steps.blur, f.base.blur, f.preset.change):  # said anew
+        trigger(lambda *a: expectations(ctx, *a), [f.engine, f.dataset, f.max_steps, f.base, f.preset], f.expect,
                 show_progress="hidden")
     # the button says what it will start, once the server has the typed step count
     f.vocoder_steps.change(lambda n: gr.update(value=_vocoder_label(n)), f.vocoder_steps, f.vocoder_start,
@@ -726,6 +735,6 @@ def build(ctx: AppContext) -> list:
     saved_steps = gr.State(settings.default_steps(ctx.workspace))  # the Optimizations tab's steps as the page has them
     restored = [f.dataset, f.preset, f.max_steps, f.init, f.mode, f.all_gpus, f.engine, f.licence, f.prompt,
                 f.vocoder_init, f.vocoder_size, f.vocoder_steps, saved_steps]
-    return [(lambda: restore_page(ctx), None, restored + [f.advice]), *opened,
+    return [(lambda: restore_page(ctx), None, restored + [f.advice, f.expect]), *opened,
             (lambda d, s: form_on_open(ctx, d, s), [f.dataset, saved_steps], [f.dataset, f.max_steps, saved_steps],
              "open")]

@@ -30,8 +30,7 @@ def machine_verdict(report) -> tuple[bool, str]:
     if not report.gpus:
         return False, ("no GPU: on a 2-core CPU the F5-TTS base (337 million parameters) learns from about 0.6 s of "
                        "speech a second (measured), so one learning step on a useful batch (about 7 minutes of speech) "
-                       "takes ~11 minutes, and a fine-tune weeks. Train the MMS-TTS engine here (an hour or two of one "
-                       "speaker) or the Matcha engine, or use a GPU (Colab's free T4 works).")
+                       "takes ~11 minutes, and a fine-tune weeks: use a GPU (Colab's free T4 works).")
     g = min(report.gpus, key=lambda x: x.memory_gb)
     usable = g.memory_gb - hardware.RESERVED_GB - FIXED_GB
     if usable < 4:

@@ -111,12 +111,13 @@ def voice_choices(ws: Workspace) -> list[tuple[str, str]]:
 
 def default_voice(ws: Workspace) -> str | None:
     """The picker's value before the curator picks: the best checkpoint (else the newest) of the run training now;
-    else of the run or exported voice written last, a run stopped or failed before any evaluation coming last (a
-    checkpoint Stop saved after 26 steps came before a voice the curator had exported). During a run this follows
-    its newest best, where the first value offered used to stay on the run's first, oldest checkpoint."""
+    else, when a voice was exported after every run's last word, that voice (the curator's own pick); else the run
+    whose best checkpoint has the lowest MCD (walk-c's 13.53 dB, written last, came before walk-a's 7.53 dB), else
+    the run written last, a run stopped or failed before any evaluation coming last. During a run this follows its
+    newest best, where the first value offered used to stay on the run's first, oldest checkpoint."""
     from utils.jobs import ACTIVE
 
-    found = []  # (active, chosen: not a run stopped or failed before any evaluation, when, value)
+    found = []  # (active, chosen: not a run stopped or failed before any evaluation, when, value, MCD or None)
     for run in run_folders(ws):
         folder = best_checkpoint(ws, run.name)
         if folder is not None:
@@ -125,9 +126,15 @@ def default_voice(ws: Workspace) -> str | None:
             cut_short = status.get("state") in ("stopped", "failed") and status.get("best_mcd") is None
             found.append((status.get("state") in ACTIVE, not cut_short,
                           status_file.stat().st_mtime if status_file.exists() else folder.stat().st_mtime,
-                          str(folder.relative_to(ws.root))))
-    found += [(False, True, ws.voice_dir(name).stat().st_mtime, name) for name in list_voices(ws)]
-    return max(found)[3] if found else None
+                          str(folder.relative_to(ws.root)), status.get("best_mcd")))
+    voices = [(False, True, ws.voice_dir(name).stat().st_mtime, name, None) for name in list_voices(ws)]
+    if not found + voices:
+        return None
+    newest = max(found + voices)
+    measured = [f for f in found if isinstance(f[4], (int, float))]
+    if newest[0] or newest in voices or not measured:
+        return newest[3]
+    return min(measured, key=lambda f: f[4])[3]
 
 
 def voice_engine(ws: Workspace, voice: str | None) -> str:

@@ -73,7 +73,9 @@ def memory_plan(cfg):
 
 
 def guidance(ws, cfg) -> list[str]:
-    return []  # the Training tab's steps box and the run's own ETA say enough
+    from utils.matcha.expectations import guidance as expect
+
+    return expect(ws, cfg)
 
 
 def train(cfg, report=None) -> dict:

@@ -39,6 +39,11 @@ PROMPT_SHARE = (0.0, 0.3)               # the share of a clip given as the promp
 MASK_SHARE = (0.0, 1.0)                 # the share of the rest masked
 DROP_CONDITION = 0.1                    # no text and no prompt: what classifier-free guidance needs
 LANGUAGE_SHARE = 0.8                    # the language id given
+# <|denoise|> before a reference clip when speaking, as the package's generate does by default. Its recipe trains it
+# only on prompts it added noise to (clean_start_token_idx) and fine-tunes on plain clips without it, so a fine-tune
+# here never sees it either; the base learnt from it to speak clean from a noisy reference, which a curator's phone
+# clips are. Kept on purpose, for clip voices and fine-tunes alike (speech.py says more).
+DENOISE = True
 
 PROMPT_SECONDS = (3.0, 20.0)            # a reference clip outside this is refused (the package trims above 20 s)
 GOOD_PROMPT_SECONDS = (5.0, 15.0)

@@ -26,8 +26,8 @@ import torch
 
 from utils.events import StudioError
 from utils.omnivoice.base import full_size
-from utils.omnivoice.about import (BATCH_AUDIO_TOKENS, CLIP_NORM, DROP_CONDITION, FINE_TUNE_LR, LANGUAGE, LICENCE,
-                                   MASK_SHARE, PROMPT_SHARE, SAMPLE_RATE, WARMUP_SHARE)
+from utils.omnivoice.about import (BATCH_AUDIO_TOKENS, CLIP_NORM, DENOISE, DROP_CONDITION, FINE_TUNE_LR, LANGUAGE,
+                                   LICENCE, MASK_SHARE, PROMPT_SHARE, SAMPLE_RATE, WARMUP_SHARE)
 from utils.training import loop
 from utils.training import optimization as opt
 from utils.training.config import AUTO, TrainConfig, write_run_config
@@ -50,7 +50,7 @@ class OmniVoiceAdapter(DataPosition):
     unit = "clip"
     inference = "model"
     oom_advice = "lower max_frames_per_batch (fewer positions a micro-batch), or drop the longest clips."
-    state_newest_only = True  # ~7 GB of trainer state a checkpoint (AdamW's moments, the EMA): only the newest
+    state_newest_only = True  # ~9.8 GB of trainer state a checkpoint (expectations.checkpoint_gb): the newest only
 
     @staticmethod
     def memory_plan(cfg: TrainConfig):
@@ -127,8 +127,7 @@ class OmniVoiceAdapter(DataPosition):
     def _start(self, ctx) -> tuple[Path, dict | None]:
         """(the base folder, a fine-tune's weights to put over it or None): a resumed run's base, a fine-tune of
         this studio continued (a checkpoint or voice folder), else the base itself (downloaded by one process)."""
-        from utils.omnivoice.base import base_folder
-        from utils.omnivoice.speech import base_of
+        from utils.omnivoice.base import base_folder, base_of
         from utils.training import checkpoint as ckpt
         from utils.training import ddp
 
@@ -176,9 +175,30 @@ class OmniVoiceAdapter(DataPosition):
         from utils.datasets.features import audio_path
 
         self.prompt_wave, _ = read_prompt(Path(audio_path(self.ws, cfg.dataset, self.prompt.row)), self.prompt.text)
+        self._evaluation_voices(log)
         minutes = sum(it.seconds for it in self.items) / 60
         log(f"data: {len(self.items)} training / {len(self.val_items)} held-out clips ({minutes:.1f} min); the voice's "
             f"reference clip: {self.prompt.row.get('id')} ({self.prompt.seconds:.1f} s)")
+
+    def _evaluation_voices(self, log) -> None:
+        """Each evaluated speaker's reference clip and its sound (data.speaker_prompts), said in the log when the
+        held-out rows have more than one speaker."""
+        from utils.datasets.features import audio_path
+        from utils.omnivoice.data import speaker_prompts
+        from utils.omnivoice.speech import read_prompt
+
+        evaluated = self.val_items[: self.cfg.eval_clips]
+        self.eval_prompts, missing = speaker_prompts(self.items, evaluated, self.prompt)
+        self.eval_waves = {id(self.prompt): self.prompt_wave}
+        for it in self.eval_prompts.values():
+            if id(it) not in self.eval_waves:
+                path = Path(audio_path(self.ws, self.cfg.dataset, it.row))
+                self.eval_waves[id(it)] = read_prompt(path, it.text)[0]
+        if len(self.eval_prompts) > 1 or missing:
+            said = ", ".join(f"{name or 'unnamed'}: {it.row.get('id')}" for name, it in self.eval_prompts.items())
+            log(f"evaluation: each held-out sentence is spoken in its own speaker's voice ({said})"
+                + (f"; no 3-20 s training clip of {', '.join(missing)}: theirs in {self.prompt.row.get('id')}'s voice"
+                   if missing else ""))
 
     # ------------------------------------------------------------------------------ batch probe
     def data_counts(self) -> tuple[int, int]:  # a resume says when these changed (DataPosition)
@@ -292,7 +312,10 @@ class OmniVoiceAdapter(DataPosition):
         try:
             with torch.no_grad():
                 losses = [float(self.losses(b, "model", -1)["loss"]) for b in self.val_batches]
-            waves = self.speak([it.text for it in items], [it.seconds for it in items], cfg.seed)
+            from utils.omnivoice.data import speaker
+
+            voices = [self.eval_prompts.get(speaker(it), self.prompt) for it in items]
+            waves = self.speak([it.text for it in items], [it.seconds for it in items], cfg.seed, voices)
         finally:
             model.train()  # the package's generate leaves the model in eval mode
         scores = []
@@ -306,17 +329,21 @@ class OmniVoiceAdapter(DataPosition):
                 **intelligibility(self.ws, waves, SAMPLE_RATE, [spoken_text(it.row) for it in items],
                                   str(self.ctx.device), (cfg.dataset, [it.row for it in items]))}
 
-    def speak(self, texts: list[str], seconds: list[float], seed: int) -> list[np.ndarray]:
-        """`texts` in the reference clip's voice, each `seconds` long (the package's generate, cfg.ode_steps decoding
-        steps), with its own random stream: the training's is untouched."""
+    def speak(self, texts: list[str], seconds: list[float], seed: int,
+              voices: list | None = None) -> list[np.ndarray]:
+        """`texts` each in the voice of its reference clip (`voices`, Items; default the run's), each `seconds` long
+        (the package's generate, cfg.ode_steps decoding steps), with its own random stream: the training's is
+        untouched."""
+        from utils.omnivoice.speech import clone_prompt
+
+        voices = voices or [self.prompt] * len(texts)
         cuda = [torch.device(self.ctx.device).index or 0] if str(self.ctx.device).startswith("cuda") else []
         with torch.random.fork_rng(devices=cuda):
             torch.manual_seed(seed)
-            prompt = self.model.create_voice_clone_prompt(ref_audio=(torch.from_numpy(self.prompt_wave), SAMPLE_RATE),
-                                                          ref_text=self.prompt.text)
+            made = {id(it): clone_prompt(self.model, self.eval_waves[id(it)], it.text) for it in voices}
             waves = self.model.generate(text=texts, language=[LANGUAGE] * len(texts),
-                                        voice_clone_prompt=[prompt] * len(texts), duration=seconds,
-                                        num_step=max(1, int(self.cfg.ode_steps)))
+                                        voice_clone_prompt=[made[id(it)] for it in voices], duration=seconds,
+                                        num_step=max(1, int(self.cfg.ode_steps)), denoise=DENOISE)
         return [np.asarray(w, np.float32).reshape(-1) for w in waves]
 
     def score(self, metrics: dict) -> float:
@@ -335,13 +362,15 @@ class OmniVoiceAdapter(DataPosition):
                 f"{'passes over the data':22} {cfg.max_steps / max(1, per_pass):<10.1f} {per_pass} updates a pass "
                 f"({len(self.items)} clips)",
                 f"{'evaluations':22} {s.eval_every or 'end':<10} held-out MCD (WORLD) of sentences spoken in the "
-                f"voice of {self.prompt.row.get('id')} (and CER with a recognizer), averaged and raw weights"]
+                f"voice of {', '.join(str(it.row.get('id')) for it in self.eval_prompts.values())} (each held-out "
+                "speaker's own; and CER with a recognizer), averaged and raw weights"]
 
     def _voice_config(self) -> dict:
         """The voice folder's config.json (speech.voice_config) of this run's weights and reference clip."""
         from utils.omnivoice.speech import voice_config
 
-        config = voice_config(self.base, self.prompt.text, weights="own", source=str(self.prompt.row.get("id")))
+        config = voice_config(self.base, self.prompt.text, weights="own", source=str(self.prompt.row.get("id")),
+                              root=self.ws.root)
         config["prompt"].update(id=self.prompt.row.get("id"), warning=self.prompt_warning)
         return config
 

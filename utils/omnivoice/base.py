@@ -51,6 +51,49 @@ def find_base(ws: Workspace | None = None) -> Path | None:
     return _cached_snapshot()
 
 
+def stored_base(base: Path, root: Path | None) -> dict:
+    """How a voice or run names its base in config.json: `base` relative to the workspace when the base is inside it
+    (so a workspace that moves, Colab to Lightning AI or a renamed Drive folder, takes its voices along), else the
+    absolute folder; `base_path`, where it was when the voice was made (a voice copied out of its workspace)."""
+    path = Path(base).resolve()
+    try:
+        named = str(path.relative_to(Path(root).resolve())) if root is not None else str(path)
+    except ValueError:
+        named = str(path)
+    return {"base": named, "base_path": str(path)}
+
+
+def base_of(folder: Path, config: dict) -> Path:
+    """The base a voice, checkpoint or run folder speaks and trains with: the one it names, in its own workspace
+    first (any folder above it), then where it was made, then any workspace's pretrained/omnivoice/ above it, then
+    this machine's Hugging Face cache. Refused with every place looked in."""
+    folder, model = Path(folder).resolve(), config.get("model") or {}
+    named = Path(model.get("base") or FOLDER)
+    above = [folder, *folder.parents]
+    tails = [named] if not named.is_absolute() else _workspace_tails(named)
+    tried = [up / tail for tail in tails for up in above]
+    tried += [Path(p) for p in (model.get("base_path"), named if named.is_absolute() else None) if p]
+    tried += [up / "pretrained" / FOLDER for up in above]
+    for candidate in dict.fromkeys(tried):
+        if complete(candidate):
+            return candidate
+    cached = _cached_snapshot()
+    if cached is not None:
+        return cached
+    home = next((up for up in above if (up / "voices").is_dir() or (up / "runs").is_dir()), folder.parent)
+    made = f", where it was made ({model['base_path']})" if model.get("base_path") else ""
+    raise StudioError(f"{folder.name}: its OmniVoice base ({named}) is not on this machine. Looked in the workspace "
+                      f"it is in ({home}){made} and in this machine's Hugging Face cache. Put the hub's {HUB_ID} "
+                      f"(with its audio_tokenizer/) into {home / 'pretrained' / FOLDER}/.")
+
+
+def _workspace_tails(path: Path) -> list[Path]:
+    """The part of an absolute base path below its workspace (from `pretrained/` on): where a voice made before
+    bases were named relative to the workspace finds its base once the workspace has moved."""
+    parts = path.parts
+    return [Path(*parts[i:]) for i, part in enumerate(parts) if part == "pretrained"][-1:]
+
+
 def obtainable(ws: Workspace) -> tuple[bool, str]:
     """Whether OmniVoice can start here now, and the line that says it."""
     if complete(pretrained_dir(ws)):
@@ -120,7 +163,10 @@ def full_size(init: str, workspace: str) -> bool:
             return True
     config = read_json(folder / "config.json", {}) or {}
     if isinstance(config.get("model"), dict) and config["model"].get("base"):  # a fine-tune: its base's size
-        config = read_json(Path(config["model"]["base"]) / "config.json", {}) or {}
+        try:
+            config = read_json(base_of(folder, config) / "config.json", {}) or {}
+        except StudioError:
+            return True
     return int((config.get("llm_config") or {}).get("hidden_size", 1024)) >= 512
 
 

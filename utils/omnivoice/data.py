@@ -145,3 +145,23 @@ def pick_prompt(items: list[Item], named: str = "") -> tuple[Item, str]:
     warning = "" if clean else (f"the voice's reference clip {chosen.row.get('id')} was flagged by a check or had "
                                 "music removed (no clean 3-20 s clip): name a clean one with --prompt ID")
     return chosen, warning
+
+
+def speaker_prompts(items: list[Item], held_out: list[Item], chosen: Item) -> tuple[dict, list[str]]:
+    """({speaker: reference clip}, speakers left out) for an evaluation that speaks each held-out sentence in its own
+    speaker's voice, so its MCD compares like with like: the run's reference for its own speaker, else the clip
+    pick_prompt takes among that speaker's training clips. A speaker with no 3-20 s training clip is left out (its
+    sentences are spoken in the run's voice)."""
+    prompts, missing = {speaker(chosen): chosen}, []
+    for name in dict.fromkeys(speaker(it) for it in held_out):
+        if name in prompts:
+            continue
+        try:
+            prompts[name] = pick_prompt([it for it in items if speaker(it) == name])[0]
+        except StudioError:
+            missing.append(name)
+    return prompts, missing
+
+
+def speaker(item: Item) -> str:
+    return str(item.row.get("speaker") or "")

@@ -10,7 +10,7 @@ an hour or more is better (the community's Amharic fine-tune, Lab-et/omnivoice-a
 from __future__ import annotations
 
 from utils.events import StudioError
-from utils.omnivoice.about import BATCH_AUDIO_TOKENS, FINE_TUNE_STEPS, FRAMES_PER_S, NEEDS_BASE, PARAMETERS_M, SIZE_MB
+from utils.omnivoice.about import BATCH_AUDIO_TOKENS, FINE_TUNE_STEPS, FRAMES_PER_S, NEEDS_BASE, PARAMETERS_M
 
 GIB = 1024**3
 PARAMS = PARAMETERS_M * 1e6
@@ -21,6 +21,10 @@ ACTIVATION_GB_PER_1K_TOKENS = 0.9      # bf16 activations of 28 layers at width 
 MIN_TRAIN_GB = 14.0                    # a T4's 15 GiB: ~11 GiB of state, short micro-batches with checkpointing
 GOOD_MINUTES = 30.0
 FLOPS_PER_POSITION = 6 * PARAMS        # forward + backward of 613 M parameters a position (attention aside)
+# what a checkpoint writes, bytes a parameter: model.safetensors holds the weights in fp32; trainer_state.pt (the newest
+# checkpoint only) holds the model's state again, AdamW's two moments and the EMA copy, all fp32 (training/loop.py)
+WEIGHTS_BYTES = 4
+STATE_BYTES = 4 * 4
 AUDIO_SHARE = 0.85                     # of a step's positions, the audio tokens (the rest: the text and its marks)
 
 
@@ -28,10 +32,10 @@ def machine_verdict(report) -> tuple[bool, str]:
     """Whether this machine can fine-tune the OmniVoice base, and why (it can speak with it on any machine)."""
     if not report.gpus:
         return False, (f"no GPU: a fine-tune of {PARAMETERS_M} M parameters holds about {TRAIN_FIXED_GB:.0f} GiB of "
-                       "weights and optimizer state and takes minutes a step on a CPU. Speak with OmniVoice here from "
-                       "a clip (the Inference tab), and fine-tune on a GPU: a 16 GiB T4 at the edge, 24 GiB or more "
-                       "comfortably (an L4, Colab's A100). To check the set-up on this CPU anyway, start it from the "
-                       "command line with --device cpu.")
+                       "weights and optimizer state and takes minutes a step on a CPU. Fine-tune on a GPU: a 16 GiB "
+                       "T4 at the edge, 24 GiB or more comfortably (an L4, Colab's A100); a clip voice (the Inference "
+                       "tab) needs no GPU, only the OmniVoice base. To check the set-up on this CPU anyway, start it "
+                       "from the command line with --device cpu.")
     g = min(report.gpus, key=lambda x: x.memory_gb)
     if g.memory_gb < MIN_TRAIN_GB:
         return False, (f"{g.name} has {g.memory_gb:.0f} GiB: fine-tuning holds about {TRAIN_FIXED_GB:.0f} GiB of weights, "
@@ -86,6 +90,12 @@ def prepare(ws, cfg, accept_licence: bool = False) -> None:
     check_prompt(ws, cfg, "OmniVoice")
 
 
+def checkpoint_gb(parameters: float = PARAMS) -> tuple[float, float]:
+    """(the weights every checkpoint holds, the trainer state the newest holds besides), in GB, of a model of this
+    many parameters: from what the training loop saves (a tiny run's files check it)."""
+    return WEIGHTS_BYTES * parameters / 1e9, STATE_BYTES * parameters / 1e9
+
+
 def run_time(ws, max_steps: int, report) -> str:
     """The time a run of `max_steps` updates of the recipe's batch takes here: measured by an OmniVoice run of this
     workspace on this kind of device, else estimated from the card's throughput (no GPU: it is refused here)."""
@@ -122,8 +132,10 @@ def guidance(ws, cfg, report=None) -> list[str]:
     from utils.omnivoice.tokens import BYTES_PER_S
 
     tokens_mb = minutes * 60 * BYTES_PER_S / 1e6
-    lines.append(f"Disk: each checkpoint holds the model's weights (about {SIZE_MB * 0.75 / 1000:.1f} GB); only the "
-                 f"newest keeps the trainer state (about {3 * 4 * PARAMS / 1e9:.0f} GB more). The codec's tokens of "
+    weights, state = checkpoint_gb()
+    lines.append(f"Disk: each checkpoint holds the model's weights (about {weights:.1f} GB); the newest also keeps "
+                 f"what resuming needs (the weights again, AdamW's two moments and the averaged copy: about "
+                 f"{state:.1f} GB more, {weights + state:.1f} GB in all). The codec's tokens of "
                  f"the dataset, encoded once at the first run's start, take "
                  f"{f'{tokens_mb:.1f} MB' if tokens_mb >= 0.1 else 'under 0.1 MB'}.")
     return lines

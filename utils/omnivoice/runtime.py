@@ -3,7 +3,7 @@
 The `omnivoice` package imports torchaudio at module level, and transformers' Higgs Audio v2 codec needs it to
 resample. The studio itself dropped torchaudio: a torchaudio built for another torch (or another CUDA) breaks
 `import torchaudio`, and transformers imports it wherever it finds it. So OmniVoice's packages live in a folder of
-their own beside this environment, one per torch version, and only this family puts it on `sys.path`:
+their own beside this environment, one per torch version and build (CUDA), and only this family puts it on `sys.path`:
 
     python -m utils.omnivoice.runtime install     # once: omnivoice + a torchaudio that runs with this torch
     activate()                                     # in the family, before it imports omnivoice
@@ -15,9 +15,11 @@ its newest, checked in a fresh process (import, resample) before it is kept.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,14 +43,49 @@ def torch_version() -> str:
     return importlib.metadata.version("torch")
 
 
+def _version_file(package: str, path: list[str] | None = None) -> str:
+    """`package`/version.py's text as found on `path` (default sys.path), "" when there is none; read, not imported
+    (torch's import takes seconds, and a torchaudio of another build fails to import)."""
+    spec = importlib.machinery.PathFinder.find_spec(package, path)
+    folders = spec.submodule_search_locations if spec else None
+    version = Path(folders[0]) / "version.py" if folders else None
+    return version.read_text() if version is not None and version.is_file() else ""
+
+
+def _field(text: str, name: str) -> str:
+    found = re.search(rf"^{name}\b[^=\n]*=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+    return found.group(1) if found else ""
+
+
+def torch_build() -> str:
+    """torch's version with its build, as its torchaudio must match it: "2.14.1+cu130" (a wheel without the tag gets
+    its CUDA version added, "2.5.1+cu124"; one without CUDA "+cpu")."""
+    text = _version_file("torch")
+    version = _field(text, "__version__") or torch_version()
+    if "+" in version or not text:
+        return version
+    cuda = _field(text, "cuda")
+    return f"{version}+cu{cuda.replace('.', '')}" if cuda else f"{version}+cpu"
+
+
 def packages_dir() -> Path:
-    """Where OmniVoice's packages live for this environment's torch (inside the environment when it is writable)."""
+    """Where OmniVoice's packages live for this environment's torch and its build (inside the environment when it
+    is writable): a torch of another CUDA build gets a folder, and a torchaudio, of its own."""
     if os.environ.get(PACKAGES_ENV):
         return Path(os.environ[PACKAGES_ENV])
     base = Path(sys.prefix) / "share" / "amharic-tts"
     if not os.access(sys.prefix, os.W_OK):
         base = Path.home() / ".cache" / "amharic-tts"
-    return base / f"omnivoice-torch{torch_version()}"
+    return base / f"omnivoice-torch{torch_build()}"
+
+
+def matches_torch(torchaudio_version: str, build: str) -> bool:
+    """Whether a torchaudio of this version is built for this torch: the same major.minor and the same build tag."""
+    def parts(version):
+        release, _, local = version.partition("+")
+        return release.split(".")[:2], local
+
+    return bool(torchaudio_version) and parts(torchaudio_version) == parts(build)
 
 
 def installed(folder: Path | None = None) -> bool:
@@ -164,7 +201,14 @@ def activate() -> None:
     if not installed(folder):
         raise StudioError(missing_message())
     if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))  # it holds only omnivoice and, when this environment's did not run, torchaudio
+        # it holds omnivoice and, when this environment's did not run at install, a torchaudio: that one goes first,
+        # unless this environment has since got one built for its torch, which then wins
+        outside = _field(_version_file("torchaudio", [p for p in sys.path if p != str(folder)]), "__version__")
+        ours = (folder / "torchaudio").is_dir() and not matches_torch(outside, torch_build())
+        if ours:
+            sys.path.insert(0, str(folder))
+        else:
+            sys.path.append(str(folder))
         importlib.invalidate_caches()
     if "transformers" in sys.modules:
         _refresh_transformers()

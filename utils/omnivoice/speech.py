@@ -9,6 +9,13 @@ A voice folder (made from a clip with no training by `make_voice`, or exported f
                     "prompt": {"text": ..., "audio": "prompt.wav"}, "features": {"sample_rate": 24000}, ...}
     prompt.wav     the reference clip, 24 kHz mono
     model.safetensors   a fine-tune's weights (weights "own"); the base's tokenizer and codec speak them
+
+<|denoise|> (about.DENOISE): the package's generate puts this mark before the style tokens whenever a reference clip
+is given; its recipe trains it only on references it made noisy, and its fine-tuning recipe (ours too) never shows it
+the mark. Decided: speak with it, as the package's own recipe does, for clip voices, fine-tunes and a run's
+evaluations alike (one place, DENOISE). On the tiny random base the mark changes what is spoken (a test checks it
+reaches the model); what it does to quality can only be heard on the released base: a curator's reference clip is
+often a phone recording, and the mark asks for clean speech from it.
 """
 from __future__ import annotations
 
@@ -19,12 +26,13 @@ import numpy as np
 
 from utils.events import StudioError
 from utils.speaker import WrappedSpeaker
-from utils.omnivoice.about import (GOOD_PROMPT_SECONDS, HUB_ID, LANGUAGE, LICENCE, PROMPT_SECONDS, SAMPLE_RATE,
-                                   SHORT_LICENCE)
+from utils.omnivoice.about import (DENOISE, GOOD_PROMPT_SECONDS, HUB_ID, LANGUAGE, LICENCE, PROMPT_SECONDS,
+                                   SAMPLE_RATE, SHORT_LICENCE)
 
 PROMPT_AUDIO = "prompt.wav"
 DEFAULT_STEPS = 32            # the package's num_step
 _ETHIOPIC_MARKS = {".": "።", ",": "፣", ";": "፤", ":": "፥"}
+SENTENCE_ENDS = set("።፧፨?!.…;:,፣፤፥\"'”’)]")  # a transcript ending in one of these gets no other
 
 
 class OmniVoiceText:
@@ -52,6 +60,30 @@ class OmniVoiceText:
     @staticmethod
     def shown(units: list[str]) -> str:
         return "".join(units)
+
+
+def reference_text(text: str) -> str:
+    """A reference clip's transcript read as the voice reads every text (OmniVoiceText: the studio's normaliser,
+    Ethiopic punctuation), as the fine-tune reads its clips, ending in a sentence mark: the package's add_punctuation
+    knows no "።" and would write an ASCII period after it."""
+    said = "".join(OmniVoiceText().units(text)).strip()
+    if not said or said[-1] in SENTENCE_ENDS:
+        return said
+    from utils.text.ethiopic import is_ethiopic
+
+    return said + ("።" if any(is_ethiopic(c) for c in said) else ".")
+
+
+def clone_prompt(model, wave: np.ndarray, text: str):
+    """The package's VoiceClonePrompt of a 24 kHz reference clip, at the level the fine-tune's clips were encoded at
+    (tokens.level), and its transcript (reference_text), for speech and for a run's evaluations alike."""
+    import torch
+
+    from utils.omnivoice.tokens import level
+
+    prompt = model.create_voice_clone_prompt(ref_audio=(torch.from_numpy(level(wave)), SAMPLE_RATE), ref_text=text)
+    prompt.ref_text = reference_text(text)  # over the package's add_punctuation
+    return prompt
 
 
 class OmniVoiceSpeaker(WrappedSpeaker):
@@ -92,7 +124,7 @@ class OmniVoiceSpeaker(WrappedSpeaker):
                 torch.manual_seed(seed)
             return self.model.generate(text=texts, language=[LANGUAGE] * len(texts),
                                        voice_clone_prompt=[self.prompt] * len(texts), num_step=max(1, int(n_steps)),
-                                       speed=1.0 / max(0.1, float(length_scale)))
+                                       speed=1.0 / max(0.1, float(length_scale)), denoise=DENOISE)
 
     def _half_dtype(self) -> str:
         """"fp16" or "bf16" when the model speaks in half precision (a GPU's, utils.hardware.inference_precision),
@@ -126,33 +158,14 @@ def read_prompt(path: Path, text: str) -> tuple[np.ndarray, float]:
 
 def voice_prompt(model, folder: Path, config: dict):
     """The package's VoiceClonePrompt of a voice folder's clip and transcript."""
-    import torch
-
     wave, _ = read_prompt(folder / config["prompt"].get("audio", PROMPT_AUDIO), config["prompt"]["text"])
-    return model.create_voice_clone_prompt(ref_audio=(torch.from_numpy(wave), SAMPLE_RATE),
-                                           ref_text=config["prompt"]["text"])
-
-
-def base_of(folder: Path, config: dict) -> Path:
-    """The base folder whose tokenizer and codec a voice speaks with: where it was made, else this machine's copy of
-    the hub's base (a voice copied to another machine)."""
-    from utils.omnivoice.base import complete, find_base
-
-    named = Path(config["model"].get("base", ""))
-    for candidate in (named, folder / named):
-        if str(named) and complete(candidate):
-            return candidate
-    found = find_base()
-    if found is None:
-        raise StudioError(f"{folder}: its OmniVoice base ({named}) is not on this machine. Put the hub's {HUB_ID} "
-                          "(with its audio_tokenizer/) there, or into a workspace's pretrained/omnivoice/.")
-    return found
+    return clone_prompt(model, wave, config["prompt"]["text"])
 
 
 def load_omnivoice(folder: str | Path, device: str = "cpu", gpus: list | None = None):
     """An OmniVoice voice or checkpoint folder -> (OmniVoiceSpeaker in eval mode on `device`, config)."""
     from utils.hardware import inference_precision
-    from utils.omnivoice.base import load_package_model
+    from utils.omnivoice.base import base_of, load_package_model
     from utils.training.checkpoint import load_weights, read_config
 
     folder = Path(folder)
@@ -166,10 +179,15 @@ def load_omnivoice(folder: str | Path, device: str = "cpu", gpus: list | None = 
     return OmniVoiceSpeaker(model, voice_prompt(model, folder, config), device).eval(), config
 
 
-def voice_config(base: Path, prompt_text: str, weights: str = "base", source: str = "") -> dict:
+def voice_config(base: Path, prompt_text: str, weights: str = "base", source: str = "",
+                 root: Path | None = None) -> dict:
+    """config.json of a voice or checkpoint; `root`: its workspace, which the base is named relative to."""
+    from utils.omnivoice.base import stored_base
+
     return {"engine": "omnivoice", "kind": "acoustic", "features": {"sample_rate": SAMPLE_RATE},
-            "model": {"base": str(Path(base).resolve()), "hub_id": HUB_ID, "weights": weights},
-            "prompt": {"text": prompt_text.strip(), "audio": PROMPT_AUDIO, "source": source},
+            "model": {**stored_base(base, root), "hub_id": HUB_ID, "weights": weights},
+            "prompt": {"text": reference_text(prompt_text), "typed": prompt_text.strip(), "audio": PROMPT_AUDIO,
+                       "source": source},
             "licence": LICENCE, "short_licence": SHORT_LICENCE}
 
 
@@ -187,7 +205,8 @@ def make_voice(ws, name: str, clip: str | Path, text: str, base: Path, source: s
 
     def fill(tmp: Path) -> None:
         save_audio(tmp / PROMPT_AUDIO, wave, SAMPLE_RATE)
-        atomic_write_json(tmp / "config.json", voice_config(base, text, source=source or Path(clip).name))
+        atomic_write_json(tmp / "config.json", voice_config(base, text, source=source or Path(clip).name,
+                                                                root=ws.root))
         (tmp / "LICENSE.txt").write_text(f"This voice speaks with OmniVoice.\n{LICENCE}\n")
 
     return install_folder(target, fill, lambda p: (p / "config.json").is_file())

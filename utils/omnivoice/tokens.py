@@ -4,10 +4,11 @@ step reads. As the mel cache (utils/datasets/features.py), an entry is named by 
 
     datasets/NAME/features/omnivoice-<codec key>/<audio sha1[:16]>.npy     int16 [8, frames]
 
-The codec key hashes the codec's config.json and weights, so a changed codec never reuses another's tokens, and a
-clip replaced by its music-removed version (other bytes) gets its own entry. Each entry is written atomically, so a
-killed extraction keeps every clip it finished and the next run encodes only the rest. About 400 bytes a second of
-speech (1.4 MB an hour): the disk this takes is said in the run's guidance (expectations.py).
+The codec key hashes the codec's config.json and weights and the encoding's version (ENCODING), so a changed codec
+or a changed encode() never reuses older tokens, and a clip replaced by its music-removed version (other bytes) gets
+its own entry. Each entry is written atomically, so a killed extraction keeps every clip it finished and the next
+run encodes only the rest. About 400 bytes a second of speech (1.4 MB an hour): the disk this takes is said in the
+run's guidance (expectations.py).
 
     key = codec_key(base)
     paths = extract(ws, "am", rows, codec, key, "cuda", log)     # {row id: .npy}, encoding what is missing
@@ -24,17 +25,22 @@ import numpy as np
 from utils.events import StudioError
 from utils.omnivoice.about import CODEBOOKS, CODEC_FOLDER, FRAMES_PER_S, SAMPLE_RATE
 
+ENCODING = 2              # how encode() makes a clip's tokens (cut, level): one more at each change, so that
+                          # the cache never hands back tokens an older encode() made
+PEAK = 0.9                # the package's data readers (omnivoice.data.dataset) bring every training clip's peak
+                          # here before encoding it
 PROGRESS_EVERY_S = 30.0   # seconds between the log's progress lines while encoding
 BYTES_PER_S = 2 * CODEBOOKS * FRAMES_PER_S  # int16 tokens a second of speech, for the disk estimate
 
 
 def codec_key(base: Path) -> str:
-    """The codec's short name in the cache: a hash of its config.json and its weights' content (the weights' hash
-    is memoized by path, size and time, so a run hashes the 0.8 GB once)."""
+    """The cache's short name for the codec and the encoding: a hash of the codec's config.json, its weights' content
+    (memoized by path, size and time, so a run hashes the 0.8 GB once) and ENCODING."""
     from utils.datasets.features import content_sha1
 
     codec = Path(base) / CODEC_FOLDER
-    digest = hashlib.sha1((codec / "config.json").read_bytes())
+    digest = hashlib.sha1(f"encoding {ENCODING}\n".encode())
+    digest.update((codec / "config.json").read_bytes())
     digest.update(content_sha1(codec / "model.safetensors").encode())
     return digest.hexdigest()[:12]
 
@@ -53,12 +59,23 @@ def entry(ws, dataset: str, row: dict, key: str) -> tuple[Path, Path]:
     return wav, cache_dir(ws, dataset, key) / f"{content_sha1(wav, ws.dataset_dir(dataset))[:16]}.npy"
 
 
+def level(wave: np.ndarray) -> np.ndarray:
+    """A clip at the package's own level, peak 0.9, as its readers put every clip it trained on: the level of the
+    studio's clips (about -23 dBFS) sat 3-6 dB below it. Every clip the codec encodes goes through here, a dataset's
+    clips for training (encode) and a voice's reference clip (speech.clone_prompt, which the package then lifts to an
+    RMS of 0.1 when it is quieter, as for any voice)."""
+    wave = np.asarray(wave, dtype=np.float32)
+    peak = float(np.abs(wave).max()) if wave.size else 0.0
+    return wave * np.float32(PEAK / (peak + 1e-7))
+
+
 def encode(codec, wave: np.ndarray, device: str) -> np.ndarray:
-    """int16 [8, frames] of a 24 kHz clip, cut to whole codec frames first (as the package cuts a voice's clip)."""
+    """int16 [8, frames] of a 24 kHz clip at the package's level, cut to whole codec frames first (as the package
+    cuts a voice's clip)."""
     import torch
 
     hop = codec.config.hop_length
-    wave = np.ascontiguousarray(wave[: len(wave) // hop * hop], dtype=np.float32)
+    wave = np.ascontiguousarray(level(wave[: len(wave) // hop * hop]), dtype=np.float32)
     with torch.inference_mode():
         codes = codec.encode(torch.from_numpy(wave).to(device)[None, None]).audio_codes[0]  # [8, frames]
     return codes.to(torch.int16).cpu().numpy()

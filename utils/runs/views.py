@@ -7,6 +7,7 @@ process can show any run: the UI after a restart, a second browser, the CLI.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -94,11 +95,21 @@ class RunView:
         return text
 
 
+STOPPED = re.compile(r"stopped by request \((.*)\) at step (\d+)$")
+STOP_CAUSES = {"the Stop button": "because Stop was pressed", "request": "on request",
+               "another rank": "because another process of this run was stopped"}
+
+
 def plain_message(message: str) -> str:
-    """The trainer's own words for why it stopped, led by what they mean for the curator (kept in brackets)."""
-    if message.startswith("stopped by request"):
-        return f"Stopped because Stop was pressed, after saving a checkpoint: Resume continues from it. ({message})"
-    return message
+    """The trainer's words for why it stopped (utils.training.loop: "stopped by request (CAUSE) at step N") said
+    once, with the cause it names: a run stopped by Ctrl+C read "Stopped because Stop was pressed ... (stopped by
+    request (Ctrl+C in the terminal) at step 50)"."""
+    found = STOPPED.match(message)
+    if not found:
+        return message
+    cause, step = found.groups()
+    return (f"Stopped {STOP_CAUSES.get(cause, f'by {cause}')}, at step {step}, after saving a checkpoint: Resume "
+            "continues from it.")
 
 
 def format_seconds(seconds: float) -> str:

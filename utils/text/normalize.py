@@ -151,6 +151,10 @@ def _value(s: str) -> int:
 
 
 NUM = rf"(?:\d{{1,3}}(?:,\d{{3}})+|\d+|{ETH_NUM}+)"
+# a minus sign on a number that stands alone (-5, −3.5 at a sentence's start or after a space): not a range (5-10),
+# a date (12-05-2020) or a word's hyphen (COVID-19), whose dash follows a letter or a digit
+MINUS = re.compile(r"(?<![\w.,/])[-\u2212](?=\d)")
+MINUS_WORD = "ሲቀነስ"  # "minus", as a number below zero is read out
 HOUR_WORD = ("ሰዓት", "ሰአት")  # the clock reading says it; the same word written after the time is not said again
 CLOCK = re.compile(rf"(?<![\d:])([01]?\d|2[0-4]):([0-5]\d)(?![\d:])"
                    rf"(?:[ \t{JOIN}]*(?:{'|'.join(HOUR_WORD)})(?!{ETH_LETTER}))?")
@@ -197,6 +201,7 @@ def _read_numbers(text: str) -> str:
     text = re.sub(rf"({NUM})(?:\s?(?:ተኛ|ኛ)|(?:st|nd|rd|th)(?![A-Za-z]))",
                   lambda m: _words(numbers.ordinal(_value(m.group(1)))), text)
     text = _unfold_vulgar(text)
+    text = MINUS.sub(f"{MINUS_WORD} ", text)  # -5 was read "five", its sign dropped without a word
     # a prefix or suffix written on a number stays on its first or last word
     text = re.sub(rf"(?<={ETH_LETTER})(?=[\d{numbers.ETHIOPIC_NUMERALS}])", JOIN, text)
     text = re.sub(rf"(?<=[\d{numbers.ETHIOPIC_NUMERALS}])(?={ETH_LETTER})", JOIN, text)

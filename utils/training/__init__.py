@@ -14,9 +14,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from utils import families
+from utils.events import StudioError
 from utils.training.config import TrainConfig, check_numbers, read_run_config, write_run_config
 
 __all__ = ["TrainConfig", "prepare_run", "run", "load_checkpoint"]
+
+
+def _instead(ws, family) -> str:
+    """Where this machine refuses the family: the engines that train here now (families.trains_here), else ""."""
+    from utils import hardware
+
+    report = hardware.detect(ws.root)
+    return "" if family.machine_verdict(report)[0] else families.trains_here(ws, report)
 
 
 def prepare_run(cfg: TrainConfig, accept_licence: bool = False) -> Path:
@@ -32,7 +41,13 @@ def prepare_run(cfg: TrainConfig, accept_licence: bool = False) -> Path:
     check_numbers(cfg)
     check_name(cfg.dataset, "dataset name")
     family = families.get(cfg.engine)
-    family.check_request(cfg)  # before any run folder or queued job: what the family cannot do, and what to pass
+    try:
+        family.check_request(cfg)  # before any run folder or queued job: what the family cannot do, and what to pass
+    except StudioError as refused:
+        instead = _instead(ws, family)
+        if not instead:
+            raise
+        raise StudioError(f"{refused} {instead}") from refused
     family.prepare(ws, cfg, accept_licence)  # its start settled: a base's licence, paths inside the workspace
     if cfg.resume not in ("auto", "none", ""):
         cfg.resume = str(ws.inside(cfg.resume))

@@ -50,7 +50,8 @@ class TrainConfig:
                                    "the Training tab's licence box; the trainer downloads the base only then)")
     options: dict = _f({}, "the family's own settings, by name (its OPTIONS, utils/family_options.py: Matcha's blanks, "
                            "F5's reference clip ...); a setting the family does not take is refused")
-    resume: str = _f(AUTO, "auto: continue this run's newest checkpoint if there is one; none: start fresh")
+    resume: str = _f(AUTO, "auto: go on with the run of this name from its newest checkpoint when it exists (as "
+                           "--continue); none: start fresh; or a checkpoint folder to start from")
     # ------------------------------------------------------------------ schedule
     max_steps: int = _f(STEPS_GPU, "optimizer steps to train (the Training tab starts from this machine's "
                                    "recommendation: fewer on a CPU)")

@@ -15,9 +15,10 @@ PEAK_TFLOPS = (("H200", 989.0), ("H100 PCIe", 756.0), ("H100", 989.0), ("A100", 
                ("4090", 165.0), ("3090", 71.0))
 
 
-def measured(ws: Workspace, engine: str, device: str) -> tuple[float, str] | None:
-    """The frames a second of the newest run of `engine` in this workspace that fine-tuned a base on this kind of
-    device, and where the number comes from."""
+def measured(ws: Workspace, engine: str, device: str, fits=lambda train: bool(train.get("init"))
+             ) -> tuple[float, str] | None:
+    """The frames a second of the newest run of `engine` in this workspace on this kind of device whose settings
+    `fits` takes (by default: one that fine-tuned a base), and where the number comes from."""
     runs = sorted((p for p in ws.runs.glob("*/metrics.jsonl")), key=lambda p: p.stat().st_mtime, reverse=True)
     for path in runs:
         try:
@@ -25,7 +26,7 @@ def measured(ws: Workspace, engine: str, device: str) -> tuple[float, str] | Non
         except (OSError, ValueError):
             continue
         train, resolved = config.get("train") or {}, config.get("resolved") or {}
-        if train.get("engine") != engine or not train.get("init") or resolved.get("device") != device:
+        if train.get("engine") != engine or not fits(train) or resolved.get("device") != device:
             continue
         speeds = [r["frames_per_s"] for r in read_jsonl(path) if r.get("frames_per_s")]
         if speeds:

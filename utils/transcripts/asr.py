@@ -1,7 +1,8 @@
 """The speech recognizer: fetched once into the workspace, then drafts, transcript checks and CER.
 
-Default: Meta's omniASR CTC v2 (Apache-2.0), loaded by transformers as `OmniASRForCTC`; the machine picks the
-300M (1.3 GB) or, on a GPU with room, the 1B (utils/transcripts/recognizers.py says which and why). It writes
+Default: Meta's omniASR CTC v2 (Apache-2.0), loaded by transformers as `OmniASRForCTC`: the 300M (1.3 GB), whose hub
+id transformers names; the 1B only where its id is confirmed (utils/transcripts/recognizers.py says which and why),
+and a fetch of an id the hub does not have takes the 300M instead, in one line. It writes
 Ethiopic script for Amharic without being told the language. facebook/mms-1b-all (CC-BY-NC-4.0, with its Amharic
 adapter "amh") and any other Hugging Face CTC model (Wav2Vec2ForCTC + its processor) can be named instead;
 utils/transcripts/ctc.py loads and decodes either. The licence is shown wherever a recognizer is used.
@@ -49,6 +50,10 @@ CHOSEN = "chosen.json"  # recognizers/chosen.json: the folder name used by defau
 OFFLINE_REMEDY = ("copy its files (config.json, model.safetensors and the processor's files) from a machine that has "
                   "them into a folder here, and give that folder in the Recognizer box (--model FOLDER on the command "
                   "line)")
+
+
+class NotOnHub(StudioError):
+    """The hub answered that the recognizer asked for does not exist."""
 
 
 def recognizers_dir(ws: Workspace) -> Path:
@@ -133,7 +138,15 @@ def fetch(ws: Workspace, source: str | None = None, lang: str | None = None,
         else:
             yield Event(STAGE, 0, 0, f"downloading {source} from the Hugging Face hub (once)"
                         + (f", licence {recognizers.known(source).licence}" if recognizers.known(source) else ""))
-            folder = yield from _download(source, lang)
+            try:
+                folder = yield from _download(source, lang)
+            except NotOnHub:
+                fallback = (recognizers.known(source) or recognizers.OMNI_300M).fallback
+                if not fallback:
+                    raise
+                yield Event(STAGE, 0, 0, f"the hub has no {source}: fetching {recognizers.known(fallback).title} "
+                                         f"({fallback}) instead")
+                return (yield from fetch(ws, fallback, lang, licence))
         chosen = _language(folder, source, lang)
         if chosen != lang and not local.is_dir():
             folder = yield from _download(source, chosen)  # the adapter of the language found in its vocabulary
@@ -163,7 +176,7 @@ def _download(repo_id: str, lang: str | None) -> Iterator[Event]:
     returns the hub cache's folder."""
     from huggingface_hub import snapshot_download
 
-    from utils.hub import download_error, downloading, hub_offline
+    from utils.hub import download_error, downloading, hub_offline, not_on_hub
 
     patterns = list(FILES) + ["pytorch_model.bin", "README.md"] + ([f"adapter.{lang}.safetensors"] if lang else [])
     size = recognizers.known(repo_id)
@@ -173,7 +186,8 @@ def _download(repo_id: str, lang: str | None) -> Iterator[Event]:
                                                tqdm_class=progress),
             STAGE, size.download_gb * 1000 if size else None, "recognizer-download")))
     except Exception as exc:
-        raise download_error(f"the recognizer {repo_id}", exc, OFFLINE_REMEDY) from exc
+        error = download_error(f"the recognizer {repo_id}", exc, OFFLINE_REMEDY)
+        raise (NotOnHub(str(error)) if not_on_hub(exc) else error) from exc
 
 
 def languages(folder: Path) -> list[str]:

@@ -100,15 +100,27 @@ def cancel_check(ws: Workspace, dataset: str) -> str:
     if not dataset or not check_running(ws, dataset):
         raise StudioError(f"No transcript check of {dataset or 'this dataset'} is running.")
     cancel_path(ws, dataset).touch()
-    return (f"Cancelling the check of {dataset}: it stops within seconds. What it finished (a trained aligner, the "
-            "clips it aligned) is kept, so the next check goes on from there.")
+    return f"Cancelling the check of {dataset}: it stops within seconds. {what_is_kept(ws, dataset)}"
 
 
 def stop_if_cancelled(ws: Workspace, dataset: str) -> None:
     if cancel_path(ws, dataset).exists():
         cancel_path(ws, dataset).unlink(missing_ok=True)
-        raise StudioError(f"The check of {dataset} was cancelled. What it finished (a trained aligner, the clips it "
-                          "aligned) is kept: Check transcripts goes on from there.")
+        raise StudioError(f"The check of {dataset} was cancelled. {what_is_kept(ws, dataset)}")
+
+
+def what_is_kept(ws: Workspace, dataset: str) -> str:
+    """What a cancelled check leaves for the next one, as it is on disk: an aligner a check finished training (an
+    unfinished training is removed) and the clips it aligned (the progress log), else nothing."""
+    from utils.transcripts.progress import stamp
+
+    header, lines = progress_log(ws, dataset).read()
+    aligner = Path(header["checkpoint"]) if header.get("checkpoint") else None
+    if aligner is None or not aligner.is_dir() or stamp(aligner) != header.get("aligner"):
+        return ("No aligner had finished training, so nothing of it is kept: the next check trains one from the "
+                "start.")
+    return (f"Kept: the trained aligner and the {len(lines)} clip(s) it aligned; Check transcripts goes on from "
+            "there.")
 
 
 def _until_cancelled(ws: Workspace, dataset: str, events: Iterator[Event]):

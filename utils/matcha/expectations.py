@@ -1,0 +1,51 @@
+"""What to expect of a Matcha run, said before Start as the other families say it: how long its steps take here.
+
+Speed: the newest Matcha run of this workspace at this size on this kind of device (its frames a second), else on a
+GPU an estimate from the card's throughput (utils.training.speed), else the 2-core CPU figure below. A step is the
+batch the machine is recommended (utils.hardware), times its accumulation.
+"""
+from __future__ import annotations
+
+# mel frames a second on 2 CPU cores, fp32, 4000 frames a batch: tiny from bench/RESULTS.md's batch sweep (2,329 at
+# 3,200 frames, load ~4); small and base by their ratio to tiny measured back to back with bench/train_throughput.py
+# --frames 4000 on the same (busier) machine, 2026-11-28: 384, 281 and 124 frames a second
+CPU_FRAMES_PER_S = {"tiny": 2300.0, "small": 1700.0, "base": 750.0}
+PARAMS_M = {"tiny": 3.0, "small": 9.6, "base": 21.5}  # bench/RESULTS.md, as bench/common.model_size counts them
+
+
+def training_speed(ws, preset: str, report) -> tuple[float, str]:
+    """(mel frames a second a Matcha model of this size trains at here, where the number comes from)."""
+    from utils.training.speed import estimated, measured
+
+    found = measured(ws, "matcha", "cuda" if report.gpus else "cpu",
+                     fits=lambda train: train.get("preset") == preset)
+    if found:
+        return found
+    if not report.gpus:
+        return CPU_FRAMES_PER_S.get(preset, CPU_FRAMES_PER_S["small"]), ("measured on a 2-core CPU; one busy with "
+                                                                         "other work is slower")
+    return estimated(report, 6 * PARAMS_M.get(preset, PARAMS_M["small"]) * 1e6)
+
+
+def frames_per_step(cfg, report) -> int:
+    """The mel frames a step learns from: the batch (and accumulation) set, else this machine's recommendation."""
+    from utils import hardware
+    from utils.matcha.adapter import MatchaAdapter
+    from utils.training.config import AUTO
+
+    recommended = hardware.recommend(report, MatchaAdapter.memory_plan(cfg))
+    batch = cfg.max_frames_per_batch if cfg.max_frames_per_batch != AUTO else recommended["max_frames_per_batch"].value
+    accumulate = cfg.grad_accumulation if cfg.grad_accumulation != AUTO else recommended["grad_accumulation"].value
+    return int(batch) * int(accumulate)
+
+
+def guidance(ws, cfg, report=None) -> list[str]:
+    """The time the run's steps take here, in the words F5's, MMS's and OmniVoice's say it."""
+    from utils import hardware
+    from utils.training.speed import say_time
+
+    report = report if report is not None else hardware.detect(ws.root)
+    speed, source = training_speed(ws, cfg.preset, report)
+    frames = frames_per_step(cfg, report)
+    return [f"Time: about {say_time(cfg.max_steps * frames / speed)} for {cfg.max_steps:,} steps of the {cfg.preset} "
+            f"model, {frames:,} frames a step ({speed:,.0f} frames a second, {source})."]
