@@ -697,6 +697,35 @@ def test_a_compile_failure_is_told_from_the_models_own_errors(monkeypatch):
         raise AssertionError("the failing backend did not raise")
 
 
+def test_each_compiled_part_has_a_graph_budget_of_its_own(monkeypatch):
+    """Dynamo counts a function's graphs on its code object, and `module._call_impl` was one code object for every
+    part: two parts of one class shared one budget, the first used it up and the second ran eager. Now part B still
+    compiles its shapes after part A reached its limit, and each new graph is told (part, shape, seconds)."""
+    built, told = [], []
+
+    def counting(graph, example_inputs):
+        built.append(graph)
+        return graph.forward
+
+    class Part(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    monkeypatch.setattr(compiled, "OPTIONS", {"backend": counting})
+    monkeypatch.setattr(compiled, "MAX_GRAPHS", 2)
+    torch._dynamo.reset()
+    a, b = Part(), Part()
+    with torch._dynamo.config.patch(recompile_limit=1, accumulated_recompile_limit=1):  # CompiledParts raises them
+        parts = compiled.CompiledParts([a, b], ["a", "b"],
+                                       on_graph=lambda name, shape, seconds: told.append((name, shape, seconds >= 0)))
+        for n in (1, 2, 3):  # the third shape is past a's budget: it runs eager
+            assert torch.equal(a(torch.ones(n)), torch.full((n,), 2.0))
+        for n in (1, 2):
+            b(torch.ones(n, 2))
+    assert parts.graphs_by_part() == {"a": 2, "b": 2} and len(built) == 4
+    assert told == [("a", "1", True), ("a", "2", True), ("b", "1x2", True), ("b", "2x2", True)]
+
+
 def test_a_bench_model_whose_compilation_fails_says_it_ran_eager(monkeypatch):
     """bench/common.train_step compiles through apply_model_settings, with no loop to tell: a failure there used to
     run eager in silence, and the ladder's compiled rows printed eager speed as compiled. The machine says it."""
