@@ -20,6 +20,7 @@ from utils.training.data import (VAL_LOSS_CLIPS, MelDataset, held_out_or_fit, pr
 from utils.training.loop import LoopSettings
 from utils.training.loader import ResilientLoader
 from utils.training.position import DataPosition
+from utils.training.shapes import ShapePlan
 from utils.workspace import Workspace
 
 
@@ -97,14 +98,36 @@ class TextMelAdapter(DataPosition):
             opt.set_effective_batch(m, cfg, ctx.dist.world_size, rep.recommended)
 
     # ------------------------------------------------------------------------------ data
+    def shape_plan(self) -> ShapePlan | None:
+        """A compiled run's few batch shapes (utils/training/shapes.py), from its clips and micro-batch; None eager:
+        frame-filled batches pad least, and eager code runs any shape as fast."""
+        m = self.machine
+        if not m.values.get("compile"):
+            return None
+        if getattr(self, "plan", None) is None or self.plan_for != m.max_frames_per_batch:
+            self.plan = ShapePlan.fit([it.frames for it in self.items], [len(it.tokens) for it in self.items],
+                                      m.max_frames_per_batch, m.length_multiple)
+            self.plan_for = m.max_frames_per_batch
+        return self.plan
+
+    def batch_shapes(self) -> int | None:
+        plan = self.shape_plan()
+        return len(plan) if plan else None
+
     def start_data(self, step: int) -> None:
         cfg, m, dist = self.cfg, self.machine, self.ctx.dist
+        plan = self.shape_plan()
+        self.fixed_shapes = plan is not None
         self.sampler = FrameBatchSampler([it.frames for it in self.items], m.max_frames_per_batch, cfg.seed,
-                                         dist.rank, dist.world_size, m.length_multiple, start=self.pos)
+                                         dist.rank, dist.world_size, m.length_multiple, start=self.pos, plan=plan)
+        if plan:
+            self.ctx.log(f"batches: {len(plan)} shapes (clips x frames: {plan.describe()}), so that the compiled "
+                         "model builds few graphs")
         dataset = MelDataset(self.ws, cfg.dataset, self.items, self.feat_cfg, self.mean, self.std)
         mels = m.max_frames_per_batch * self.feat_cfg.n_mels * 4  # fp32: each batch's bytes in shared memory
+        collate = Collate(m.length_multiple, plan=plan)
         self.data = ResilientLoader(lambda sampler, workers: make_loader(dataset, sampler, m, cfg.prefetch_factor,
-                                                                         workers),
+                                                                         workers, collate),
                                     self.sampler, m.num_workers, self.ctx.log, mels, cfg.prefetch_factor)
         # the held-out loss on at most VAL_LOSS_CLIPS of them, loaded once: every held-out clip of a 200 h set split
         # at 5 % (~11k) would be ~1 GB of mels read before the first step, and thousands of forward passes an eval
@@ -114,13 +137,13 @@ class TextMelAdapter(DataPosition):
                             for j in range(0, len(val), 4)]
 
     def size(self, batch: dict) -> int:
-        return len(batch["tokens"])
+        return batch.get("rows", len(batch["tokens"]))  # a split piece topped up to its shape counts its own clips
 
     def padded_frames(self, batch: dict) -> int:
         return batch["mels"].shape[0] * batch["mels"].shape[-1]
 
     def split(self, batch: dict, parts: int) -> list[dict]:
-        return split_batch(batch, parts, self.machine.length_multiple)
+        return split_batch(batch, parts, self.machine.length_multiple, fixed=getattr(self, "fixed_shapes", False))
 
     def counts(self, batch: dict) -> dict:
         return {"samples": len(batch["tokens"]), "frames": int(batch["mel_lens"].sum())}

@@ -164,9 +164,10 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1, plan: hardware.M
     if cfg.length_multiple != AUTO:
         m.set("length_multiple", int(cfg.length_multiple), "set by the user")
     elif m.compile:
-        m.set("length_multiple", 64, "the code is optimised before training, so clip lengths are padded to "
-                                     "multiples of 64 frames: a few sizes recur and the optimised code is reused "
-                                     "instead of redone every step (torch.compile graphs)")
+        m.set("length_multiple", 64, "the code is optimised before training for each batch shape, so batches "
+                                     "take a few fixed shapes (up to 8 length groups placed where the clips are, "
+                                     "bounds at multiples of 64 frames): the optimised code is reused instead of "
+                                     "redone (torch.compile graphs)")
     else:
         m.set("length_multiple", 4, "clips padded only to the multiple of 4 frames the decoder needs: the least "
                                     "wasted work (no compile)")
