@@ -152,9 +152,18 @@ class CompiledParts:
         if self.failure is not None:
             return
         self.failure = f"{name}: {first_line(exc)}"
+        self.stop()
+        self.on_failure(name, exc)
+
+    def stop(self) -> None:
+        """Every part runs eager from now on (a failure, or a budget spent)."""
+        self.failure = self.failure or "stopped"
         for module in self.modules:
             module._compiled_call_impl = None
-        self.on_failure(name, exc)
+
+    def has_room(self, graphs_each: int) -> bool:
+        """Whether every part may still build `graphs_each` more graphs (MAX_GRAPHS a part)."""
+        return all(call.graphs + graphs_each <= MAX_GRAPHS for call in self.calls)
 
     def graphs(self) -> int:
         """Graphs compiled since these parts were set up (every shape and every graph break is one)."""
