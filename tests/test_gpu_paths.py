@@ -24,6 +24,7 @@ from utils.training import compiled, failures
 from utils.training import optimization as opt
 from utils.training.config import TrainConfig
 from utils.datasets import load_manifest
+from utils.workspace import read_jsonl
 
 torch.set_num_threads(1)
 T4 = hardware.GPUInfo(0, "Tesla T4", 14.7, "7.5", 40)
@@ -280,6 +281,7 @@ def test_a_compiled_run_says_it_compiles_and_evaluates_without_compiling_again(t
         return out
 
     monkeypatch.setattr(MatchaAdapter, "evaluate", counted_evaluate)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "elsewhere"))  # put back after the test
     ws = make_dataset(tmp_path, n_train=4, n_val=1, max_chars=30)
     cfg = TrainConfig(workspace=str(ws.root), dataset="am", run="compiled", preset="tiny", max_steps=2, lr=1e-3,
                       eval_every=1, checkpoint_every=100, compile="true", max_frames_per_batch=400,
@@ -288,6 +290,11 @@ def test_a_compiled_run_says_it_compiles_and_evaluates_without_compiling_again(t
     log = (ws.run_dir("compiled") / "train.log").read_text(encoding="utf-8")
     assert built and "compiling 2 part(s) of the model" in log and "first step took" in log
     assert during_eval == [0] * 4, during_eval  # 2 evaluations x (the averaged, the raw weights)
+    # Inductor's kernels are kept in the workspace (a resume, a new Colab session reuse them), and what each graph
+    # cost is kept for the next run's decision
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str((ws.root / "cache" / "inductor").resolve())
+    costs = read_jsonl(ws.root / "cache" / "compile_seconds.jsonl")
+    assert len(costs) == len(built) and all(c["seconds"] >= 0 and c["machine"].endswith("cores") for c in costs)
 
 
 # ------------------------------------------------------------------------------------ the app's own process

@@ -11,10 +11,10 @@ import os
 
 from utils.audio import FeatureConfig
 from utils.events import StudioError
-from utils.training import ddp
+from utils.training import compile_pays, ddp
 from utils.training import optimization as opt
 from utils.training.batching import Collate, FrameBatchSampler, make_loader, round_up, split_batch
-from utils.training.config import TrainConfig, write_run_config
+from utils.training.config import AUTO, TrainConfig, write_run_config
 from utils.training.data import (VAL_LOSS_CLIPS, MelDataset, held_out_or_fit, prepare_items, spread,
                                   training_rows)
 from utils.training.loop import LoopSettings
@@ -109,6 +109,29 @@ class TextMelAdapter(DataPosition):
                                       m.max_frames_per_batch, m.length_multiple)
             self.plan_for = m.max_frames_per_batch
         return self.plan
+
+    def compile_targets(self) -> list:
+        """The model's parts to compile (its family's `compiled_parts`), once "auto" is settled with this run's own
+        numbers: its batch shapes and its measured micro-batch (utils/training/compile_pays.py). A run that compiles
+        keeps Inductor's kernels in the workspace, for a resume or a new session of the same shapes."""
+        cfg, m = self.cfg, self.machine
+        parts = self.compiled_parts()
+        if cfg.compile == AUTO and m.compile and m.report is not None and m.report.gpus:
+            on, why = opt.compile_verdict(cfg, m, m.report, self.memory_plan(cfg), len(self.shape_plan()) * len(parts))
+            m.set("compile", on, why)
+            if not on and cfg.length_multiple == AUTO:
+                m.set("length_multiple", *opt.EAGER_LENGTH)
+        if not m.compile:
+            return []
+        self.kernels_warm = compile_pays.warm(self.ws.root)
+        compile_pays.keep_kernels_in(self.ws.root)
+        return parts
+
+    def graphs_built(self, graphs: int, seconds: float) -> None:
+        """What a step that built `graphs` graphs took, for the next run's decision on this machine."""
+        for _ in range(graphs):
+            compile_pays.remember(self.ws.root, compile_pays.machine_key(self.machine.report), seconds / graphs,
+                                  self.kernels_warm)
 
     def batch_shapes(self) -> int | None:
         plan = self.shape_plan()

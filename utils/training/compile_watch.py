@@ -38,11 +38,16 @@ class CompileWatch:
         self.loop.files.status(message=f"compiling graph {self.parts.graphs()}{self.of_about()} ({part})")
 
     def built(self, part: str, shape: str, seconds: float) -> None:
+        self.loop.log(f"torch.compile: graph {self.parts.graphs()}{self.of_about()} built for the {part} (input "
+                      f"{shape}) in {seconds:.1f} s")
+
+    def step_done(self, graphs: int, seconds: float) -> None:
+        """A step built `graphs` graphs in `seconds` (their backward passes' compilation included, which the log's
+        lines leave out): the status goes back to training, and the adapter keeps what a graph cost."""
         loop = self.loop
-        loop.log(f"torch.compile: graph {self.parts.graphs()}{self.of_about()} built for the {part} (input {shape}) "
-                 f"in {seconds:.1f} s")
-        if loop.dist.main and (keep := optional(loop.a, "graph_built")):
-            keep(part, shape, seconds)
+        loop.files.status(message="training")
+        if loop.dist.main and (keep := optional(loop.a, "graphs_built")):
+            keep(graphs, seconds)
 
     def so_far(self) -> str:
         """A line on the graphs built so far when there are new ones, else ''."""

@@ -395,10 +395,10 @@ class TrainingLoop:
             t0, graphs = time.perf_counter(), self.compiled.graphs()
             losses, grad_norms, skipped, overflow = self._step()
             self.step += 1
-            built = self.compiled.graphs() > graphs  # a compiling step is warm-up: not the pace of the run
-            self.eta.step(time.perf_counter() - t0, compiled=built)
+            built, seconds = self.compiled.graphs() - graphs, time.perf_counter() - t0
+            self.eta.step(seconds, compiled=built > 0)  # a compiling step is warm-up: not the pace of the run
             if built:
-                self.files.status(message="training")
+                self.watch.step_done(built, seconds)
             if self.compiled and self.step == start_step + 1:
                 self.log(f"first step took {time.perf_counter() - t0:.0f} s (compilation included)")
             if skipped and (message := self._on_skipped(skipped, overflow)):
