@@ -84,7 +84,8 @@ def synthetic_rows(args) -> list[dict]:
             got = shapes(frames, tokens, max_frames, args.epochs, plan)
             rows.append({"frames a batch": max_frames, "policy": name, "batches": got["batches"],
                          **{part: len(set(got[part])) for part in ("encoder", "decoder")},
-                         **{f"{part} compiled": compiled_share(got[part], MAX_GRAPHS) for part in ("encoder", "decoder")},
+                         **{f"{part} compiled": compiled_share(got[part], MAX_GRAPHS)
+                            for part in ("encoder", "decoder")},
                          "padding": got["padding"], "buckets": plan.describe() if plan else "-"})
     return rows
 

@@ -24,7 +24,8 @@ class Eta:
         self.evals.append(seconds)
 
     def evaluations_left(self, step: int) -> int:
-        """Evaluations after `step`: on schedule, the early ones, and the one at the end unless the last step has one."""
+        """Evaluations after `step`: on schedule, the early ones, and the one at the end unless the last step has
+        one."""
         s = self.s
         scheduled = {x for x in range(step + 1, s.max_steps + 1) if s.eval_every and x % s.eval_every == 0}
         scheduled |= {x for x in s.early_evals if step < x <= s.max_steps}
