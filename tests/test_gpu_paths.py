@@ -787,6 +787,30 @@ def test_while_a_graph_compiles_the_status_says_so_and_the_eta_leaves_compiling_
     assert etas and max(etas) < first_step / 2, (etas, first_step)  # counted as before: 7 x the first step
 
 
+def test_f5s_compiled_transformer_builds_one_graph_a_batch_shape(tmp_path, monkeypatch):
+    """F5's DiT compiles by the same rule as Matcha: a graph per shape of the plan. Its audio-drop coin reached the
+    compiled transformer as a Python flag, so each shape was compiled twice (dropped and kept)."""
+    import re
+
+    from utils.training import prepare_run, run
+
+    built = []
+
+    def counting(graph, example_inputs):
+        built.append(len(graph.graph.nodes))
+        return graph.forward
+
+    monkeypatch.setattr(compiled, "OPTIONS", {"backend": counting})
+    ws = make_dataset(tmp_path, n_train=6, n_val=1, max_chars=30)
+    cfg = TrainConfig.from_dict(dict(engine="f5", workspace=str(ws.root), dataset="am", run="f5", preset="tiny",
+                                     max_steps=12, evaluate=False, checkpoint_every=100, compile="true",
+                                     max_frames_per_batch=600, grad_accumulation=1))
+    assert run(prepare_run(cfg))["state"] == "finished"
+    log = (ws.run_dir("f5") / "train.log").read_text(encoding="utf-8")
+    shapes = int(re.search(r"batches: (\d+) shapes", log).group(1))
+    assert len(built) == shapes and 12 / shapes >= 3, (built, shapes)  # each shape met several times, both coins
+
+
 def test_each_compiled_part_has_a_graph_budget_of_its_own(monkeypatch):
     """Dynamo counts a function's graphs on its code object, and `module._call_impl` was one code object for every
     part: two parts of one class shared one budget, the first used it up and the second ran eager. Now part B still
