@@ -134,7 +134,7 @@ def workspace_contents(ws: Workspace) -> dict:
 
     datasets = [{"name": name, **{k: summarize(ws, name, [])[k] for k in ("usable_clips", "clips", "usable_hours")}}
                 for name in ws.list_datasets()]
-    runs = [{k: r[k] for k in ("run", "status", "step", "dataset", "preset")} for r in run_table(ws)]
+    runs = [{k: r[k] for k in ("run", "status", "step", "dataset", "preset", "doing")} for r in run_table(ws)]
     return {"datasets": datasets, "runs": runs, "voices": list_voices(ws), "vocoders": list_vocoders(ws)}
 
 
@@ -150,8 +150,9 @@ def cmd_list(args) -> None:
               for d in held["datasets"]]
     lines += [f"runs ({len(held['runs'])}):"]
     have = {d["name"] for d in held["datasets"]}
-    lines += [f"  {r['run']}  {r['status']} at step {r['step']}  ({r['dataset']}"
-              f"{'' if r['dataset'] in have else ', dataset deleted'}, {r['preset']})" for r in held["runs"]]
+    lines += [f"  {r['run']}  {r['status']} at step {r['step']}{': ' + r['doing'] if r['doing'] else ''}  "
+              f"({r['dataset']}{'' if r['dataset'] in have else ', dataset deleted'}, {r['preset']})"
+              for r in held["runs"]]
     lines += [f"voices ({len(held['voices'])}): {', '.join(held['voices']) or '-'}",
               f"vocoders ({len(held['vocoders'])}): {', '.join(held['vocoders']) or '-'}"]
     print("\n".join(lines))

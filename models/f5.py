@@ -164,7 +164,9 @@ class F5TTS(nn.Module):
         drop_audio = drop_audio or drop_text  # "unconditional" drops prompt and text together
 
         text_emb = self.transformer.embed_text(text_ids, length, mel_lens, drop_text)  # [B, T, text_dim]
-        pred = self.transformer(xt, cond, text_emb, time, mask=valid, drop_audio_cond=drop_audio)
+        if drop_audio:  # here, not by the transformer's flag: a compiled transformer would build a graph for each value
+            cond = torch.zeros_like(cond)
+        pred = self.transformer(xt, cond, text_emb, time, mask=valid)
         loss = F.mse_loss(pred, flow, reduction="none")[span].mean()  # span frames x mel bins
         return dict(loss=loss, pred=pred, span=span, time=time, drop_audio=drop_audio, drop_text=drop_text)
 

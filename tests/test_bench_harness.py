@@ -216,3 +216,13 @@ def test_dataset_scale_times_each_click_beside_the_old_whole_file_edit(tmp_path)
         assert all(r[k] > 0 for k in ("select", "open_row", "fix_text", "exclude", "deep_page", "jsonl_edit"))
         assert r["table_mb"] > 0 and r["clicks_rss_mb"] > 0
 
+
+
+def test_compile_shapes_counts_graphs_per_part_before_and_after_on_synthetic_lengths():
+    """`--synthetic-hours` needs no audio: the lengths of a lognormal 1-20 s set through the trainer's sampler."""
+    out = subprocess.run([sys.executable, "bench/compile_shapes.py", "--synthetic-hours", "2", "--epochs", "2"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = next(x for x in out.stdout.splitlines() if x.startswith("graphs per part: before encoder "))
+    after = line.split("; after ")[1]
+    assert int(after.split("encoder ")[1].split(",")[0]) <= 8 and int(after.split("decoder ")[1].split(" ")[0]) <= 8

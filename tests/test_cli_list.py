@@ -36,3 +36,19 @@ def test_list_says_when_a_runs_dataset_was_deleted(capsys, tmp_path):
 def test_list_of_an_empty_workspace_says_there_is_nothing(capsys, tmp_path):
     assert app.main(["list", "--workspace", str(tmp_path / "new")]) == 0
     assert capsys.readouterr().out.startswith("datasets (0):\nruns (0):\nvoices (0): -")
+
+
+def test_a_running_run_says_what_it_does_while_its_step_stands_still(capsys, tmp_path):
+    """A graph compiles for minutes on a small machine and the step counter stands still: the run list, the Training
+    tab's summary and `app.py list` showed only the frozen counter (the message was shown only for ended runs)."""
+    from utils.runs.views import view
+
+    ws = Workspace.open(tmp_path / "ws")
+    fake_run(ws, "warming", state="running", steps=0, message="compiling graph 3 of ~16 (encoder)")
+    fake_run(ws, "steady", state="running", steps=40, message="training")
+    assert app.main(["list", "--workspace", str(ws.root)]) == 0
+    out = capsys.readouterr().out
+    assert "warming  running at step 0: compiling graph 3 of ~16 (encoder)  (am" in out
+    assert "steady  running at step 40  (am" in out
+    assert "compiling graph 3 of ~16 (encoder)" in view(ws, "warming").summary()
+    assert "\n\ntraining" not in view(ws, "steady").summary()  # plain training needs no words

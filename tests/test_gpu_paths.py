@@ -24,6 +24,7 @@ from utils.training import compiled, failures
 from utils.training import optimization as opt
 from utils.training.config import TrainConfig
 from utils.datasets import load_manifest
+from utils.workspace import read_jsonl
 
 torch.set_num_threads(1)
 T4 = hardware.GPUInfo(0, "Tesla T4", 14.7, "7.5", 40)
@@ -280,6 +281,7 @@ def test_a_compiled_run_says_it_compiles_and_evaluates_without_compiling_again(t
         return out
 
     monkeypatch.setattr(MatchaAdapter, "evaluate", counted_evaluate)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "elsewhere"))  # put back after the test
     ws = make_dataset(tmp_path, n_train=4, n_val=1, max_chars=30)
     cfg = TrainConfig(workspace=str(ws.root), dataset="am", run="compiled", preset="tiny", max_steps=2, lr=1e-3,
                       eval_every=1, checkpoint_every=100, compile="true", max_frames_per_batch=400,
@@ -288,6 +290,11 @@ def test_a_compiled_run_says_it_compiles_and_evaluates_without_compiling_again(t
     log = (ws.run_dir("compiled") / "train.log").read_text(encoding="utf-8")
     assert built and "compiling 2 part(s) of the model" in log and "first step took" in log
     assert during_eval == [0] * 4, during_eval  # 2 evaluations x (the averaged, the raw weights)
+    # Inductor's kernels are kept in the workspace (a resume, a new Colab session reuse them), and what each graph
+    # cost is kept for the next run's decision
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str((ws.root / "cache" / "inductor").resolve())
+    costs = read_jsonl(ws.root / "cache" / "compile_seconds.jsonl")
+    assert len(costs) == len(built) and all(c["seconds"] >= 0 and c["machine"].endswith("cores") for c in costs)
 
 
 # ------------------------------------------------------------------------------------ the app's own process
@@ -660,6 +667,42 @@ def test_a_compilation_that_fails_mid_run_costs_speed_not_the_run(tmp_path, monk
     assert [r["step"] for r in rows] == [1, 2, 3, 4]
 
 
+@pytest.mark.parametrize("fallback, budget", [("fp32", 1), ("split", compiled.MAX_GRAPHS)])
+def test_after_a_fallback_the_graphs_are_built_again_within_the_budget_or_compiling_stops(tmp_path, monkeypatch,
+                                                                                        fallback, budget):
+    """Going on in fp32 (every graph is specialised on the autocast state) or cutting batches after an out-of-memory
+    (a new shape) threw the compiled graphs away in silence; the budget was usually spent by then and the rest of the
+    run went eager while config.json still said `compile: true`. Where each part's budget has room the graphs are
+    built again, said in the log; where it has none, compiling stops and config.json and the status say why."""
+    from utils.training import prepare_run, run
+
+    built = []
+
+    def counting(graph, example_inputs):
+        built.append(len(graph.graph.nodes))
+        return graph.forward
+
+    monkeypatch.setattr(compiled, "OPTIONS", {"backend": counting})
+    monkeypatch.setattr(compiled, "MAX_GRAPHS", budget)
+    ws = make_dataset(tmp_path, n_train=4, n_val=1, max_chars=30)
+    faults = ({"precision": "bf16", "fault_nan_steps": [1, 2], "max_bad_steps": 2} if fallback == "fp32" else
+              {"fault_oom_above_frames": 600})  # two clips of 512 frames do not fit; one does
+    cfg = TrainConfig(workspace=str(ws.root), dataset="am", run=fallback, preset="tiny", max_steps=5, lr=1e-3,
+                      evaluate=False, checkpoint_every=100, compile="true", max_frames_per_batch=1024,
+                      length_multiple=512, grad_accumulation=1, log_every=1, **faults)  # one shape: a graph a part
+    assert run(prepare_run(cfg))["state"] == "finished"
+    log = (ws.run_dir(fallback) / "train.log").read_text(encoding="utf-8")
+    config = json.loads((ws.run_dir(fallback) / "config.json").read_text())
+    if fallback == "fp32":  # one graph a part built for bf16; the budget has no room for fp32's
+        assert "continuing in fp32" in log and len(built) == 2, built
+        reason = config["reasons"]["compile"]
+        assert config["resolved"]["compile"] is False and "stopped at step 3: the run went on in fp32" in reason
+        assert "continues uncompiled" in json.loads((ws.run_dir(fallback) / "status.json").read_text())["compile_note"]
+    else:
+        assert "cut in 2 pieces after running out of memory: the compiled graphs are built again, up to 1 a part" in log
+        assert config["resolved"]["compile"] is True and len(built) == 2, built
+
+
 def test_a_compile_failure_is_told_from_the_models_own_errors(monkeypatch):
     """The guard redoes a failing compiled call eager; an error the model raises eagerly too is the model's and goes
     on unchanged (never hidden as a 'compile failure'); an out-of-memory goes on to the loop's halving."""
@@ -695,6 +738,106 @@ def test_a_compile_failure_is_told_from_the_models_own_errors(monkeypatch):
         assert compiled.is_compile_failure(exc)
     else:
         raise AssertionError("the failing backend did not raise")
+
+
+def test_while_a_graph_compiles_the_status_says_so_and_the_eta_leaves_compiling_out(tmp_path, monkeypatch):
+    """Each compile froze the step counter for minutes with no word, and the ETA counted compiling as training (794 h
+    after a 143 s first step). A stand-in backend that takes a second more a graph: status.json, read as the Training
+    tab and `app.py list` read it, says "compiling graph k of ~n (part)" meanwhile, and the ETAs it shows are those of
+    the steps left at the pace of steps that compiled nothing, far below what the compiling first step took."""
+    import re
+    import threading
+    import time
+
+    from utils.training import prepare_run, run, runfiles
+    from utils.workspace import read_json
+
+    def slow(graph, example_inputs):
+        time.sleep(1.0)
+        return graph.forward
+
+    monkeypatch.setattr(compiled, "OPTIONS", {"backend": slow})
+    monkeypatch.setattr(runfiles, "HEARTBEAT_S", 0.1)  # the step and its ETA reach status.json at each heartbeat
+    ws = make_dataset(tmp_path, n_train=4, n_val=1, max_chars=30)
+    seen, done = [], threading.Event()
+
+    def watch():  # what a poll of the run's files finds
+        while not done.is_set():
+            if status := read_json(ws.run_dir("slow") / "status.json", default=None):
+                seen.append(status)
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    cfg = TrainConfig(workspace=str(ws.root), dataset="am", run="slow", preset="tiny", max_steps=8, lr=1e-3,
+                      evaluate=False, checkpoint_every=100, compile="true", max_frames_per_batch=1024,
+                      length_multiple=512, grad_accumulation=1, log_every=1)  # every clip in one bucket: 2 graphs
+    try:
+        assert run(prepare_run(cfg))["state"] == "finished"
+    finally:
+        done.set()
+        watcher.join()
+    running = [s for s in seen if s.get("state") == "running"]
+    said = [s["message"] for s in running if s.get("message", "").startswith("compiling graph")]
+    assert {"compiling graph 1 of ~2 (encoder)", "compiling graph 2 of ~2 (decoder.estimator)"} <= set(said), said
+    log = (ws.run_dir("slow") / "train.log").read_text(encoding="utf-8")
+    assert re.search(r"graph 1 of ~2 built for the encoder \(input 2x\d+\) in \d+\.\d s", log), log
+    first_step = float(re.search(r"first step took (\d+) s", log).group(1))  # 2 graphs: 2 s and more
+    etas = [s["eta_s"] for s in running if s.get("eta_s") is not None]
+    assert etas and max(etas) < first_step / 2, (etas, first_step)  # counted as before: 7 x the first step
+
+
+def test_f5s_compiled_transformer_builds_one_graph_a_batch_shape(tmp_path, monkeypatch):
+    """F5's DiT compiles by the same rule as Matcha: a graph per shape of the plan. Its audio-drop coin reached the
+    compiled transformer as a Python flag, so each shape was compiled twice (dropped and kept)."""
+    import re
+
+    from utils.training import prepare_run, run
+
+    built = []
+
+    def counting(graph, example_inputs):
+        built.append(len(graph.graph.nodes))
+        return graph.forward
+
+    monkeypatch.setattr(compiled, "OPTIONS", {"backend": counting})
+    ws = make_dataset(tmp_path, n_train=6, n_val=1, max_chars=30)
+    cfg = TrainConfig.from_dict(dict(engine="f5", workspace=str(ws.root), dataset="am", run="f5", preset="tiny",
+                                     max_steps=12, evaluate=False, checkpoint_every=100, compile="true",
+                                     max_frames_per_batch=600, grad_accumulation=1))
+    assert run(prepare_run(cfg))["state"] == "finished"
+    log = (ws.run_dir("f5") / "train.log").read_text(encoding="utf-8")
+    shapes = int(re.search(r"batches: (\d+) shapes", log).group(1))
+    assert len(built) == shapes and 12 / shapes >= 3, (built, shapes)  # each shape met several times, both coins
+
+
+def test_each_compiled_part_has_a_graph_budget_of_its_own(monkeypatch):
+    """Dynamo counts a function's graphs on its code object, and `module._call_impl` was one code object for every
+    part: two parts of one class shared one budget, the first used it up and the second ran eager. Now part B still
+    compiles its shapes after part A reached its limit, and each new graph is told (part, shape, seconds)."""
+    built, told = [], []
+
+    def counting(graph, example_inputs):
+        built.append(graph)
+        return graph.forward
+
+    class Part(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    monkeypatch.setattr(compiled, "OPTIONS", {"backend": counting})
+    monkeypatch.setattr(compiled, "MAX_GRAPHS", 2)
+    torch._dynamo.reset()
+    a, b = Part(), Part()
+    with torch._dynamo.config.patch(recompile_limit=1, accumulated_recompile_limit=1):  # CompiledParts raises them
+        parts = compiled.CompiledParts([a, b], ["a", "b"],
+                                       on_graph=lambda name, shape, seconds: told.append((name, shape, seconds >= 0)))
+        for n in (1, 2, 3):  # the third shape is past a's budget: it runs eager
+            assert torch.equal(a(torch.ones(n)), torch.full((n,), 2.0))
+        for n in (1, 2):
+            b(torch.ones(n, 2))
+    assert parts.graphs_by_part() == {"a": 2, "b": 2} and len(built) == 4
+    assert told == [("a", "1", True), ("a", "2", True), ("b", "1x2", True), ("b", "2x2", True)]
 
 
 def test_a_bench_model_whose_compilation_fails_says_it_ran_eager(monkeypatch):

@@ -395,3 +395,21 @@ def test_the_speed_after_an_evaluation_leaves_the_evaluation_out(tmp_path):
     rows = {r["step"]: r for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "samples_per_s" in r}
     # steps 3-4 trained 32 samples; with the 2 s evaluation at step 2 in their window they would read under 16/s
     assert rows[4]["samples_per_s"] > 32
+
+
+def test_the_eta_counts_the_steps_and_evaluations_left_never_compilation():
+    """`eta = steps left x mean of the last 50 step times` made a 20,000-step run say 794 h after a 143 s first step
+    (compilation), and left evaluations out. Steps that built a graph are not the run's pace; evaluations are."""
+    from utils.training.eta import Eta
+
+    eta = Eta(LoopSettings(max_steps=100, eval_every=40, early_evals=(10,)))
+    eta.step(143.0, compiled=True)
+    assert eta.seconds(1) is None  # no pace known yet: no ETA rather than a wrong one
+    eta.step(0.5, compiled=False)
+    eta.step(0.7, compiled=False)
+    assert eta.seconds(3) == round(97 * 0.6, 1)
+    eta.step(60.0, compiled=True)  # a later shape's graph: still not the pace
+    eta.evaluation(30.0)  # the early one, at step 10
+    assert eta.evaluations_left(10) == 3  # at 40, 80 and the end
+    assert eta.seconds(10) == round(90 * 0.6 + 3 * 30.0, 1)
+    assert Eta(LoopSettings(max_steps=80, eval_every=40)).evaluations_left(10) == 2  # the end is the one at 80

@@ -50,8 +50,8 @@ def test_auto_settings_follow_the_hardware_recommendation_with_reasons():
     assert opt.resolve(TrainConfig(preset="tiny", lr="1e-3"), cpu_report()).lr == 1e-3  # as the CLI passes it
     with pytest.raises(StudioError, match="mas triton runs on a CUDA GPU"):
         opt.resolve(TrainConfig(preset="tiny", options={"mas": "triton"}), cpu_report())
-    short = opt.resolve(TrainConfig(preset="base", max_steps=opt.COMPILE_MIN_STEPS - 1), h100_report())
-    assert not short.compile and "pays only from about 2000 steps" in short.reasons["compile"]
+    short = opt.resolve(TrainConfig(preset="base", max_steps=2000), h100_report())
+    assert not short.compile and "it pays from about" in short.reasons["compile"]
     assert short.length_multiple == 4  # nothing compiled: no padding for it either
     assert opt.resolve(TrainConfig(preset="base", max_steps=100, compile="true"), h100_report()).compile
     forced = opt.resolve(TrainConfig(preset="tiny", attention="flash", compile="true", grad_checkpointing="true",
@@ -59,6 +59,59 @@ def test_auto_settings_follow_the_hardware_recommendation_with_reasons():
     assert forced.attention == "flash" and forced.compile and forced.grad_checkpointing
     assert forced.max_frames_per_batch == 1234 and forced.grad_accumulation == 3
     assert forced.reasons["attention"] == "set by the user"
+
+
+def test_auto_compiles_only_where_the_faster_steps_win_back_the_compile_time(tmp_path):
+    """`auto` compiled every run of 2,000 steps or more on any Linux GPU of compute 7.0, a T4 with 2 CPU cores
+    included, reasoned from one batch shape. Now the graphs a run builds (its batch shapes x compiled parts), what one
+    costs on this machine (CPU cores; measured by earlier graphs of the workspace) and what a step saves decide, and
+    the reason gives the numbers."""
+    import re
+
+    from utils.training import compile_pays
+
+    def resolved(gpu: hardware.GPUInfo, cores: int, steps: int) -> opt.Machine:
+        report = hardware.HardwareReport(gpus=[gpu], cpu_count=cores, ram_gb=64, disk_free_gb=100)
+        report.recommended = hardware.recommend(report)
+        return opt.resolve(TrainConfig(preset="base", max_steps=steps, workspace=str(tmp_path)), report)
+
+    h100 = h100_report().gpus[0]
+    t4 = hardware.GPUInfo(0, "Tesla T4", 14.7, "7.5", 40)
+    assert resolved(h100, 16, 50_000).compile and not resolved(h100, 16, 5_000).compile  # long runs pay
+    assert resolved(h100, 16, 20_000).compile and not resolved(h100, 2, 20_000).compile  # fewer cores: dearer graphs
+    assert resolved(t4, 2, 20_000).compile and not resolved(t4, 2, 1_000).compile  # a T4's slow steps save more each
+    on, off = resolved(h100, 16, 20_000).reasons["compile"], resolved(h100, 2, 20_000).reasons["compile"]
+    assert on.startswith("on: ") and "16 graph(s)" in on and "estimated for 16 CPU core(s)" in on
+    assert off.startswith("off: ") and "estimated for 2 CPU core(s)" in off
+    assert re.search(r"it pays from about \d+ steps", off)
+    assert resolved(h100, 2, 20_000).length_multiple == 4  # nothing compiled: no padding for it
+    report = hardware.HardwareReport(gpus=[h100], cpu_count=2, ram_gb=64, disk_free_gb=100)
+    for _ in range(3):  # graphs this machine built fast before (a warm cache, a fast CPU): the next run knows it
+        compile_pays.remember(tmp_path, compile_pays.machine_key(report), 10.0, is_warm=False)
+    measured = resolved(h100, 2, 20_000)
+    assert measured.compile and "measured by 3 earlier graph(s) here" in measured.reasons["compile"]
+
+
+def test_a_run_settles_auto_compile_with_its_own_shapes_and_measured_batch(tmp_path, monkeypatch):
+    """resolve() can only count the most graphs a run may need (8 shapes x 2 parts) and the guessed batch; once the
+    data is read and the probe has measured the batch, the run decides with its own numbers: 800 frames a step
+    instead of 40,000 save too little a step for its graphs, and nothing is compiled or padded for them."""
+    from models.matcha import MatchaConfig, MatchaTTS
+    from utils.matcha.adapter import MatchaAdapter
+    from utils.training.data import Item
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "before"))  # a compiling run sets its own
+    adapter = MatchaAdapter(TrainConfig(preset="base", max_steps=20_000, workspace=str(tmp_path), dataset="am",
+                                        run="r"), h100_report())
+    m = adapter.machine
+    assert m.compile and "16 graph(s)" in m.reasons["compile"]  # the most a run may need, at the guessed batch
+    adapter.items = [Item({}, [1] * 20, 150 + 10 * (i % 3), 0) for i in range(40)]
+    adapter.model = MatchaTTS(MatchaConfig.preset_config("tiny", n_symbols=20))
+    assert len(adapter.compile_targets()) == 2 and m.compile  # its own shapes: it pays
+    assert "2 graph(s)" in m.reasons["compile"]
+    m.set("max_frames_per_batch", 800, "measured by the probe")
+    assert adapter.compile_targets() == [] and not m.compile and m.length_multiple == 4
+    assert m.reasons["compile"].startswith("off: ") and "it pays from about" in m.reasons["compile"]
 
 
 def test_backend_flags_autocast_and_scaler_follow_the_settings():
@@ -140,6 +193,54 @@ def test_frame_batches_respect_the_budget_bucket_shapes_and_shard_across_ranks()
     seq = [next(it) for _ in range(len(batches) + 5)]
     resumed = iter(FrameBatchSampler(frames, 4000, seed=3, length_multiple=64, start=(1, 2)))
     assert next(resumed) == seq[len(batches) + 2]
+
+
+def test_a_compiled_runs_batches_take_few_shapes_with_little_padding():
+    """Batches filled up to a frame budget made 196 text-encoder and 33 decoder shapes over two epochs of a 200 h set,
+    each a graph to compile. With a plan from the length histogram, lognormal 1-20 s clips at the trainer's 40,000
+    frames take at most 8 shapes a part over two epochs, the last batch of each bucket included, every clip in each
+    epoch, with under 15 % of the computed frames padding."""
+    import numpy as np
+
+    from utils.training.shapes import ShapePlan
+
+    rng = np.random.default_rng(0)
+    frames = [int(s * 93.75) for s in np.clip(rng.lognormal(np.log(5.5), 0.6, 11_000), 1, 20)]  # ~20 h
+    tokens = [max(1, int(f * 0.13 * x)) for f, x in zip(frames, rng.lognormal(0, 0.15, len(frames)))]
+    plan = ShapePlan.fit(frames, tokens, 40_000, multiple=64)
+    sampler = FrameBatchSampler(frames, 40_000, seed=3, length_multiple=64, plan=plan)
+    shapes, computed = set(), 0
+    for epoch in (0, 1):
+        batches = sampler.epoch_batches(epoch)
+        assert {i for b in batches for i in b} == set(range(len(frames)))
+        for b in batches:
+            bucket = plan.of_batch([frames[i] for i in b])
+            assert len(b) == bucket.size and len(b) * bucket.frames <= 40_000
+            # every clip padded: a batch without padding runs without a mask, another graph of the same shape
+            assert max(frames[i] for i in b) < bucket.frames and max(tokens[i] for i in b) < bucket.tokens
+            shapes.add((len(b), bucket.tokens, bucket.frames))
+            computed += len(b) * bucket.frames
+    assert len(shapes) == len(plan) <= 8
+    assert 1 - 2 * sum(frames) / computed < 0.15
+
+
+def test_a_planned_batch_and_its_out_of_memory_pieces_keep_their_bucket_shape():
+    """Collate pads a planned batch to its bucket's bounds, not its own longest clip; an out-of-memory split cuts it
+    into pieces of one shape (the last topped up with the batch's first clips, which do not count in its weight)."""
+    from utils.training.shapes import Bucket, ShapePlan
+
+    plan = ShapePlan([Bucket(frames=64, tokens=16, size=5), Bucket(frames=128, tokens=32, size=5)])
+    items = [{"tokens": torch.arange(1, n + 1), "mel": torch.zeros(100, 4 * n), "speaker": 0, "pos": (0, 0),
+              "index": i} for i, n in enumerate([17, 20, 25, 30, 18])]
+    batch = Collate(64, plan=plan)(items)
+    assert batch["tokens"].shape == (5, 32) and batch["mels"].shape == (5, 100, 128)
+    for parts in (2, 3, 4):
+        pieces = split_batch(batch, parts, 64, fixed=True)
+        assert {(p["tokens"].shape, p["mels"].shape) for p in pieces} == {(pieces[0]["tokens"].shape,
+                                                                            pieces[0]["mels"].shape)}
+        assert pieces[0]["mels"].shape[-1] == 128 and pieces[0]["tokens"].shape[-1] == 32
+        assert sum(p.get("rows", len(p["tokens"])) for p in pieces) == 5
+        assert sorted({int(i) for p in pieces for i in p["index"]}) == [0, 1, 2, 3, 4]
 
 
 def test_loader_uses_workers_pinning_persistence_and_prefetch_when_set():

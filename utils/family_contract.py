@@ -112,6 +112,10 @@ OPTIONAL = {
            "(none: 1.0)",
     "compile_targets": "compile_targets() -> [module]: the parts torch.compile compiles in place when the machine "
                        "compiles (none: nothing is compiled)",
+    "batch_shapes": "batch_shapes() -> int | None: how many batch shapes a compiled run's data has (utils/training/"
+                    "shapes.py), for the status's \"compiling graph k of ~n\" (none: n is not said)",
+    "graphs_built": "graphs_built(graphs, seconds): a step built that many compiled graphs in that time (their "
+                    "backward passes included), kept for the next run's decision to compile (none: not kept)",
     "stop_data": "stop_data(): end the loader's worker processes as the run ends (none: they end when the adapter "
                  "is collected, which an in-process run's caller may do much later)",
     "forget_step": "forget_step(): drop what is kept between a step's phases, after an out-of-memory",

@@ -166,7 +166,7 @@ class F5Adapter(TextMelAdapter):
                          f"pretrained body ({self.machine.lr:.1e}): they start from an average of similar sounds and "
                          "have further to go")
 
-    def compile_targets(self) -> list:
+    def compiled_parts(self) -> list:
         return [self.model.transformer]
 
     # ------------------------------------------------------------------------------ the step

@@ -103,7 +103,7 @@ class MatchaAdapter(TextMelAdapter):
         n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
         ctx.log(f"model: {self.mcfg.preset} Matcha-TTS, {n_params / 1e6:.2f}M parameters ({n_train / 1e6:.2f}M trained)")
 
-    def compile_targets(self) -> list:
+    def compiled_parts(self) -> list:
         return settings.compile_targets(self.model)
 
     def lr_at(self, step: int) -> float:

@@ -83,7 +83,7 @@ class RunView:
             mcd = f", MCD {s['best_mcd']:.2f} dB" if isinstance(s.get("best_mcd"), (int, float)) else ""
             parts.append(f"best checkpoint `{Path(best).name}`{mcd}")
         text = " · ".join(parts)
-        if s.get("message") and state in ("queued", "failed", "stopped", "stopping"):
+        if s.get("message") and (state in ("queued", "failed", "stopped", "stopping") or at_work(s)):
             text += f"\n\n{plain_message(s['message'])}"
         if s.get("warning"):
             text += f"\n\n⚠ {s['warning']}"
@@ -93,6 +93,13 @@ class RunView:
             if s.get(note):
                 text += f"\n\n⚠ {s[note]}"
         return text
+
+
+def at_work(status: dict) -> str:
+    """What a running run is doing before or between its steps ("preparing data", "compiling graph 3 of ~16
+    (encoder)"), when that is not plain training: the step counter stands still meanwhile, for minutes."""
+    message = status.get("message") or ""
+    return message if status.get("state") == "running" and message != "training" else ""
 
 
 STOPPED = re.compile(r"stopped by request \((.*)\) at step (\d+)$")
@@ -193,7 +200,7 @@ def run_table(ws: Workspace) -> list[dict]:
                 and not families.get(config["engine"]).HAS_SIZES:
             preset = families.get(config["engine"]).TITLE  # its size is its base's: the family says what it is
         rows.append({
-            "run": r["name"], "status": r.get("state", "?"), "step": r.get("step") or 0,
+            "run": r["name"], "status": r.get("state", "?"), "step": r.get("step") or 0, "doing": at_work(r),
             "dataset": config.get("dataset", ""), "preset": preset,
             "best (val MCD)": (f"{Path(r['best_checkpoint']).name} ({r['best_mcd']:.2f} dB)" if r.get("best_mcd")
                                else Path(r["best_checkpoint"]).name) if r.get("best_checkpoint") else "",

@@ -11,15 +11,16 @@ import os
 
 from utils.audio import FeatureConfig
 from utils.events import StudioError
-from utils.training import ddp
+from utils.training import compile_pays, ddp
 from utils.training import optimization as opt
 from utils.training.batching import Collate, FrameBatchSampler, make_loader, round_up, split_batch
-from utils.training.config import TrainConfig, write_run_config
+from utils.training.config import AUTO, TrainConfig, write_run_config
 from utils.training.data import (VAL_LOSS_CLIPS, MelDataset, held_out_or_fit, prepare_items, spread,
                                   training_rows)
 from utils.training.loop import LoopSettings
 from utils.training.loader import ResilientLoader
 from utils.training.position import DataPosition
+from utils.training.shapes import ShapePlan
 from utils.workspace import Workspace
 
 
@@ -97,14 +98,59 @@ class TextMelAdapter(DataPosition):
             opt.set_effective_batch(m, cfg, ctx.dist.world_size, rep.recommended)
 
     # ------------------------------------------------------------------------------ data
+    def shape_plan(self) -> ShapePlan | None:
+        """A compiled run's few batch shapes (utils/training/shapes.py), from its clips and micro-batch; None eager:
+        frame-filled batches pad least, and eager code runs any shape as fast."""
+        m = self.machine
+        if not m.values.get("compile"):
+            return None
+        if getattr(self, "plan", None) is None or self.plan_for != m.max_frames_per_batch:
+            self.plan = ShapePlan.fit([it.frames for it in self.items], [len(it.tokens) for it in self.items],
+                                      m.max_frames_per_batch, m.length_multiple)
+            self.plan_for = m.max_frames_per_batch
+        return self.plan
+
+    def compile_targets(self) -> list:
+        """The model's parts to compile (its family's `compiled_parts`), once "auto" is settled with this run's own
+        numbers: its batch shapes and its measured micro-batch (utils/training/compile_pays.py). A run that compiles
+        keeps Inductor's kernels in the workspace, for a resume or a new session of the same shapes."""
+        cfg, m = self.cfg, self.machine
+        parts = self.compiled_parts()
+        if cfg.compile == AUTO and m.compile and m.report is not None and m.report.gpus:
+            on, why = opt.compile_verdict(cfg, m, m.report, self.memory_plan(cfg), len(self.shape_plan()) * len(parts))
+            m.set("compile", on, why)
+            if not on and cfg.length_multiple == AUTO:
+                m.set("length_multiple", *opt.EAGER_LENGTH)
+        if not m.compile:
+            return []
+        self.kernels_warm = compile_pays.warm(self.ws.root)
+        compile_pays.keep_kernels_in(self.ws.root)
+        return parts
+
+    def graphs_built(self, graphs: int, seconds: float) -> None:
+        """What a step that built `graphs` graphs took, for the next run's decision on this machine."""
+        for _ in range(graphs):
+            compile_pays.remember(self.ws.root, compile_pays.machine_key(self.machine.report), seconds / graphs,
+                                  self.kernels_warm)
+
+    def batch_shapes(self) -> int | None:
+        plan = self.shape_plan()
+        return len(plan) if plan else None
+
     def start_data(self, step: int) -> None:
         cfg, m, dist = self.cfg, self.machine, self.ctx.dist
+        plan = self.shape_plan()
+        self.fixed_shapes = plan is not None
         self.sampler = FrameBatchSampler([it.frames for it in self.items], m.max_frames_per_batch, cfg.seed,
-                                         dist.rank, dist.world_size, m.length_multiple, start=self.pos)
+                                         dist.rank, dist.world_size, m.length_multiple, start=self.pos, plan=plan)
+        if plan:
+            self.ctx.log(f"batches: {len(plan)} shapes (clips x frames: {plan.describe()}), so that the compiled "
+                         "model builds few graphs")
         dataset = MelDataset(self.ws, cfg.dataset, self.items, self.feat_cfg, self.mean, self.std)
         mels = m.max_frames_per_batch * self.feat_cfg.n_mels * 4  # fp32: each batch's bytes in shared memory
+        collate = Collate(m.length_multiple, plan=plan)
         self.data = ResilientLoader(lambda sampler, workers: make_loader(dataset, sampler, m, cfg.prefetch_factor,
-                                                                         workers),
+                                                                         workers, collate),
                                     self.sampler, m.num_workers, self.ctx.log, mels, cfg.prefetch_factor)
         # the held-out loss on at most VAL_LOSS_CLIPS of them, loaded once: every held-out clip of a 200 h set split
         # at 5 % (~11k) would be ~1 GB of mels read before the first step, and thousands of forward passes an eval
@@ -114,13 +160,13 @@ class TextMelAdapter(DataPosition):
                             for j in range(0, len(val), 4)]
 
     def size(self, batch: dict) -> int:
-        return len(batch["tokens"])
+        return batch.get("rows", len(batch["tokens"]))  # a split piece topped up to its shape counts its own clips
 
     def padded_frames(self, batch: dict) -> int:
         return batch["mels"].shape[0] * batch["mels"].shape[-1]
 
     def split(self, batch: dict, parts: int) -> list[dict]:
-        return split_batch(batch, parts, self.machine.length_multiple)
+        return split_batch(batch, parts, self.machine.length_multiple, fixed=getattr(self, "fixed_shapes", False))
 
     def counts(self, batch: dict) -> dict:
         return {"samples": len(batch["tokens"]), "frames": int(batch["mel_lens"].sum())}

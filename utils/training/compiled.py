@@ -11,14 +11,20 @@ an optimisation; a failure of it must cost speed, not a run. So:
   untouched: the loop halves the micro-batch for those. A failure in the backward pass (whose graph Inductor
   builds at the first backward) is recognised by `is_compile_failure` and handled by the loop the same way.
 - shapes are static (`dynamic=False`): Inductor's symbolic-size code paths, where the crash was, never run. The
-  batches' varying sizes are padded to multiples (mel frames to `length_multiple`, tokens to `token_multiple`) so
-  that few shapes recur, and the number of graphs is bounded (`MAX_GRAPHS` per part; a shape beyond it runs eager
-  with dynamo's own warning). `graphs_built()` counts what was compiled, for the log.
+  batches take their shapes from a small fixed set (utils/training/shapes.py), and the number of graphs is bounded
+  (`MAX_GRAPHS` per part; a shape beyond it runs eager with dynamo's own warning).
+- the bound is really per part: Dynamo counts a function's graphs on its code object, and `module._call_impl` is one
+  code object for every module (two parts of one class shared one budget: the first used it up and the second ran
+  eager). Each part is compiled through a function with a code object of its own (`own_code`).
+- each graph is counted where it is built (the backend is wrapped): `on_building(part, shape)` is told as a graph
+  starts compiling (the run's status says so), `on_graph(part, shape, seconds)` once the call that built it is over.
 """
 from __future__ import annotations
 
 import contextlib
+import time
 import traceback
+import types
 
 import torch
 
@@ -57,23 +63,54 @@ def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
 
 
+def own_code(module: torch.nn.Module, name: str):
+    """A function that calls `module`, with a code object of its own (named after the part): Dynamo keeps its graphs,
+    and counts them against the recompile limit, per code object."""
+    def call(*args, **kwargs):
+        return module._call_impl(*args, **kwargs)
+
+    code = call.__code__.replace(co_name=f"compiled_{name.replace('.', '_')}")
+    return types.FunctionType(code, call.__globals__, code.co_name, None, call.__closure__)
+
+
+def shape_of(args: tuple) -> str:
+    """The first tensor argument's shape, '16x100x704': what a part's graph is specialised on, for the log."""
+    first = next((a for a in args if torch.is_tensor(a)), None)
+    return "x".join(map(str, first.shape)) if first is not None else "-"
+
+
 class GuardedCall:
-    """A module's compiled `__call__` (module._compiled_call_impl) that falls back to eager instead of raising."""
+    """A module's compiled `__call__` (module._compiled_call_impl) that falls back to eager instead of raising, and
+    counts the graphs its backend builds."""
 
     def __init__(self, module: torch.nn.Module, name: str, group: "CompiledParts"):
         self.module, self.name, self.group = module, name, group
-        self.compiled = torch.compile(module._call_impl, **options())
+        self.graphs, self.shape = 0, "-"
+        opts = options()
+        backend = opts.pop("backend", "inductor")
+        self.backend = torch._dynamo.lookup_backend(backend) if isinstance(backend, str) else backend
+        self.compiled = torch.compile(own_code(module, name), backend=self.counting, **opts)
+
+    def counting(self, graph, example_inputs):
+        """The backend, told first: a graph of this part starts compiling."""
+        self.graphs += 1
+        self.group.on_building(self.name, self.shape)
+        return self.backend(graph, example_inputs)
 
     def __call__(self, *args, **kwargs):
         if self.group.failure is None:
+            before, t0, self.shape = self.graphs, time.perf_counter(), shape_of(args)
             try:
-                return self.compiled(*args, **kwargs)
+                out = self.compiled(*args, **kwargs)
             except Exception as exc:
                 if is_oom(exc):
                     raise
                 out = self.module._call_impl(*args, **kwargs)  # the model's own error, if it has one, goes on
                 self.group.failed(self.name, exc)
                 return out
+            if self.graphs > before:
+                self.group.on_graph(self.name, self.shape, time.perf_counter() - t0)
+            return out
         return self.module._call_impl(*args, **kwargs)
 
 
@@ -86,17 +123,20 @@ def part_names(parts: list, modules: dict) -> list[str]:
 class CompiledParts:
     """The compiled parts of one model: compiled in place (state_dict keys stay clean), failing together."""
 
-    def __init__(self, modules: list, names: list[str] | None = None, on_failure=None):
+    def __init__(self, modules: list, names: list[str] | None = None, on_failure=None, on_building=None,
+                 on_graph=None):
         self.modules = list(modules)
         self.names = names or [type(m).__name__ for m in self.modules]
         self.on_failure = on_failure or (lambda name, exc: None)
+        self.on_building = on_building or (lambda name, shape: None)  # a graph starts compiling
+        self.on_graph = on_graph or (lambda name, shape, seconds: None)  # ... and the call that built it is over
         self.failure: str | None = None  # "<part>: <the exception's first line>" once compilation failed
-        self.graphs_at_start = graphs_built() if self.modules else 0
-        if self.modules:
+        if self.modules:  # per code object, so per part (own_code)
             raise_limit("recompile_limit", "cache_size_limit", MAX_GRAPHS)
-            raise_limit("accumulated_recompile_limit", "accumulated_cache_size_limit", MAX_GRAPHS * len(self.modules))
-        for module, name in zip(self.modules, self.names):
-            module._compiled_call_impl = GuardedCall(module, name, self)
+            raise_limit("accumulated_recompile_limit", "accumulated_cache_size_limit", MAX_GRAPHS)
+        self.calls = [GuardedCall(module, name, self) for module, name in zip(self.modules, self.names)]
+        for module, call in zip(self.modules, self.calls):
+            module._compiled_call_impl = call
 
     def __len__(self) -> int:
         return 0 if self.failure else len(self.modules)
@@ -112,13 +152,25 @@ class CompiledParts:
         if self.failure is not None:
             return
         self.failure = f"{name}: {first_line(exc)}"
+        self.stop()
+        self.on_failure(name, exc)
+
+    def stop(self) -> None:
+        """Every part runs eager from now on (a failure, or a budget spent)."""
+        self.failure = self.failure or "stopped"
         for module in self.modules:
             module._compiled_call_impl = None
-        self.on_failure(name, exc)
+
+    def has_room(self, graphs_each: int) -> bool:
+        """Whether every part may still build `graphs_each` more graphs (MAX_GRAPHS a part)."""
+        return all(call.graphs + graphs_each <= MAX_GRAPHS for call in self.calls)
 
     def graphs(self) -> int:
         """Graphs compiled since these parts were set up (every shape and every graph break is one)."""
-        return graphs_built() - self.graphs_at_start
+        return sum(call.graphs for call in self.calls)
+
+    def graphs_by_part(self) -> dict[str, int]:
+        return {call.name: call.graphs for call in self.calls}
 
 
 def raise_limit(name: str, older_name: str, value: int) -> None:
@@ -129,13 +181,6 @@ def raise_limit(name: str, older_name: str, value: int) -> None:
         if hasattr(config, key):
             setattr(config, key, max(getattr(config, key), value))
             return
-
-
-def graphs_built() -> int:
-    """Dynamo's count of graphs compiled in this process."""
-    from torch._dynamo.utils import counters
-
-    return int(counters["stats"]["unique_graphs"])
 
 
 @contextlib.contextmanager

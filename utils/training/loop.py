@@ -50,6 +50,8 @@ from utils.training import checkpoint as ckpt
 from utils.training import compiled, failures
 from utils.training import ddp
 from utils.training import optimization as opt
+from utils.training.compile_watch import CompileWatch
+from utils.training.eta import Eta
 from utils.training.probe import optimizer_state_ballast, probe_limit, probe_max_frames
 from utils.training.runfiles import RunFiles, disk_full_message
 from utils.workspace import read_json
@@ -295,9 +297,8 @@ class TrainingLoop:
             self._probe()  # a resumed run keeps its batch size (the data order depends on it)
         # after the probe: every probed size would be a new shape to compile
         targets = optional(a, "compile_targets", list)() if m.values.get("compile") else []
-        self.compiled = compiled.CompiledParts(targets, compiled.part_names(targets, a.modules),
-                                                 self._compile_failed)
-        self.graphs_logged = 0
+        self.watch = CompileWatch(self, targets)  # what the run says and decides about its graphs
+        self.compiled = self.watch.parts
         for module in a.modules.values():  # every rank starts from rank 0's weights
             ddp.broadcast_parameters(module, self.dist)
         if self.ema is not None:  # ... and averages them from there
@@ -305,6 +306,7 @@ class TrainingLoop:
         if resume_from:
             self._load_state(resume_from)
         self.fp16_skips = SkipWindow(self.step)  # whether fp16 trains or only calibrates (_on_skipped)
+        self.splits_seen = {self.split}  # the out-of-memory pieces the compiled graphs were built for
         a.start_data(self.step)
         yield from self._describe()
         return (yield from self._loop(resume_from))
@@ -380,7 +382,7 @@ class TrainingLoop:
             self.log(f"compiling {len(self.compiled)} part(s) of the model with torch.compile: the first steps take "
                      "longer (minutes on a machine with few CPU cores); later steps run faster")
         start_step, self.last_saved, self.last_eval = self.step, (self.step if resume_from else -1), -1
-        state, message, step_times = "finished", "", []
+        state, message, self.eta = "finished", "", Eta(s)
         if s.eval_at_start and self.step == 0 and dist.main:
             metrics = self._evaluate(0)
             self.files.metrics({"step": 0, **metrics, "time": time.time()})
@@ -390,17 +392,19 @@ class TrainingLoop:
             if ddp.any_flag(self.stop(), dist, self.device):  # every rank stops before the same step
                 state, message = "stopped", f"stopped by request ({self.stop.reason or 'another rank'}) at step {self.step}"
                 break
-            t0 = time.perf_counter()
+            t0, graphs = time.perf_counter(), self.compiled.graphs()
             losses, grad_norms, skipped, overflow = self._step()
             self.step += 1
-            step_times = (step_times + [time.perf_counter() - t0])[-50:]
+            built, seconds = self.compiled.graphs() - graphs, time.perf_counter() - t0
+            self.eta.step(seconds, compiled=built > 0)  # a compiling step is warm-up: not the pace of the run
+            if built:
+                self.watch.step_done(built, seconds)
             if self.compiled and self.step == start_step + 1:
-                self.files.status(message="training")
-                self.log(f"first step took {step_times[-1]:.0f} s (compilation included)")
+                self.log(f"first step took {time.perf_counter() - t0:.0f} s (compilation included)")
             if skipped and (message := self._on_skipped(skipped, overflow)):
                 state = "failed"
                 break
-            self._record(losses, grad_norms, skipped, step_times)
+            self._record(losses, grad_norms, skipped)
             aside = time.perf_counter()  # evaluations and saves are not training: the speed's window skips them
             if self._evaluate_on_schedule() and s.on_overfit == "stop":
                 message = (f"finished early at step {self.step}: held-out MCD has not improved for {s.patience} "
@@ -436,6 +440,9 @@ class TrainingLoop:
             self.good_steps = 0
             self.log(f"step {self.step}: {self.grow_after} steps without running out of memory: micro-batch doubled "
                      f"back (each batch now in {self.split} part{'s' if self.split > 1 else ''})")
+            if self.split not in self.splits_seen:  # a resumed run's first whole batches
+                self.splits_seen.add(self.split)
+                self.watch.rebuild(f"batches are cut in {self.split} piece(s) again")
         losses, grad_norms, skipped, overflow = {}, {}, 0, True
         for group in self._phase_groups(batches):
             group_losses = self._accumulate(group, batches)
@@ -516,6 +523,9 @@ class TrainingLoop:
             where = "" if oom else " in another process"
             self.log(f"out of memory{where} at step {self.step}: micro-batch halved (each batch now in {self.split} "
                      f"parts), accumulation doubled to {accum * self.split} micro-steps per optimizer step; continuing")
+            if self.split not in self.splits_seen:  # pieces of a size no graph was built for
+                self.splits_seen.add(self.split)
+                self.watch.rebuild(f"batches are cut in {self.split} pieces after running out of memory")
 
     def _drop_step(self, *phases: Phase) -> None:
         """Free what a step that ran out of memory holds, in this order: the adapter's tensors kept between phases
@@ -595,24 +605,14 @@ class TrainingLoop:
                 "slower, and the run stays in fp32 from here on, also after a resume")
         self.files.status(precision_note=note)
         self.log(f"warning: {note}", "warning")
-
-    def _compile_failed(self, part: str, exc: BaseException) -> None:
-        """torch.compile failed (compiled.CompiledParts redid the call eager): said once, in the log, config.json's
-        reasons and the run's status; the run goes on uncompiled."""
-        note = (f"compiling the model for speed (torch.compile) failed at step {self.step} in the {part} "
-                f"({compiled.first_line(exc)}); the step was redone without it and the run continues uncompiled "
-                "(slower, same results)")
-        self.m.set("compile", False, note)
-        self.files.status(compile_note=note, message="training")
-        self.log(f"warning: {note}", "warning")
-        if self.dist.main:
-            self.a.write_run_config()
+        self.watch.rebuild(f"the run went on in fp32 at step {fallback['step']}, and the graphs were built for "
+                           f"{fallback['from']}")
 
     # ------------------------------------------------------------------------------ bookkeeping
     def _new_window(self) -> dict:
         return {"t0": time.perf_counter(), "wait": 0.0, "counts": {}, "steps": 0, "losses": {}, "lr": 0.0}
 
-    def _record(self, losses: dict, grad_norms: dict, skipped: int, step_times: list) -> None:
+    def _record(self, losses: dict, grad_norms: dict, skipped: int) -> None:
         """metrics.jsonl every log_every steps (the only host syncs), progress for the heartbeat every step."""
         w, s = self.window, self.s
         self.bad_steps = self.bad_steps if skipped else 0
@@ -634,22 +634,22 @@ class TrainingLoop:
                      f"{gnorm} {row.get('samples_per_s', 0):.1f} samples/s "
                      f"wait {row['data_wait']:.0%}")
             self.window = self._new_window()
-            if self.compiled and (graphs := self.compiled.graphs()) != self.graphs_logged:
-                self.graphs_logged = graphs
-                self.log(f"torch.compile: {graphs} graph(s) built so far (static shapes; a part compiles at most "
-                         f"{compiled.MAX_GRAPHS}, later shapes run uncompiled)")
-        eta = (s.max_steps - self.step) * sum(step_times) / len(step_times)
-        self.files.progress(step=self.step, eta_s=round(eta, 1), **self.a.progress())  # the heartbeat writes it
+            if line := self.watch.so_far():
+                self.log(line)
+        # the heartbeat writes it; steps that compiled are not in the ETA, evaluations are
+        self.files.progress(step=self.step, eta_s=self.eta.seconds(self.step), **self.a.progress())
 
     def _evaluate_on_schedule(self) -> bool:
         """Evaluate and save at eval_every (rank 0; the others wait). True on every rank when held-out quality
         has stopped improving for `patience` evaluations."""
         if not ((self.s.eval_every and self.step % self.s.eval_every == 0) or self.step in self.s.early_evals):
             return False
+        t0 = time.perf_counter()
         self._check_ranks_agree()
         overfit = self._evaluate_and_save() if self.dist.main else False
         self.last_eval = self.last_saved = self.step
         ddp.barrier(self.dist)
+        self.eta.evaluation(time.perf_counter() - t0)
         return ddp.any_flag(overfit, self.dist, self.device)
 
     def _evaluate(self, step: int) -> dict:

@@ -15,8 +15,11 @@ from models.attention import kernel_failure
 from utils import families, hardware
 from utils.events import StudioError
 from utils.family_contract import family_optional
+from utils.training import compile_pays
 from utils.training.compiled import CompiledParts, first_line, part_names
 from utils.training.config import AUTO, TrainConfig, as_bool
+from utils.training.shapes import BUCKETS
+from utils.training.speed import peak_tflops
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -44,6 +47,7 @@ class Machine:
     values: dict = field(default_factory=dict)
     reasons: dict = field(default_factory=dict)
     auto_lr: tuple | None = None  # (rate, reason) before any batch scaling, when lr is "auto"
+    report: object = None  # utils.hardware's report of the machine it was resolved for ("auto" settles later too)
 
     device = Setting()  # "cuda" or "cpu"
     precision = Setting()  # "bf16", "fp16" or "fp32": the autocast dtype
@@ -95,7 +99,7 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1, plan: hardware.M
     if report.gpus:  # the model changes how many frames fit; the batch is planned for the processes that run
         gpus = report.gpus[:max(1, world_size)]  # one process on a box of several GPUs plans for one
         rec = {**rec, **hardware.recommend(replace(report, gpus=gpus), plan or hardware.MemoryPlan())}
-    m = Machine()
+    m = Machine(report=report)
 
     def pick(name: str, requested, convert=lambda v: v, fallback=None):
         if requested != AUTO and requested is not None and requested != "":
@@ -127,12 +131,10 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1, plan: hardware.M
                                     "(SDPA math kernel; memory-efficient is CUDA only)")
     pick("grad_checkpointing", cfg.grad_checkpointing, lambda v: as_bool(v, "grad_checkpointing"))
     pick("compile", cfg.compile, lambda v: as_bool(v, "compile"))
-    if cfg.compile == AUTO and m.compile and cfg.max_steps < COMPILE_MIN_STEPS:
-        m.set("compile", False, f"off for a run of {cfg.max_steps} steps: compiling costs a minute or more for each "
-                                f"batch shape (77 s for the first on an H100) and saves at most ~45 ms a step, so it "
-                                f"pays only from about {COMPILE_MIN_STEPS} steps")
     pick("max_frames_per_batch", cfg.max_frames_per_batch, int)
     pick("grad_accumulation", cfg.grad_accumulation, int)
+    if cfg.compile == AUTO and m.compile:  # the most graphs a run can need; the adapter counts its own once read
+        m.set("compile", *compile_verdict(cfg, m, report, plan, BUCKETS * compile_pays.MOST_PARTS))
     pick("num_workers", cfg.num_workers, int)
     pick("pin_memory", cfg.pin_memory, lambda v: as_bool(v, "pin_memory"))
     if m.pin_memory and not on_gpu:
@@ -164,12 +166,12 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1, plan: hardware.M
     if cfg.length_multiple != AUTO:
         m.set("length_multiple", int(cfg.length_multiple), "set by the user")
     elif m.compile:
-        m.set("length_multiple", 64, "the code is optimised before training, so clip lengths are padded to "
-                                     "multiples of 64 frames: a few sizes recur and the optimised code is reused "
-                                     "instead of redone every step (torch.compile graphs)")
+        m.set("length_multiple", 64, "the code is optimised before training for each batch shape, so batches "
+                                     "take a few fixed shapes (up to 8 length groups placed where the clips are, "
+                                     "bounds at multiples of 64 frames): the optimised code is reused instead of "
+                                     "redone (torch.compile graphs)")
     else:
-        m.set("length_multiple", 4, "clips padded only to the multiple of 4 frames the decoder needs: the least "
-                                    "wasted work (no compile)")
+        m.set("length_multiple", *EAGER_LENGTH)
     probe = cfg.probe if cfg.probe != AUTO else on_gpu and cfg.max_frames_per_batch == AUTO
     m.set("probe", as_bool(probe, "probe"),
           "set by the user" if cfg.probe != AUTO else
@@ -179,9 +181,21 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1, plan: hardware.M
     return m
 
 
-# one compilation (77 s, Matcha small, the first step on an H100) against the most a compiled step saved there (83.0 ->
-# 38.9 ms, base, fp32 eager -> compiled auto): ~1,750 steps to pay back a single batch shape
-COMPILE_MIN_STEPS = 2000
+EAGER_LENGTH = (4, "clips padded only to the multiple of 4 frames the decoder needs: the least wasted work (no "
+                   "compile)")
+
+
+def compile_verdict(cfg: TrainConfig, m: Machine, report, plan: hardware.MemoryPlan | None,
+                    graphs: int) -> tuple[bool, str]:
+    """Whether compiling `graphs` graphs pays over this run's steps on this machine (utils/training/compile_pays.py):
+    (compile, why). The slowest of the run's GPUs sets the pace of a step."""
+    gpu = min(report.gpus, key=lambda g: peak_tflops(g))
+    step_s = compile_pays.step_seconds(peak_tflops(gpu), m.max_frames_per_batch * m.grad_accumulation,
+                                       (plan or hardware.MemoryPlan()).frame_factor)
+    warm = bool(cfg.workspace) and compile_pays.warm(cfg.workspace)
+    graph_s, source = compile_pays.graph_seconds(cfg.workspace, compile_pays.machine_key(report), report.cpu_count,
+                                                 warm)
+    return compile_pays.verdict(graphs, cfg.max_steps, graph_s, source, step_s)
 
 
 def resolve_gan(device: str = AUTO, precision: str = AUTO, gpus: list | None = None) -> Machine:

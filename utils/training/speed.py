@@ -34,10 +34,15 @@ def measured(ws: Workspace, engine: str, device: str, fits=lambda train: bool(tr
     return None
 
 
+def peak_tflops(gpu) -> float:
+    """A card's dense half-precision tensor TFLOPS (a guess by its bf16 support where its name is not listed)."""
+    return next((tflops for pattern, tflops in PEAK_TFLOPS if pattern in gpu.name), 30.0 if not gpu.bf16 else 120.0)
+
+
 def estimated(report, flops_per_frame: float) -> tuple[float, str]:
     """Frames a second on the report's GPUs (their smallest, times their number) from its peak TFLOPS."""
     gpu = min(report.gpus, key=lambda g: g.memory_gb)
-    peak = next((tflops for pattern, tflops in PEAK_TFLOPS if pattern in gpu.name), 30.0 if not gpu.bf16 else 120.0)
+    peak = peak_tflops(gpu)
     per_gpu = peak * 1e12 * UTILISATION / flops_per_frame
     return per_gpu * len(report.gpus), (f"estimated for {len(report.gpus)} x {gpu.name} ({peak:.0f} TFLOPS at "
                                         f"{UTILISATION:.0%}); the run's own log gives the measured speed")
