@@ -12,8 +12,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-FIRST_FRAMES = 32   # ~0.34 s of speech: what the first sound waits for (the first window's own frames)
-CONTEXT = 16        # frames each window decodes past its own edge: attention and the vocoder see across the seam
+FIRST_FRAMES = 24   # ~0.26 s of speech: what the first sound waits for (the first window's own frames)
+CONTEXT = 12        # frames each window decodes past its own edge: attention and the vocoder see across the seam
 
 
 def first_words(model, to_wave: Callable, ids: list[int], speaker: int, steps: int, temperature: float,
