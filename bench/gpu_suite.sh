@@ -17,9 +17,9 @@
 #      deadline; on the first H200 run the deadline cut the transcript check, then last in lane A)
 #   C  the `quick` phase (QUICK_TESTS: the short gpu_tests files, those never run on a GPU first), the F5 step beside
 #      the reference f5-tts (`f5`: ours compiled, as the trainer runs it, the reference eager, bf16 at 38400 frames,
-#      the same batch), bf16 eager beside the compiled trainer's auto at 40,000 frames (`compiled`: issue 57's
-#      >= 1.5x; the eager ladder's fp32 and TF32 rows, `ladder`, ran on the H100 and H200 and are left to a phase
-#      call: the F5 step's compilation took their time), then, once A, B and D are done or
+#      the same batch; the eager ladder's rows, `ladder`, measured on the H100 and H200, are left to a call of that
+#      phase alone, as is `compiled`: bf16 eager beside the compiled auto at 40,000 frames, issue 57's >= 1.5x: the
+#      F5 step's compilation takes their time), then, once A, B and D are done or
 #      only LATE_RESERVE s are left (default 360: on the first H200 run lane C waited 163 s for A and B, which then
 #      were cut by the deadline, and its late steps found no time), the OmniVoice step and speech, the MMS step, the
 #      ladder's compiled rows and inference (`late`), each only if MIN_STEP s are left (default 45) and cut to what
@@ -208,7 +208,7 @@ run_all() {  # the four lanes under one deadline, then suite.tgz and summary.txt
     SUITE_TESTS="${tests[*]}" lane B tests
     lane D long
     lane E ttq
-    SUITE_WAIT="${pid[A]} ${pid[B]} ${pid[D]}" lane C quick f5 compiled late
+    SUITE_WAIT="${pid[A]} ${pid[B]} ${pid[D]}" lane C quick f5 late
   else
     for n in $lanes; do status[$n]="not started: setup failed"; pid[$n]=; done
   fi
@@ -239,7 +239,7 @@ run_all() {  # the four lanes under one deadline, then suite.tgz and summary.txt
     grep -E "^(setup|installed)" "$work/setup.log" | cut -c1-300
     echo "lane A (paths: $paths): ${status[A]}"
     echo "lane B (tests: ${tests[*]}): ${status[B]}"
-    echo "lane C (quick: $QUICK_TESTS; f5, compiled, late): ${status[C]}"
+    echo "lane C (quick: $QUICK_TESTS; f5, late): ${status[C]}"
     echo "lane D (long: $(echo $LONG_TESTS)): ${status[D]}"
     echo "lane E (ttq: Matcha base, every setting auto, ${TTQ_MINUTES:-6} min at most): ${status[E]}"
     local log outcome="::.* (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)|^(FAILED|ERROR) |^=+ .*[0-9.]+s|Timeout"
