@@ -6,6 +6,7 @@ step does not depend on their values.
     python bench/f5_step.py --frames 38400 --steps 10 --precision bf16   # a GPU: the published per-GPU batch
     python bench/f5_step.py --frames 38400 --steps 10 --precision bf16 --reference   # and the reference's step
     python bench/f5_step.py --preset tiny --steps 1 --reference                      # a check of the bench itself
+    python bench/f5_step.py --frames 38400 --steps 10 --precision bf16 --compile --reference   # ours compiled
 
 Why: the hardware verdict says a CPU cannot fine-tune the base in useful time, and the GPU plan needs the step time,
 frames/s and peak memory at this size. Prints ms/step, frames/s, peak memory (GPU) or resident memory (CPU).
@@ -15,6 +16,12 @@ models/f5*.py against), built from the same config, on the same batch, with the 
 number of steps, in the same process right after ours: our speed is then a ratio measured side by side on one
 card, not a comparison with a number published for other hardware. Ours runs first, the reference second, each
 after its own warm-up step, with the GPU memory of the first freed before the second is built.
+
+--compile: ours as the trainer runs it with compile on (torch.compile of its transformer, the F5 adapter's compile
+target, through utils/training/compiled.py); the warm-up step then includes the compilation (its own column), and
+a later step that meets a guidance-drop case for the first time (none, the audio, both: Python booleans the DiT
+branches on) compiles again, so ms/step is the median of the steps after the warm-up, for both rows. The reference
+stays eager, as f5-tts trains.
 """
 from __future__ import annotations
 
@@ -23,6 +30,7 @@ import gc
 import importlib
 import importlib.util
 import random
+import statistics
 import sys
 import time
 import types
@@ -33,7 +41,8 @@ import common  # bench/common.py; puts the repository root on sys.path
 REFERENCE_VERSION = "1.1.22"
 COLUMNS = [("model", "model"), ("preset", "preset"), ("params_m", "parameters (M)", "{:.1f}"),
            ("frames", "frames/batch"), ("precision", "precision"), ("ms_per_step", "ms/step", "{:.0f}"),
-           ("frames_per_s", "frames/s", "{:.0f}"), ("peak_gib", "peak GiB", "{:.2f}")]
+           ("frames_per_s", "frames/s", "{:.0f}"), ("peak_gib", "peak GiB", "{:.2f}"),
+           ("warmup_ms", "warm-up step ms", "{:.0f}")]
 
 
 def import_reference():
@@ -81,6 +90,17 @@ def reference_model(cfg, ref):
                    frac_lengths_mask=cfg.frac_lengths_mask)
 
 
+def compile_ours(model) -> str:
+    """torch.compile of our transformer as the trainer does it (utils/f5/adapter.py's compile_targets, guarded by
+    utils/training/compiled.py); what the row says: "compiled", or why it ran eager."""
+    from utils.training import optimization as opt
+
+    m = opt.Machine()
+    m.set("compile", True, "--compile")
+    opt.compile_model(model, m, [model.transformer])
+    return "compiled" if m.compile else m.reasons["compile"]
+
+
 def time_steps(model, loss_of, steps: int, device: str, bf16: bool) -> list[float]:
     """Seconds of each of steps + 1 training steps (forward, backward, AdamW); the first is the warm-up."""
     import torch
@@ -115,6 +135,8 @@ def main() -> None:
     parser.add_argument("--checkpointing", action="store_true")
     parser.add_argument("--reference", action="store_true", help=f"also time f5-tts {REFERENCE_VERSION}'s CFM + "
                         "DiT from the same config on the same batch, and print the ratio")
+    parser.add_argument("--compile", action="store_true", help="ours compiled as the trainer compiles it (the "
+                        "reference stays eager)")
     common.add_machine_args(parser)
     args = parser.parse_args()
     ref = import_reference() if args.reference else None  # before any timing: a missing package fails at once
@@ -127,7 +149,8 @@ def main() -> None:
     text = torch.randint(0, cfg.text_num_embeds, (n, args.clip_frames // 3), device=device)
     lens = torch.full((n,), args.clip_frames, device=device)
 
-    builds = [("ours (models/f5.py)", lambda: F5TTS(cfg), lambda m: m(mel, text, lens)["loss"])]
+    ours = "ours (models/f5.py)" + (", compiled" if args.compile else "")
+    builds = [(ours, lambda: F5TTS(cfg), lambda m: m(mel, text, lens)["loss"])]
     if ref is not None:
         builds.append((f"reference (f5-tts {REFERENCE_VERSION})", lambda: reference_model(cfg, ref),
                        lambda m: m(mel, text, lens=lens)[0]))
@@ -137,16 +160,20 @@ def main() -> None:
         random.seed(0)  # the reference flips its guidance-drop coins with Python's random()
         model = build().to(device)
         model.transformer.checkpoint_activations = args.checkpointing  # both backbones have the switch
+        compiled = compile_ours(model) if args.compile and name == ours else None
         common.reset_peak(device)
         times = time_steps(model, loss_of, args.steps, device, args.precision == "bf16")
-        ms = 1000 * sum(times[1:]) / max(1, len(times) - 1)
+        ms = 1000 * statistics.median(times[1:] or times)  # a compiled step that met a new drop case compiled again
         peak = common.peak_gib(device) if device == "cuda" else psutil.Process().memory_info().rss / 2**30
         rows.append({"model": name, "preset": args.preset, "params_m": sum(p.numel() for p in model.parameters()) / 1e6,
                      "frames": n * args.clip_frames, "precision": args.precision, "ms_per_step": ms,
                      "frames_per_s": n * args.clip_frames / (ms / 1000), "peak_gib": peak,
-                     "warmup_ms": 1000 * times[0]})
+                     "warmup_ms": 1000 * times[0], **({"compile": compiled} if compiled else {})})
+        if compiled and compiled != "compiled":
+            rows[-1]["model"] += f" (compile failed, ran eager: {compiled})"
         del model
         gc.collect()
+        torch._dynamo.reset()  # compiled graphs hold on to the model they were traced from
         common.reset_peak(device)  # the next model starts with this one's memory returned
     print(common.markdown_table(COLUMNS, rows))
     payload = {"rows": rows, "device": device}

@@ -18,6 +18,7 @@ minutes since the start (data preparation, probe and evaluations included) and t
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import tempfile
 import threading
@@ -87,6 +88,7 @@ def main() -> None:
         report_ab(args, preset, minutes, eval_every, results, tmp)
         return
     result, curve, wall, cfg = train_once(args, preset, minutes, eval_every, f"ttq-{preset}", small)
+    warm = warmup(Path(args.workspace) / "runs" / cfg.run)
     if tmp:
         shutil.rmtree(tmp, ignore_errors=True)
     rows = []
@@ -97,7 +99,7 @@ def main() -> None:
                                  ("mcd", "held-out MCD dB", "{:.2f}")], curve))
     print(common.markdown_table(COLUMNS, rows))
     best = min((c["mcd"] for c in curve), default=float("nan"))
-    print(f"{result['step']} steps in {wall / 60:.1f} min; best MCD {best:.2f} dB")
+    print(f"{result['step']} steps in {wall / 60:.1f} min; best MCD {best:.2f} dB; warm-up: {warm['said']}")
 
     def draw(fig):
         ax = fig.subplots()
@@ -110,7 +112,7 @@ def main() -> None:
 
     common.save("time_to_quality", {"preset": preset, "minutes_budget": minutes, "eval_every": eval_every,
                                     "dataset": None if tmp else args.dataset, "steps": result["step"],
-                                    "wall_minutes": wall / 60, "curve": curve, "rows": rows,
+                                    "wall_minutes": wall / 60, "curve": curve, "rows": rows, "warmup": warm,
                                     "train_config": cfg.to_dict()}, draw, args.out)
 
 
@@ -150,6 +152,27 @@ def train_once(args, preset: str, minutes: float, eval_every: int, run_name: str
         curve.append({"step": r["step"], "minutes": (r["time"] - t0) / 60, "mcd": r["mcd"],
                       "train_minutes": (r["time"] - t0 - spent_eval) / 60})
     return result, curve, wall, cfg
+
+
+def warmup(run_dir: Path) -> dict:
+    """What the run spent before it trained at speed, from its own files: seconds from Start to its first metrics line
+    after a step (a loss or an evaluation: data, probe, compilation and the first steps included), the first step's
+    seconds and the graphs compiled (when it compiled), and what the log says of them."""
+    from utils.workspace import read_json, read_jsonl
+
+    rows = [r for r in read_jsonl(run_dir / "metrics.jsonl") if "time" in r and r.get("step")]  # losses, evals
+    started = (read_json(run_dir / "status.json", default={}) or {}).get("started")
+    log = (run_dir / "train.log").read_text(encoding="utf-8") if (run_dir / "train.log").exists() else ""
+    first = re.search(r"first step took (\d+) s", log)
+    graphs = re.findall(r"torch.compile: (\d+) graph", log)
+    out = {"first_log_step": rows[0]["step"] if rows else None,
+           "first_log_s": rows[0]["time"] - started if rows and started else None,
+           "first_step_s": int(first.group(1)) if first else None, "graphs": int(graphs[-1]) if graphs else 0}
+    said = (f"step {out['first_log_step']} logged {out['first_log_s']:.0f} s after Start" if out["first_log_s"]
+            else "no step logged")
+    if out["first_step_s"] is not None:
+        said += f"; the first step took {out['first_step_s']} s (compilation included), {out['graphs']} graph(s) built"
+    return {**out, "said": said}
 
 
 def report_ab(args, preset, minutes, eval_every, results, tmp) -> None:

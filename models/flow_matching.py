@@ -31,9 +31,13 @@ class FlowMatching(nn.Module):
 
     @torch.no_grad()
     def sample(self, mu: torch.Tensor, mask: torch.Tensor, n_steps: int, temperature: float = 1.0,
-               spk: torch.Tensor | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
-        """mu [B, F, T], mask [B, 1, T] -> sample [B, F, T] in normalised-mel space."""
-        x = torch.randn(mu.shape, device=mu.device, dtype=mu.dtype, generator=generator) * temperature
+               spk: torch.Tensor | None = None, generator: torch.Generator | None = None,
+               noise: torch.Tensor | None = None) -> torch.Tensor:
+        """mu [B, F, T], mask [B, 1, T] -> sample [B, F, T] in normalised-mel space. `noise` [B, F, T]: the standard
+        normal start, when the caller drew it (a window of a longer utterance's); else drawn here."""
+        if noise is None:
+            noise = torch.randn(mu.shape, device=mu.device, dtype=mu.dtype, generator=generator)
+        x = noise * temperature
         padded = not bool(mask.all())
         dt = 1.0 / n_steps
         for i in range(n_steps):

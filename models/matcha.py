@@ -235,6 +235,20 @@ class MatchaTTS(nn.Module):
         Returns one {"mel" [n_feats, T_i] denormalised natural-log mel, "mel_norm", "durations" [N_i]}
         per utterance, on the model's device.
         """
+        mu_y, y_mask, spk_vec, t_y, durations, x_mask = self._frames(token_lists, speakers, length_scale)
+        y = self.decoder.sample(mu_y, y_mask, n_steps, temperature, spk_vec, generator)
+        mel = y * self.cfg.mel_std + self.cfg.mel_mean
+        lengths = t_y.tolist()
+        n_tokens = x_mask[:, 0].sum(1).long().tolist()  # with blanks: 2n + 1 per utterance
+        per_token = [durations[i, :n].cpu() for i, n in enumerate(n_tokens)]
+        if self.cfg.add_blank:
+            per_token = [fold_blank_durations(d) for d in per_token]
+        return [{"mel": mel[i, :, :n].float(), "mel_norm": y[i, :, :n].float(), "durations": per_token[i]}
+                for i, n in enumerate(lengths)]
+
+    def _frames(self, token_lists, speakers, length_scale: float) -> tuple:
+        """Text ids -> what the decoder starts from: mu_y [B, F, T] (each symbol's encoding repeated over its
+        frames), y_mask [B, 1, T], the speaker vector, frames t_y [B], durations [B, N], token mask [B, 1, N]."""
         device = next(self.parameters()).device
         seqs = [torch.as_tensor(t, dtype=torch.long).reshape(-1) for t in token_lists]
         token_lens = torch.tensor([len(s) for s in seqs], device=device)
@@ -251,15 +265,30 @@ class MatchaTTS(nn.Module):
         path = durations_to_path(durations, t_pad).to(mu.dtype)  # [B, N, T]
         mu_y = torch.einsum("bfn,bnt->bft", mu, path)
         y_mask = sequence_mask(t_y, t_pad)[:, None].to(mu.dtype)
-        y = self.decoder.sample(mu_y, y_mask, n_steps, temperature, spk_vec, generator)
-        mel = y * self.cfg.mel_std + self.cfg.mel_mean
-        lengths = t_y.tolist()
-        n_tokens = x_mask[:, 0].sum(1).long().tolist()  # with blanks: 2n + 1 per utterance
-        per_token = [durations[i, :n].cpu() for i, n in enumerate(n_tokens)]
-        if self.cfg.add_blank:
-            per_token = [fold_blank_durations(d) for d in per_token]
-        return [{"mel": mel[i, :, :n].float(), "mel_norm": y[i, :, :n].float(), "durations": per_token[i]}
-                for i, n in enumerate(lengths)]
+        return mu_y, y_mask, spk_vec, t_y, durations, x_mask
+
+    @torch.no_grad()
+    def synthesise_in_windows(self, tokens, speaker: int = 0, n_steps: int = 10, temperature: float = 0.667,
+                              length_scale: float = 1.0, generator: torch.Generator | None = None,
+                              first: int = 32, context: int = 16):
+        """One utterance decoded in two windows, so that a stream's first sound waits for its first `first` frames
+        only, not for the whole sentence: frames [0, cut) on a window that reaches `context` frames past the cut,
+        then [cut, T) on one that starts `context` frames before it. Every frame keeps the whole utterance's
+        durations, encoder output and starting noise, so each window is the one-piece decode except near its edge
+        (its attention saw fewer frames). Yields {"mel": the window's denormalised log-mel [F, n], "start": its
+        first frame, "cut": the frame where the first window's own frames end, "frames": T}; a sentence too short
+        to split comes whole, as one window."""
+        mu_y, y_mask, spk_vec, t_y, _, _ = self._frames([tokens], [speaker], length_scale)
+        frames = int(t_y[0])
+        noise = torch.randn(mu_y.shape, device=mu_y.device, dtype=mu_y.dtype, generator=generator)
+        cut = fix_len(first)
+        windows = [(0, mu_y.shape[-1])] if frames < cut + 2 * context else [
+            (0, fix_len(cut + context)), (cut - fix_len(context), mu_y.shape[-1])]
+        for start, end in windows:
+            y = self.decoder.sample(mu_y[..., start:end], y_mask[..., start:end], n_steps, temperature, spk_vec,
+                                    noise=noise[..., start:end])
+            mel = (y * self.cfg.mel_std + self.cfg.mel_mean)[0, :, :frames - start].float()
+            yield {"mel": mel, "start": start, "cut": cut if len(windows) > 1 else frames, "frames": frames}
 
     # ------------------------------------------------------------------------------ fine-tuning
     def grow_tables(self, n_symbols: int, n_speakers: int) -> None:

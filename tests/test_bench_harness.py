@@ -117,6 +117,10 @@ def test_time_to_quality_reports_each_threshold_through_the_given_vocoder(tmp_pa
     hit, missed = record["rows"]
     assert hit["threshold_db"] == 100 and hit["mcd"] <= 100 and hit["train_minutes"] <= hit["minutes"]
     assert missed["threshold_db"] == 1 and str(missed["step"]).startswith("not reached")
+    # the warm-up, from the run's own files: when its first step was logged (no compilation on this CPU run)
+    warm = record["warmup"]
+    assert warm["first_log_step"] >= 1 and warm["first_log_s"] > 0 and warm["first_step_s"] is None
+    assert warm["said"].startswith(f"step {warm['first_log_step']} logged ")
 
 
 def test_time_to_quality_ab_trains_each_value_on_the_same_clips_with_the_same_step_budget(tmp_path):

@@ -123,8 +123,9 @@ def test_separation_bench_refuses_random_weights_for_quality():
 
 # Stands in for the GPU machine's python3 in `gpu_suite.sh OUT all`: each command it is given notes when it started
 # (and in which lane: TMPDIR) in $MARKS/events, then acts out that step. The curator paths and the quick gpu_tests
-# pass, the paths leaving a training run; the other gpu_tests start a trainer in a session of its own (as
-# utils/jobs.py does) and hang, deaf to SIGINT and SIGTERM; the late ladder hangs; the rest print a table.
+# pass, the paths leaving a training run; the time to quality prints its curve; the other gpu_tests start a trainer
+# in a session of its own (as utils/jobs.py does) and hang, deaf to SIGINT and SIGTERM; the late ladder hangs; the
+# rest print a table.
 STUB_PYTHON = r"""#!/usr/bin/env bash
 note() { echo "$1 $(date +%s.%N) ${TMPDIR##*/}" >> "$MARKS/events"; }
 case "$*" in
@@ -152,10 +153,11 @@ case "$*" in
     note f5; echo "$*" >> "$MARKS/f5-args"; sleep 1
     echo "| ours (models/f5.py) | v1_base | 38400 | 500 |"; echo "ours vs the reference: 1.25x" ;;
   *inference.py*) note inference; echo "| base | 1 | 0.01 |" ;;
+  *time_to_quality.py*) note ttq; echo "$*" > "$MARKS/ttq-args"; echo "| 500 | 2.5 | 7.10 |"
+    echo "500 steps in 3.0 min; best MCD 7.10 dB; warm-up: step 10 logged 150 s after Start" ;;
   *mms_step.py*) note mms; echo "| mms | 4 | 300 |" ;;
   *omnivoice_step.py*) note omnivoice; echo "$*" > "$MARKS/omnivoice-args"; echo "| 613 M, random weights | cuda |" ;;
   *omnivoice_speak.py*) note omnivoice-speak; echo "| 613 M (random) | cuda | bfloat16 | 32 |" ;;
-  *train_throughput.py*fp32,tf32,bf16*) note ladder-eager; echo "  + bf16 autocast: 60.0 ms/step, 9000 frames/s" ;;
   *train_throughput.py*) note ladder; echo "$*" > "$MARKS/ladder-args"
     echo "  all (speed configuration: the trainer's auto): 40.0 ms/step, 12000 frames/s"; sleep 600 ;;
   *) echo "unexpected: $*"; exit 9 ;;
@@ -166,9 +168,9 @@ esac
 def test_gpu_suite_all_runs_lanes_side_by_side_under_one_deadline_and_packs_one_archive(tmp_path):
     """`gpu_suite.sh OUT all` on a stand-in python: the lanes start together and the F5 step runs while the paths
     lane still runs; the hung lane is stopped by the deadline (its trainer in a session of its own too) while the
-    others finish; lane C runs the quick gpu_tests, the F5 step and the ladder's eager rows first, its late steps
-    once A is done and the deadline near; OUT holds suite.tgz with every log and the runs' small files, and
-    summary.txt."""
+    others finish; lane C runs the quick gpu_tests and the F5 step (ours compiled) first, its late steps once A is
+    done and the deadline near; lane E the time to quality; OUT holds
+    suite.tgz with every log and the runs' small files, and summary.txt."""
     import tarfile
     import time
 
@@ -180,7 +182,7 @@ def test_gpu_suite_all_runs_lanes_side_by_side_under_one_deadline_and_packs_one_
     deadline, reserve = 30, 20  # the late steps start once A is done (~7 s) and 20 s are left (B hangs)
     env = {**os.environ, "PYTHON": str(stub), "MARKS": str(marks), "TMPDIR": str(tmp_path),
            "STUDIO_GPU_CARRY": str(tmp_path / "no-carry"), "DEADLINE": str(deadline), "LATE_RESERVE": str(reserve),
-           "MIN_STEP": "2"}
+           "MIN_STEP": "2", "TTQ_RESERVE": "20"}
     t0 = time.time()
     proc = subprocess.run(["bash", "bench/gpu_suite.sh", str(out), "all"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=deadline + 40)
@@ -192,13 +194,13 @@ def test_gpu_suite_all_runs_lanes_side_by_side_under_one_deadline_and_packs_one_
     for line in (marks / "events").read_text().splitlines():
         what, when, lane = line.split()
         events[what] = (float(when) - t0, lane)
-    assert {"paths-end", "mms", "ladder", "ladder-eager"} <= set(events), summary
-    lanes = ("paths-start", "tests-start", "quick", "long")
-    assert {events[k][1] for k in lanes} == {"tmp-A", "tmp-B", "tmp-C", "tmp-D"}
+    assert {"paths-end", "mms", "ladder"} <= set(events), summary
+    lanes = ("paths-start", "tests-start", "quick", "long", "ttq")
+    assert {events[k][1] for k in lanes} == {"tmp-A", "tmp-B", "tmp-C", "tmp-D", "tmp-E"}
     starts = [events[k][0] for k in lanes]
     assert max(starts) - min(starts) < 2.5  # side by side, each lane in its own TMPDIR
-    # lane C: the quick tests, the F5 step and the ladder's eager rows while lane A still runs
-    assert events["quick"][0] < events["f5"][0] < events["ladder-eager"][0] < events["paths-end"][0]
+    # lane C: the quick tests and the F5 step while lane A still runs
+    assert events["quick"][0] < events["f5"][0] < events["paths-end"][0]
     # lane C's late steps: after A, while B still hung, once only LATE_RESERVE s were left
     assert (events["paths-end"][0] < events["omnivoice"][0] < events["omnivoice-speak"][0] < events["mms"][0]
             < events["ladder"][0])
@@ -206,7 +208,14 @@ def test_gpu_suite_all_runs_lanes_side_by_side_under_one_deadline_and_packs_one_
     assert "--rows speed,memory" in (marks / "ladder-args").read_text()
     assert deadline - reserve - 2 <= events["omnivoice"][0] < deadline - 15  # (the deadline counts whole seconds)
     f5 = (marks / "f5-args").read_text().splitlines()
-    assert [a.split()[1:8] for a in f5] == [["--frames", "38400", "--steps", "10", "--precision", "bf16", "--reference"]]
+    assert [a.split()[1:9] for a in f5] == [["--frames", "38400", "--steps", "10", "--precision", "bf16", "--compile",
+                                             "--reference"]]
+    # lane E: Matcha base with every setting auto for what the deadline leaves (less TTQ_RESERVE), its curve reported
+    ttq = (marks / "ttq-args").read_text().split()
+    assert ttq[ttq.index("--preset") + 1] == "base" and "--defaults" in ttq and "4.5" in ttq
+    assert 0 < float(ttq[ttq.index("--minutes") + 1]) <= (deadline - 20) / 60 + 1e-5
+    assert "lane E (ttq: Matcha base, every setting auto, 6 min at most): exit 0" in summary
+    assert "500 steps in 3.0 min; best MCD 7.10 dB; warm-up: step 10 logged 150 s after Start" in summary
     quick = sorted(f"gpu_tests/test_{n}.py" for n in ("bf16", "fp16", "omnivoice"))
     want = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob("gpu_tests/test_*.py")
                   if p.name != "test_curator_paths.py" and str(p.relative_to(ROOT)) not in quick)
@@ -233,7 +242,7 @@ def test_gpu_suite_all_runs_lanes_side_by_side_under_one_deadline_and_packs_one_
     assert "=== gpu_tests: exit 137" in summary and "the test then running was stopped, not failed" in summary
     assert "=== gpu_tests: stopping what it left running" in summary
     assert "ours vs the reference: 1.25x" in summary and "| base | 1 | 0.01 |" not in summary  # inference: no time
-    assert "+ bf16 autocast: 60.0 ms/step" in summary and "test_omnivoice.py::test_speaks PASSED" in summary
+    assert "test_omnivoice.py::test_speaks PASSED" in summary
     assert "=== train_ladder: exit 124" in summary  # cut to what the deadline left, then stopped
     assert "=== inference: skipped" in summary  # the last step: no time left
     assert "=== the other lanes not done" in summary  # said, since the late steps' timings then share the GPU
@@ -242,8 +251,8 @@ def test_gpu_suite_all_runs_lanes_side_by_side_under_one_deadline_and_packs_one_
     run = "tmp-A/pytest-of-me/pytest-0/ws0/runs/bench/r1"
     assert {f"./{run}/{f}" for f in ("train.log", "metrics.jsonl", "config.json", "status.json")} <= names
     assert f"./{run}/checkpoint.pt" not in names
-    assert {"./A/gpu_paths.log", "./B/gpu_tests.log", "./C/gpu_quick.log", "./C/f5_bf16.log", "./C/ladder_eager.log",
-            "./C/mms_step.log", "./C/train_ladder.log", "./D/gpu_long.log", "./A.log", "./B.log", "./C.log",
-            "./D.log", "./setup.log",
+    assert {"./A/gpu_paths.log", "./B/gpu_tests.log", "./C/gpu_quick.log", "./C/f5_bf16.log",
+            "./C/mms_step.log", "./C/train_ladder.log", "./D/gpu_long.log", "./E/time_to_quality_auto.log", "./A.log",
+            "./B.log", "./C.log", "./D.log", "./E.log", "./setup.log",
             "./summary.txt"} <= names
     assert sorted(p.name for p in tmp_path.iterdir()) == ["marks", "out", "python3"]  # its temp folders are gone

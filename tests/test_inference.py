@@ -149,6 +149,25 @@ def test_long_text_streams_the_first_sentence_before_the_rest(ws):
     assert len(wave) / sr >= info["tokens"] * 256 / sr + 5 * 0.15
 
 
+def test_the_first_sound_is_the_first_words_of_the_first_sentence(ws):
+    """The first audio waited for the whole first sentence (its decoder steps and vocoder over every frame): it is
+    now its first words, and the rest of the sentence follows in the next chunk, as long as one piece would be."""
+    from utils.inference.first_words import FIRST_FRAMES
+    from utils.training import load_checkpoint
+
+    text = "ኢትዮጵያ በምሥራቅ አፍሪካ የምትገኝ ሀገር ናት፤ ዋና ከተማዋ አዲስ አበባ ነው።"
+    chunks = list(inference.speak(ws, CKPT, text, steps=2, length_scale=2.0))
+    assert [(c.done, len(c.rows), len(c.mels)) for c in chunks] == [(0, 0, 0), (1, 1, 1)]
+    frames = chunks[1].mels[0].shape[-1]
+    assert frames > 2 * FIRST_FRAMES and len(chunks[0].wave) < FIRST_FRAMES * 256
+    model, _ = load_checkpoint(ws.root / CKPT)
+    ids = make_tokenizer("phoneme").encode(text)
+    whole = model.synthesise(ids, 0, n_steps=2, length_scale=2.0)["mel"]
+    assert whole.shape[-1] == frames  # the same durations: the sentence is as long as in one piece
+    assert sum(len(c.wave) for c in chunks) == 256 * (frames - 1)
+    assert chunks[0].info["first_audio_s"] < chunks[1].info["seconds"]
+
+
 def test_spectrogram_image_is_rgb_with_frequency_rows(ws):
     _, _, info = inference.synthesize(ws, CKPT, "ሰላም ነው። እንዴት ነህ?", steps=2)
     image = inference.spectrogram_image(info["mels"])

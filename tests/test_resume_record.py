@@ -1,13 +1,21 @@
 """What a resumed run keeps of its record: the best and last checkpoints in status.json from its first write (the
-run list and the Inference picker read them), and a line in its log when its dataset changed since it last trained."""
+run list and the Inference picker read them), a line in its log when its dataset changed since it last trained, the
+padding its batches were grouped with, and the batch and learning rate its probe chose (also on another number of
+GPUs, said in its log)."""
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from tests.helpers import make_dataset
+from utils import hardware
 from utils.datasets import load_manifest, update_rows
 from utils.training import TrainConfig, prepare_run, run
+from utils.training import checkpoint as ckpt
+from utils.training import optimization as opt
+from utils.training.ddp import Dist
 from utils.training.runfiles import RunFiles
 from utils.workspace import Workspace, read_json
 
@@ -60,3 +68,82 @@ def test_a_resumed_run_says_that_its_dataset_changed(ws):
     assert "data: 4 training / 1 held-out clips" in log and "data: 3 training / 1 held-out clips" in log
     assert ("resume: the dataset changed since this run last trained: 4 -> 3 training clips, 1 -> 1 held-out "
             "(rows added, removed, excluded or included again since)") in log
+
+
+def test_a_resumed_run_keeps_the_padding_its_batches_were_grouped_with(ws, monkeypatch):
+    """A short trial pads clips to 4 frames; resumed with more steps, compile would come on and pad to 64, which
+    regroups the epoch the run is in. The resume keeps the trial's 4."""
+    run(prepare_run(tiny(ws, "padded", 2)))
+    resolve = opt.resolve
+
+    def as_if_compiling(*args, **kwargs):  # what resolve says when compile comes on, without compiling on the CPU
+        m = resolve(*args, **kwargs)
+        m.set("length_multiple", 64, "compile")
+        return m
+
+    monkeypatch.setattr(opt, "resolve", as_if_compiling)
+    assert run(prepare_run(tiny(ws, "padded", 3)))["step"] == 3
+    config = read_json(ws.run_dir("padded") / "config.json")
+    assert config["resolved"]["length_multiple"] == 4, config["reasons"]["length_multiple"]
+    assert config["reasons"]["length_multiple"].startswith("kept from the run being resumed")
+    state = ckpt.load_trainer_state(ws.run_dir("padded") / "checkpoints" / "step-3")["adapter"]
+    assert state["length_multiple"] == 4 and state["processes"] == 1 and state["lr"] == 2e-3
+
+
+def four_l4() -> hardware.HardwareReport:
+    report = hardware.HardwareReport(gpus=[hardware.GPUInfo(i, "NVIDIA L4", 22.5, "8.9", 58) for i in range(4)],
+                                     cpu_count=16, ram_gb=128, disk_free_gb=500)
+    report.recommended = hardware.recommend(report)
+    return report
+
+
+def base_run_on(tmp_path, processes: int, monkeypatch, said: list):
+    """Matcha `base`'s adapter as a run on `processes` of four L4s sets it up, before any data or model."""
+    from utils.matcha.adapter import MatchaAdapter
+
+    monkeypatch.setenv("WORLD_SIZE", str(processes))
+    adapter = MatchaAdapter(TrainConfig(workspace=str(tmp_path), run="l4", preset="base", max_steps=20_000), four_l4())
+    adapter.ctx = SimpleNamespace(dist=Dist(0, 0, processes), device="cpu", log=said.append)
+    adapter.items = adapter.val_items = []
+    return adapter
+
+
+def probed_on_four_l4s(tmp_path, monkeypatch) -> dict:
+    """The trainer state of a run whose probe fitted 12,000 frames a GPU (with its headroom) on four L4s."""
+    from utils.training import acoustic
+
+    monkeypatch.setattr(acoustic.ddp, "min_int", lambda value, dist, device: value)  # the four GPUs agree
+    monkeypatch.setattr(hardware, "detect", four_l4)
+    first = base_run_on(tmp_path, 4, monkeypatch, [])
+    first.apply_probe(round(12_000 / 0.85), 800)
+    assert (first.machine.max_frames_per_batch, first.machine.effective_batch) == (12_000, 48_000)
+    first.pos = (3, 10)
+    return {**first.state_dict(), "probed_lr": first.machine.lr}
+
+
+def test_a_resumed_run_on_several_gpus_keeps_the_batch_and_learning_rate_its_probe_chose(tmp_path, monkeypatch):
+    """4 L4s, 12,000 frames probed: the run trains at 2.19e-4 on 48,000 frames a step. Its resume skips the probe,
+    and the first guess for the machine (16,000 frames a GPU: 64,000 a step, 2.53e-4) is not what it trained with."""
+    state = probed_on_four_l4s(tmp_path, monkeypatch)
+    resumed = base_run_on(tmp_path, 4, monkeypatch, said := [])
+    assert resumed.machine.lr == pytest.approx(2.53e-4, rel=0.01)  # the guess a resume used to train with
+    resumed.load_state_dict(state)
+    m = resumed.machine
+    assert m.lr == state["probed_lr"] == pytest.approx(2.19e-4, rel=0.01)
+    assert (m.max_frames_per_batch, m.grad_accumulation, m.effective_batch) == (12_000, 1, 48_000)
+    assert resumed.pos == (3, 10) and said == []
+
+
+def test_a_run_resumed_on_fewer_gpus_keeps_its_step_and_says_what_changed(tmp_path, monkeypatch):
+    """On 2 of the 4 GPUs: two micro-batches of 12,000 frames a GPU keep the 48,000 frames a step and the learning
+    rate; each process's share of the epoch is twice as long, so its place in it is twice as far."""
+    state = probed_on_four_l4s(tmp_path, monkeypatch)
+    resumed = base_run_on(tmp_path, 2, monkeypatch, said := [])
+    resumed.load_state_dict(state)
+    m = resumed.machine
+    assert (m.max_frames_per_batch, m.grad_accumulation, m.effective_batch) == (12_000, 2, 48_000)
+    assert m.lr == state["probed_lr"] and resumed.pos == (3, 20)
+    line = "\n".join(said)
+    assert "this run trained on 4 process(es) and goes on with 2" in line, said
+    assert "reads on from batch 20 of its share of epoch 3 (it was batch 10 of 4 shares)" in line
+    assert "12000 frames x 2 micro-batches x 2 processes = 48000 frames, the 48000 frames this run trained with" in line

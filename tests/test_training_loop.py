@@ -232,6 +232,53 @@ def test_a_resumed_run_keeps_its_out_of_memory_and_non_finite_counters(tmp_path)
     assert straight.split == 4 and straight.good_steps == 4  # the out-of-memory of step 0 was in the first half
 
 
+class Plateau(LineAdapter):
+    """A held-out score that never improves after the first evaluation: the run is overfitting from there."""
+
+    def evaluate(self, step, folder):
+        return {"error": 1.0}
+
+
+def test_a_resumed_run_keeps_counting_evaluations_without_improvement(tmp_path):
+    """Patience 3: the straight run stops at step 4 (no better score at 2, 3, 4). Stopped at step 2 and resumed, the
+    count goes on from 1, so it stops at step 4 too; counted again from 0 it trained to step 5."""
+    def plateau(run_dir: Path, stop: threading.Event | None = None) -> Plateau:
+        return Plateau(run_dir, stop, eval_every=1, patience=3, on_overfit="stop", checkpoint_every=100, ema_decay=0.0)
+
+    straight = train(plateau(tmp_path / "straight"))
+    assert straight["step"] == 4 and "finished early at step 4" in straight["message"]
+    stop = threading.Event()
+    assert train(stop_during(plateau(tmp_path / "stopped", stop), 1, stop))["step"] == 2
+    resumed = train(plateau(tmp_path / "stopped"))
+    assert resumed["step"] == 4 and "finished early at step 4" in resumed["message"], resumed
+
+
+class ResumePointOnly(LineAdapter):
+    """Writes the step its rank resumes from, then ends the run (what follows is not under test)."""
+
+    def start_data(self, step):
+        (self.run_dir / f"start-{self.ctx.dist.rank}").write_text(str(step))
+        raise SystemExit(0)
+
+
+def test_every_process_resumes_from_the_checkpoint_that_rank_0_recovered(tmp_path):
+    """A save of step 4 cut short left step 4 complete under its `.old-PID` name: rank 0 puts it back (slowly here)
+    while the other rank must not pick step 2 meanwhile; they wait for it, so both go on from step 4."""
+    first = train(LineAdapter(tmp_path / "run", max_steps=4, checkpoint_every=2, keep_checkpoints=3))
+    assert first["state"] == "finished"
+    checkpoints = tmp_path / "run" / "checkpoints"
+    (checkpoints / "step-4").rename(checkpoints / ".step-4.old-123")
+    script = tmp_path / "resume_two.py"
+    script.write_text("import sys, time\nfrom pathlib import Path\nfrom utils.training import checkpoint as ckpt\n"
+                      "from tests.test_training_loop import ResumePointOnly, train\n"
+                      "recover = ckpt.recover\nckpt.recover = lambda folder: (time.sleep(3), recover(folder))[1]\n"
+                      "train(ResumePointOnly(Path(sys.argv[1])))\n")
+    cmd = torchrun(2, str(script), str(tmp_path / "run"))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert [(tmp_path / "run" / f"start-{rank}").read_text() for rank in (0, 1)] == ["4", "4"]
+
+
 def test_a_non_finite_loss_on_one_of_two_processes_skips_the_step_on_both(tmp_path):
     """Rank 1's loss is NaN with finite gradients: the ranks agree on the loss as on the gradients, so both skip
     the update and their weights stay identical (a rank that stepped alone would fail the check at the save)."""
@@ -309,6 +356,26 @@ def test_fp16_calibrating_its_loss_scale_is_not_a_failure(tmp_path, monkeypatch)
     assert state["precision_fallback"] is None and 1.0 <= state["scaler"]["scale"] < 2.0 ** 30
     rows = [r for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "loss" in r]
     assert rows[-1]["step"] == 30 and rows[-1]["loss_scale"] == state["scaler"]["scale"] and rows[-1]["loss"] < 0.1
+
+
+def test_a_resumed_fp16_run_keeps_its_window_of_skipped_steps(tmp_path):
+    """Gradients that overflow at every odd step: fp16 is not training, and the straight run goes on in fp32 once
+    half of the last 8 steps were skipped. Stopped at step 5 and resumed, the window of skipped steps goes on (a
+    window begun anew at the resume took the first skips for the scale's calibration and fell back later)."""
+    def odd(run_dir: Path, stop: threading.Event | None = None) -> Fp16Line:
+        line = Fp16Line(run_dir, lambda step: step % 2 == 1, max_steps=24, max_bad_steps=3)
+        line.stop_event = stop
+        return line
+
+    def fallback(run_dir: Path) -> dict:
+        return ckpt.load_trainer_state(run_dir / "checkpoints" / "step-24")["precision_fallback"]
+
+    assert train(odd(tmp_path / "straight"))["state"] == "finished"
+    stop = threading.Event()
+    assert train(stop_during(odd(tmp_path / "stopped", stop), 4, stop))["step"] == 5
+    assert ckpt.load_trainer_state(tmp_path / "stopped" / "checkpoints" / "step-5")["precision_fallback"] is None
+    assert train(odd(tmp_path / "stopped"))["state"] == "finished"
+    assert fallback(tmp_path / "stopped") == fallback(tmp_path / "straight")
 
 
 def _average_in_buckets(rank: int, init: str, out: str) -> None:

@@ -351,7 +351,7 @@ def batch_plan(fit: int, n_gpus: int, target: int = TARGET_FRAMES_PER_STEP, accu
     accum = accum or max(1, math.ceil(target / (n * max(1, fit))))
     micro = min(fit, max(math.ceil(target / (n * accum)), floor))
     effective = micro * n * accum
-    scale = math.sqrt(effective / target) if effective > 1.05 * target else 1.0
+    scale = lr_batch_scale(effective, target)
     shape = f"{micro} frames x {accum} micro-batch{'es' if accum > 1 else ''}" + (f" x {n} GPUs" if n > 1 else "")
     if scale > 1.0:
         why = (f"{shape} = {effective} frames per optimizer step: an even share of ~{target} would leave each of "
@@ -364,6 +364,12 @@ def batch_plan(fit: int, n_gpus: int, target: int = TARGET_FRAMES_PER_STEP, accu
             "grad_accumulation": Setting(accum, f"{why}."),
             "effective_batch": Setting(effective, f"{why}."),
             "lr_batch_scale": Setting(round(scale, 4), f"{why}.")}
+
+
+def lr_batch_scale(effective: int, target: int = TARGET_FRAMES_PER_STEP) -> float:
+    """How much an automatic learning rate grows for a step of `effective` frames, larger than the `target` the rates
+    were chosen for: the square-root rule for Adam-type optimizers (1.0 within 5 % of the target)."""
+    return math.sqrt(effective / target) if effective > 1.05 * target else 1.0
 
 
 def largest_useful_micro_batch(n_gpus: int, target: int = TARGET_FRAMES_PER_STEP) -> int:

@@ -1,8 +1,9 @@
 """Speaking text: sentences -> batches -> acoustic model -> vocoder -> audio, streamed as it is made.
 
 Long text is split at sentence punctuation (and over-long sentences at commas), spoken in small
-padded batches (the first sentence alone, so the first audio comes out quickly) and joined with a
-pause that depends on the punctuation. `speak` yields one chunk per batch; `synthesize` joins them.
+padded batches (the first sentence alone, so the first audio comes out quickly: its first words
+first where the model can, utils/inference/first_words.py) and joined with a pause that depends on
+the punctuation. `speak` yields one chunk per batch (two for the first); `synthesize` joins them.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from utils import families
 from utils.events import StudioError
 from utils.text.ethiopic import is_ethiopic
 from utils.text.normalize import ACRONYM, dictionary_key, ends_with_abbreviation
+from utils.inference.first_words import first_words
 from utils.inference.voices import GRIFFIN_LIM, load_acoustic, load_vocoder_for, own_sound, pick_device, resolve_voice
 from utils.vocoder.choice import check_features_match
 from utils.voice_folders import voice_dictionary
@@ -199,8 +201,6 @@ class Voice:
         pronunciation dictionary (a workspace's); None: the one the voice folder carries."""
         import torch
 
-        from utils.vocoder import griffin_lim, vocode
-
         steps = self.default_steps if steps is None else steps
         user_dict = self.user_dict if user_dict is None else user_dict
         _check_request(text, steps, length_scale, user_dict)
@@ -223,29 +223,52 @@ class Voice:
                 "temperature": float(temperature), "length_scale": float(length_scale), "sample_rate": sr,
                 "sentences": len(sentences), "spoken": 0, "tokens": 0, "frames": 0, "duration_s": 0.0,
                 "warnings": warnings}
-        for batch in plan_batches([len(encoded[i][0]) for i in speakable], size):
-            idx = [speakable[b] for b in batch]
-            outs = self.model.synthesise_batch([encoded[i][0] for i in idx], [spk] * len(idx), int(steps),
-                                               float(temperature), float(length_scale), generator)
-            pieces, mels = [], []
-            for i, out in zip(idx, outs):
-                mel = out["mel"]
-                wave = (out["wave"] if "wave" in out else  # a family that makes its waveform itself (MMS)
-                        vocode(self.vocoder, mel) if self.vocoder is not None else griffin_lim(mel.cpu(), self.features))
-                peak = float(np.abs(wave).max()) if wave.size else 0.0
-                if peak > 0.99:  # an undertrained model or Griffin-Lim can overshoot: scale rather than clip
-                    wave = wave * (0.99 / peak)
-                pause = 0 if i == speakable[-1] else int(sentences[i].pause_s * sr)
-                pieces += [wave.astype(np.float32), np.zeros(pause, np.float32)]
-                mels.append(mel.cpu().numpy())
-                info["tokens"] += len(encoded[i][0])
-                info["frames"] += mel.shape[-1]
-            chunk = np.concatenate(pieces)
-            elapsed = time.perf_counter() - start
-            info.update(spoken=info["spoken"] + len(idx), seconds=elapsed, duration_s=info["duration_s"] + len(chunk) / sr)
-            info.setdefault("first_audio_s", elapsed)
-            info["rtf"] = elapsed / max(info["duration_s"], 1e-9)
-            yield Chunk(chunk, sr, mels, [encoded[i][1] for i in idx], info["spoken"], len(speakable), dict(info))
+        for n, batch in enumerate(plan_batches([len(encoded[i][0]) for i in speakable], size)):
+            spoken = [speakable[b] for b in batch]
+            for said in self._said(n, spoken, encoded, spk, int(steps), float(temperature), float(length_scale),
+                                   generator):
+                pieces, mels, rows = [], [], []
+                for i, wave, mel in said:
+                    peak = float(np.abs(wave).max()) if wave.size else 0.0
+                    if peak > 0.99:  # an undertrained model or Griffin-Lim can overshoot: scale rather than clip
+                        wave = wave * (0.99 / peak)
+                    pieces.append(wave.astype(np.float32))
+                    if mel is None:  # the sentence goes on in the next chunk
+                        continue
+                    pause = 0 if i == speakable[-1] else int(sentences[i].pause_s * sr)
+                    pieces.append(np.zeros(pause, np.float32))
+                    mels.append(mel)
+                    rows.append(encoded[i][1])
+                    info["tokens"] += len(encoded[i][0])
+                    info["frames"] += mel.shape[-1]
+                chunk = np.concatenate(pieces)
+                elapsed = time.perf_counter() - start
+                info.update(spoken=info["spoken"] + len(rows), seconds=elapsed,
+                            duration_s=info["duration_s"] + len(chunk) / sr)
+                info.setdefault("first_audio_s", elapsed)
+                info["rtf"] = elapsed / max(info["duration_s"], 1e-9)
+                yield Chunk(chunk, sr, mels, rows, info["spoken"], len(speakable), dict(info))
+
+    def _said(self, n: int, spoken: list[int], encoded: list, spk: int, steps: int, temperature: float,
+              length_scale: float, generator) -> Iterator[list[tuple]]:
+        """Batch `n`'s chunks, each a list of (sentence index, audio, its log-mel [F, T], or None while the sentence
+        goes on in the next chunk). The first batch is the first sentence alone (plan_batches); a model that decodes
+        in windows speaks its first words before the rest of it (utils/inference/first_words.py)."""
+        if n == 0 and len(spoken) == 1 and hasattr(self.model, "synthesise_in_windows"):
+            for wave, mel in first_words(self.model, self._to_wave, encoded[spoken[0]][0], spk, steps, temperature,
+                                         length_scale, generator, self.features.hop_length):
+                yield [(spoken[0], wave, mel)]
+            return
+        outs = self.model.synthesise_batch([encoded[i][0] for i in spoken], [spk] * len(spoken), steps, temperature,
+                                           length_scale, generator)
+        yield [(i, out["wave"] if "wave" in out else  # a family that makes its waveform itself (MMS)
+                self._to_wave(out["mel"]), out["mel"].cpu().numpy()) for i, out in zip(spoken, outs)]
+
+    def _to_wave(self, mel) -> np.ndarray:
+        """Log-mel [F, T] -> audio with the voice's vocoder (Griffin-Lim without one)."""
+        from utils.vocoder import griffin_lim, vocode
+
+        return vocode(self.vocoder, mel) if self.vocoder is not None else griffin_lim(mel.cpu(), self.features)
 
     def synthesize(self, text: str, **options) -> tuple[np.ndarray, int, dict]:
         """The whole text at once: (float32 waveform, sample rate, info with `rows` and `mels`)."""

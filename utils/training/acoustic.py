@@ -32,6 +32,9 @@ class TextMelAdapter(DataPosition):
     unit = "utterance"
     oom_advice = "turn on gradient checkpointing or use a smaller preset."
     inference = "model"
+    # the clips' padding too: a short trial resumed with more steps would turn compile on, pad to 64 frames instead of 4
+    # and regroup the epoch it is in
+    KEPT = DataPosition.KEPT + ("length_multiple",)
 
     def __init__(self, cfg: TrainConfig, report=None, feat_cfg: FeatureConfig | None = None):
         self.cfg = cfg

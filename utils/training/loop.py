@@ -178,6 +178,20 @@ class SkipWindow:
     def __init__(self, first_step: int):
         self.first_step, self.calibration, self.updated_from, self.skipped = first_step, 0, None, []
 
+    def state_dict(self) -> dict:
+        return {"first_step": self.first_step, "calibration": self.calibration, "updated_from": self.updated_from,
+                "skipped": list(self.skipped)}
+
+    @classmethod
+    def restored(cls, state: dict | None, step: int) -> "SkipWindow":
+        """The window a checkpoint kept: a resume neither takes a failing fp16 for a new calibration nor forgets the
+        steps it skipped. An older checkpoint kept none: a window that starts at the resumed step."""
+        window = cls(step)
+        if state:
+            window.first_step, window.calibration = state["first_step"], state["calibration"]
+            window.updated_from, window.skipped = state["updated_from"], list(state["skipped"])
+        return window
+
     def skip(self, at: int) -> str:
         """Step `at` was skipped: "K of the last N steps" when fp16 is not training, else ""."""
         if self.updated_from is None:
@@ -278,6 +292,7 @@ class TrainingLoop:
         if self.dist.main:
             for note in ckpt.recover(checkpoints):  # leftovers of a save cut short by a kill
                 self.log(f"checkpoints: {note}")
+        ddp.barrier(self.dist)  # the other ranks pick their resume point from what rank 0 recovered, not before it
         resume_from = ckpt.resume_point(s.resume, checkpoints)
         self.step = 0
         a.build(Context(self.device, self.dist, self.log, resume_from, lambda: opt.autocast(m)))
@@ -303,9 +318,9 @@ class TrainingLoop:
             ddp.broadcast_parameters(module, self.dist)
         if self.ema is not None:  # ... and averages them from there
             torch._foreach_copy_(self.ema, [p.detach() for p in a.modules[a.inference].parameters()])
+        self.fp16_skips = SkipWindow(0)  # whether fp16 trains or only calibrates (_on_skipped); a resume's goes on
         if resume_from:
             self._load_state(resume_from)
-        self.fp16_skips = SkipWindow(self.step)  # whether fp16 trains or only calibrates (_on_skipped)
         self.splits_seen = {self.split}  # the out-of-memory pieces the compiled graphs were built for
         a.start_data(self.step)
         yield from self._describe()
@@ -356,7 +371,8 @@ class TrainingLoop:
         self.lr_scale = self.good_lr_scale = state.get("lr_scale", 1.0)
         for name in COUNTERS:  # older checkpoints have none: the values of a fresh start
             setattr(self, name, state.get(name, getattr(self, name)))
-        self.best = {"since": 0, **state.get("best", self.best)}
+        self.best = {"since": 0, **state.get("best", self.best)}  # evaluations without a better score: patience
+        self.fp16_skips = SkipWindow.restored(state.get("fp16_window"), self.step)
         self.winner = state.get("winner", self.winner)
         self.a.load_state_dict(state.get("adapter", {}))
 
@@ -743,7 +759,7 @@ class TrainingLoop:
         trainer_state = {
             "format": STATE_FORMAT, "step": step, "split": self.split, "lr_scale": self.lr_scale,
             **{name: getattr(self, name) for name in COUNTERS},
-            "best": {k: v for k, v in self.best.items() if k != "since"},
+            "best": dict(self.best), "fp16_window": self.fp16_skips.state_dict(),
             "modules": {name: mod.state_dict() for name, mod in a.modules.items()},
             "optimizers": {name: o.state_dict() for name, o in a.optimizers.items()},
             "scaler": self.scaler.state_dict(), "ema": self.ema, "adapter": a.state_dict(),

@@ -7,6 +7,7 @@ uninterrupted run's would (the tests compare them step by step).
 """
 from __future__ import annotations
 
+from utils.training import resumed_batch
 from utils.training.config import AUTO
 
 
@@ -31,7 +32,7 @@ class DataPosition:
 
     def state_dict(self) -> dict:
         return {"next_pos": list(self.pos), **{name: getattr(self.machine, name) for name in self.KEPT},
-                "data": self.data_counts()}
+                "data": self.data_counts(), **resumed_batch.kept(self.machine, self.ctx.dist.world_size)}
 
     def load_state_dict(self, state: dict) -> None:
         """The saved position; the saved sizes where the curator left them "auto" (a size set by hand is theirs).
@@ -45,3 +46,20 @@ class DataPosition:
         for name in self.KEPT:
             if state.get(name) and getattr(self.cfg, name) == AUTO:
                 self.machine.set(name, state[name], "kept from the run being resumed (the batch order depends on it)")
+        processes = self.ctx.dist.world_size
+        trained_on = int(state.get("processes") or processes)
+        micro = getattr(self.machine, "max_frames_per_batch", 0)  # the run's, before another count regroups it
+        batch = resumed_batch.restore(state, self.machine, self.cfg, processes)
+        if processes != trained_on:
+            self._move_position(trained_on, processes, micro, batch)
+
+    def _move_position(self, before: int, processes: int, micro_before: int, batch: str) -> None:
+        """A run resumed on another number of processes: each reads every `processes`-th batch of the epoch now (of
+        batches regrouped when the micro-batch changed), so its place in its share moves to about the same place in
+        the epoch (exact only for the same count)."""
+        (epoch, index), micro = self.pos, getattr(self.machine, "max_frames_per_batch", 0) or micro_before
+        self.pos = (epoch, index * before * max(1, micro_before) // (processes * max(1, micro)))
+        self.ctx.log(f"resume: this run trained on {before} process(es) and goes on with {processes}. Data: each "
+                     f"process reads on from batch {self.pos[1]} of its share of epoch {epoch} (it was batch {index} "
+                     f"of {before} shares), about the same place in the epoch; until the epoch ends a few clips may "
+                     f"be read twice or skipped. Batch: {batch}.")
