@@ -17,7 +17,7 @@ from utils.training import checkpoint as ckpt
 from utils.training import optimization as opt
 from utils.training.ddp import Dist
 from utils.training.runfiles import RunFiles
-from utils.workspace import Workspace, read_json
+from utils.workspace import Workspace, read_json, read_jsonl
 
 torch.set_num_threads(1)
 
@@ -88,6 +88,30 @@ def test_a_resumed_run_keeps_the_padding_its_batches_were_grouped_with(ws, monke
     assert config["reasons"]["length_multiple"].startswith("kept from the run being resumed")
     state = ckpt.load_trainer_state(ws.run_dir("padded") / "checkpoints" / "step-3")["adapter"]
     assert state["length_multiple"] == 4 and state["processes"] == 1 and state["lr"] == 2e-3
+
+
+def test_a_run_resumed_with_compile_on_keeps_the_batches_it_trained_on(tmp_path, monkeypatch):
+    """A run that trained eager on frame-filled batches, resumed with compile on (as "auto" may decide with more steps
+    or a compile time measured since), goes on with the same batches: the data order, and so the loss curve, are
+    those of a run never stopped; planned shapes would have regrouped the epoch it is in."""
+    from utils.training import compiled
+
+    monkeypatch.setattr(compiled, "OPTIONS", {"backend": lambda graph, example_inputs: graph.forward})
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))  # put back after the test
+    ws = make_dataset(tmp_path / "ws", n_train=6, n_val=1, max_chars=40)
+
+    def losses(name: str) -> dict:
+        return {r["step"]: r["loss"] for r in read_jsonl(ws.run_dir(name) / "metrics.jsonl") if "loss" in r}
+
+    run(prepare_run(tiny(ws, "straight", 4)))
+    run(prepare_run(tiny(ws, "stopped", 2)))
+    resumed = TrainConfig.from_dict({**tiny(ws, "stopped", 4).to_dict(), "compile": "true"})
+    assert run(prepare_run(resumed))["step"] == 4
+    log = (ws.run_dir("stopped") / "train.log").read_text(encoding="utf-8")
+    assert "resume: the batches stay the run's own (batches filled up to the frame budget)" in log
+    assert "compiling 2 part(s)" in log  # compiled all the same
+    straight, again = losses("straight"), losses("stopped")
+    assert again[3] == pytest.approx(straight[3], rel=1e-5) and again[4] == pytest.approx(straight[4], rel=1e-5)
 
 
 def four_l4() -> hardware.HardwareReport:

@@ -101,11 +101,12 @@ class TextMelAdapter(DataPosition):
             opt.set_effective_batch(m, cfg, ctx.dist.world_size, rep.recommended)
 
     # ------------------------------------------------------------------------------ data
-    def shape_plan(self) -> ShapePlan | None:
+    def shape_plan(self, planned: bool | None = None) -> ShapePlan | None:
         """A compiled run's few batch shapes (utils/training/shapes.py), from its clips and micro-batch; None eager:
-        frame-filled batches pad least, and eager code runs any shape as fast."""
+        frame-filled batches pad least, and eager code runs any shape as fast. `planned`: whether the batches are
+        planned whatever compile says (a resumed run keeps its own batches, see `load_state_dict`)."""
         m = self.machine
-        if not m.values.get("compile"):
+        if not (m.values.get("compile") if planned is None else planned):
             return None
         if getattr(self, "plan", None) is None or self.plan_for != m.max_frames_per_batch:
             self.plan = ShapePlan.fit([it.frames for it in self.items], [len(it.tokens) for it in self.items],
@@ -140,9 +141,25 @@ class TextMelAdapter(DataPosition):
         plan = self.shape_plan()
         return len(plan) if plan else None
 
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "fixed_shapes": bool(getattr(self, "fixed_shapes", False))}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Also whether the run's batches were planned (a compiled run's) or filled up to the frame budget: "auto"
+        decides compile again at a resume, with more steps or a compile time measured since, and the other kind of
+        batches would regroup the epoch the run is in. The run keeps its own; a compile on frame-filled batches
+        builds more graphs (its budget runs the rest eager), which costs speed, not the run's data order."""
+        super().load_state_dict(state)
+        if "fixed_shapes" in state:
+            self.kept_fixed_shapes = bool(state["fixed_shapes"])
+            if self.kept_fixed_shapes != bool(self.machine.values.get("compile")):
+                kind = "planned shapes" if self.kept_fixed_shapes else "batches filled up to the frame budget"
+                self.ctx.log(f"resume: the batches stay the run's own ({kind}), so that the data order is the same; "
+                             f"compile is {'on' if self.machine.values.get('compile') else 'off'} now")
+
     def start_data(self, step: int) -> None:
         cfg, m, dist = self.cfg, self.machine, self.ctx.dist
-        plan = self.shape_plan()
+        plan = self.shape_plan(getattr(self, "kept_fixed_shapes", None))
         self.fixed_shapes = plan is not None
         self.sampler = FrameBatchSampler([it.frames for it in self.items], m.max_frames_per_batch, cfg.seed,
                                          dist.rank, dist.world_size, m.length_multiple, start=self.pos, plan=plan)
