@@ -42,8 +42,9 @@ DEFAULTS_BUDGET_S = 240  # the defaults run's wall budget: Stop is pressed then,
 @pytest.mark.timeout(DEFAULTS_BUDGET_S + 160)  # the step running at Stop ends first: a graph being compiled, ~1-2 min
 def test_hardware_defaults_train_with_every_gpu_optimization_on(corpus):
     """device/precision/attention/... all 'auto': what a user gets on an H100 without touching a setting, and compile
-    forced on, as 'auto' sets it for a long run (this one is 2000 steps). Its shapes are static
-    (utils/training/compiled.py); a compilation that fails would be said and the run go on.
+    forced on, as 'auto' sets it for a run long enough that its compile time pays (utils/training/compile_pays.py).
+    Its batches take a few planned shapes (utils/training/shapes.py); a compilation that fails would be said and the
+    run go on.
 
     A budget it can meet: the run is stopped after DEFAULTS_BUDGET_S seconds (data, probe and compilation included),
     however many steps that was (the H200 suite's 60 steps met the 300 s test limit at step ~15: 143 s for the
