@@ -38,6 +38,11 @@ PRESETS = {
 }
 # training activation memory a mel frame, relative to `base` (mixed precision, no recomputation): the batch guess's
 # starting point before the trainer's probe measures it
+# the most frames one symbol is given at synthesis before the speed's scaling (~1.1 s at 24 kHz, hop 256: no sound or
+# pause lasts longer): a duration predictor wrecked by a learning rate 100x too high (exp of a log-duration of ~100)
+# asked for millions of frames, and an evaluation took all the RAM, then minutes of attention over thousands of
+# frames a symbol, instead of scoring badly (found by bench/transfer.py's sabotage)
+MAX_SYMBOL_FRAMES = 100
 FRAME_MEMORY = {"tiny": 0.1, "small": 0.45, "base": 1.0}
 
 
@@ -257,7 +262,9 @@ class MatchaTTS(nn.Module):
         if self.spk_emb is not None:
             spk = torch.as_tensor([int(s or 0) for s in (speakers or [0] * len(seqs))], device=device)
         mu, logw, x_mask, spk_vec = self.encode(tokens, token_lens, spk)
-        # scale before rounding and keep >= 1 frame per token (Matcha scales after ceil: tokens could vanish)
+        # scale before rounding and keep >= 1 frame per token (Matcha scales after ceil: tokens could vanish); at
+        # most MAX_SYMBOL_FRAMES each: a wrecked duration predictor asked for millions of frames and took the RAM
+        logw = logw.clamp(max=math.log(MAX_SYMBOL_FRAMES))
         w = torch.clamp(torch.ceil(torch.exp(logw) * length_scale), min=1) * x_mask  # [B, 1, N]
         durations = w[:, 0].long()  # [B, N], 0 on padding
         t_y = durations.sum(1)  # [B]
