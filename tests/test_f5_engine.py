@@ -547,18 +547,25 @@ def test_an_f5_voice_speaks_with_its_own_sampler_steps_unless_told(f5_voice, mon
 
 def test_the_batch_probe_keeps_the_fine_tuning_rate_and_does_not_put_back_matchas(corpus, tmp_path):
     """After the probe (a GPU with an automatic batch), set_effective_batch rescales the automatic learning rate: it
-    must scale F5's ~1e-5, not the default family's preset rate (2e-3 at tiny), which would wreck the base."""
+    must scale F5's own fine-tuning rate (1e-5 for the public base's size; a tiny base's from-zero rate / 7.5), not the
+    default family's preset rate (2e-3 at tiny), which would wreck the base."""
     from utils import hardware
-    from utils.f5.adapter import FINE_TUNE_LR, F5Adapter
+    from utils.f5.adapter import FINE_TUNE_LR, PRETRAIN_LR, TINY_LR, F5Adapter, auto_rate
+    from utils.matcha.settings import PRESET_LR
     from utils.training import optimization as opt
 
     base = public_base(tmp_path / "base")
     adapter = F5Adapter(f5_config(corpus, "f5-rate", init=str(base)))
     m = adapter.machine
-    assert m.lr == FINE_TUNE_LR
+    assert m.lr == pytest.approx(TINY_LR * FINE_TUNE_LR / PRETRAIN_LR) and m.lr < PRESET_LR["tiny"][0]
     rec = {"lr_batch_scale": hardware.Setting(1.0, "one process")}
     opt.set_effective_batch(m, adapter.cfg, 1, rec)  # what apply_probe does once a probe measured the batch
-    assert m.lr == FINE_TUNE_LR and "F5-TTS issue 87" in m.reasons["lr"]
+    assert m.lr == pytest.approx(TINY_LR * FINE_TUNE_LR / PRETRAIN_LR) and "F5-TTS issue 87" in m.reasons["lr"]
+    big = corpus.root / "pretrained" / "full-size"  # the public base's size, by its header: the public rate
+    big.mkdir(parents=True, exist_ok=True)
+    header = json.dumps({"w": {"dtype": "F32", "shape": [20000, 20000], "data_offsets": [0, 0]}}).encode()
+    (big / "model_1250000.safetensors").write_bytes(len(header).to_bytes(8, "little") + header)
+    assert auto_rate(f5_config(corpus, "f5-big", init=str(big)))[0] == FINE_TUNE_LR
 
 
 def fake_report(memory_gb: float):

@@ -29,6 +29,7 @@ from utils.training.loop import Phase
 
 F5_FEATURES = FeatureConfig(log_floor=1e-5)  # the base was trained on log(clamp(mel, 1e-5)) of the same mels
 FINE_TUNE_LR = 1e-5  # community fine-tunes of v1 Base (F5-TTS issue 87): about 1e-5; 5e-6 learnt nothing (#849)
+PRETRAIN_LR = 7.5e-5  # the rate v1 Base was pretrained at (F5-TTS's F5TTS_v1_Base.yaml): its fine-tune takes 1/7.5 of it
 NEW_ROWS_RATE = 10.0  # the rows added for Amharic symbols start from an average and must travel: 10x the body's rate
 TINY_LR = 1e-3
 
@@ -36,6 +37,22 @@ TINY_LR = 1e-3
 def train(cfg: TrainConfig, report=None) -> dict:
     """Run (or resume) an F5 run; the loop's result dict (utils.training.loop.train)."""
     return loop.train(F5Adapter(cfg, report), cfg)
+
+
+def auto_rate(cfg: TrainConfig) -> tuple[float, str]:
+    """(rate, why) for lr "auto": the public base's fine-tuning rate for a base of its size; a small base (the tiny
+    F5, trained here) fine-tunes at its own from-zero rate scaled as the public base's fine-tune is to its
+    pretraining. At 1e-5 a tiny base barely moved in 100 steps (bench/transfer.py), and 100x that is its
+    from-zero rate, which it takes without harm: the rate that proves nothing about a wrecked base."""
+    from utils.f5.request import _is_full_base
+
+    if not cfg.init:
+        return TINY_LR, "a random F5 trained from zero (tests and smoke runs)"
+    if _is_full_base(cfg.init, cfg.workspace):
+        return FINE_TUNE_LR, "fine-tuning the pretrained base: about 1e-5 (F5-TTS issue 87)"
+    rate = TINY_LR * FINE_TUNE_LR / PRETRAIN_LR
+    return rate, (f"fine-tuning a small base: its from-zero rate {TINY_LR:g} x 1/7.5, as the public base fine-tunes "
+                  f"at 1e-5 (F5-TTS issue 87) after a pretraining at {PRETRAIN_LR:g}")
 
 
 class F5Adapter(TextMelAdapter):
@@ -54,9 +71,7 @@ class F5Adapter(TextMelAdapter):
         super().__init__(cfg, report, F5_FEATURES)
         m = self.machine
         if cfg.lr == "auto":
-            rate, why = ((FINE_TUNE_LR, "fine-tuning the pretrained base: about 1e-5 (F5-TTS issue 87)") if cfg.init
-                         else (TINY_LR, "a random F5 trained from zero (tests and smoke runs)"))
-            m.set_family_lr(rate, why)
+            m.set_family_lr(*auto_rate(cfg))
         if m.precision == "fp16":  # a card without bf16 (T4, V100)
             m.set("precision", "fp16", f"{m.reasons['precision']} F5 fine-tunes in fp16 have gone NaN after an epoch "
                   "or two (F5-TTS issue 341): if this run's loss scale collapses it goes on in fp32 by itself, from "
