@@ -89,7 +89,7 @@ class RunView:
             text += f"\n\n⚠ {s['warning']}"
         if s.get("overfitting"):
             text += f"\n\n⚠ {s['overfitting']}"
-        for note in ("precision_note", "compile_note"):  # mixed precision or torch.compile failed, the run went on
+        for note in ("precision_note", "compile_note", "start_note"):  # mixed precision or torch.compile failed, the run went on
             if s.get(note):
                 text += f"\n\n⚠ {s[note]}"
         return text

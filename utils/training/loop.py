@@ -80,7 +80,7 @@ class LoopSettings:
     ema_decay: float = 0.0         # 0: no averaged weights
     patience: int = 0              # evaluations without a better score before "overfitting"
     on_overfit: str = "warn"       # warn | stop
-    eval_at_start: bool = False    # score the starting weights once (fine-tuning a vocoder: the "before")
+    eval_at_start: bool = False    # score the starting weights once (a fine-tune: the base's own score, the "before")
     eval_at_end: bool = True       # False: no evaluation at all (a throwaway run, e.g. the transcript check's aligner)
     early_evals: tuple = ()        # extra evaluations at these steps: the first samples come early
     save_untrained: bool = False   # a run stopped before its first step still leaves a checkpoint
@@ -92,7 +92,10 @@ class LoopSettings:
                    eval_every=cfg.eval_every if cfg.evaluate else 0, checkpoint_every=cfg.checkpoint_every,
                    keep_checkpoints=cfg.keep_checkpoints, max_bad_steps=cfg.max_bad_steps, ema_decay=ema_decay,
                    patience=cfg.patience, on_overfit=cfg.on_overfit, eval_at_end=cfg.evaluate,
-                   early_evals=opt.early_evaluations(cfg) if cfg.evaluate else ())
+                   early_evals=opt.early_evaluations(cfg) if cfg.evaluate else (),
+                   # a fine-tune with a curve starts it at the base's own held-out score: one that makes the base
+                   # worse is seen at its first evaluation (and said in the log, TrainingLoop._against_start)
+                   eval_at_start=bool(cfg.init) and cfg.evaluate and bool(cfg.eval_every or opt.early_evaluations(cfg)))
 
 
 @dataclass
@@ -401,8 +404,10 @@ class TrainingLoop:
         state, message, self.eta = "finished", "", Eta(s)
         if s.eval_at_start and self.step == 0 and dist.main:
             metrics = self._evaluate(0)
+            metrics.pop("mcd_per_clip", None)
             self.files.metrics({"step": 0, **metrics, "time": time.time()})
             self.log(f"before training: {_fmt(metrics)}")
+            self.start_score = self.a.score(metrics)
         self.window = self._new_window()
         while self.step < s.max_steps:
             if ddp.any_flag(self.stop(), dist, self.device):  # every rank stops before the same step
@@ -719,6 +724,7 @@ class TrainingLoop:
         self.files.metrics({"step": step, **metrics, "eval_s": time.perf_counter() - t0, "time": time.time()})
         clips = f" ({', '.join(f'{x:.2f}' for x in per_clip)})" if per_clip else ""
         self.log(f"eval step {step}: {_fmt(metrics)}{clips}, best {best['mcd']:.2f} dB")
+        self._against_start(step, score)
         if not self.s.patience or best["since"] < self.s.patience:
             return False
         note = (f"Held-out MCD has not improved for {best['since']} evaluations (best {best['mcd']:.2f} dB at "
@@ -727,6 +733,21 @@ class TrainingLoop:
         self.files.status(overfitting=note)
         self.log(f"warning: {note}")
         return True
+
+    def _against_start(self, step: int, score: float) -> None:
+        """A fine-tune scored worse than its base before training (step 0) is named in the log and on the run's
+        line, at the evaluation that shows it; a later evaluation better than the base takes the note away."""
+        start = getattr(self, "start_score", None)
+        if start is None:
+            return
+        if score <= start:
+            self.files.status(start_note=None)
+            return
+        note = (f"held-out MCD {score:.2f} dB at step {step} is worse than the base's own {start:.2f} dB before "
+                "fine-tuning: this fine-tune has made the base worse so far (a learning rate too high for it, or "
+                "data far from what it knew); the base's score is the curve's first point at step 0")
+        self.files.status(start_note=note)
+        self.log(f"warning: {note}", "warning")
 
     # ------------------------------------------------------------------------------ checkpoints
     def _save(self) -> None:
