@@ -162,3 +162,30 @@ def test_the_engine_advice_offline_on_a_cpu_recommends_only_what_trains_here(tmp
         prepare_run(TrainConfig(workspace=str(ws.root), dataset="am", run="f", engine="f5", init=f5.default_init("")))
     assert "use a GPU" in str(refused.value) and str(refused.value).endswith("Trains on this machine now: Matcha.")
     assert "MMS-TTS" not in str(refused.value)
+
+
+def test_the_engine_advice_and_the_guidance_before_start_say_what_a_fine_tune_bought_when_measured(tmp_path):
+    """What a fine-tune buys over training from zero is said from bench/transfer.py's measurement (a family's
+    TRANSFER), beside the curator's amount of speech: in the engine advice for every family that has one, and before
+    Start of a fine-tune (Matcha from a checkpoint, F5 from a base); a run from zero says nothing of it."""
+    from tests.test_f5_engine import public_base
+    from utils import hardware
+    from utils.datasets.manifest import usable_hours
+    from utils.family_contract import family_optional
+    from utils.training import TrainConfig
+    from utils.transfer import said
+
+    ws = make_dataset(tmp_path / "ws", n_train=1, n_val=1)
+    measured = {name: family_optional(families.get(name), "TRANSFER") for name in families.names()}
+    assert measured["matcha"] and measured["f5"]
+    lines = families.advice(ws, "am", hardware.detect(ws.root))
+    for name, m in measured.items():
+        line = next(x for x in lines if x.startswith(f"**{families.get(name).TITLE}**"))
+        assert said(m, usable_hours(ws, "am")) in line if m else "Measured here" not in line
+    speech = usable_hours(ws, "am", with_text=True)
+    matcha = lambda init: TrainConfig(workspace=str(ws.root), dataset="am", run="m", init=init)  # noqa: E731
+    assert said(measured["matcha"], speech) in families.get("matcha").guidance(ws, matcha("runs/old"))
+    assert not any("Measured here" in line for line in families.get("matcha").guidance(ws, matcha("")))
+    f5 = TrainConfig(workspace=str(ws.root), dataset="am", run="f", engine="f5",
+                     init=str(public_base(ws.root / "pretrained" / "tiny-f5")))
+    assert said(measured["f5"], speech) in families.get("f5").guidance(ws, f5)

@@ -86,13 +86,19 @@ def advice(ws, dataset: str, report) -> list[str]:
 
     from utils.training.speed import say_hours
 
+    from utils.family_contract import family_optional
+    from utils.transfer import said
+
     gpu = min(report.gpus, key=lambda g: g.memory_gb).name if report.gpus else "no GPU (the CPU trains)"
-    lines = [f"{say_hours(usable_hours(ws, dataset))} of usable speech in {dataset}; this machine: {gpu}."]
+    hours = usable_hours(ws, dataset)
+    lines = [f"{say_hours(hours)} of usable speech in {dataset}; this machine: {gpu}."]
     for name in FAMILIES:
         family = get(name)
         can, why = family.machine_verdict(report)
         can, why = (family.base_verdict(ws)[0], SAID_WHEN_PICKED) if can else (False, why)
-        lines.append(f"**{family.TITLE}**: for {family.GUIDE}." + ("" if can else f" Not on this machine: {why}"))
+        measured = family_optional(family, "TRANSFER")
+        lines.append(f"**{family.TITLE}**: for {family.GUIDE}." + (f" {said(measured, hours)}" if measured else "")
+                     + ("" if can else f" Not on this machine: {why}"))
     return [*lines, trains_here(ws, report)]
 
 

@@ -22,3 +22,10 @@ SMOKE_TEST = ("Only the tiny random F5 runs on this machine, as a smoke test of 
               "the model size tiny and no base to start from (on the command line: python app.py train --engine f5 "
               "--preset tiny, without --init).")
 BASE_PARAMETERS = 100_000_000  # a base this large is the 337 M-parameter F5-TTS v1 Base (the other size is tiny)
+
+from utils.transfer import Measured  # noqa: E402  (no torch: a dataclass)
+
+# bench/transfer.py --family f5 --quick (bench/RESULTS.md, "Transfer"): a tiny F5 base made here on other languages
+# against the same model from random weights; what a fine-tune buys, said before Start (utils/transfer.py)
+TRANSFER = Measured(steps=100, reached_at=0, pretrained_db=0.0, scratch_db=0.0, minutes=0.0,
+                    where="tiny models on a 2-core CPU")

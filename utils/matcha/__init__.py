@@ -5,6 +5,7 @@ answers what the studio asks of a model family (utils/families.py); importing it
 from __future__ import annotations
 
 from utils.family_options import AUTO, FRONTEND, MAS, declare, setting
+from utils.transfer import Measured
 
 NAME = "matcha"
 TITLE = "Matcha"
@@ -23,6 +24,10 @@ STEPS_HELP = "more: cleaner speech, made more slowly; 4-10 is usual (ODE steps o
 GUIDE = "when the voice must be free of a non-commercial licence (trained from zero: many hours of speech)"
 DICTIONARY_NOTE = ""       # the pronunciation dictionary's phonemes reach it as they are
 BASE_UPLOAD = ""           # no pretrained base, nothing to upload
+# bench/transfer.py --family matcha --quick (bench/RESULTS.md, "Transfer"): a checkpoint trained here on other
+# languages, continued on Amharic, against the same model from random weights (said before Start, utils/transfer.py)
+TRANSFER = Measured(steps=100, reached_at=0, pretrained_db=0.0, scratch_db=0.0, minutes=0.0,
+                    where="tiny models on a 2-core CPU")
 
 OPTIONS = declare(
     NAME,

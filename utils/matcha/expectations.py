@@ -47,5 +47,18 @@ def guidance(ws, cfg, report=None) -> list[str]:
     report = report if report is not None else hardware.detect(ws.root)
     speed, source = training_speed(ws, cfg.preset, report)
     frames = frames_per_step(cfg, report)
-    return [f"Time: about {say_time(cfg.max_steps * frames / speed)} for {cfg.max_steps:,} steps of the {cfg.preset} "
-            f"model, {frames:,} frames a step ({speed:,.0f} frames a second, {source})."]
+    time = (f"Time: about {say_time(cfg.max_steps * frames / speed)} for {cfg.max_steps:,} steps of the {cfg.preset} "
+            f"model, {frames:,} frames a step ({speed:,.0f} frames a second, {source}).")
+    return [time, *fine_tune_gain(ws, cfg)]
+
+
+def fine_tune_gain(ws, cfg) -> list[str]:
+    """Starting from a checkpoint: what that bought in the studio's measurement (utils/transfer.py), beside the
+    curator's amount of speech."""
+    if not cfg.init:
+        return []
+    from utils.datasets.manifest import usable_hours
+    from utils.matcha import TRANSFER
+    from utils.transfer import said
+
+    return [said(TRANSFER, usable_hours(ws, cfg.dataset, with_text=True))]

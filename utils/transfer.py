@@ -1,0 +1,31 @@
+"""What a fine-tune buys over training from zero, as bench/transfer.py measured it (bench/RESULTS.md, "Transfer"):
+the sentence the engine advice and the guidance before Start say, so that a curator's choice rests on a
+measurement of this studio's own training, not on a promise. A family that fine-tunes declares its measurement as
+`TRANSFER` (utils/family_contract.py, FAMILY_OPTIONAL); one without it says nothing."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One comparison of bench/transfer.py: a base made here fine-tuned on Amharic against the same model from random
+    weights, the same clips, steps and settings."""
+    steps: int             # steps of each start
+    reached_at: int        # the pretrained start's first evaluation at or below the scratch run's final MCD
+    pretrained_db: float   # held-out MCD of each start after `steps`
+    scratch_db: float
+    minutes: float         # minutes of Amharic speech both trained on
+    where: str             # the sizes and machine, as RESULTS.md says them
+
+
+def said(m: Measured, hours: float | None = None) -> str:
+    """One sentence: the steps a fine-tune needed for the quality training from zero reached, with the curator's
+    amount of speech beside the amount measured."""
+    from utils.training.speed import say_hours
+
+    head = ("before its first step" if m.reached_at == 0 else f"after {m.reached_at} of {m.steps} steps")
+    yours = "" if hours is None else f"; you have {say_hours(hours)}"
+    return (f"Measured here: a fine-tune from a base reached the quality a start from zero had after {m.steps} steps "
+            f"{head}, and ended {m.scratch_db - m.pretrained_db:.1f} dB closer to held-out speech ({m.pretrained_db:.1f} "
+            f"against {m.scratch_db:.1f} dB MCD; {m.where}, {m.minutes:.0f} min of Amharic speech{yours}).")
