@@ -171,3 +171,42 @@ def tiny_runs_copy(tiny_runs, tmp_path):
 
     shutil.copytree(tiny_runs.root, tmp_path / "tiny-runs")
     return Workspace.open(tmp_path / "tiny-runs")
+
+
+@pytest.fixture(scope="session")
+def transfer_bases(tmp_path_factory):
+    """`made(family)`: that family's base pretrained (once a session, at the first test that asks) on espeak-ng speech
+    of other languages and saved in its published layout, with Amharic clips in a voice it never heard beside it
+    (tests/transfer_bases.py, sizes "test"). Read-only: `transfer` gives a test its own copy."""
+    import torch
+
+    from tests.transfer_bases import AMHARIC, BASE_DATA, SIZES, Transfer
+    from tests.transfer_data import amharic, other_languages
+    from utils.workspace import Workspace
+
+    torch.set_num_threads(1)
+    size = SIZES["test"]
+    ws = Workspace.open(tmp_path_factory.mktemp("transfer") / "ws")
+    other_languages(ws, BASE_DATA, size.base_clips, size.base_val)
+    amharic(ws, AMHARIC, size.clips, size.val)
+    made = {}
+
+    def base(family: str):
+        if family not in made:
+            made[family] = Transfer(family, ws, size)
+            made[family].base()
+        return made[family]
+    return base
+
+
+@pytest.fixture
+def transfer(transfer_bases, tmp_path):
+    """`made(family)`: a Transfer on this test's own copy of the session's workspace, its base already made."""
+    from tests.transfer_bases import Transfer
+    from utils.workspace import Workspace
+
+    def made(family: str):
+        shared = transfer_bases(family)
+        shutil.copytree(shared.ws.root, tmp_path / "ws", dirs_exist_ok=True)
+        return Transfer(family, Workspace.open(tmp_path / "ws"), shared.size)
+    return made

@@ -38,7 +38,7 @@ AREAS = {
     "F5-TTS": ["test_f5_*.py"],
     "MMS-TTS": ["test_mms_*.py"],
     "OmniVoice and the clip voice": ["test_omnivoice_*.py", "test_clip_voice*.py"],
-    "Families behind one seam": ["test_families.py", "test_family_options.py"],
+    "Families behind one seam": ["test_families.py", "test_family_options.py", "test_transfer.py"],
     "Vocoder": ["test_vocoder*.py"],
     "Inference and export": ["test_inference*.py"],
     "Web UI (the app, its tabs, the page)": ["test_app_*.py", "test_ui_*.py", "test_optimizations_browser.py",
