@@ -140,7 +140,9 @@ class StopRequest:
         self.reason = SIGNAL_WORDS.get(signum, signal.Signals(signum).name)
 
     def __call__(self) -> bool:
-        if not self.reason and self.file.exists():
+        # the Stop button writes the STOP file, then sends SIGTERM (jobs.stop): the file names the cause the signal
+        # cannot ("a stop signal: Stop pressed, or the process asked to end", for a press of Stop)
+        if self.reason in ("", SIGNAL_WORDS[signal.SIGTERM]) and self.file.exists():
             self.reason = "the Stop button"
         if not self.reason and self.event is not None and self.event.is_set():
             self.reason = "request"
