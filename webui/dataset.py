@@ -434,6 +434,10 @@ def build(ctx: AppContext) -> list:
                               status), [dataset, row_id, text], [status, decided], api_name=f"dataset_{action}")
     decided.change(on_view, shown, view_outputs, show_progress="hidden")
     lists_on_load = transcripts.build(ctx, dataset, prepared, decided)  # transcripts to check and machine drafts
-    # opened again: what another tab did meanwhile (music removal accepted, a check's exclusions) is shown
-    return [(on_page_load, [dataset], [dataset, *view_outputs]), lists_on_load,
-            (on_view, shown, view_outputs, "open")]
+    def on_open(n, everything, pg=1):
+        """Opened again: what another tab did meanwhile (music removal accepted, a check's exclusions) is shown. The
+        page's first select, as it mounts, carries no dataset yet: answered after the page load on a busy machine, it
+        drew "Choose or prepare a dataset." over the dataset the picker shows; it changes nothing."""
+        return on_view(n, everything, pg) if n else [gr.skip()] * len(view_outputs)
+
+    return [(on_page_load, [dataset], [dataset, *view_outputs]), lists_on_load, (on_open, shown, view_outputs, "open")]
