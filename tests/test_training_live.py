@@ -1,4 +1,4 @@
-"""The Training tab watching a run (issue 35, items 4 and 7): one poll brings the live panel, the message line and
+"""The Training tab watching a run: one poll brings the live panel, the message line and
 the run list together, sends only what changed, and comes less often while the run is quiet; a message that stops
 being true (a run deleted, another run shown, a double press of Start) is taken down or rewritten. Driven through
 the tab's own events (gradio_client), on run folders written as the trainer writes them."""
