@@ -172,6 +172,10 @@ def test_a_stopped_run_resumes_onto_the_same_curve(tmp_path):
     assert second["state"] == "finished" and second["step"] == 8
     resumed = losses(tmp_path / "stopped")
     assert resumed == pytest.approx(straight, rel=1e-6)
+    # the averaged weights too go on from where they were (the adapter builds a fresh model; only the checkpoint's
+    # trainer state holds the average of the steps before the stop)
+    ema = [ckpt.load_trainer_state(tmp_path / run / "checkpoints" / "step-8")["ema"] for run in ("straight", "stopped")]
+    assert all(torch.allclose(a, b, rtol=1e-6, atol=0) for a, b in zip(*ema, strict=True)), ema
 
 
 def losses_of(run_dir: Path) -> dict[int, float]:
