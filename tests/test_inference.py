@@ -23,6 +23,7 @@ from utils import inference
 from utils.audio import load_audio
 from utils.events import StudioError, run_to_end
 from utils.text import save_user_dict
+from utils.text.tokenizers import make_tokenizer
 from utils.training import prepare_run
 from utils.vocoder import save_vocoder
 from utils.workspace import Workspace, read_json
