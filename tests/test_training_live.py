@@ -243,6 +243,35 @@ def test_a_page_opened_on_a_dataset_shows_the_engine_advice_for_it(tmp_path):
     assert opened[-1]["visible"] and "- Time: about" in opened[-1]["value"]  # Matcha's, what to expect of a run
 
 
+def test_the_lines_about_the_dataset_are_current_each_time_the_tab_opens(tmp_path):
+    """Clips added on the Dataset tab left "Which engine" saying the seconds of speech and held-out clips the dataset
+    had when the page opened: the tab's refresh on opening brought the picker and the steps up to date, not them."""
+    import gradio as gr
+
+    from utils.datasets import load_manifest, save_manifest
+    from webui.context import AppContext
+
+    ws = make_dataset(tmp_path / "ws", name="am", n_train=3, n_val=1, max_chars=30)
+    with gr.Blocks():
+        hooks = training.build(AppContext(ws))
+    opened = [(fn, inputs, outputs) for fn, inputs, outputs, *when in hooks if when == ["open"]]
+    advice = next(h for h in opened if any(getattr(o, "elem_id", "") == "engine-advice" for o in h[2]))
+    fn, inputs, outputs = advice
+
+    def lines_on_opening() -> dict:
+        said = dict(zip((getattr(o, "elem_id", None) for o in outputs), fn(*(i.value for i in inputs))))
+        return {k: said[k]["value"] for k in ("engine-advice", "run-guidance")}
+
+    before = lines_on_opening()
+    rows = load_manifest(ws, "am")  # the curator adds recordings on the Dataset tab, then opens this tab again
+    save_manifest(ws, "am", rows + [{**r, "id": f"{r['id']}-again", "split": "val"} for r in rows])
+    after = lines_on_opening()
+    assert after == {k: training.engine_advice(AppContext(ws), "am")["value"] if k == "engine-advice" else
+                     training.expectations(AppContext(ws), "matcha", "am", settings.default_steps(ws), "",
+                                           settings.recommended_preset())["value"] for k in after}
+    assert after["engine-advice"] != before["engine-advice"]
+
+
 def test_a_stopped_run_says_its_cause_once_and_the_right_one():
     """A run stopped with Ctrl+C read "Stopped because Stop was pressed, after saving a checkpoint... (stopped by
     request (Ctrl+C in the terminal) at step 50)": two causes, the first wrong."""

@@ -416,13 +416,17 @@ def restore_page(ctx: AppContext) -> tuple:
     return form + (engine_advice(ctx, dataset), expect)
 
 
-def form_on_open(ctx: AppContext, dataset: str | None, saved_steps) -> tuple:
-    """(dataset picker, steps box, the saved steps the page now has) each time the tab opens: the datasets as they
-    are now (one deleted meanwhile is not shown), and the steps the Optimizations tab saved since the page last read
-    them; a number typed here stays until then."""
-    steps = settings.default_steps(ctx.workspace)
-    return (dataset_pick(ctx.workspace, dataset),
-            gr.update(value=steps) if steps != saved_steps else gr.update(), steps)
+def form_on_open(ctx: AppContext, dataset: str | None, saved_steps, engine: str | None = None, steps=None,
+                 base: str | None = "", size: str | None = None) -> tuple:
+    """(dataset picker, steps box, the saved steps the page now has, engine advice, what to expect) each time the tab
+    opens: the datasets as they are now (one deleted meanwhile is not shown), the steps the Optimizations tab saved
+    since the page last read them (a number typed here stays until then), and the lines about the dataset as it is
+    now: clips added on the Dataset tab left "Which engine" saying the seconds of speech it had before."""
+    saved = settings.default_steps(ctx.workspace)
+    pick = dataset_pick(ctx.workspace, dataset)
+    steps = saved if saved != saved_steps else steps
+    return (pick, gr.update(value=saved) if saved != saved_steps else gr.update(), saved,
+            engine_advice(ctx, pick["value"]), expectations(ctx, engine, pick["value"], steps, base, size))
 
 
 def _vocoder_label(steps) -> str:
@@ -736,5 +740,5 @@ def build(ctx: AppContext) -> list:
     restored = [f.dataset, f.preset, f.max_steps, f.init, f.mode, f.all_gpus, f.engine, f.licence, f.prompt,
                 f.vocoder_init, f.vocoder_size, f.vocoder_steps, saved_steps]
     return [(lambda: restore_page(ctx), None, restored + [f.advice, f.expect]), *opened,
-            (lambda d, s: form_on_open(ctx, d, s), [f.dataset, saved_steps], [f.dataset, f.max_steps, saved_steps],
-             "open")]
+            (lambda *a: form_on_open(ctx, *a), [f.dataset, saved_steps, f.engine, f.max_steps, f.base, f.preset],
+             [f.dataset, f.max_steps, saved_steps, f.advice, f.expect], "open")]
