@@ -97,6 +97,23 @@ def test_a_poll_sends_only_what_changed_and_the_run_list_moves_with_the_details(
         assert "**watched**: failed" in fifth[SUMMARY] and "failed" in json.dumps(fifth[RUN_LIST])
 
 
+def test_an_evaluation_is_drawn_in_the_poll_that_lists_its_best(tmp_path):
+    """The run list said "best step-100 (9.74 dB)" while the validation MCD plot still showed only the step-50
+    points: the curves are redrawn at most every PLOTS_EVERY_S, and an evaluation waited its turn with the losses."""
+    from webui.context import AppContext
+
+    ws = Workspace.open(tmp_path / "workspace")
+    fake_run(ws, "evaluated")
+    ctx, held, quality = AppContext(ws), {}, list(training.PLOTS).index("quality")
+    assert "plots" in training.panel(ctx, "evaluated", held, fresh=True)  # the page opens: the losses drawn
+    for step, mcd in ((60, 13.6), (70, 9.7)):
+        append_jsonl(ws.run_dir("evaluated") / "metrics.jsonl", {"step": step, "mcd": mcd, "time": time.time()})
+        drawn = training.panel(ctx, "evaluated", held).get("plots", {}).get(quality)
+        if drawn is None:  # its axes moved: emptied, and drawn whole by the poll that comes at once ("hurry")
+            drawn = training.panel(ctx, "evaluated", held).get("plots", {}).get(quality)
+        assert drawn["value"]["step"].max() == step, step
+
+
 def test_a_deleted_run_leaves_the_picker_and_the_list_at_once(ws):
     fake_run(ws, "older", state="finished")
     fake_run(ws, "newer", state="finished")

@@ -192,7 +192,9 @@ def panel(ctx: AppContext, name: str | None, held: dict, fresh: bool = False) ->
         out["players"] = [gr.update(value=str(p), label=f"step {s}: {p.stem}", visible=True)
                           for s, p in samples] + hidden[len(samples):]
     rows = len(v.metrics)
-    due = rows != held.get("rows") and now - held.get("plotted", 0.0) >= PLOTS_EVERY_S
+    # an evaluation is drawn at once: the run list shows its best MCD in this poll, and the plot lagged behind it
+    evaluated = any(QUALITY(k) or CER(k) for m in v.metrics[max(0, held.get("rows") or 0):] for k in m)
+    due = rows != held.get("rows") and (evaluated or now - held.get("plotted", 0.0) >= PLOTS_EVERY_S)
     held["pending"] = rows != held.get("rows") and not due  # rows that wait for PLOTS_EVERY_S to pass
     if due:
         out["plots"], out["news"] = _changed_plots(v, held), True
