@@ -66,6 +66,10 @@ def test_tab_builds_with_named_api_events(tmp_path):
     assert len(on_load(None)) == len(outputs) == 8  # page load: the workspace as it is now
     assert len(lists(None)) == len(lists_outputs) == 2  # the transcript review and drafts lists
     assert when == "open" and len(opened(None, False, 1)) == len(view_outputs) == 7  # the tab opened again: redrawn
+    # every log of the tab stays on its newest line (assets/app.js pins a .log-box): the Check log showed lines from
+    # the middle of a check, its last line out of sight
+    logs = [b for b in demo.blocks.values() if isinstance(b, gr.Textbox) and "log" in (b.label or "").lower()]
+    assert len(logs) == 3 and all("log-box" in (b.elem_classes or []) for b in logs), [b.label for b in logs]
 
 
 def test_upload_inspect_prepare_review_and_edit_through_the_handlers(tmp_path):

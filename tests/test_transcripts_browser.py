@@ -29,9 +29,13 @@ def test_check_review_fix_exclude_and_accept_a_draft_in_the_browser(start_app, p
     page.get_by_role("option", name="asr").click()
     page.locator("#transcripts-check").click()
     log = page.locator("#transcripts-log textarea")
-    expect(log).not_to_have_value("", timeout=60_000)  # its lines show while it runs: no overlay over them
-    assert page.locator("#transcripts-log .wrap.full").count() == 0
+    expect(log).not_to_have_value("", timeout=60_000)  # its lines show while it runs: no progress drawn over them
+    assert page.locator("#transcripts-log .wrap:not(.hide)").count() == 0
     expect(log).to_have_value(re.compile("clips ranked"), timeout=120_000)
+    # how far it went is said beside the log; the log's first line says how it scored, and its last is in sight
+    expect(page.locator("#transcripts-progress")).to_contain_text("% done")
+    assert re.match(r"asr: scored by what the speech recognizer \S+ hears\n", log.input_value())
+    assert page.evaluate("(t) => t.scrollTop + t.clientHeight >= t.scrollHeight - 2", log.element_handle())
     review = page.locator("#transcripts-review")
     expect(review.get_by_test_id("cell-0-0")).to_have_text("1", timeout=30_000)
     first = review.get_by_test_id("cell-0-1").inner_text().strip()
@@ -58,8 +62,16 @@ def test_check_review_fix_exclude_and_accept_a_draft_in_the_browser(start_app, p
 
     # a machine draft for the clip without text, accepted as the transcript
     page.locator("#transcripts-draft").click()
-    expect(log).to_have_value(re.compile(r"machine draft\(s\) made"), timeout=120_000)
+    checked = log.input_value()
+    # answered under the button, not in the Check log far above it
+    expect(page.locator("#transcripts-draft-log textarea")).to_have_value(re.compile(r"machine draft\(s\) made"),
+                                                                         timeout=120_000)
+    assert log.input_value() == checked
     drafts = page.locator("#transcripts-drafts")
+    button, answer, listed = (page.locator(f"#{i}").bounding_box()  # measured together: the page scrolls
+                              for i in ("transcripts-draft", "transcripts-draft-log", "transcripts-drafts"))
+    assert button["y"] + button["height"] <= answer["y"] < listed["y"], (button, answer, listed)
+    screenshot(page.locator("#transcripts-draft-log"), tmp_path, "draft-answered-under-its-button")
     expect(drafts.get_by_test_id("cell-0-0")).to_have_text("am-006", timeout=30_000)
     drafts.get_by_test_id("cell-0-0").click()
     expect(page.locator("#transcripts-row textarea, #transcripts-row input")).to_have_value("am-006")

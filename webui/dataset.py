@@ -313,7 +313,7 @@ def build(ctx: AppContext) -> list:
         prepare_btn = gr.Button("Prepare", variant="primary", elem_id="dataset-prepare")
         cancel_btn = gr.Button("Cancel")
     disk_info = gr.Markdown(elem_id="dataset-disk")  # what preparing will take on disk, against the free space
-    log = gr.Textbox(label="Log", lines=8, max_lines=20, elem_id="dataset-log")
+    log = gr.Textbox(label="Log", lines=8, max_lines=20, elem_id="dataset-log", elem_classes=["log-box"])
 
     gr.Markdown("### Review")
     with gr.Row():

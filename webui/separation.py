@@ -204,7 +204,7 @@ def build(ctx: AppContext) -> list:
                 file_before = gr.Audio(type="filepath", label="Before", interactive=False)
                 file_speech = gr.Audio(type="filepath", label="Speech", interactive=False)
                 file_residual = gr.Audio(type="filepath", label="Removed", interactive=False)
-    log = gr.Textbox(label="Log", lines=8, max_lines=20, elem_id="sep-log")
+    log = gr.Textbox(label="Log", lines=8, max_lines=20, elem_id="sep-log", elem_classes=["log-box"])
 
     backend.change(backend_note, backend, note, api_name="separation_backend")
     refresh.click(partial(dataset_choices, ws), None, name, api_name="separation_datasets")
