@@ -52,6 +52,7 @@ from utils.training import ddp
 from utils.training import optimization as opt
 from utils.training.probe import optimizer_state_ballast, probe_limit, probe_max_frames
 from utils.training.runfiles import RunFiles, disk_full_message
+from utils.voice_folders import STEP_RE
 from utils.workspace import read_json
 
 GROW_BACK_STEPS = 200  # good steps after an out-of-memory before a halved micro-batch is tried whole again
@@ -208,9 +209,10 @@ class TrainingLoop:
         self.device = f"cuda:{self.dist.local_rank}" if self.m.device == "cuda" else self.m.device
         self.files = RunFiles(run_dir, enabled=self.dist.main, echo=self.echo)
         self.stop = StopRequest(run_dir, optional(self.a, "stop_event"))
-        self.files.status(state="running", kind=self.a.kind, pid=os.getpid(), step=0, max_steps=self.s.max_steps,
+        self.files.status(state="running", kind=self.a.kind, pid=os.getpid(), max_steps=self.s.max_steps,
                           eta_s=None, message="preparing data", started=time.time(),
-                          **{"last_checkpoint": None, "best_checkpoint": None, **self._kept_checkpoints(run_dir)})
+                          **{"step": 0, "last_checkpoint": None, "best_checkpoint": None,
+                             **self._kept_checkpoints(run_dir)})
         self.files.start_heartbeat()
         finished = False
         try:
@@ -231,7 +233,8 @@ class TrainingLoop:
 
     def _kept_checkpoints(self, run_dir: Path) -> dict:
         """A resume keeps the best and last checkpoints its status named, where their folders are still there: the
-        run list and the Inference picker show them until the next evaluation, not nothing."""
+        run list and the Inference picker show them until the next evaluation, not nothing; and the last one's step,
+        which the resume goes on from (the page said "at step 0" of a run at step 150 until the model was built)."""
         if self.s.resume in ("none", "", None):
             return {}
         before = read_json(run_dir / "status.json", default={}) or {}
@@ -242,6 +245,8 @@ class TrainingLoop:
                 kept[key] = str(folder)
         if "best_checkpoint" in kept and before.get("best_mcd") is not None:
             kept["best_mcd"] = before["best_mcd"]
+        if (last := STEP_RE.match(Path(kept.get("last_checkpoint", "-")).name)) is not None:
+            kept["step"] = int(last.group(1))
         return kept
 
     def _record_failure(self, exc: BaseException, run_dir: Path) -> None:
@@ -618,7 +623,11 @@ class TrainingLoop:
         self.bad_steps = self.bad_steps if skipped else 0
         self.good_lr_scale = self.good_lr_scale if skipped else self.lr_scale  # before a run of bad steps
         w["steps"] += 0 if skipped else 1
+        eta = (s.max_steps - self.step) * sum(step_times) / len(step_times)
         if self.step % s.log_every == 0 or self.step == s.max_steps:
+            # status.json first, now: the page reads the step there and in metrics.jsonl, and a heartbeat's status
+            # behind the row said "at step 82" above a summary at step 90
+            self.files.status(step=self.step, eta_s=round(eta, 1), **self.a.progress())
             elapsed, good = time.perf_counter() - w["t0"], max(1, w["steps"])
             norms = ({"grad_norm": float(v) for v in grad_norms.values()} if len(grad_norms) == 1 else
                      {f"grad_norm_{k}": float(v) for k, v in grad_norms.items()})
@@ -638,8 +647,8 @@ class TrainingLoop:
                 self.graphs_logged = graphs
                 self.log(f"torch.compile: {graphs} graph(s) built so far (static shapes; a part compiles at most "
                          f"{compiled.MAX_GRAPHS}, later shapes run uncompiled)")
-        eta = (s.max_steps - self.step) * sum(step_times) / len(step_times)
-        self.files.progress(step=self.step, eta_s=round(eta, 1), **self.a.progress())  # the heartbeat writes it
+        else:
+            self.files.progress(step=self.step, eta_s=round(eta, 1), **self.a.progress())  # the heartbeat writes it
 
     def _evaluate_on_schedule(self) -> bool:
         """Evaluate and save at eval_every (rank 0; the others wait). True on every rank when held-out quality
