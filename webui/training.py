@@ -15,6 +15,7 @@ import pandas as pd
 
 from utils import jobs
 from utils.runs import control, settings, views
+from utils.training import words
 from utils.events import StudioError
 from utils.hub import HubUnreachable
 from utils import families
@@ -36,26 +37,10 @@ SPEED = lambda k: k == "samples_per_s"  # noqa: E731
 MEMORY = lambda k: "mem" in k or k.startswith("nvml") or k.startswith("gpu_util")  # noqa: E731
 
 
-CURVES = {  # a curve's name in a legend: what it measures, then the metric's own name in brackets
-    "loss": "total", "dur": "sound lengths", "prior": "text fit", "cfm": "sound detail", "lr": "learning rate",
-    "samples_per_s": "clips a second", "cer": "letters misheard in the synthesised speech",
-    "cer_recorded": "letters misheard in the recordings: the floor",
-    "mcd": "distance from the real voice", "mcd_ema": "smoothed model", "mcd_raw": "latest weights",
-    "logmel_mcd": "quick estimate", "loss_g": "all parts (GAN)", "loss_d": "the judge (GAN)",
-    "loss_kl": "sound matched to the text", "loss_dur": "how long each sound lasts",  # the MMS engine's VITS
-    "loss_mel": "distance from the recording", "loss_adv": "fooling the judge", "loss_fm": "sounding real to the judge",
-    "gpu_mem_allocated_gb": "in use", "gpu_mem_reserved_gb": "held", "gpu_mem_peak_gb": "peak",
-}
-
-
 def curve_name(metric: str) -> str:
-    """'sound detail (cfm)': plain words first for the curator, the metric's name for whoever wants it;
-    a held-out metric (val_...) says so. A metric without words keeps its name."""
-    base = metric.removeprefix("val_")
-    words = CURVES.get(base)
-    if words is None:
-        return metric
-    return f"{'held-out: ' if base != metric else ''}{words} ({metric})"
+    """'sound detail (cfm)': a curve named in plain words first, the metric's name for whoever wants it (the run's
+    log says them alike)."""
+    return words.plain(metric)
 
 
 def _frame(rows: list[dict]) -> pd.DataFrame:

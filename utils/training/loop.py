@@ -52,6 +52,7 @@ from utils.training import ddp
 from utils.training import optimization as opt
 from utils.training.probe import optimizer_state_ballast, probe_limit, probe_max_frames
 from utils.training.runfiles import RunFiles, disk_full_message
+from utils.training.words import plain, said
 from utils.voice_folders import STEP_RE
 from utils.workspace import read_json
 
@@ -637,11 +638,11 @@ class TrainingLoop:
                    "loss_scale": self.scaler.get_scale() if self.scaler.is_enabled() else 1.0, "time": time.time(),
                    **_memory(self.m.device)}
             self.files.metrics(row)
-            shown = " ".join(f"{k} {row[k]:.4f}" for k in sorted(w["losses"], key=lambda k: k != "loss"))
-            gnorm = " ".join(f"{k.removeprefix('grad_norm').strip('_')} {v:.2f}".strip() for k, v in norms.items())
-            self.log(f"step {self.step}/{s.max_steps} {shown} lr {w['lr']:.2e} gnorm "
-                     f"{gnorm} {row.get('samples_per_s', 0):.1f} samples/s "
-                     f"wait {row['data_wait']:.0%}")
+            shown = ", ".join(f"{plain(k)} {row[k]:.4f}" for k in sorted(w["losses"], key=lambda k: k != "loss"))
+            update = ", ".join(f"{plain(k)} {v:.2f}" for k, v in norms.items())
+            self.log(f"step {self.step}/{s.max_steps}: errors (lower is better) {shown}; {plain('lr')} "
+                     f"{w['lr']:.2e}; {update}; {row.get('samples_per_s', 0):.1f} clips a second; "
+                     f"{row['data_wait']:.0%} of the time waiting for data")
             self.window = self._new_window()
             if self.compiled and (graphs := self.compiled.graphs()) != self.graphs_logged:
                 self.graphs_logged = graphs
@@ -710,8 +711,8 @@ class TrainingLoop:
         if improved:
             self.files.status(best_checkpoint=str(folder), best_mcd=score, overfitting=None)
         self.files.metrics({"step": step, **metrics, "eval_s": time.perf_counter() - t0, "time": time.time()})
-        clips = f" ({', '.join(f'{x:.2f}' for x in per_clip)})" if per_clip else ""
-        self.log(f"eval step {step}: {_fmt(metrics)}{clips}, best {best['mcd']:.2f} dB")
+        clips = f"; each held-out clip {', '.join(f'{x:.2f}' for x in per_clip)} dB" if per_clip else ""
+        self.log(f"eval step {step}: {_fmt(metrics)}{clips}; best so far {best['mcd']:.2f} dB (lower is better)")
         if not self.s.patience or best["since"] < self.s.patience:
             return False
         note = (f"Held-out MCD has not improved for {best['since']} evaluations (best {best['mcd']:.2f} dB at "
@@ -790,8 +791,8 @@ class TrainingLoop:
 
 
 def _fmt(metrics: dict) -> str:
-    return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()
-                     if k not in ("step", "time"))
+    """An evaluation's measures in words with their units (utils/training/words.py)."""
+    return ", ".join(said(k, v) for k, v in metrics.items() if k not in ("step", "time"))
 
 
 def _memory(device: str) -> dict:
