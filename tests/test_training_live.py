@@ -75,6 +75,7 @@ def test_a_poll_sends_only_what_changed_and_the_run_list_moves_with_the_details(
 
         first = poll()  # a page just opened: everything, the curves drawn into its empty boxes at once
         assert "**watched**: running" in first[SUMMARY] and "step 50/1000" in first[LOG]
+        assert "40.0 clips a second" in first[SUMMARY]  # not "40.0 samples/s"
         assert "running" in json.dumps(first[RUN_LIST]) and first[LOSS]["data"] and first[MCD] is None
         second = poll()  # nothing changed: nothing is sent, and the next poll comes later
         assert all(out == SKIP for out in second[:TIMER]) and second[TIMER]["value"] == 2.0

@@ -114,6 +114,7 @@ def beside(run, *args):
 def run_drafts(ws, name: str, progress=None):
     if not name:
         raise StudioError("Choose a dataset above first.")
+    asr.required(ws, HERE)  # said here, before a process starts, and pointing at the button beside this one
     lines: list[str] = []
     # in a process of its own too: the recognizer (3.9 GB for the default) is let go with it, not kept by the app
     for event in events_in_child(asr.transcribe_missing, ws, name, job="machine drafts"):
@@ -123,11 +124,20 @@ def run_drafts(ws, name: str, progress=None):
         yield "\n".join(lines[-30:])
 
 
-def recognizer_info(choice, why: str) -> str:
-    """Under the Recognizer box: this machine's pick and why, then every known one with its licence."""
-    known = "; ".join(f"{k.repo}: {k.title}, {k.download_gb} GB, licence {k.licence}"
-                      for k in recognizers.KNOWN.values())
-    return f"for this machine {choice.repo}: {why}. Known: {known}. Or any Hugging Face CTC model id, or a folder."
+HERE = "Get recognizer below"  # where the recognizer line on this tab sends the curator
+
+
+def recognizer_choices() -> list[tuple[str, str]]:
+    """The known recognizers, each with its size, how well it hears Amharic and its licence in its own label (they
+    were a paragraph of error rates under the box)."""
+    return [(f"{k.title}: {k.download_gb} GB, mishears about {k.cer_gsma:.0f} letters in 100 of Amharic speech, "
+             f"licence {k.licence}", k.repo) for k in recognizers.KNOWN.values()]
+
+
+def recognizer_info(choice) -> str:
+    """Under the Recognizer box, one short line: this machine's pick; the others are in the list."""
+    return (f"for this machine: {choice.title}; or pick another, or type a Hugging Face CTC model id or a folder "
+            "holding a downloaded copy")
 
 
 def fetch_recognizer(ws, model_id: str, progress=None):
@@ -187,12 +197,12 @@ def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State, decided: gr
                 "confidence) for every clip that has no transcript; the least confident come first. Click one: it "
                 "opens in the clip above, and becomes the clip's text only when you save it.",
                 elem_id="transcripts-drafts-head")
-    recognizer = gr.Markdown(asr.status_line(ws), elem_id="transcripts-recognizer")
+    recognizer = gr.Markdown(asr.status_line(ws, HERE), elem_id="transcripts-recognizer")
     with gr.Row():
-        choice, why = recognizers.for_this_machine()
-        model_id = gr.Dropdown([k.repo for k in recognizers.KNOWN.values()], value=choice.repo,
-                               allow_custom_value=True, label="Recognizer (Hugging Face id or folder)",
-                               elem_id="transcripts-model", info=recognizer_info(choice, why))
+        choice, _ = recognizers.for_this_machine()
+        model_id = gr.Dropdown(recognizer_choices(), value=choice.repo, allow_custom_value=True,
+                               label="Recognizer (Hugging Face id or folder)", elem_id="transcripts-model",
+                               info=recognizer_info(choice))
         fetch_btn = gr.Button("Get recognizer", elem_id="transcripts-fetch")
         draft_btn = gr.Button("Draft missing transcripts", elem_id="transcripts-draft")
     # the two buttons above answer here, under them: in the Check log they were out of sight, far above
@@ -248,7 +258,7 @@ def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State, decided: gr
     draft_btn.click(logged(on_drafts, drafted), dataset, drafted, show_progress="hidden",
                     api_name="transcripts_draft").then(on_lists, dataset, lists)
     fetch_btn.click(logged(on_fetch, drafted), model_id, drafted, show_progress="hidden",
-                    api_name="transcripts_fetch").then(lambda: asr.status_line(ws), None, recognizer)
+                    api_name="transcripts_fetch").then(lambda: asr.status_line(ws, HERE), None, recognizer)
     shown_anew = [dataset.change, prepared.change]
     gr.on(shown_anew, on_lists, dataset, lists, api_name="transcripts_lists")
     gr.on(shown_anew, lambda: ("", None, "", ""), None, [row_id, player, text, check_note], show_progress="hidden")
