@@ -7,6 +7,7 @@ import re
 from playwright.sync_api import expect
 
 from tests.helpers import make_dataset, screenshot, tiny_recognizer
+from tests.test_dataset_tab import CUT_JS
 from utils.events import run_to_end
 from utils.transcripts import asr
 from utils.datasets import load_manifest
@@ -23,6 +24,7 @@ def test_check_review_fix_exclude_and_accept_a_draft_in_the_browser(start_app, p
     page.goto(server.url)
     page.get_by_role("tab", name="Dataset").click()
     expect(page.locator("#transcripts-recognizer")).to_contain_text("tiny-ctc")
+    assert page.evaluate(CUT_JS, "Recognizer (Hugging Face id or folder)") == []  # each choice read whole
 
     # check by the recognizer: the review list fills, worst first
     page.get_by_label("Method").click()

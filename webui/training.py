@@ -517,7 +517,7 @@ def _run_panel(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
         mcd_plot = _curves("validation MCD (dB)", "mcd-plot", points="quality" in POINTS)
     with gr.Row():
         lr_plot = _curves("learning rate", "lr-plot")
-        speed_plot = _curves("samples per second", "speed-plot")
+        speed_plot = _curves("clips a second (samples/s)", "speed-plot")
         mem_plot = _curves("GPU memory (GiB) and utilization", "mem-plot", visible=on_gpu)
     with gr.Row():
         cer_plot = _curves("character error rate of the held-out sentences, synthesised and recorded", "cer-plot",

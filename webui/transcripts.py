@@ -198,11 +198,12 @@ def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State, decided: gr
                 "opens in the clip above, and becomes the clip's text only when you save it.",
                 elem_id="transcripts-drafts-head")
     recognizer = gr.Markdown(asr.status_line(ws, HERE), elem_id="transcripts-recognizer")
+    choice, _ = recognizers.for_this_machine()
+    # the whole width: each choice says its size, how well it hears and its licence, cut under the arrow beside buttons
+    model_id = gr.Dropdown(recognizer_choices(), value=choice.repo, allow_custom_value=True,
+                           label="Recognizer (Hugging Face id or folder)", elem_id="transcripts-model",
+                           info=recognizer_info(choice))
     with gr.Row():
-        choice, _ = recognizers.for_this_machine()
-        model_id = gr.Dropdown(recognizer_choices(), value=choice.repo, allow_custom_value=True,
-                               label="Recognizer (Hugging Face id or folder)", elem_id="transcripts-model",
-                               info=recognizer_info(choice))
         fetch_btn = gr.Button("Get recognizer", elem_id="transcripts-fetch")
         draft_btn = gr.Button("Draft missing transcripts", elem_id="transcripts-draft")
     # the two buttons above answer here, under them: in the Check log they were out of sight, far above

@@ -638,7 +638,7 @@ class TrainingLoop:
                    "loss_scale": self.scaler.get_scale() if self.scaler.is_enabled() else 1.0, "time": time.time(),
                    **_memory(self.m.device)}
             self.files.metrics(row)
-            shown = ", ".join(f"{plain(k)} {row[k]:.4f}" for k in sorted(w["losses"], key=lambda k: k != "loss"))
+            shown = ", ".join(f"{plain(k)} {row[k]:.3f}" for k in sorted(w["losses"], key=lambda k: k != "loss"))
             update = ", ".join(f"{plain(k)} {v:.2f}" for k, v in norms.items())
             self.log(f"step {self.step}/{s.max_steps}: errors (lower is better) {shown}; {plain('lr')} "
                      f"{w['lr']:.2e}; {update}; {row.get('samples_per_s', 0):.1f} clips a second; "
