@@ -57,12 +57,13 @@ def test_without_a_recognizer_the_line_says_what_would_enable_it(tmp_path):
     ws = make_dataset(tmp_path, name="am", n_train=1, n_val=0)
     line = asr.status_line(ws)
     assert asr.available(ws) is None and asr.DEFAULT_MODEL in line and asr.DEFAULT_LICENCE in line
-    # the Dataset tab, where the button is, points below, not to "the Dataset tab's Get recognizer button"
+    # the Dataset tab, where the button is, points to its place, not to "the Dataset tab's Get recognizer button"
     from webui.transcripts import HERE, recognizer_choices, recognizer_info, run_drafts
     from utils.transcripts import recognizers
 
-    assert "(Get recognizer below, or" in asr.status_line(ws, HERE) and "Dataset tab" not in asr.status_line(ws, HERE)
-    with pytest.raises(StudioError, match=r"No speech recognizer is in this workspace: .*\(Get recognizer below, or"):
+    here = "(Get recognizer, under Drafts for clips without text, or"
+    assert here in asr.status_line(ws, HERE) and "Dataset tab" not in asr.status_line(ws, HERE)
+    with pytest.raises(StudioError, match=r"No speech recognizer is in this workspace: .*" + re.escape(here)):
         next(run_drafts(ws, "am"))  # Draft missing transcripts pressed first
     # the box's hint is one short line (it was a paragraph of error rates); each choice says what it means
     hint = recognizer_info(recognizers.OMNI_300M)

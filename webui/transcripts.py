@@ -124,7 +124,8 @@ def run_drafts(ws, name: str, progress=None):
         yield "\n".join(lines[-30:])
 
 
-HERE = "Get recognizer below"  # where the recognizer line on this tab sends the curator
+# where the recognizer line and the Draft refusal on this tab send the curator (not "the Dataset tab's ... button")
+HERE = "Get recognizer, under Drafts for clips without text"
 
 
 def recognizer_choices() -> list[tuple[str, str]]:
