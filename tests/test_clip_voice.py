@@ -140,7 +140,9 @@ def test_offline_without_a_base_says_where_to_put_one(no_base):
 
 def test_the_section_says_at_once_when_the_base_cannot_be_had_here(no_base, monkeypatch):
     """Offline, the section offered a download and said otherwise only after the form was filled and sent."""
-    from webui.clip_voice import readiness
+    from webui.clip_voice import INTRO, readiness
+
+    assert "downloaded once" not in INTRO  # the intro promised a download the line under it then took back
 
     line, _, asks_licence = readiness(no_base)
     assert "cannot reach the Hugging Face hub" in line and "pretrained/omnivoice/" in line

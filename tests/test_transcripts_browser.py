@@ -165,6 +165,9 @@ def test_auto_says_it_checks_by_alignment_alone_when_there_is_no_recognizer(tmp_
     check = run_check(ws, "am", "auto")
     said = next(check)  # the first line, before any training starts
     assert said.startswith("auto: no speech recognizer in this workspace, so this check uses the alignment alone")
+    assert said.endswith("(to add what one hears: Get recognizer, under Drafts for clips without text)")
+    assert run_check(ws, "am", "asr").__next__() == ("asr: scored by the speech recognizer (none in this workspace yet: "
+                                                     "Get recognizer, under Drafts for clips without text)")
 
 
 def test_the_tabs_check_runs_in_a_process_of_its_own_that_a_closed_page_stops(tmp_path):

@@ -70,10 +70,10 @@ def method_line(ws, method: str) -> str:
     folder = asr.available(ws)
     heard = f"what the speech recognizer {folder.name} hears" if folder else None
     if method == "asr":
-        return f"asr: scored by {heard or 'the speech recognizer (none in this workspace yet: get one below)'}"
+        return f"asr: scored by {heard or f'the speech recognizer (none in this workspace yet: {HERE})'}"
     if method == "alignment" or not heard:
-        return ("auto: no speech recognizer in this workspace, so this check uses the alignment alone (get a "
-                "recognizer below to add what it hears)" if method == "auto" else
+        return ("auto: no speech recognizer in this workspace, so this check uses the alignment alone (to add what "
+                f"one hears: {HERE})" if method == "auto" else
                 "alignment: scored by how each transcript lays over its audio")
     return f"auto: scored by the alignment and by {heard}"
 
