@@ -34,12 +34,12 @@ def readiness(ws) -> tuple[str, bool, bool]:
     from utils.omnivoice.base import find_base, obtainable
     from utils.omnivoice.runtime import installed, missing_message
 
-    if find_base(ws) is not None:
-        return ("OmniVoice is installed and its base is on this machine: no download is needed." if installed() else
-                missing_message()), not installed(), False
-    can_fetch, why = obtainable(ws)
+    here = find_base(ws) is not None
+    can_fetch, why = (False, "") if here else obtainable(ws)
     if not installed():
         return missing_message(), True, can_fetch
+    if here:
+        return "OmniVoice is installed and its base is on this machine: no download is needed.", False, False
     if not can_fetch:
         return f"OmniVoice is installed. {why}", False, False
     return (f"OmniVoice is installed. Its base is not on this machine yet: **Make voice** downloads it once (about "

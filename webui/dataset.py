@@ -34,7 +34,7 @@ STATUS_COLORS = {"ok": "#2ca02c", "flagged": "#ff7f0e", "excluded": "#7f7f7f"}
 
 
 def _sources(ws, files, path: str, data_dirs=(), again: str | None = None) -> list[Path]:
-    """The files a Prepare reads. None given for dataset `again` (one that exists): [] , it reads its raw/ again."""
+    """The files a Prepare reads; none given for `again`, a dataset that exists: [], so it reads its raw/ again."""
     sources = [Path(f if isinstance(f, str) else f.name) for f in (files or [])]
     if path and path.strip():
         sources.append(readable(ws, path.strip(), data_dirs))
