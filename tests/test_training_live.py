@@ -304,6 +304,24 @@ def test_a_stopped_run_says_its_cause_once_and_the_right_one():
     assert plain_message("non-finite loss at step 3") == "non-finite loss at step 3"
 
 
+def test_the_stop_buttons_signal_is_said_as_the_stop_button(tmp_path):
+    """Stop writes runs/RUN/STOP, then sends SIGTERM: the signal came in the middle of a step, before the trainer read
+    the file, and a run stopped with the button read "Stopped by a stop signal: Stop pressed, or the process asked to
+    end". A SIGTERM with no STOP file (the machine shutting down) keeps its own words."""
+    from utils.training.loop import SIGNAL_WORDS, StopRequest
+
+    for pressed, said in ((True, "the Stop button"), (False, SIGNAL_WORDS[signal.SIGTERM])):
+        request = StopRequest(tmp_path)
+        try:
+            if pressed:
+                (tmp_path / "STOP").write_text("stop requested from the UI\n")
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert request() and request.reason == said
+        finally:
+            request.restore()
+            (tmp_path / "STOP").unlink(missing_ok=True)
+
+
 def test_matcha_says_how_long_its_run_takes_here_as_the_other_engines_do(tmp_path, monkeypatch):
     """With Matcha picked (the one engine that runs on this CPU) F5, MMS and OmniVoice each said how long their run
     would take, and Matcha nothing; a Matcha run of this workspace at that size gives its measured speed."""

@@ -137,7 +137,10 @@ class StopRequest:
             signal.signal(sig, handler)
 
     def _on_signal(self, signum, frame):
-        self.reason = SIGNAL_WORDS.get(signum, signal.Signals(signum).name)
+        # the Stop button writes STOP, then signals: its cause is the button's (the signal came mid-step, before the
+        # file was read, and a pressed Stop read "Stopped by a stop signal")
+        pressed = signum == signal.SIGTERM and self.file.exists()
+        self.reason = "the Stop button" if pressed else SIGNAL_WORDS.get(signum, signal.Signals(signum).name)
 
     def __call__(self) -> bool:
         if not self.reason and self.file.exists():
