@@ -180,6 +180,7 @@ def test_the_tabs_check_runs_in_a_process_of_its_own_that_a_closed_page_stops(tm
 
     ws = make_dataset(tmp_path / "workspace", name="am", n_train=4, n_val=1)
     check = run_check(ws, "am", "alignment")
+    assert next(check).startswith("alignment: ")  # how it scores, said first
     assert "measuring how fast this machine trains the aligner" in next(check)
     checking = lambda: "transcript check" in [p.name for p in mp.active_children()]  # noqa: E731
     assert checking() and check_running(ws, "am")
