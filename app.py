@@ -442,15 +442,15 @@ def add_clip_voice_command(sub) -> None:
 
 
 def cmd_clip_voice(args) -> None:
-    from utils.omnivoice.clip_voice import make_clip_voice, suggest_rows
+    from utils.omnivoice.clip_voice import make_clip_voice, no_row_here, suggest_rows
 
     ws = Workspace.open(args.workspace)
     if args.dataset and not args.row and not args.clip:
         rows = suggest_rows(ws, args.dataset)
         listed = "\n".join(f"  {r['id']}  {r['duration']:.1f} s  {r['text'][:70]}" for r in rows)
         raise StudioError(f"Give --row ID: the rows of {args.dataset} that suit a clip best (5-15 s, nearest 8 s "
-                          f"first):\n{listed}" if rows else f"Dataset {args.dataset} has no kept row of 5-15 s with "
-                          "a transcript: give an audio file with --clip and --text.")
+                          f"first):\n{listed}" if rows else no_row_here(ws, args.dataset) + " (--clip FILE --text "
+                          "'...')")
     folder = run_to_end(make_clip_voice(ws, args.name, dataset=args.dataset or "", row=args.row or "",
                                         clip=args.clip, text=args.text, accept_licence=args.accept_licence), print)
     print(f"made {folder}; speak with it: python app.py synth --voice {args.name} \"ሰላም ነው።\"")

@@ -186,7 +186,8 @@ def test_a_pick_or_form_that_fails_says_why_in_a_box_that_stays(studio, page, tm
     table, review = page.locator("#dataset-flagged"), page.locator("#transcripts-review")
     expect(table).to_contain_text("song", timeout=30_000)
     expect(review).to_contain_text("the recognizer heard other words", timeout=30_000)
-    save_manifest(ws, "news", [r for r in load_manifest(ws, "news") if r["id"] != "song"])  # another browser removed it
+    rows = load_manifest(ws, "news")
+    save_manifest(ws, "news", [r for r in rows if r["id"] != "song"])  # another browser removed it
 
     id_cell(table, 0, "song").click()
     boxes = {"#dataset-status": "Not done: Dataset 'news' has no row 'song'",
@@ -196,7 +197,11 @@ def test_a_pick_or_form_that_fails_says_why_in_a_box_that_stays(studio, page, tm
     expect(page.locator("#transcripts-status")).to_contain_text(boxes["#transcripts-status"], timeout=30_000)
     screenshot(page.locator("#dataset-status"), tmp_path, "row-pick-refusal")
 
+    # back, with a clip added meanwhile: the Music removal tab's list is read as the tab opens (it shows "encore")
+    save_manifest(ws, "news", rows + [{**rows[0], "id": "encore"}])
     page.get_by_role("tab", name="Music removal").click()
+    expect(page.locator("#sep-table")).to_contain_text("encore", timeout=30_000)
+    save_manifest(ws, "news", [r for r in rows if r["id"] != "song"])  # and removed again while the tab shows it
     page.get_by_label("Listen to a clip").click()
     page.get_by_role("option", name="song", exact=True).click()
     boxes["#sep-status"] = "Not done: Dataset 'news' has no clip 'song'"

@@ -110,7 +110,7 @@ def test_time_to_quality_reports_each_threshold_through_the_given_vocoder(tmp_pa
 
     vocoder = save_vocoder(Vocoder(PRESETS["tiny"]), tmp_path / "my-vocoder")
     record = run_bench("time_to_quality", tmp_path, "--clips", "3", "--val-clips", "1", "--eval-clips", "1",
-                       "--minutes", "0.15", "--eval-every", "3", "--mcd", "logmel", "--thresholds", "100", "1",
+                       "--steps", "6", "--eval-every", "3", "--mcd", "logmel", "--thresholds", "100", "1",
                        "--threads", "1", "--vocoder", str(vocoder))
     assert record["train_config"]["eval_vocoder"] == "vocoders/bench"
     assert record["curve"] and all(c["mcd"] > 0 and c["minutes"] > 0 for c in record["curve"])

@@ -3,6 +3,7 @@ dataset row or an audio file, refused with a message naming the clip before anyt
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -13,7 +14,7 @@ from utils.audio import file_digest
 from utils.events import StudioError, run_to_end
 from utils.inference import synthesize, voice_choices, voice_engine
 from utils.omnivoice.clip_voice import make_clip_voice, suggest_rows
-from utils.workspace import Workspace, write_jsonl
+from utils.workspace import Workspace, read_jsonl, write_jsonl
 
 LONG = "ሰላም ነው። እንዴት ነህ? ዛሬ ጥሩ ቀን ነው። ወደ ገበያ እንሄዳለን።"  # 6.5 s at 150 words a minute
 LONGER = LONG + " ነገ ደግሞ ትምህርት ቤት እንሄዳለን።"
@@ -139,12 +140,42 @@ def test_offline_without_a_base_says_where_to_put_one(no_base):
 
 def test_the_section_says_at_once_when_the_base_cannot_be_had_here(no_base, monkeypatch):
     """Offline, the section offered a download and said otherwise only after the form was filled and sent."""
+    from webui.clip_voice import INTRO, readiness
+
+    assert "downloaded once" not in INTRO  # the intro promised a download the line under it then took back
+
+    line, _, asks_licence = readiness(no_base)
+    assert "cannot reach the Hugging Face hub" in line and "pretrained/omnivoice/" in line
+    assert not asks_licence  # no licence box for a download that cannot happen here
+    monkeypatch.setattr("utils.omnivoice.base.hub_reachable", lambda *a, **k: True)
+    line, _, asks_licence = readiness(no_base)
+    assert "**Make voice** downloads it once" in line and asks_licence
+
+
+def test_no_licence_box_where_the_base_is_here_already(ws):
     from webui.clip_voice import readiness
 
-    line, _ = readiness(no_base)
-    assert "cannot reach the Hugging Face hub" in line and "pretrained/omnivoice/" in line
-    monkeypatch.setattr("utils.omnivoice.base.hub_reachable", lambda *a, **k: True)
-    assert "**Make voice** downloads it once" in readiness(no_base)[0]
+    line, _, asks_licence = readiness(ws)
+    assert "no download is needed" in line and not asks_licence
+
+
+def test_a_dataset_with_no_clip_of_5_to_15_s_says_so_in_the_refusal_with_its_lengths(ws, tmp_path):
+    """Clips of 1.7-4.6 s left the Row list empty with a grey hint, and Make voice said only "Give the clip the voice
+    copies: a dataset and one of its rows, or an audio file and its transcript"."""
+    from webui.clip_voice import FROM_ROW, make, row_choices
+
+    clip_dataset(ws, "brief")
+    brief = ws.dataset_dir("brief")
+    rows = [r for r in read_jsonl(brief / "manifest.jsonl") if r["id"] in ("short", "untold")]  # 1.3 s, no text
+    write_jsonl(brief / "manifest.jsonl", rows)
+    said = row_choices(ws, "brief")["info"]  # the hint under the empty Row list
+    assert re.fullmatch(r"Dataset brief has no kept clip of 5-15 s with a transcript \(its kept clips with text last "
+                        r"1\.\d s\): use an audio file of 5-15 s and type what is said in it\.", said), said
+    with pytest.raises(StudioError) as refused:
+        list(make(ws, FROM_ROW, "brief", None, None, "", "v", False))
+    assert str(refused.value) == said and not ws.voice_dir("v").exists()
+    with pytest.raises(StudioError, match="Pick the row of dataset am whose clip the voice copies"):
+        list(make(ws, FROM_ROW, "am", None, None, "", "v", False))
 
 
 def test_cli_lists_the_rows_then_makes_the_voice_that_synth_speaks(ws, capsys, tmp_path):
@@ -166,6 +197,6 @@ def test_the_page_makes_a_voice_from_an_uploaded_clip_and_picks_it(ws, tmp_path)
     with pytest.raises(gr.Error, match="Upload a clip"):
         list(make(ws, FROM_FILE, None, None, None, LONG, "abebe", False))
     clip = espeak_amharic(LONG, tmp_path / "upload.wav")
-    *_, (log, picker, status) = make(ws, FROM_FILE, None, None, str(clip), LONG, "abebe", False)
+    *_, (log, picker, status, licence) = make(ws, FROM_FILE, None, None, str(clip), LONG, "abebe", False)
     assert "upload.wav" in log and "abebe is picked above" in log and "no download is needed" in status
     assert picker["value"] == "abebe" and "abebe" in [v for _, v in picker["choices"]]

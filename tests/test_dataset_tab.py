@@ -1,6 +1,8 @@
 """Dataset tab handlers, called as the UI calls them, and what the tab draws in a real browser."""
 from __future__ import annotations
 
+import re
+
 import gradio as gr
 import pytest
 from playwright.sync_api import expect
@@ -26,6 +28,22 @@ POINTS_INSIDE_JS = """(sel) => {
 }"""
 
 
+# what covers the middle of the control at the selector (another control's list drawn over it), or null
+COVERED_JS = """(sel) => {
+  const box = document.querySelector(sel), r = box.getBoundingClientRect();
+  const top = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+  return box.contains(top) ? null : top.outerHTML.slice(0, 200);
+}"""
+# the texts cut short (wider than the room they are given) in the control whose label starts with the words given
+CUT_JS = """(words) => {
+  const head = [...document.querySelectorAll('label span, span[data-testid="block-info"]')]
+    .find(s => s.innerText.trim().startsWith(words));
+  const block = head.closest('.block');
+  return [...block.querySelectorAll('input, label')].filter(e => e.scrollWidth > e.clientWidth + 1)
+    .map(e => e.value || e.innerText);
+}"""
+
+
 def upload_files(tmp_path):
     """What gr.File(file_count="multiple") hands the handler: paths of the uploaded files."""
     up = tmp_path / "upload"
@@ -47,7 +65,14 @@ def test_tab_builds_with_named_api_events(tmp_path):
     (on_load, inputs, outputs), (lists, _, lists_outputs), (opened, _, view_outputs, when) = hooks
     assert len(on_load(None)) == len(outputs) == 8  # page load: the workspace as it is now
     assert len(lists(None)) == len(lists_outputs) == 2  # the transcript review and drafts lists
-    assert when == "open" and len(opened(None, False, 1)) == len(view_outputs) == 7  # the tab opened again: redrawn
+    assert when == "open" and len(opened("am", False, 1)) == len(view_outputs) == 7  # the tab opened again: redrawn
+    # the page's first select, as it mounts, knows no dataset yet: it changes nothing (answered after the page load,
+    # it drew "Choose or prepare a dataset." over the dataset the picker showed)
+    assert opened(None, False, 1) == [gr.skip()] * 7
+    # every log of the tab stays on its newest line (assets/app.js pins a .log-box): the Check log showed lines from
+    # the middle of a check, its last line out of sight
+    logs = [b for b in demo.blocks.values() if isinstance(b, gr.Textbox) and "log" in (b.label or "").lower()]
+    assert len(logs) == 3 and all("log-box" in (b.elem_classes or []) for b in logs), [b.label for b in logs]
 
 
 def test_upload_inspect_prepare_review_and_edit_through_the_handlers(tmp_path):
@@ -137,9 +162,13 @@ def test_running_app_prepares_and_shows_a_dataset_through_gradio_client(start_ap
         espeak_amharic(SENTS[i], folder / f"a{i}.wav")
         (folder / f"a{i}.txt").write_text(SENTS[i], encoding="utf-8")
     client = Client(server.wait_ready().url, verbose=False)
-    log = client.predict(None, "uploads/pairs", "api", "auto", "phoneme", None, None, None, False, True,
-                         api_name="/dataset_prepare")
+    log, upload, typed = client.predict(None, "uploads/pairs", "api", "auto", "phoneme", None, None, None, False, True,
+                                        api_name="/dataset_prepare")
     assert "2 usable of 2 clip(s)" in log
+    # what it read is said first, and the next Prepare starts from an empty box: a curator's second dataset took the
+    # first one's zip, still in the box, as well as its own files
+    assert log.splitlines()[0] == "Reads 1 source(s) into api: uploads/pairs (typed path)"
+    assert upload is None and typed == ""
     summary, hist, rates, table, page, where = client.predict("api", False, api_name="/dataset_view")
     assert "**2** of 2 clips" in summary and sum(row[-1] for row in hist["data"]) == 2
     assert "saved" in client.predict("api", "a1", "", api_name="/dataset_exclude")
@@ -155,10 +184,21 @@ def test_the_first_prepare_in_a_fresh_workspace_draws_both_plots_and_a_second_cl
     write_wav(folder / "short.wav", tone(0.2), 24000)  # flagged: too short
     (folder / "short.txt").write_text(SENTS[3], encoding="utf-8")
     page.goto(server.wait_ready().url)
-    page.get_by_label("...or a path inside the workspace").fill("uploads/pairs")
-    page.get_by_label("Dataset name", exact=True).fill("first")
+    typed = page.get_by_label("...or a path inside the workspace")
+    typed.fill("uploads/pairs")
+    name = page.get_by_label("Dataset name", exact=True)
+    name.fill("first")
+    # tabbing out of the name opens nothing over it (the Format list did), and every choice of what the model reads
+    # is shown whole (the frontend's box cut its label under its arrow)
+    name.press("Tab")
+    page.wait_for_function("() => !document.querySelector('#dataset-name').contains(document.activeElement)")
+    assert page.locator("[aria-expanded=true]").count() == 0  # nothing opened by a focus alone
+    assert page.evaluate(COVERED_JS, "#dataset-name") is None
+    assert page.evaluate(CUT_JS, "What the model reads") == []
+    screenshot(page.locator("#dataset-name").locator(".."), tmp_path, "name-format-frontend")
     page.locator("#dataset-prepare").click()
     expect(page.locator("#dataset-summary")).to_contain_text("of 4 clips", timeout=180_000)
+    expect(typed).to_have_value("")  # read: the next Prepare starts from an empty box
 
     bars = plot_seen(page, "#dataset-hist")
     assert sum(numeric_ticks(bars["y"])) > 0  # clip counts, not the counts as categories
@@ -171,17 +211,27 @@ def test_the_first_prepare_in_a_fresh_workspace_draws_both_plots_and_a_second_cl
     # a row picked in the first dataset is not left picked when a second one is prepared
     page.locator("#dataset-flagged").get_by_test_id("cell-0-0").click()  # the flagged row: short
     expect(page.get_by_label("Row", exact=True)).to_have_value("short")
-    page.get_by_label("Dataset name", exact=True).fill("second")
+    status = page.locator("#dataset-status")
+    page.locator("#dataset-exclude").click()
+    expect(status).to_contain_text("short: exclude saved · first: 3 usable clips")
+    typed.fill("uploads/pairs")
+    name.fill("second")
     page.locator("#dataset-prepare").click()
     expect(page.locator("#dataset-summary")).to_contain_text("second", timeout=180_000)
     expect(page.get_by_label("Row", exact=True)).to_have_value("")
+    expect(status).to_have_text("")  # the line spoke of a row of "first"
 
-    # prepared again under the name picked (the picker's value does not change): no row of it stays picked
+    # prepared again under the name picked (the picker's value does not change), from the uploads it keeps: no row of
+    # it stays picked, and no line about it from before the prepare stays
     page.locator("#dataset-flagged").get_by_test_id("cell-0-0").click()
     expect(page.get_by_label("Row", exact=True)).to_have_value("short")
+    page.locator("#dataset-exclude").click()
+    expect(status).to_contain_text("short: exclude saved · second")
     page.locator("#dataset-prepare").click()
     expect(page.get_by_label("Row", exact=True)).to_have_value("", timeout=180_000)  # once the prepare is done
     expect(page.get_by_label("Transcript (edit, then Save text)")).to_have_value("")
+    expect(page.locator("#dataset-log textarea")).to_have_value(re.compile("^Reads: the uploads second keeps"))
+    expect(status).to_have_text("")
 
 
 def test_pickers_open_on_the_dataset_prepared_last_not_the_first_by_name(tmp_path):

@@ -222,3 +222,16 @@ def test_small_sizes_are_never_said_as_zero():
 
     assert disk._gb(300) == "300 bytes" and disk._gb(2_500) == "2 kB" and disk._gb(3e6) == "3 MB"
     assert disk._gb(2.5 * disk.GB) == "2.5 GB"
+
+
+def test_uploads_copied_from_other_disks_and_linked_ones_are_told_apart(tmp_path):
+    """"copy of the uploads 3 MB ... 2 MB of uploads are already on that disk and are linked, not copied": the
+    curator read a copy, then that nothing was copied."""
+    here = tmp_path / "ws" / "uploads" / "pairs"  # on the workspace's disk: linked
+    espeak_amharic(sentences(1)[0], here / "a.wav")
+    est = disk.estimate([here], tmp_path / "ws")
+    est = {**est, "parts": {**est["parts"], "raw": 3_000_000}}  # and 3 MB uploaded from another disk
+    said = disk.describe(est)
+    assert "copy of the uploads from other disks 3 MB" in said
+    assert f"The {disk._gb(est['linked'])} of uploads already on the workspace's disk take no more room: the dataset " \
+           "links to them." in said and "linked, not copied" not in said

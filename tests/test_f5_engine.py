@@ -584,7 +584,7 @@ def test_the_f5_request_check_takes_the_machine_a_gpu_passes_this_cpu_is_refused
     check_request(cfg, fake_report(22.0))  # an L4: allowed
     with pytest.raises(StudioError, match="16 GiB GPU or larger"):
         check_request(cfg, fake_report(8.0))
-    with pytest.raises(StudioError, match="This machine cannot fine-tune the F5-TTS base: no GPU.*Matcha.*choose the "
+    with pytest.raises(StudioError, match="This machine cannot fine-tune the F5-TTS base: no GPU.*choose the "
                                           "model size tiny and no base.*--preset tiny, without --init"):
         check_request(cfg, hardware.detect(ws.root))
     check_request(tiny_matcha_config(ws, "f5-tiny", engine="f5"), hardware.detect(ws.root))  # the smoke test stays

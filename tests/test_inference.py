@@ -23,6 +23,7 @@ from utils import inference
 from utils.audio import load_audio
 from utils.events import StudioError, run_to_end
 from utils.text import save_user_dict
+from utils.text.tokenizers import make_tokenizer
 from utils.training import prepare_run
 from utils.vocoder import save_vocoder
 from utils.workspace import Workspace, read_json
@@ -585,3 +586,13 @@ def test_the_voice_picker_starts_on_the_active_runs_best_checkpoint_else_its_new
     labels = {value: label for label, value in control.init_labels(copy)}
     assert set(labels) == set(control.init_choices(copy)) and labels["voices/abebe"] == "abebe (exported voice)"
     assert labels["runs/live/checkpoints/step-2"] == "live · step 2"
+
+
+def test_the_speed_of_speech_is_said_in_seconds_of_computing_a_second_of_speech():
+    """"(real-time factor 2.019; ...)": a number with no unit and no meaning for a curator."""
+    from utils.inference.speech import describe
+
+    info = {"duration_s": 2.0, "sample_rate": 24000, "seconds": 4.04, "rtf": 2.019, "device": "cpu", "spoken": 1,
+            "tokens": 9, "vocoder": "griffin-lim"}
+    assert "made in 4.04 s: 2.0 s of computing for each second of speech (real-time factor 2.02;" in describe(info)
+    assert "4.0x faster than it plays (real-time factor 0.25;" in describe({**info, "rtf": 0.25})

@@ -48,6 +48,13 @@ def test_speak_see_the_phonemes_compare_and_export(server, page, tmp_path):
     page.goto(server.url)
     page.get_by_role("tab", name="Inference").click()
     expect(page.get_by_label("Voice or checkpoint")).to_have_value(re.compile("r1 · step 10"))
+    # nothing spoken yet: the download slots read as empty slots to download from, not as boxes to upload into
+    wav = page.locator("#inference-wav")
+    expect(wav).to_contain_text("Download WAV (after Speak)")
+    for slot in ("#inference-wav", "#inference-batch-zip", "#inference-export-zip"):
+        assert page.locator(f"{slot} input[type=file]").count() == 0, slot
+    assert "Upload" not in wav.inner_text() and "Drop File" not in wav.inner_text()
+    screenshot(wav, tmp_path, "download-wav-before-speak")
     page.locator("#inference-text textarea").fill("ሰላም ነው። ዋጋው 25 ብር ነው?")
     page.locator("#inference-speak").click()
     info = page.locator("#inference-info")

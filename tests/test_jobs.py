@@ -56,7 +56,7 @@ def test_second_run_queues_then_stop_saves_and_the_queue_moves_on(ws):
 
     assert "finishes the current step" in jobs.stop(ws, "first")
     final = wait(lambda: (s := state(ws, "first")).get("state") in jobs.FINAL and s, "first to stop")
-    assert final["state"] == "stopped"
+    assert final["state"] == "stopped" and "stopped by request (the Stop button)" in final["message"], final
     view = views.view(ws, "first")
     assert view.checkpoints and view.checkpoints[-1][0] == final["step"]
 

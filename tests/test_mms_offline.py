@@ -1,4 +1,4 @@
-"""MMS-TTS on a machine that cannot reach the Hugging Face hub (issue 46, item 3): Start is refused in one sentence
+"""MMS-TTS on a machine that cannot reach the Hugging Face hub: Start is refused in one sentence
 before any run folder or queue entry, the engine text says "no" instead of recommending it, and the base's files
 uploaded on the Training tab make it ready."""
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""What a resumed run keeps of its record: the best and last checkpoints in status.json from its first write (the
-run list and the Inference picker read them), a line in its log when its dataset changed since it last trained, the
-padding its batches were grouped with, and the batch and learning rate its probe chose (also on another number of
-GPUs, said in its log)."""
+"""What a resumed run keeps of its record: the best and last checkpoints and its step in status.json from its first
+write (the run list and the Inference picker read them), a line in its log when its dataset changed since it last
+trained, the padding its batches were grouped with, and the batch and learning rate its probe chose (also on another
+number of GPUs, said in its log)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -35,7 +35,7 @@ def tiny(ws: Workspace, run_name: str, max_steps: int) -> TrainConfig:
         max_frames_per_batch=400, mcd="logmel", eval_clips=1, sample_clips=1, ode_steps=2, ema_decay=0.0))
 
 
-def test_a_resumed_run_names_its_best_checkpoint_from_its_first_status_write(ws, monkeypatch):
+def test_a_resumed_run_names_its_best_checkpoint_and_its_step_from_its_first_status_write(ws, monkeypatch):
     run(prepare_run(tiny(ws, "kept", 2)))
     run_dir = ws.run_dir("kept")
     before = read_json(run_dir / "status.json")
@@ -46,11 +46,22 @@ def test_a_resumed_run_names_its_best_checkpoint_from_its_first_status_write(ws,
         status(self, **fields)
         written.append(read_json(self.dir / "status.json"))
 
+    rows_seen = []  # each metrics row with the step status.json said as it was written
+
+    def metrics_spy(self, row):
+        rows_seen.append((row["step"], read_json(self.dir / "status.json")["step"]))
+        metrics(self, row)
+
+    metrics = RunFiles.metrics
     monkeypatch.setattr(RunFiles, "status", spy)
+    monkeypatch.setattr(RunFiles, "metrics", metrics_spy)
     result = run(prepare_run(tiny(ws, "kept", 4)))
     assert result["state"] == "finished" and result["step"] == 4
     first = written[0]
-    assert first["state"] == "running" and first["step"] == 0
+    # at the step it goes on from, not 0: the page said "is training · at step 0" of a run at step 2 after Resume
+    assert first["state"] == "running" and first["step"] == 2
+    # and never behind the metrics: the step above the runs, in the run list and in the summary is one number
+    assert {step for step, _ in rows_seen if step} == {3, 4} and all(said == step for step, said in rows_seen if step)
     assert first["best_checkpoint"] == before["best_checkpoint"] and first["best_mcd"] == before["best_mcd"]
     assert first["last_checkpoint"].endswith("step-2")
     # until the resumed run's own evaluation (at its end), every write still names the best checkpoint

@@ -1,4 +1,4 @@
-"""The Music removal tab in a real browser (issue 35, item 3): a run says how many clips had music, the listen list
+"""The Music removal tab in a real browser: a run says how many clips had music, the listen list
 opens on the clip with music, and the After player says what it plays, before and after Accept."""
 from __future__ import annotations
 

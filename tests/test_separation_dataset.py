@@ -130,6 +130,29 @@ def test_tab_builds_inside_the_app(ws):
     assert {"separation_run_dataset", "separation_accept", "separation_revert", "separation_clip"} <= names
 
 
+def test_the_clip_list_is_current_each_time_the_tab_opens(ws):
+    """20 clips added on the Dataset tab were not in the list when the tab was opened again (the 11 it had showed
+    until Remove music ran): opening the tab brought only the dataset picker up to date."""
+    import gradio as gr
+
+    from utils.datasets import load_manifest, save_manifest
+    from webui.context import AppContext
+
+    with gr.Blocks():
+        hooks = tab.build(AppContext(ws))
+    fn, inputs, outputs = next((fn, i, o) for fn, i, o, *when in hooks if when == ["open"])
+    shown = {o.elem_id: k for k, o in enumerate(outputs)}
+    said = fn("news", "clean", ["song"])  # the page as the curator left it, listening to 'clean'
+    assert len(said[shown["sep-table"]]) == 2
+    rows = load_manifest(ws, "news")  # two clips added meanwhile
+    save_manifest(ws, "news", rows + [{**r, "id": f"{r['id']}-2"} for r in rows])
+    said = fn("news", "clean", ["song"])
+    assert sorted(said[shown["sep-table"]]["id"]) == ["clean", "clean-2", "song", "song-2"]
+    clips = said[shown["sep-clip"]]
+    assert sorted(v for _, v in clips["choices"]) == ["clean", "clean-2", "song", "song-2"]
+    assert clips["value"] == "clean" and said[shown["sep-picks"]]["value"] == []  # 'song' has no separated audio
+
+
 def test_music_and_faint_candidates_are_counted_apart_and_the_listen_list_starts_at_the_music(ws):
     """With the gate's threshold put under the clean clip, it becomes a faint candidate: the run says 1 clip had
     music and 1 more a faint score (not "2 of 2 had music"), the table agrees, and the listen list starts at the

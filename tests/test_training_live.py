@@ -1,4 +1,4 @@
-"""The Training tab watching a run (issue 35, items 4 and 7): one poll brings the live panel, the message line and
+"""The Training tab watching a run: one poll brings the live panel, the message line and
 the run list together, sends only what changed, and comes less often while the run is quiet; a message that stops
 being true (a run deleted, another run shown, a double press of Start) is taken down or rewritten. Driven through
 the tab's own events (gradio_client), on run folders written as the trainer writes them."""
@@ -75,6 +75,7 @@ def test_a_poll_sends_only_what_changed_and_the_run_list_moves_with_the_details(
 
         first = poll()  # a page just opened: everything, the curves drawn into its empty boxes at once
         assert "**watched**: running" in first[SUMMARY] and "step 50/1000" in first[LOG]
+        assert "40.0 clips a second" in first[SUMMARY]  # not "40.0 samples/s"
         assert "running" in json.dumps(first[RUN_LIST]) and first[LOSS]["data"] and first[MCD] is None
         second = poll()  # nothing changed: nothing is sent, and the next poll comes later
         assert all(out == SKIP for out in second[:TIMER]) and second[TIMER]["value"] == 2.0
@@ -95,6 +96,23 @@ def test_a_poll_sends_only_what_changed_and_the_run_list_moves_with_the_details(
                                                        "state": "failed", "message": "out of memory"})
         fifth = poll()
         assert "**watched**: failed" in fifth[SUMMARY] and "failed" in json.dumps(fifth[RUN_LIST])
+
+
+def test_an_evaluation_is_drawn_in_the_poll_that_lists_its_best(tmp_path):
+    """The run list said "best step-100 (9.74 dB)" while the validation MCD plot still showed only the step-50
+    points: the curves are redrawn at most every PLOTS_EVERY_S, and an evaluation waited its turn with the losses."""
+    from webui.context import AppContext
+
+    ws = Workspace.open(tmp_path / "workspace")
+    fake_run(ws, "evaluated")
+    ctx, held, quality = AppContext(ws), {}, list(training.PLOTS).index("quality")
+    assert "plots" in training.panel(ctx, "evaluated", held, fresh=True)  # the page opens: the losses drawn
+    for step, mcd in ((60, 13.6), (70, 9.7)):
+        append_jsonl(ws.run_dir("evaluated") / "metrics.jsonl", {"step": step, "mcd": mcd, "time": time.time()})
+        drawn = training.panel(ctx, "evaluated", held).get("plots", {}).get(quality)
+        if drawn is None:  # its axes moved: emptied, and drawn whole by the poll that comes at once ("hurry")
+            drawn = training.panel(ctx, "evaluated", held).get("plots", {}).get(quality)
+        assert drawn["value"]["step"].max() == step, step
 
 
 def test_a_deleted_run_leaves_the_picker_and_the_list_at_once(ws):
@@ -243,6 +261,35 @@ def test_a_page_opened_on_a_dataset_shows_the_engine_advice_for_it(tmp_path):
     assert opened[-1]["visible"] and "- Time: about" in opened[-1]["value"]  # Matcha's, what to expect of a run
 
 
+def test_the_lines_about_the_dataset_are_current_each_time_the_tab_opens(tmp_path):
+    """Clips added on the Dataset tab left "Which engine" saying the seconds of speech and held-out clips the dataset
+    had when the page opened: the tab's refresh on opening brought the picker and the steps up to date, not them."""
+    import gradio as gr
+
+    from utils.datasets import load_manifest, save_manifest
+    from webui.context import AppContext
+
+    ws = make_dataset(tmp_path / "ws", name="am", n_train=3, n_val=1, max_chars=30)
+    with gr.Blocks():
+        hooks = training.build(AppContext(ws))
+    opened = [(fn, inputs, outputs) for fn, inputs, outputs, *when in hooks if when == ["open"]]
+    advice = next(h for h in opened if any(getattr(o, "elem_id", "") == "engine-advice" for o in h[2]))
+    fn, inputs, outputs = advice
+
+    def lines_on_opening() -> dict:
+        said = dict(zip((getattr(o, "elem_id", None) for o in outputs), fn(*(i.value for i in inputs))))
+        return {k: said[k]["value"] for k in ("engine-advice", "run-guidance")}
+
+    before = lines_on_opening()
+    rows = load_manifest(ws, "am")  # the curator adds recordings on the Dataset tab, then opens this tab again
+    save_manifest(ws, "am", rows + [{**r, "id": f"{r['id']}-again", "split": "val"} for r in rows])
+    after = lines_on_opening()
+    assert after == {k: training.engine_advice(AppContext(ws), "am")["value"] if k == "engine-advice" else
+                     training.expectations(AppContext(ws), "matcha", "am", settings.default_steps(ws), "",
+                                           settings.recommended_preset())["value"] for k in after}
+    assert after["engine-advice"] != before["engine-advice"]
+
+
 def test_a_stopped_run_says_its_cause_once_and_the_right_one():
     """A run stopped with Ctrl+C read "Stopped because Stop was pressed, after saving a checkpoint... (stopped by
     request (Ctrl+C in the terminal) at step 50)": two causes, the first wrong."""
@@ -255,6 +302,24 @@ def test_a_stopped_run_says_its_cause_once_and_the_right_one():
     button = plain_message("stopped by request (the Stop button) at step 7")
     assert button.startswith("Stopped because Stop was pressed, at step 7") and button.count("Stop") == 2
     assert plain_message("non-finite loss at step 3") == "non-finite loss at step 3"
+
+
+def test_the_stop_buttons_signal_is_said_as_the_stop_button(tmp_path):
+    """Stop writes runs/RUN/STOP, then sends SIGTERM: the signal came in the middle of a step, before the trainer read
+    the file, and a run stopped with the button read "Stopped by a stop signal: Stop pressed, or the process asked to
+    end". A SIGTERM with no STOP file (the machine shutting down) keeps its own words."""
+    from utils.training.loop import SIGNAL_WORDS, StopRequest
+
+    for pressed, said in ((True, "the Stop button"), (False, SIGNAL_WORDS[signal.SIGTERM])):
+        request = StopRequest(tmp_path)
+        try:
+            if pressed:
+                (tmp_path / "STOP").write_text("stop requested from the UI\n")
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert request() and request.reason == said
+        finally:
+            request.restore()
+            (tmp_path / "STOP").unlink(missing_ok=True)
 
 
 def test_matcha_says_how_long_its_run_takes_here_as_the_other_engines_do(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""A loader worker that dies does not end a run (issue 42): the loader restarts with fewer workers, says so once,
+"""A loader worker that dies does not end a run: the loader restarts with fewer workers, says so once,
 and hands out the batches an uninterrupted run would have had. Workers are really killed (SIGKILL, as the kernel
 kills a worker for memory or a full /dev/shm), once, through a marker file under tmp_path."""
 from __future__ import annotations

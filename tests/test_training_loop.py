@@ -147,6 +147,25 @@ def test_a_new_model_trains_evaluates_and_checkpoints_through_an_adapter(tmp_pat
     assert result["best_checkpoint"].endswith("step-8") and read_json(tmp_path / "run" / "status.json")["kind"] == "line"
 
 
+def test_the_log_says_what_each_number_measures_with_its_unit(tmp_path):
+    """The Training tab's log read "loss 6.1 dur 1.4 prior 1.6 cfm 3.1 lr 1.55e-03 gnorm 19.61 12.8 samples/s wait 1%"
+    and "mcd_ema": names a curator cannot read. Each number now comes with its words (the curves' names, the metric's
+    own in brackets) and its unit."""
+    from utils.training.words import said
+
+    train(LineAdapter(tmp_path / "run", eval_every=4))
+    log = (tmp_path / "run" / "train.log").read_text()
+    step = next(line for line in log.splitlines() if " step 4/8: " in line)
+    assert "errors (lower is better) total (loss) " in step and "learning rate (lr) 2.00e-01" in step
+    assert "size of the update (grad_norm) " in step and " clips a second; " in step
+    assert step.endswith("% of the time waiting for data") and " gnorm " not in step and "samples/s" not in step
+    assert "eval step 4: " in log and "(lower is better)" in log.split("eval step 4: ")[1].splitlines()[0]
+    assert said("mcd_ema", 9.7412) == "smoothed model (mcd_ema) 9.74 dB"
+    assert said("val_cer", 0.123) == "held-out: letters misheard in the synthesised speech (val_cer) 12%"
+    assert said("weights", "ema") == "kept the smoothed model (weights ema)"
+    assert said("val_cfm", 3.05) == "held-out: sound detail (val_cfm) 3.05"
+
+
 @pytest.mark.parametrize("decay,winner", [(0.99, "raw"), (0.5, "ema")])
 def test_the_averaged_and_the_raw_weights_are_both_scored_and_the_better_one_is_kept(tmp_path, decay, winner):
     """An average that lags (decay 0.99 over 8 steps is mostly the random start) loses to the raw weights; one that
@@ -172,6 +191,10 @@ def test_a_stopped_run_resumes_onto_the_same_curve(tmp_path):
     assert second["state"] == "finished" and second["step"] == 8
     resumed = losses(tmp_path / "stopped")
     assert resumed == pytest.approx(straight, rel=1e-6)
+    # the averaged weights too go on from where they were (the adapter builds a fresh model; only the checkpoint's
+    # trainer state holds the average of the steps before the stop)
+    ema = [ckpt.load_trainer_state(tmp_path / run / "checkpoints" / "step-8")["ema"] for run in ("straight", "stopped")]
+    assert all(torch.allclose(a, b, rtol=1e-6, atol=0) for a, b in zip(*ema, strict=True)), ema
 
 
 def losses_of(run_dir: Path) -> dict[int, float]:

@@ -76,10 +76,27 @@ def test_the_check_says_how_long_before_it_starts_and_writes_into_the_dataset(ch
     said = err.index("this will take about")
     assert "an estimate" in err[said:err.index("\n", said)]
     assert said < err.index("training the aligner") < err.index("aligning each transcript")
-    assert re.search(r"training the aligner on this dataset, about \d+ (s|min) left", err)  # its pace, as it goes
+    assert re.search(r"training the aligner on this dataset \(about \d+ (s|min) left\)", err)  # its pace, as it goes
     saved = json.loads((ws.dataset_dir("am") / "transcript_check.json").read_text(encoding="utf-8"))
     assert saved["method"] == "alignment"
     assert [r["id"] for r in saved["rows"]] == [r["id"] for r in json.loads(out)["rows"]]
+
+
+def test_the_time_left_counts_down_and_moves_only_when_the_pace_is_well_off():
+    """The aligner's "about N min left" went 3, 5, 4, 8 min from line to line: said from the pace so far at each
+    line, it rose and fell with every slow batch (here 10 steps take 10 to 50 s by turns; that estimate rose three
+    times: 5, 13, 10, 13, 11 ... 8, 9 min). Now it counts down between lines, and is said anew only when the pace is
+    off by more than a third: once, after the first slow batch."""
+    from utils.events import Countdown
+
+    now = [0.0]
+    countdown = Countdown(300, clock=lambda: now[0])
+    said = []
+    for step, seconds in zip(range(10, 300, 10), [10, 45, 12, 50, 15, 40, 20, 35] * 4):
+        now[0] += seconds
+        value, unit = countdown.left(step).split()
+        said.append(float(value) * {"s": 1, "min": 60, "h": 3600}[unit])
+    assert said[1:] == sorted(said[1:], reverse=True) and said[1] > said[0]
 
 
 def test_reasons_name_the_kind_of_damage(checked, cli_run):

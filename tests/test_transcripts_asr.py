@@ -57,6 +57,19 @@ def test_without_a_recognizer_the_line_says_what_would_enable_it(tmp_path):
     ws = make_dataset(tmp_path, name="am", n_train=1, n_val=0)
     line = asr.status_line(ws)
     assert asr.available(ws) is None and asr.DEFAULT_MODEL in line and asr.DEFAULT_LICENCE in line
+    # the Dataset tab, where the button is, points to its place, not to "the Dataset tab's Get recognizer button"
+    from webui.transcripts import HERE, recognizer_choices, recognizer_info, run_drafts
+    from utils.transcripts import recognizers
+
+    here = "(Get recognizer, under Drafts for clips without text, or"
+    assert here in asr.status_line(ws, HERE) and "Dataset tab" not in asr.status_line(ws, HERE)
+    with pytest.raises(StudioError, match=r"No speech recognizer is in this workspace: .*" + re.escape(here)):
+        next(run_drafts(ws, "am"))  # Draft missing transcripts pressed first
+    # the box's hint is one short line (it was a paragraph of error rates); each choice says what it means
+    hint = recognizer_info(recognizers.OMNI_300M)
+    assert hint.startswith("for this machine: omniASR CTC 300M v2;") and "error rate" not in hint and len(hint) < 160
+    assert recognizer_choices()[0] == ("omniASR CTC 300M v2: 1.3 GB, mishears about 19 letters in 100 of Amharic "
+                                       "speech, licence Apache-2.0", "hf-audio/omniasr-ctc-300m-v2")
 
 
 def test_drafts_only_for_clips_without_text_and_the_manifest_is_untouched(ws):

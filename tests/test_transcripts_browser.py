@@ -7,6 +7,7 @@ import re
 from playwright.sync_api import expect
 
 from tests.helpers import make_dataset, screenshot, tiny_recognizer
+from tests.test_dataset_tab import CUT_JS
 from utils.events import run_to_end
 from utils.transcripts import asr
 from utils.datasets import load_manifest
@@ -23,15 +24,20 @@ def test_check_review_fix_exclude_and_accept_a_draft_in_the_browser(start_app, p
     page.goto(server.url)
     page.get_by_role("tab", name="Dataset").click()
     expect(page.locator("#transcripts-recognizer")).to_contain_text("tiny-ctc")
+    assert page.evaluate(CUT_JS, "Recognizer (Hugging Face id or folder)") == []  # each choice read whole
 
     # check by the recognizer: the review list fills, worst first
     page.get_by_label("Method").click()
     page.get_by_role("option", name="asr").click()
     page.locator("#transcripts-check").click()
     log = page.locator("#transcripts-log textarea")
-    expect(log).not_to_have_value("", timeout=60_000)  # its lines show while it runs: no overlay over them
-    assert page.locator("#transcripts-log .wrap.full").count() == 0
+    expect(log).not_to_have_value("", timeout=60_000)  # its lines show while it runs: no progress drawn over them
+    assert page.locator("#transcripts-log .wrap:not(.hide)").count() == 0
     expect(log).to_have_value(re.compile("clips ranked"), timeout=120_000)
+    # how far it went is said beside the log; the log's first line says how it scored, and its last is in sight
+    expect(page.locator("#transcripts-progress")).to_contain_text("% done")
+    assert re.match(r"asr: scored by what the speech recognizer \S+ hears\n", log.input_value())
+    assert page.evaluate("(t) => t.scrollTop + t.clientHeight >= t.scrollHeight - 2", log.element_handle())
     review = page.locator("#transcripts-review")
     expect(review.get_by_test_id("cell-0-0")).to_have_text("1", timeout=30_000)
     first = review.get_by_test_id("cell-0-1").inner_text().strip()
@@ -58,8 +64,16 @@ def test_check_review_fix_exclude_and_accept_a_draft_in_the_browser(start_app, p
 
     # a machine draft for the clip without text, accepted as the transcript
     page.locator("#transcripts-draft").click()
-    expect(log).to_have_value(re.compile(r"machine draft\(s\) made"), timeout=120_000)
+    checked = log.input_value()
+    # answered under the button, not in the Check log far above it
+    expect(page.locator("#transcripts-draft-log textarea")).to_have_value(re.compile(r"machine draft\(s\) made"),
+                                                                         timeout=120_000)
+    assert log.input_value() == checked
     drafts = page.locator("#transcripts-drafts")
+    button, answer, listed = (page.locator(f"#{i}").bounding_box()  # measured together: the page scrolls
+                              for i in ("transcripts-draft", "transcripts-draft-log", "transcripts-drafts"))
+    assert button["y"] + button["height"] <= answer["y"] < listed["y"], (button, answer, listed)
+    screenshot(page.locator("#transcripts-draft-log"), tmp_path, "draft-answered-under-its-button")
     expect(drafts.get_by_test_id("cell-0-0")).to_have_text("am-006", timeout=30_000)
     drafts.get_by_test_id("cell-0-0").click()
     expect(page.locator("#transcripts-row textarea, #transcripts-row input")).to_have_value("am-006")
@@ -151,6 +165,9 @@ def test_auto_says_it_checks_by_alignment_alone_when_there_is_no_recognizer(tmp_
     check = run_check(ws, "am", "auto")
     said = next(check)  # the first line, before any training starts
     assert said.startswith("auto: no speech recognizer in this workspace, so this check uses the alignment alone")
+    assert said.endswith("(to add what one hears: Get recognizer, under Drafts for clips without text)")
+    assert run_check(ws, "am", "asr").__next__() == ("asr: scored by the speech recognizer (none in this workspace yet: "
+                                                     "Get recognizer, under Drafts for clips without text)")
 
 
 def test_the_tabs_check_runs_in_a_process_of_its_own_that_a_closed_page_stops(tmp_path):
@@ -163,6 +180,7 @@ def test_the_tabs_check_runs_in_a_process_of_its_own_that_a_closed_page_stops(tm
 
     ws = make_dataset(tmp_path / "workspace", name="am", n_train=4, n_val=1)
     check = run_check(ws, "am", "alignment")
+    assert next(check).startswith("alignment: ")  # how it scores, said first
     assert "measuring how fast this machine trains the aligner" in next(check)
     checking = lambda: "transcript check" in [p.name for p in mp.active_children()]  # noqa: E731
     assert checking() and check_running(ws, "am")

@@ -1,4 +1,4 @@
-"""The transcript check after the curator fixed a few texts, and its Cancel (issue 46, item 5): a check again reuses
+"""The transcript check after the curator fixed a few texts, and its Cancel: a check again reuses
 the aligner the last check trained and aligns only the clips that changed; Cancel, from the page or any other
 process, stops a running check and keeps what it did."""
 from __future__ import annotations

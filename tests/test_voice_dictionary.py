@@ -1,4 +1,4 @@
-"""An exported voice carries the pronunciation dictionary the curator heard it with (issue 46, item 6): loaded from
+"""An exported voice carries the pronunciation dictionary the curator heard it with: loaded from
 its folder outside the workspace, as PyTorch or ONNX, it reads a dictionary word as the studio did."""
 from __future__ import annotations
 

@@ -56,6 +56,27 @@ def time_left(done: float, total: float, started: float) -> str | None:
     return say_duration((total - done) * (time.perf_counter() - started) / done)
 
 
+class Countdown:
+    """The time left of a long job said so that it does not jump at every line: between two readings it counts down
+    with the clock, and takes the pace so far again only once that is off by more than `slack` (a fraction). Said
+    from the pace alone, a check's estimate went 3, 5, 4, 8 min while the machine's other work came and went.
+    `start`: the count the pace is measured from (the first step seen); `clock`: time.perf_counter's kind."""
+
+    def __init__(self, total: float, start: float = 0.0, clock=time.perf_counter, slack: float = 0.3):
+        self.total, self.start, self.clock, self.slack = total, start, clock, slack
+        self.t0, self.said = clock(), None  # said: (seconds left, when said)
+
+    def left(self, done: float) -> str | None:
+        now = self.clock()
+        if done <= self.start or done >= self.total:
+            return None
+        paced = (self.total - done) * (now - self.t0) / (done - self.start)
+        counted = self.said[0] - (now - self.said[1]) if self.said else None
+        if counted is None or counted <= 0 or abs(paced - counted) > self.slack * counted:
+            self.said, counted = (paced, now), paced
+        return say_duration(counted)
+
+
 def say_duration(seconds: float) -> str:
     """How long, as progress messages say it: seconds up to a minute and a half, then minutes, then hours."""
     if seconds < 90:

@@ -33,13 +33,24 @@ RATE_TYPES = {"duration": float, "chars_per_s": float, "id": str, "status": str}
 STATUS_COLORS = {"ok": "#2ca02c", "flagged": "#ff7f0e", "excluded": "#7f7f7f"}
 
 
-def _sources(ws, files, path: str, data_dirs=()) -> list[Path]:
+def _sources(ws, files, path: str, data_dirs=(), again: str | None = None) -> list[Path]:
+    """The files a Prepare reads; none given for `again`, a dataset that exists: [], so it reads its raw/ again."""
     sources = [Path(f if isinstance(f, str) else f.name) for f in (files or [])]
     if path and path.strip():
         sources.append(readable(ws, path.strip(), data_dirs))
-    if not sources:
+    if not sources and not (again and again in ws.list_datasets()):
         raise StudioError("Upload a zip or files, or give a path inside the workspace.")
     return sources
+
+
+def reading_line(name: str, files, path: str) -> str:
+    """The log's first line: every file this Prepare reads and where it came from. The upload box kept the last
+    dataset's zip, and a new dataset silently took its clips too."""
+    given = [f"{Path(f if isinstance(f, str) else f.name).name} (uploaded)" for f in (files or [])]
+    given += [f"{path.strip()} (typed path)"] if (path or "").strip() else []
+    if not given:
+        return f"Reads: the uploads {name} keeps (raw/), as nothing new was given"
+    return f"Reads {len(given)} source(s) into {name}: " + ", ".join(given)
 
 
 def inspect_upload(ws, files, path: str, data_dirs=()) -> dict:
@@ -83,8 +94,10 @@ def run_prepare(ws, files, path, name, fmt, frontend, audio_col, text_col, speak
         raise StudioError("Type a name for the new dataset in 'Dataset name' (for example the speaker's name), "
                           "then press Prepare.")
     columns = {k: v for k, v in (("audio", audio_col), ("text", text_col), ("speaker", speaker_col)) if v}
-    lines: list[str] = []
-    for event in datasets.prepare(ws, name, _sources(ws, files, path, data_dirs), fmt=fmt or "auto",
+    sources = _sources(ws, files, path, data_dirs, again=name.strip())
+    lines = [reading_line(name.strip(), files, path)]  # kept first: the log shows its newest 200 lines after it
+    yield lines[0]
+    for event in datasets.prepare(ws, name, sources, fmt=fmt or "auto",
                                   columns=columns or None,
                                   frontend=frontend or "phoneme", in_place=tuple(data_dirs),
                                   cfg=PrepareConfig(half_mels=bool(half_mels), keep_uploads=bool(keep_uploads))):
@@ -92,8 +105,8 @@ def run_prepare(ws, files, path, name, fmt, frontend, audio_col, text_col, speak
             progress(event.fraction, desc=f"{event.stage} {event.done}/{event.total}")
         if event.level != "info" or event.stage in ("discover", "check", "done", "cancelled", "tokenizer", "uploads"):
             lines.append(event.format())
-            yield "\n".join(lines[-200:])
-    yield "\n".join(lines[-200:])
+            yield "\n".join(lines[:1] + lines[1:][-200:])
+    yield "\n".join(lines[:1] + lines[1:][-200:])
 
 
 def summary_markdown(ws, name: str) -> str:
@@ -257,7 +270,7 @@ def edit_row(ws, name: str, row_id: str, action: str, text: str = "") -> str:
     if not name or not row_id:
         raise StudioError("Pick a row in the table first.")
     summary = datasets.apply_edits(ws, name, [{"id": row_id, "action": action, "text": text}])
-    return f"{row_id}: {action} saved · {summary['usable_clips']} usable clips"
+    return f"{row_id}: {action} saved · {name}: {summary['usable_clips']} usable clips"
 
 
 def build(ctx: AppContext) -> list:
@@ -275,11 +288,15 @@ def build(ctx: AppContext) -> list:
                                     "the app was started with --data-dir)") if ctx.data_dirs else None)
             name = gr.Textbox(label="Dataset name", placeholder="my-voice", elem_id="dataset-name")
             name_said = gr.Markdown(elem_id="dataset-name-note")  # not the box's info: that renames its label
-            with gr.Row():
-                fmt = gr.Dropdown(list(datasets.FORMATS), value="auto", label="Format")
-                frontend = gr.Dropdown(list(FRONTENDS), value="phoneme", label="What the model reads (text frontend)",
-                                       info="the rules say each word as Amharic is spoken, numbers and "
-                                            "abbreviations read out; letters or word pieces need more data")
+    # choices on view, not dropdowns: tabbing out of the name opened the Format list over the name, and the
+    # frontend's box cut its choice under its arrow
+    with gr.Row():
+        fmt = gr.Radio(list(datasets.FORMATS), value="auto", label="Format", elem_id="dataset-format",
+                       info="auto: told from the files; name one when it guesses wrong")
+        frontend = gr.Radio(list(FRONTENDS), value="phoneme", label="What the model reads (text frontend)",
+                            elem_id="dataset-frontend",
+                            info="the rules say each word as Amharic is spoken, numbers and abbreviations read "
+                                 "out; letters or word pieces need more data")
     with gr.Accordion("CSV columns (chosen automatically unless the header is ambiguous)", open=False) as csv_box:
         csv_info = gr.Markdown()
         with gr.Row():
@@ -296,7 +313,7 @@ def build(ctx: AppContext) -> list:
         prepare_btn = gr.Button("Prepare", variant="primary", elem_id="dataset-prepare")
         cancel_btn = gr.Button("Cancel")
     disk_info = gr.Markdown(elem_id="dataset-disk")  # what preparing will take on disk, against the free space
-    log = gr.Textbox(label="Log", lines=8, max_lines=20, elem_id="dataset-log")
+    log = gr.Textbox(label="Log", lines=8, max_lines=20, elem_id="dataset-log", elem_classes=["log-box"])
 
     gr.Markdown("### Review")
     with gr.Row():
@@ -367,7 +384,11 @@ def build(ctx: AppContext) -> list:
           disk_info, api_name="dataset_disk")
 
     def on_prepare(f, p, n, fm, fe, a, t, s, h, k, progress=gr.Progress()):
-        yield from run_prepare(ws, f, p, n, fm, fe, a, t, s, progress, ctx.data_dirs, h, k)
+        """(log, upload box, path): once prepared, the box and the path are emptied, for the next dataset starts
+        from nothing (a refusal leaves them, to try again)."""
+        for said in run_prepare(ws, f, p, n, fm, fe, a, t, s, progress, ctx.data_dirs, h, k):
+            yield said, gr.update(), gr.update()
+        yield said, None, ""
 
     def on_view(n, everything, pg=1):
         return plot_updates(*load_view(ws, n, everything, pg))
@@ -383,9 +404,9 @@ def build(ctx: AppContext) -> list:
     view_outputs = [summary, hist, rate, table, page, page_info, limits]
     limits.change(lambda axes: gr.update(**axes), limits, rate, show_progress="hidden")
     on_view = says_errors(on_view, view_outputs, summary)  # a broken manifest is said in the summary
-    prep = prepare_btn.click(says_errors(on_prepare, [log], log, log=True),
+    prep = prepare_btn.click(says_errors(on_prepare, [log, files, path], log, log=True),
                              [files, path, name, fmt, frontend, audio_col, text_col, speaker_col, half_mels,
-                              keep_uploads], log,
+                              keep_uploads], [log, files, path],
                              api_name="dataset_prepare")
     prep.then(on_made, [name, dataset], [dataset, prepared]).then(on_view, [dataset, show_all], view_outputs)
     # the page turns; any other redraw keeps the page shown (a decision saved on page 40 stays on page 40)
@@ -399,7 +420,8 @@ def build(ctx: AppContext) -> list:
     dataset.change(on_view, [dataset, show_all], view_outputs, api_name="dataset_view")
     # the picked row belongs to the dataset it was picked in: another dataset, or the same prepared again, starts
     # with none picked
-    gr.on([dataset.change, prepared.change], lambda: ("", None, ""), None, [row_id, player, text],
+    # the status line too: it spoke of a row of the dataset shown before, or counted its clips before the prepare
+    gr.on([dataset.change, prepared.change], lambda: ("", None, "", ""), None, [row_id, player, text, status],
           show_progress="hidden")
     show_all.change(on_view, [dataset, show_all], view_outputs)
     refresh.click(on_prepared, dataset, dataset).then(on_view, shown, view_outputs)
@@ -434,6 +456,10 @@ def build(ctx: AppContext) -> list:
                               status), [dataset, row_id, text], [status, decided], api_name=f"dataset_{action}")
     decided.change(on_view, shown, view_outputs, show_progress="hidden")
     lists_on_load = transcripts.build(ctx, dataset, prepared, decided)  # transcripts to check and machine drafts
-    # opened again: what another tab did meanwhile (music removal accepted, a check's exclusions) is shown
-    return [(on_page_load, [dataset], [dataset, *view_outputs]), lists_on_load,
-            (on_view, shown, view_outputs, "open")]
+    def on_open(n, everything, pg=1):
+        """Opened again: what another tab did meanwhile (music removal accepted, a check's exclusions) is shown. The
+        page's first select, as it mounts, carries no dataset yet: answered after the page load on a busy machine, it
+        drew "Choose or prepare a dataset." over the dataset the picker shows; it changes nothing."""
+        return on_view(n, everything, pg) if n else [gr.skip()] * len(view_outputs)
+
+    return [(on_page_load, [dataset], [dataset, *view_outputs]), lists_on_load, (on_open, shown, view_outputs, "open")]

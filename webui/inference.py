@@ -245,7 +245,8 @@ def build(ctx: AppContext):
                      interactive=False, elem_id="inference-audio")
     whole = gr.Audio(label="Speech", interactive=False, visible=False, elem_id="inference-whole")  # see whole_speech
     with gr.Row():
-        wav = gr.File(label="Download WAV", elem_id="inference-wav", scale=1)
+        # not interactive: the box is an input of whole_speech, which made it an upload box ("Drop File Here")
+        wav = gr.File(label="Download WAV (after Speak)", interactive=False, elem_id="inference-wav", scale=1)
         spectrogram = gr.Image(label="Spectrogram (log-mel)", type="numpy", interactive=False, scale=3,
                                elem_id="inference-spectrogram")
     info = gr.Markdown(elem_id="inference-info")
@@ -277,7 +278,7 @@ def build(ctx: AppContext):
         with gr.Row():
             batch_file = gr.File(label="Text file (UTF-8, one line per WAV; 'id|text' names it)",
                                  file_types=[".txt", ".csv", ".tsv"], elem_id="inference-batch-file")
-            batch_zip = gr.File(label="WAVs (zip)", elem_id="inference-batch-zip")
+            batch_zip = gr.File(label="WAVs (zip)", interactive=False, elem_id="inference-batch-zip")
         batch_go = gr.Button("Speak every line", elem_id="inference-batch-go")
         batch_report = gr.Markdown(elem_id="inference-batch-report")
 
@@ -292,7 +293,7 @@ def build(ctx: AppContext):
                                value=False)
             onnx_steps = gr.Slider(2, 20, value=inference.DEFAULT_STEPS, step=1, label="ONNX flow steps (fixed)")
         export_btn = gr.Button("Export voice", elem_id="inference-export")
-        export_zip = gr.File(label="Voice (zip)")
+        export_zip = gr.File(label="Voice (zip)", interactive=False, elem_id="inference-export-zip")
         export_msg = gr.Markdown(elem_id="inference-export-msg")
 
     with gr.Accordion("Add Vocos weights (e.g. the public vocos-mel-24khz)", open=False):

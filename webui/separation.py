@@ -125,6 +125,19 @@ def dataset_view(ws, name: str | None) -> tuple:
     return clip_table(ws, name), clip_ids(ws, name), faint_ids(ws, name)
 
 
+def view_on_open(ws, current: str | None, clip: str | None, picks: list[str] | None) -> tuple:
+    """(picker, clip table, clip picker, accept picks) each time the tab opens: the datasets as they are now and the
+    clips of the one shown as they are now (20 clips added on the Dataset tab were missing from the list); the clip
+    listened to and the picks stay while they exist."""
+    pick = dataset_pick(ws, current)
+    table, clips, accepts = dataset_view(ws, pick["value"])
+    if pick["value"] == current:
+        ids = [c[1] for c in clips["choices"]]
+        clips["value"] = clip if clip in ids else clips["value"]
+        accepts["value"] = [c for c in picks or [] if c in accepts["choices"]]
+    return pick, table, clips, accepts
+
+
 def accept(ws, name: str, picks: list[str] | None = None):
     """The picked clips, or with none picked only the clips where music was clearly found."""
     if not name:
@@ -191,7 +204,7 @@ def build(ctx: AppContext) -> list:
                 file_before = gr.Audio(type="filepath", label="Before", interactive=False)
                 file_speech = gr.Audio(type="filepath", label="Speech", interactive=False)
                 file_residual = gr.Audio(type="filepath", label="Removed", interactive=False)
-    log = gr.Textbox(label="Log", lines=8, max_lines=20, elem_id="sep-log")
+    log = gr.Textbox(label="Log", lines=8, max_lines=20, elem_id="sep-log", elem_classes=["log-box"])
 
     backend.change(backend_note, backend, note, api_name="separation_backend")
     refresh.click(partial(dataset_choices, ws), None, name, api_name="separation_datasets")
@@ -223,6 +236,9 @@ def build(ctx: AppContext) -> list:
         pick = current if current in names else (names[0] if names else None)
         return gr.update(choices=names, value=pick), *dataset_view(ws, pick), ""
 
-    # opened again: a dataset prepared or deleted meanwhile (a new pick shows its clips through name.change)
+    # opened again: a dataset prepared or deleted meanwhile, and the clips of the one shown as they are now
+    opened = [name, table, clip, picks, status]
     return [(says_errors(on_page_load, [name, *shown], status, what="Showing the dataset"), [name],
-             [name, *shown]), (lambda current: dataset_pick(ws, current), [name], [name], "open")]
+             [name, *shown]),
+            (says_errors(lambda *a: (*view_on_open(ws, *a), gr.update()), opened, status, what="Showing the dataset"),
+             [name, clip, picks], opened, "open")]

@@ -15,6 +15,7 @@ import pandas as pd
 
 from utils import jobs
 from utils.runs import control, settings, views
+from utils.training import words
 from utils.events import StudioError
 from utils.hub import HubUnreachable
 from utils import families
@@ -36,26 +37,10 @@ SPEED = lambda k: k == "samples_per_s"  # noqa: E731
 MEMORY = lambda k: "mem" in k or k.startswith("nvml") or k.startswith("gpu_util")  # noqa: E731
 
 
-CURVES = {  # a curve's name in a legend: what it measures, then the metric's own name in brackets
-    "loss": "total", "dur": "sound lengths", "prior": "text fit", "cfm": "sound detail", "lr": "learning rate",
-    "samples_per_s": "clips a second", "cer": "letters misheard in the synthesised speech",
-    "cer_recorded": "letters misheard in the recordings: the floor",
-    "mcd": "distance from the real voice", "mcd_ema": "smoothed model", "mcd_raw": "latest weights",
-    "logmel_mcd": "quick estimate", "loss_g": "all parts (GAN)", "loss_d": "the judge (GAN)",
-    "loss_kl": "sound matched to the text", "loss_dur": "how long each sound lasts",  # the MMS engine's VITS
-    "loss_mel": "distance from the recording", "loss_adv": "fooling the judge", "loss_fm": "sounding real to the judge",
-    "gpu_mem_allocated_gb": "in use", "gpu_mem_reserved_gb": "held", "gpu_mem_peak_gb": "peak",
-}
-
-
 def curve_name(metric: str) -> str:
-    """'sound detail (cfm)': plain words first for the curator, the metric's name for whoever wants it;
-    a held-out metric (val_...) says so. A metric without words keeps its name."""
-    base = metric.removeprefix("val_")
-    words = CURVES.get(base)
-    if words is None:
-        return metric
-    return f"{'held-out: ' if base != metric else ''}{words} ({metric})"
+    """'sound detail (cfm)': a curve named in plain words first, the metric's name for whoever wants it (the run's
+    log says them alike)."""
+    return words.plain(metric)
 
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
@@ -192,7 +177,9 @@ def panel(ctx: AppContext, name: str | None, held: dict, fresh: bool = False) ->
         out["players"] = [gr.update(value=str(p), label=f"step {s}: {p.stem}", visible=True)
                           for s, p in samples] + hidden[len(samples):]
     rows = len(v.metrics)
-    due = rows != held.get("rows") and now - held.get("plotted", 0.0) >= PLOTS_EVERY_S
+    # an evaluation is drawn at once: the run list shows its best MCD in this poll, and the plot lagged behind it
+    evaluated = any(QUALITY(k) or CER(k) for m in v.metrics[max(0, held.get("rows") or 0):] for k in m)
+    due = rows != held.get("rows") and (evaluated or now - held.get("plotted", 0.0) >= PLOTS_EVERY_S)
     held["pending"] = rows != held.get("rows") and not due  # rows that wait for PLOTS_EVERY_S to pass
     if due:
         out["plots"], out["news"] = _changed_plots(v, held), True
@@ -416,13 +403,17 @@ def restore_page(ctx: AppContext) -> tuple:
     return form + (engine_advice(ctx, dataset), expect)
 
 
-def form_on_open(ctx: AppContext, dataset: str | None, saved_steps) -> tuple:
-    """(dataset picker, steps box, the saved steps the page now has) each time the tab opens: the datasets as they
-    are now (one deleted meanwhile is not shown), and the steps the Optimizations tab saved since the page last read
-    them; a number typed here stays until then."""
-    steps = settings.default_steps(ctx.workspace)
-    return (dataset_pick(ctx.workspace, dataset),
-            gr.update(value=steps) if steps != saved_steps else gr.update(), steps)
+def form_on_open(ctx: AppContext, dataset: str | None, saved_steps, engine: str | None = None, steps=None,
+                 base: str | None = "", size: str | None = None) -> tuple:
+    """(dataset picker, steps box, the saved steps the page now has, engine advice, what to expect) each time the tab
+    opens: the datasets as they are now (one deleted meanwhile is not shown), the steps the Optimizations tab saved
+    since the page last read them (a number typed here stays until then), and the lines about the dataset as it is
+    now: clips added on the Dataset tab left "Which engine" saying the seconds of speech it had before."""
+    saved = settings.default_steps(ctx.workspace)
+    pick = dataset_pick(ctx.workspace, dataset)
+    steps = saved if saved != saved_steps else steps
+    return (pick, gr.update(value=saved) if saved != saved_steps else gr.update(), saved,
+            engine_advice(ctx, pick["value"]), expectations(ctx, engine, pick["value"], steps, base, size))
 
 
 def _vocoder_label(steps) -> str:
@@ -526,7 +517,7 @@ def _run_panel(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
         mcd_plot = _curves("validation MCD (dB)", "mcd-plot", points="quality" in POINTS)
     with gr.Row():
         lr_plot = _curves("learning rate", "lr-plot")
-        speed_plot = _curves("samples per second", "speed-plot")
+        speed_plot = _curves("clips a second (samples/s)", "speed-plot")
         mem_plot = _curves("GPU memory (GiB) and utilization", "mem-plot", visible=on_gpu)
     with gr.Row():
         cer_plot = _curves("character error rate of the held-out sentences, synthesised and recorded", "cer-plot",
@@ -736,5 +727,5 @@ def build(ctx: AppContext) -> list:
     restored = [f.dataset, f.preset, f.max_steps, f.init, f.mode, f.all_gpus, f.engine, f.licence, f.prompt,
                 f.vocoder_init, f.vocoder_size, f.vocoder_steps, saved_steps]
     return [(lambda: restore_page(ctx), None, restored + [f.advice, f.expect]), *opened,
-            (lambda d, s: form_on_open(ctx, d, s), [f.dataset, saved_steps], [f.dataset, f.max_steps, saved_steps],
-             "open")]
+            (lambda *a: form_on_open(ctx, *a), [f.dataset, saved_steps, f.engine, f.max_steps, f.base, f.preset],
+             [f.dataset, f.max_steps, saved_steps, f.advice, f.expect], "open")]

@@ -65,31 +65,56 @@ def press_check(ws, name: str, method: str) -> bool:
     return True
 
 
+def method_line(ws, method: str) -> str:
+    """The log's first line: how this check scores the transcripts ("auto" names what it uses here)."""
+    folder = asr.available(ws)
+    heard = f"what the speech recognizer {folder.name} hears" if folder else None
+    if method == "asr":
+        return f"asr: scored by {heard or f'the speech recognizer (none in this workspace yet: {HERE})'}"
+    if method == "alignment" or not heard:
+        return ("auto: no speech recognizer in this workspace, so this check uses the alignment alone (to add what "
+                f"one hears: {HERE})" if method == "auto" else
+                "alignment: scored by how each transcript lays over its audio")
+    return f"auto: scored by the alignment and by {heard}"
+
+
 def run_check(ws, name: str, method: str, progress=None):
-    """Generator of log text (the first lines say how long it will take, and which method "auto" uses)."""
+    """Generator of log text. Its first line says how the transcripts are scored and stays first; a stage moving on
+    rewrites its own line (the log ran to dozens of "[25/300]" lines, the newest out of sight)."""
     if not name:
         raise StudioError("Choose a dataset above first.")
-    lines, last = [], None
-    if (method or "auto") == "auto" and asr.available(ws) is None:
-        lines.append("auto: no speech recognizer in this workspace, so this check uses the alignment alone (get a "
-                     "recognizer below to add what it hears)")
-        yield lines[0]
+    lines, last = [method_line(ws, method or "auto")], None
+    yield lines[0]
     # in a process of its own: at 200k clips the check holds ~1.5 GB, which the app's process would keep after it
     for event in events_in_child(check_transcripts, ws, name, method=method or "auto", job="transcript check"):
         if progress is not None and event.total:
             progress(event.fraction, desc=event.message)
         step = (event.stage, event.total, event.message.split(" (about")[0])  # a count and time left move on
-        if lines and step == last:  # the same stage moving on: its line is updated, not repeated
+        if step == last:  # the same stage moving on: its line is updated, not repeated
             lines[-1] = event.format()
         else:
             lines.append(event.format())
         last = step
-        yield "\n".join(lines[-30:])
+        yield "\n".join(lines[:1] + lines[1:][-30:])
+
+
+def beside(run, *args):
+    """(log text, how far it is) for each value of `run(*args, progress=...)`, a log generator: how far it is goes in
+    a line of its own beside the log (its last word stays when it ends). Gradio's progress was drawn over the log's
+    lines, unreadable while it ran."""
+    store = {}
+
+    def progress(fraction: float, desc: str = "") -> None:
+        store["line"] = f"{desc} · {fraction:.0%} done"
+
+    for text in run(*args, progress=progress):
+        yield text, store.get("line", "")
 
 
 def run_drafts(ws, name: str, progress=None):
     if not name:
         raise StudioError("Choose a dataset above first.")
+    asr.required(ws, HERE)  # said here, before a process starts, and pointing at the button beside this one
     lines: list[str] = []
     # in a process of its own too: the recognizer (3.9 GB for the default) is let go with it, not kept by the app
     for event in events_in_child(asr.transcribe_missing, ws, name, job="machine drafts"):
@@ -99,16 +124,28 @@ def run_drafts(ws, name: str, progress=None):
         yield "\n".join(lines[-30:])
 
 
-def recognizer_info(choice, why: str) -> str:
-    """Under the Recognizer box: this machine's pick and why, then every known one with its licence."""
-    known = "; ".join(f"{k.repo}: {k.title}, {k.download_gb} GB, licence {k.licence}"
-                      for k in recognizers.KNOWN.values())
-    return f"for this machine {choice.repo}: {why}. Known: {known}. Or any Hugging Face CTC model id, or a folder."
+# where the recognizer line and the Draft refusal on this tab send the curator (not "the Dataset tab's ... button")
+HERE = "Get recognizer, under Drafts for clips without text"
+
+
+def recognizer_choices() -> list[tuple[str, str]]:
+    """The known recognizers, each with its size, how well it hears Amharic and its licence in its own label (they
+    were a paragraph of error rates under the box)."""
+    return [(f"{k.title}: {k.download_gb} GB, mishears about {k.cer_gsma:.0f} letters in 100 of Amharic speech, "
+             f"licence {k.licence}", k.repo) for k in recognizers.KNOWN.values()]
+
+
+def recognizer_info(choice) -> str:
+    """Under the Recognizer box, one short line: this machine's pick; the others are in the list."""
+    return (f"for this machine: {choice.title}; or pick another, or type a Hugging Face CTC model id or a folder "
+            "holding a downloaded copy")
 
 
 def fetch_recognizer(ws, model_id: str, progress=None):
     lines: list[str] = []
     for event in asr.fetch(ws, (model_id or "").strip() or None):
+        if progress is not None and event.total:
+            progress(event.fraction, desc=event.message)
         lines.append(event.format())
         yield "\n".join(lines[-10:])
 
@@ -140,7 +177,9 @@ def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State, decided: gr
         cancel_btn = gr.Button("Cancel check", variant="stop", elem_id="transcripts-cancel")
         refresh = gr.Button("Refresh lists")
     check_note = gr.Markdown(elem_id="transcripts-check-note")  # what a press of Check did, said at once
-    check_log = gr.Textbox(label="Check log", lines=4, max_lines=12, elem_id="transcripts-log")
+    check_progress = gr.Markdown(elem_id="transcripts-progress")  # how far the check is: beside its log, not over it
+    check_log = gr.Textbox(label="Check log", lines=4, max_lines=12, elem_id="transcripts-log",
+                           elem_classes=["log-box"])  # pinned to its newest line (assets/app.js)
     review = gr.Dataframe(headers=REVIEW_COLUMNS, interactive=False, wrap=True, elem_id="transcripts-review",
                           label="Most suspicious first (click one)", column_widths=REVIEW_WIDTHS,
                           elem_classes=["review-list"])
@@ -159,14 +198,19 @@ def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State, decided: gr
                 "confidence) for every clip that has no transcript; the least confident come first. Click one: it "
                 "opens in the clip above, and becomes the clip's text only when you save it.",
                 elem_id="transcripts-drafts-head")
-    recognizer = gr.Markdown(asr.status_line(ws), elem_id="transcripts-recognizer")
+    recognizer = gr.Markdown(asr.status_line(ws, HERE), elem_id="transcripts-recognizer")
+    choice, _ = recognizers.for_this_machine()
+    # the whole width: each choice says its size, how well it hears and its licence, cut under the arrow beside buttons
+    model_id = gr.Dropdown(recognizer_choices(), value=choice.repo, allow_custom_value=True,
+                           label="Recognizer (Hugging Face id or folder)", elem_id="transcripts-model",
+                           info=recognizer_info(choice))
     with gr.Row():
-        choice, why = recognizers.for_this_machine()
-        model_id = gr.Dropdown([k.repo for k in recognizers.KNOWN.values()], value=choice.repo,
-                               allow_custom_value=True, label="Recognizer (Hugging Face id or folder)",
-                               elem_id="transcripts-model", info=recognizer_info(choice, why))
-        fetch_btn = gr.Button("Get recognizer")
+        fetch_btn = gr.Button("Get recognizer", elem_id="transcripts-fetch")
         draft_btn = gr.Button("Draft missing transcripts", elem_id="transcripts-draft")
+    # the two buttons above answer here, under them: in the Check log they were out of sight, far above
+    draft_progress = gr.Markdown(elem_id="transcripts-draft-progress")
+    draft_log = gr.Textbox(label="Recognizer and drafts log", lines=2, max_lines=8, interactive=False,
+                           elem_id="transcripts-draft-log", elem_classes=["log-box"])
     drafts = gr.Dataframe(headers=DRAFT_COLUMNS, interactive=False, wrap=True, elem_id="transcripts-drafts",
                           label="Machine drafts, least confident first (click one)")
 
@@ -177,14 +221,14 @@ def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State, decided: gr
         listed = review_frame(ws, n)
         return gr.update(value=listed, label=review_label(ws, n, listed)), drafts_frame(ws, n)
 
-    def on_check(n, m, progress=gr.Progress()):
-        yield from run_check(ws, n, m, progress)
+    def on_check(n, m):
+        yield from beside(run_check, ws, n, m)
 
-    def on_drafts(n, progress=gr.Progress()):
-        yield from run_drafts(ws, n, progress)
+    def on_drafts(n):
+        yield from beside(run_drafts, ws, n)
 
     def on_fetch(m):
-        yield from fetch_recognizer(ws, m)
+        yield from beside(fetch_recognizer, ws, m)
 
     def on_pick_review(n, frame, evt: gr.SelectData):  # the status line spoke of the clip picked before
         return (*pick(ws, n, str(frame.iloc[evt.index[0]]["id"])), "")
@@ -200,22 +244,23 @@ def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State, decided: gr
     def on_press(n, m):  # a new `go` starts the check; a check running, or a ranking still current, is said
         return "", time.time_ns() if press_check(ws, n, m) else gr.update()
 
-    logged = lambda fn: says_errors(fn, [check_log], check_log, log=True)  # noqa: E731
+    checked, drafted = [check_log, check_progress], [draft_log, draft_progress]
+    logged = lambda fn, out=checked: says_errors(fn, out, out[0], log=True, also={out[1]: ""})  # noqa: E731
     go = gr.State()
     # every press is answered (a press while a check runs is not dropped unanswered); the check itself starts only
     # from `go`, one at a time
     check_btn.click(says_errors(on_press, [check_note, go], check_note), [dataset, method], [check_note, go],
                     trigger_mode="multiple", show_progress="hidden", api_name="transcripts_press")
-    # "minimal": the log says how far it is and how long is left; a progress overlay would hide it while it runs
-    go.change(logged(on_check), [dataset, method], check_log, trigger_mode="once", show_progress="minimal",
+    # no progress drawn by Gradio: it covered the log's lines; the line beside the log says how far it is
+    go.change(logged(on_check), [dataset, method], checked, trigger_mode="once", show_progress="hidden",
               api_name="transcripts_check").then(on_lists, dataset, lists)
     # the check stops itself at its next poll (a request on disk): it may run in another page or from the command line
     cancel_btn.click(says_errors(lambda n: cancel_check(ws, n), [check_note], check_note), dataset, check_note,
                      api_name="transcripts_cancel")
-    draft_btn.click(logged(on_drafts), dataset, check_log, show_progress="minimal",
+    draft_btn.click(logged(on_drafts, drafted), dataset, drafted, show_progress="hidden",
                     api_name="transcripts_draft").then(on_lists, dataset, lists)
-    fetch_btn.click(logged(on_fetch), model_id, check_log, show_progress="minimal", api_name="transcripts_fetch").then(
-        lambda: asr.status_line(ws), None, recognizer)
+    fetch_btn.click(logged(on_fetch, drafted), model_id, drafted, show_progress="hidden",
+                    api_name="transcripts_fetch").then(lambda: asr.status_line(ws, HERE), None, recognizer)
     shown_anew = [dataset.change, prepared.change]
     gr.on(shown_anew, on_lists, dataset, lists, api_name="transcripts_lists")
     gr.on(shown_anew, lambda: ("", None, "", ""), None, [row_id, player, text, check_note], show_progress="hidden")

@@ -364,8 +364,10 @@ def synthesize(ws: Workspace, voice: str, text: str, **options) -> tuple[np.ndar
 
 def describe(info: dict) -> str:
     """One readable paragraph for the UI and the CLI."""
-    text = (f"{info['duration_s']:.2f} s of audio at {info['sample_rate'] / 1000:g} kHz in {info['seconds']:.2f} s "
-            f"(real-time factor {info['rtf']:.3f}; "
+    pace = (f"{info['rtf']:.1f} s of computing for each second of speech" if info["rtf"] >= 1 else
+            f"{1 / info['rtf']:.1f}x faster than it plays" if info["rtf"] > 0 else "at once")
+    text = (f"{info['duration_s']:.2f} s of audio at {info['sample_rate'] / 1000:g} kHz made in {info['seconds']:.2f} s: "
+            f"{pace} (real-time factor {info['rtf']:.2f}; "
             f"first audio after {info.get('first_audio_s', 0):.2f} s; loading {info.get('load_s', 0):.2f} s) on "
             f"{info.get('device_note') or info['device']}. {info['spoken']} sentence(s), {info['tokens']} symbols, "
             f"vocoder: {info['vocoder']}" + (f", speaker {info['speaker']}" if info.get("speaker") else "")

@@ -38,6 +38,21 @@ def suggest_rows(ws: Workspace, dataset: str, limit: int = SUGGESTED) -> list[di
     return [{"id": i, "duration": float(d), "text": (rows[i].get("text") or "").strip()} for i, d in found if i in rows]
 
 
+def no_row_here(ws: Workspace, dataset: str) -> str:
+    """Why a dataset offers no row for a clip, with the lengths its rows have: the picker stayed empty and Make voice
+    said only "Give the clip the voice copies"."""
+    from utils.datasets.manifest import store_query
+
+    low, high = GOOD_PROMPT_SECONDS
+    (shortest, longest), = store_query(ws, dataset, "SELECT min(duration), max(duration) FROM rows WHERE excluded = 0 "
+                                       "AND has_text = 1")
+    span = f"{shortest:.1f} s" if shortest is not None and f"{shortest:.1f}" == f"{longest:.1f}" else \
+        f"{shortest or 0:.1f} to {longest or 0:.1f} s"
+    lengths = f" (its kept clips with text last {span})" if shortest is not None else " (none of its kept clips has text)"
+    return (f"Dataset {dataset} has no kept clip of {low:g}-{high:g} s with a transcript{lengths}: use an audio file "
+            f"of {low:g}-{high:g} s and type what is said in it.")
+
+
 def row_clip(ws: Workspace, dataset: str, row_id: str) -> tuple[Path, str]:
     """(the row's clip, its transcript), refused by row when the dataset lacks it or its clip is gone."""
     from utils.datasets.manifest import get_rows
@@ -63,9 +78,12 @@ def _clip_and_text(ws: Workspace, dataset: str, row: str, clip, text: str | None
         if not path.is_file():
             raise StudioError(f"{clip}: no such audio file. Give the path of a WAV, FLAC or MP3 of 5-15 s.")
         return path, (text or "").strip(), path.name
-    if not (dataset and row):
-        raise StudioError("Give the clip the voice copies: a dataset and one of its rows, or an audio file and "
-                          "its transcript.")
+    if dataset and not row:
+        raise StudioError(no_row_here(ws, dataset) if not suggest_rows(ws, dataset, limit=1) else
+                          f"Pick the row of dataset {dataset} whose clip the voice copies.")
+    if not row:
+        raise StudioError("Pick a dataset and the row whose clip the voice copies, or use an audio file and type "
+                          "what is said in it.")
     path, row_text = row_clip(ws, dataset, row)
     return path, (text or "").strip() or row_text, f"dataset {dataset}, row {row}"
 

@@ -75,7 +75,7 @@ class RunView:
             parts.append(f"ETA {format_seconds(s['eta_s'])}")
         speed = [m for m in self.metrics if "samples_per_s" in m]
         if speed:
-            parts.append(f"{speed[-1]['samples_per_s']:.1f} samples/s")
+            parts.append(f"{speed[-1]['samples_per_s']:.1f} clips a second")
         if s.get("last_checkpoint"):
             parts.append(f"last checkpoint `{Path(s['last_checkpoint']).name}`")
         best = s.get("best_checkpoint")

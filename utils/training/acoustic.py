@@ -142,7 +142,8 @@ class TextMelAdapter(DataPosition):
         return len(plan) if plan else None
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "fixed_shapes": bool(getattr(self, "fixed_shapes", False))}
+        kept = {"fixed_shapes": self.fixed_shapes} if hasattr(self, "fixed_shapes") else {}  # once its data started
+        return {**super().state_dict(), **kept}
 
     def load_state_dict(self, state: dict) -> None:
         """Also whether the run's batches were planned (a compiled run's) or filled up to the frame budget: "auto"

@@ -54,6 +54,8 @@ from utils.training.compile_watch import CompileWatch
 from utils.training.eta import Eta
 from utils.training.probe import optimizer_state_ballast, probe_limit, probe_max_frames
 from utils.training.runfiles import RunFiles, disk_full_message
+from utils.training.words import plain, said
+from utils.voice_folders import STEP_RE
 from utils.workspace import read_json
 
 GROW_BACK_STEPS = 200  # good steps after an out-of-memory before a halved micro-batch is tried whole again
@@ -143,7 +145,9 @@ class StopRequest:
         self.reason = SIGNAL_WORDS.get(signum, signal.Signals(signum).name)
 
     def __call__(self) -> bool:
-        if not self.reason and self.file.exists():
+        # the Stop button writes the STOP file, then sends SIGTERM (jobs.stop): the file names the cause the signal
+        # cannot ("a stop signal: Stop pressed, or the process asked to end", for a press of Stop)
+        if self.reason in ("", SIGNAL_WORDS[signal.SIGTERM]) and self.file.exists():
             self.reason = "the Stop button"
         if not self.reason and self.event is not None and self.event.is_set():
             self.reason = "request"
@@ -227,9 +231,10 @@ class TrainingLoop:
         self.device = f"cuda:{self.dist.local_rank}" if self.m.device == "cuda" else self.m.device
         self.files = RunFiles(run_dir, enabled=self.dist.main, echo=self.echo)
         self.stop = StopRequest(run_dir, optional(self.a, "stop_event"))
-        self.files.status(state="running", kind=self.a.kind, pid=os.getpid(), step=0, max_steps=self.s.max_steps,
+        self.files.status(state="running", kind=self.a.kind, pid=os.getpid(), max_steps=self.s.max_steps,
                           eta_s=None, message="preparing data", started=time.time(),
-                          **{"last_checkpoint": None, "best_checkpoint": None, **self._kept_checkpoints(run_dir)})
+                          **{"step": 0, "last_checkpoint": None, "best_checkpoint": None,
+                             **self._kept_checkpoints(run_dir)})
         self.files.start_heartbeat()
         finished = False
         try:
@@ -250,7 +255,8 @@ class TrainingLoop:
 
     def _kept_checkpoints(self, run_dir: Path) -> dict:
         """A resume keeps the best and last checkpoints its status named, where their folders are still there: the
-        run list and the Inference picker show them until the next evaluation, not nothing."""
+        run list and the Inference picker show them until the next evaluation, not nothing; and the last one's step,
+        which the resume goes on from (the page said "at step 0" of a run at step 150 until the model was built)."""
         if self.s.resume in ("none", "", None):
             return {}
         before = read_json(run_dir / "status.json", default={}) or {}
@@ -261,6 +267,8 @@ class TrainingLoop:
                 kept[key] = str(folder)
         if "best_checkpoint" in kept and before.get("best_mcd") is not None:
             kept["best_mcd"] = before["best_mcd"]
+        if (last := STEP_RE.match(Path(kept.get("last_checkpoint", "-")).name)) is not None:
+            kept["step"] = int(last.group(1))
         return kept
 
     def _record_failure(self, exc: BaseException, run_dir: Path) -> None:
@@ -640,6 +648,9 @@ class TrainingLoop:
         self.good_lr_scale = self.good_lr_scale if skipped else self.lr_scale  # before a run of bad steps
         w["steps"] += 0 if skipped else 1
         if self.step % s.log_every == 0 or self.step == s.max_steps:
+            # status.json first, now: the page reads the step there and in metrics.jsonl, and a heartbeat's status
+            # behind the row said "at step 82" above a summary at step 90
+            self.files.status(step=self.step, eta_s=self.eta.seconds(self.step), **self.a.progress())
             elapsed, good = time.perf_counter() - w["t0"], max(1, w["steps"])
             norms = ({"grad_norm": float(v) for v in grad_norms.values()} if len(grad_norms) == 1 else
                      {f"grad_norm_{k}": float(v) for k, v in grad_norms.items()})
@@ -649,16 +660,16 @@ class TrainingLoop:
                    "loss_scale": self.scaler.get_scale() if self.scaler.is_enabled() else 1.0, "time": time.time(),
                    **_memory(self.m.device)}
             self.files.metrics(row)
-            shown = " ".join(f"{k} {row[k]:.4f}" for k in sorted(w["losses"], key=lambda k: k != "loss"))
-            gnorm = " ".join(f"{k.removeprefix('grad_norm').strip('_')} {v:.2f}".strip() for k, v in norms.items())
-            self.log(f"step {self.step}/{s.max_steps} {shown} lr {w['lr']:.2e} gnorm "
-                     f"{gnorm} {row.get('samples_per_s', 0):.1f} samples/s "
-                     f"wait {row['data_wait']:.0%}")
+            shown = ", ".join(f"{plain(k)} {row[k]:.3f}" for k in sorted(w["losses"], key=lambda k: k != "loss"))
+            update = ", ".join(f"{plain(k)} {v:.2f}" for k, v in norms.items())
+            self.log(f"step {self.step}/{s.max_steps}: errors (lower is better) {shown}; {plain('lr')} "
+                     f"{w['lr']:.2e}; {update}; {row.get('samples_per_s', 0):.1f} clips a second; "
+                     f"{row['data_wait']:.0%} of the time waiting for data")
             self.window = self._new_window()
             if line := self.watch.so_far():
                 self.log(line)
-        # the heartbeat writes it; steps that compiled are not in the ETA, evaluations are
-        self.files.progress(step=self.step, eta_s=self.eta.seconds(self.step), **self.a.progress())
+        else:  # the heartbeat writes it; steps that compiled are not in the ETA, evaluations are
+            self.files.progress(step=self.step, eta_s=self.eta.seconds(self.step), **self.a.progress())
 
     def _evaluate_on_schedule(self) -> bool:
         """Evaluate and save at eval_every (rank 0; the others wait). True on every rank when held-out quality
@@ -722,8 +733,8 @@ class TrainingLoop:
         if improved:
             self.files.status(best_checkpoint=str(folder), best_mcd=score, overfitting=None)
         self.files.metrics({"step": step, **metrics, "eval_s": time.perf_counter() - t0, "time": time.time()})
-        clips = f" ({', '.join(f'{x:.2f}' for x in per_clip)})" if per_clip else ""
-        self.log(f"eval step {step}: {_fmt(metrics)}{clips}, best {best['mcd']:.2f} dB")
+        clips = f"; each held-out clip {', '.join(f'{x:.2f}' for x in per_clip)} dB" if per_clip else ""
+        self.log(f"eval step {step}: {_fmt(metrics)}{clips}; best so far {best['mcd']:.2f} dB (lower is better)")
         self._against_start(step, score)
         if not self.s.patience or best["since"] < self.s.patience:
             return False
@@ -818,8 +829,8 @@ class TrainingLoop:
 
 
 def _fmt(metrics: dict) -> str:
-    return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()
-                     if k not in ("step", "time"))
+    """An evaluation's measures in words with their units (utils/training/words.py)."""
+    return ", ".join(said(k, v) for k, v in metrics.items() if k not in ("step", "time"))
 
 
 def _memory(device: str) -> dict:

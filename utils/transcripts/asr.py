@@ -80,11 +80,11 @@ def notice(folder: Path) -> dict[str, str]:
     return read_json(Path(folder) / "studio.json", default={}) or {}
 
 
-def required(ws: Workspace) -> Path:
-    """The recognizer folder, or a refusal that says how to get one."""
+def required(ws: Workspace, button: str = "the Dataset tab's Get recognizer button") -> Path:
+    """The recognizer folder, or a refusal that says how to get one (`button`: as status_line's)."""
     folder = available(ws)
     if folder is None:
-        raise StudioError("No speech recognizer is in this workspace: " + how_to_get())
+        raise StudioError("No speech recognizer is in this workspace: " + how_to_get(button))
     return folder
 
 
@@ -93,21 +93,23 @@ def default_model() -> recognizers.Known:
     return recognizers.for_this_machine()[0]
 
 
-def how_to_get() -> str:
-    """Plain words, no Markdown: the line is shown in Markdown panels and in plain log boxes and terminals alike."""
+def how_to_get(button: str = "the Dataset tab's Get recognizer button") -> str:
+    """Plain words, no Markdown: the line is shown in Markdown panels and in plain log boxes and terminals alike.
+    `button`: where the button is, as the page saying it sees it."""
     model = default_model()
-    return (f"connect to the internet and fetch one (the Dataset tab's Get recognizer button, or "
+    return (f"connect to the internet and fetch one ({button}, or "
             f"python app.py transcribe --dataset NAME, which fetches it once, then drafts): for this machine "
             f"{model.repo} (licence {model.licence}, about {model.download_gb} GB); or give "
             "a folder holding a downloaded copy in the Recognizer box (--model FOLDER).")
 
 
-def status_line(ws: Workspace) -> str:
-    """One plain line for the tabs: which recognizer and its licence, or what would enable one."""
+def status_line(ws: Workspace, button: str = "the Dataset tab's Get recognizer button") -> str:
+    """One plain line for the tabs: which recognizer and its licence, or what would enable one (`button`: where the
+    Get recognizer button is, seen from where the line is shown: the Dataset tab named itself)."""
     folder = available(ws)
     if folder is None:
         return ("No speech recognizer in this workspace, so there are no machine drafts and no character error "
-                "rate. To enable them, " + how_to_get())
+                "rate. To enable them, " + how_to_get(button))
     about = notice(folder)
     return (f"Speech recognizer: {about.get('source', folder.name)}"
             + (f" (language {about['lang']})" if about.get("lang") else "")

@@ -319,7 +319,7 @@ def align_all(ws: Workspace, dataset: str, rows: list[dict], checkpoint: Path, d
     `done` {row id: saved result}: rows whose saved result still holds (same row_key) are not aligned again;
     `keep(results)` is given each batch of new results as it is made (the check's progress log)."""
     from utils.datasets import features
-    from utils.events import time_left
+    from utils.events import Countdown
     from utils.transcripts.signals import codebook
 
     done = done or {}
@@ -330,8 +330,9 @@ def align_all(ws: Workspace, dataset: str, rows: list[dict], checkpoint: Path, d
     encoded = [(r, frontend.encode_row(r)) for r in rows]
     sounds = codebook(model, [(t, _speaker(speakers, r)) for r, t in encoded if t])
     by_length = sorted((len(t), i) for i, (_, t) in enumerate(encoded) if t)
-    out, problems, new, started = {}, {}, [], time.perf_counter()
+    out, problems, new = {}, {}, []
     todo = [i for i, (r, _) in enumerate(encoded) if done.get(r["id"], {}).get("key") != row_key(r)]
+    countdown = Countdown(len(todo))
     for r, _ in encoded:
         saved = done.get(r["id"])
         if saved and saved.get("key") == row_key(r):
@@ -355,7 +356,7 @@ def align_all(ws: Workspace, dataset: str, rows: list[dict], checkpoint: Path, d
                 if keep is not None:
                     keep(new)
                 new = []
-                left = time_left(n, len(todo), started)
+                left = countdown.left(n)
                 yield Event(STAGE, len(rows) - len(todo) + n, len(rows), "aligning each transcript to its audio"
                             + (f" (about {left} left)" if left else ""))
     finally:  # cut off (a closed page): the results made since the last batch are kept too
@@ -507,7 +508,7 @@ def train_aligner(ws: Workspace, dataset: str, steps: int, device: str = "auto")
     for a run that holds the GPU instead of sharing its memory. Its status.json becomes progress events. Returns
     the checkpoint folder. The run folder is this check's own and is started afresh."""
     from utils import jobs
-    from utils.events import time_left
+    from utils.events import Countdown
     from utils.training import prepare_run
 
     name = check_run(dataset)
@@ -516,7 +517,7 @@ def train_aligner(ws: Workspace, dataset: str, steps: int, device: str = "auto")
     path = prepare_run(cfg)
     gpu = device == "cuda" or (device == "auto" and hardware.has_cuda())
     jobs.start(ws, name, path, devices="cuda:0" if gpu else "cpu")
-    shown, status, first = (-1, ""), {}, None
+    shown, status, countdown = (-1, ""), {}, None
     try:
         while (status := jobs.reconcile(path.parent)).get("state") in jobs.ACTIVE:
             stop_if_cancelled(ws, dataset)
@@ -524,10 +525,10 @@ def train_aligner(ws: Workspace, dataset: str, steps: int, device: str = "auto")
             waiting = status.get("state") == "queued" and status.get("message", "").startswith("waiting")
             if (step, waiting) != shown:
                 shown = (step, waiting)
-                first = first or ((step, time.perf_counter()) if step else None)  # the pace from the first step on
-                left = first and time_left(step - first[0], steps - first[0], first[1])
+                countdown = countdown or (Countdown(steps, start=step) if step else None)  # paced from the first step
+                left = countdown and countdown.left(step)
                 yield Event(STAGE, step, steps, f"{status['message']} (the aligner waits its turn)" if waiting
-                            else "training the aligner on this dataset" + (f", about {left} left" if left else ""))
+                            else "training the aligner on this dataset" + (f" (about {left} left)" if left else ""))
             time.sleep(0.5)
     finally:  # cancelled, or the caller went away (a closed page, Ctrl-C): the training stops with it, not behind
         # its back, and its folder goes (no later check resumes an unfinished training: it starts afresh, above).

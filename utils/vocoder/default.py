@@ -192,14 +192,16 @@ def status_line(ws: Workspace, training: bool = False) -> str:
     if state.state == "fetching":
         return (f"Getting the neural vocoder, {CREDIT}, {LICENCE}: {state.message}. "
                 "Until it is here, Griffin-Lim makes the sound (buzzy).")
+    # said on the Inference tab (not `training`), where Add Vocos weights is below: a tab named itself as elsewhere
+    where = "on the Inference tab" if training else "below"
     if state.offline or (hub_offline() and state.state != "failed"):  # offline: one way to a neural voice
         return (f"The {'samples sound' if training else 'voice sounds'} buzzy because Griffin-Lim makes the sound: "
                 "this machine cannot reach the Hugging Face hub to download the public Vocos, so upload its two files "
-                "(config.yaml and pytorch_model.bin, copied from a machine that has them) under Add Vocos weights on "
-                f"the Inference tab, named {DEFAULT_NAME}.")
+                f"(config.yaml and pytorch_model.bin, copied from a machine that has them) under Add Vocos weights "
+                f"{where}, named {DEFAULT_NAME}.")
     why = "the download failed" if state.state == "failed" else "none is in this workspace"
     return (f"The {'samples sound' if training else 'voice sounds'} buzzy because Griffin-Lim makes the sound: "
             f"no neural vocoder ({why}). To get one, "
             "connect to the internet and restart the app (it fetches the public Vocos, MIT licence), upload its "
-            f"two files under *Add Vocos weights* on the Inference tab (name {DEFAULT_NAME}), or train a vocoder "
-            "(Training tab, Vocoder panel).")
+            f"two files under *Add Vocos weights* {where} (name {DEFAULT_NAME}), or train a vocoder "
+            f"({'the Vocoder panel above' if training else 'Training tab, Vocoder panel'}).")
