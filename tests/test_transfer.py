@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from tests.transfer_bases import TEST_RUNS
-from utils.workspace import read_json
+from utils.workspace import read_json, read_jsonl
 
 torch.set_num_threads(1)
 
@@ -30,6 +30,11 @@ def fine_tunes_better_than_random_weights(transfer, family: str) -> None:
     run_dir = t.ws.run_dir("pretrained")
     assert ("worse than the base's own" in (run_dir / "train.log").read_text()) == worse
     assert bool(read_json(run_dir / "status.json").get("start_note")) == worse
+    # no faster than the base itself was trained: at these sizes F5 shrugs off a rate 100x too high for 10 steps
+    # (bench/RESULTS.md, "Transfer"), which wrecks a real base within steps
+    base_lr = read_json(t.ws.run_dir(t.base_run()) / "config.json")["resolved"]["lr"]
+    used = max(r["lr"] for r in read_jsonl(run_dir / "metrics.jsonl") if "lr" in r)
+    assert used <= base_lr * 1.0001, (used, base_lr)
     base_symbols, symbols, cosine = t.symbols("pretrained")
     assert symbols[: len(base_symbols)] == base_symbols and len(symbols) >= len(base_symbols)
     assert float(cosine.min()) > KEPT, sorted(zip(cosine.tolist(), base_symbols))[:5]
