@@ -178,6 +178,8 @@ def test_the_engine_advice_and_the_guidance_before_start_say_what_a_fine_tune_bo
     ws = make_dataset(tmp_path / "ws", n_train=1, n_val=1)
     measured = {name: family_optional(families.get(name), "TRANSFER") for name in families.names()}
     assert measured["matcha"] and measured["f5"]
+    # measured, not a placeholder: the base ahead of random weights, on some speech (the first draft said 0.0 dB)
+    assert all(0 < m.pretrained_db < m.scratch_db and m.speech_s > 0 and m.steps > 0 for m in measured.values() if m)
     lines = families.advice(ws, "am", hardware.detect(ws.root))
     for name, m in measured.items():
         line = next(x for x in lines if x.startswith(f"**{families.get(name).TITLE}**"))

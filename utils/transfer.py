@@ -15,7 +15,7 @@ class Measured:
     reached_at: int        # the pretrained start's first evaluation at or below the scratch run's final MCD
     pretrained_db: float   # held-out MCD of each start after `steps`
     scratch_db: float
-    minutes: float         # minutes of Amharic speech both trained on
+    speech_s: float        # seconds of Amharic speech both trained on
     where: str             # the sizes and machine, as RESULTS.md says them
 
 
@@ -28,4 +28,4 @@ def said(m: Measured, hours: float | None = None) -> str:
     yours = "" if hours is None else f"; you have {say_hours(hours)}"
     return (f"Measured here: a fine-tune from a base reached the quality a start from zero had after {m.steps} steps "
             f"{head}, and ended {m.scratch_db - m.pretrained_db:.1f} dB closer to held-out speech ({m.pretrained_db:.1f} "
-            f"against {m.scratch_db:.1f} dB MCD; {m.where}, {m.minutes:.0f} min of Amharic speech{yours}).")
+            f"against {m.scratch_db:.1f} dB MCD; {m.where}, {say_hours(m.speech_s / 3600)} of Amharic speech{yours}).")
