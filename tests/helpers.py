@@ -25,6 +25,24 @@ def cli(*args: str, env: dict | None = None, cwd: Path = ROOT, timeout: float = 
                           timeout=timeout, env=env)
 
 
+@contextmanager
+def every_core():
+    """An in-process training with nothing beside it, on every core: pytest's own process computes on one thread
+    (the test modules set it, for the trainers, apps and browsers that share the machine with it). The overfit test:
+    50 s on one thread, 36 s on two. (Libraries that read OMP_NUM_THREADS at start keep one thread: the transcript
+    check gained 5 of 112 s, where a process started with two threads takes 86 s.)"""
+    import os
+
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(os.cpu_count() or 1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def espeak_amharic(text: str, path: Path, voice: str = "am", rate: int = 160) -> Path:
     """Speak Amharic with espeak-ng into a 22.05 kHz mono WAV (voices: am, am+f2, am+m3, ...)."""
     exe = shutil.which("espeak-ng")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from models.matcha import MatchaConfig, MatchaTTS
-from tests.helpers import make_dataset
+from tests.helpers import every_core, make_dataset
 from utils.audio import FeatureConfig
 from utils.datasets.features import features
 from utils.training import TrainConfig, load_checkpoint, prepare_run, run
@@ -24,7 +24,8 @@ def test_tiny_model_overfits_a_few_clips_to_clearly_lower_mcd(tmp_path):
                       warmup_steps=20, log_every=50, eval_every=0, checkpoint_every=1000, mcd="world",
                       eval_clips=2, sample_clips=2, ode_steps=10, grad_accumulation=1, max_frames_per_batch=2000,
                       ema_decay=0.95)
-    result = run(prepare_run(cfg))
+    with every_core():
+        result = run(prepare_run(cfg))
     trained, config = load_checkpoint(result["last_checkpoint"])
     # the same clips through an untrained model of the same shape
     torch.manual_seed(cfg.seed)

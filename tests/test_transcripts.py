@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import app
-from tests.helpers import damage_transcripts, make_dataset, sentences
+from tests.helpers import damage_transcripts, every_core, make_dataset, sentences
 from utils.datasets import load_manifest
 
 torch.set_num_threads(1)
@@ -32,7 +32,7 @@ def cli_run(checked):
     import io
 
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), every_core():
         code = app.main(["check-transcripts", "--workspace", str(ws.root), "--dataset", "am", "--method",
                          "alignment", "--json"])
     return code, out.getvalue(), err.getvalue()
