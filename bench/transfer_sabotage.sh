@@ -23,15 +23,20 @@ E="python $work/edit.py"
 # 1. a fine-tune's learning rate x100 (what the batch probe once did to F5)
 $E utils/training/optimization.py '    peak = float(cfg.lr) if peak is None else peak' \
   '    peak = (float(cfg.lr) if peak is None else peak) * (100 if cfg.init else 1)'
+$E utils/mms/adapter.py '        return self.machine.lr' '        return self.machine.lr * 100'  # MMS keeps its own constant rate
 run "rate x100 on a fine-tune"
 # 2. the base's weights not loaded
 $E utils/matcha/adapter.py '            model.load_state_dict(ckpt.load_weights(ctx.resume_from or cfg.init))' \
   '            model.load_state_dict(ckpt.load_weights(ctx.resume_from)) if ctx.resume_from else None'
 $E utils/f5/base.py '        model.load_state_dict(weights)' '        pass'
+$E utils/mms/base.py '        model, info = VitsModel.from_pretrained(path.parent, output_loading_info=True)' \
+  '        model, info = VitsModel(__import__("transformers").VitsConfig.from_pretrained(path.parent)), {}'
 run "base not loaded"
 # 3. the known symbols' rows re-initialised after loading
 $E utils/matcha/adapter.py '            model.grow_tables(len(self.frontend.symbols), len(self.speakers))' \
   '            model.grow_tables(len(self.frontend.symbols), len(self.speakers)); __import__("torch").nn.init.normal_(model.encoder.emb.weight, 0, 0.1) if not ctx.resume_from else None'
 $E utils/f5/base.py '    _grow(model, text, added, log)' \
   '    _grow(model, text, added, log); __import__("torch").nn.init.normal_(model.transformer.text_embed.text_embed.weight) if resume_from is None else None'
+$E utils/mms/base.py '    model.text_encoder.encoder.layerdrop = 0.0' \
+  '    model.text_encoder.encoder.layerdrop = 0.0; __import__("torch").nn.init.normal_(model.text_encoder.embed_tokens.weight) if not base.get("finetune") else None'
 run "known rows re-initialised"

@@ -36,7 +36,7 @@ class Size:
 
 
 SIZES = {
-    "test": Size("tiny", base_clips=24, base_val=3, base_steps={"matcha": 40, "f5": 40, "mms": 40}, clips=8, val=2, frames=400,
+    "test": Size("tiny", base_clips=24, base_val=3, base_steps={"matcha": 40, "f5": 40, "mms": 300}, clips=8, val=2, frames=400,
                  eval_clips=2, sample_steps=2, base_frames=400),
     "tiny": Size("tiny", base_clips=48, base_val=6, base_steps={"matcha": 300, "f5": 1500, "mms": 300}, clips=24, val=4, frames=1500, base_frames=1500),
     # a GPU: Matcha's base size trained here; F5 v1 Base (337 M, Chinese and English: Amharic is new to it) and
