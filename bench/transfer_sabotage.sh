@@ -32,11 +32,12 @@ $E utils/f5/base.py '        model.load_state_dict(weights)' '        pass'
 $E utils/mms/base.py '        model, info = VitsModel.from_pretrained(path.parent, output_loading_info=True)' \
   '        model, info = VitsModel(__import__("transformers").VitsConfig.from_pretrained(path.parent)), {}'
 run "base not loaded"
-# 3. the known symbols' rows re-initialised after loading
+# 3. the known symbols' rows re-initialised after loading (MMS: read one row off, as a vocabulary out of order;
+#    a seeded re-initialisation draws the rows its base started from, which its short training barely moved)
 $E utils/matcha/adapter.py '            model.grow_tables(len(self.frontend.symbols), len(self.speakers))' \
   '            model.grow_tables(len(self.frontend.symbols), len(self.speakers)); __import__("torch").nn.init.normal_(model.encoder.emb.weight, 0, 0.1) if not ctx.resume_from else None'
 $E utils/f5/base.py '    _grow(model, text, added, log)' \
   '    _grow(model, text, added, log); __import__("torch").nn.init.normal_(model.transformer.text_embed.text_embed.weight) if resume_from is None else None'
 $E utils/mms/base.py '    model.text_encoder.encoder.layerdrop = 0.0' \
-  '    model.text_encoder.encoder.layerdrop = 0.0; __import__("torch").nn.init.normal_(model.text_encoder.embed_tokens.weight) if not base.get("finetune") else None'
+  '    model.text_encoder.encoder.layerdrop = 0.0; model.text_encoder.embed_tokens.weight.data.copy_(model.text_encoder.embed_tokens.weight.data.roll(1, 0))'
 run "known rows re-initialised"
