@@ -177,7 +177,7 @@ def test_the_engine_advice_and_the_guidance_before_start_say_what_a_fine_tune_bo
 
     ws = make_dataset(tmp_path / "ws", n_train=1, n_val=1)
     measured = {name: family_optional(families.get(name), "TRANSFER") for name in families.names()}
-    assert measured["matcha"] and measured["f5"]
+    assert measured["matcha"] and not measured["f5"]  # F5's tiny base says nothing of the public one's (utils/f5/about.py)
     # measured, not a placeholder: the base ahead of random weights, on some speech (the first draft said 0.0 dB)
     assert all(0 < m.pretrained_db < m.scratch_db and m.speech_s > 0 and m.steps > 0 for m in measured.values() if m)
     lines = families.advice(ws, "am", hardware.detect(ws.root))
@@ -190,4 +190,4 @@ def test_the_engine_advice_and_the_guidance_before_start_say_what_a_fine_tune_bo
     assert not any("Measured here" in line for line in families.get("matcha").guidance(ws, matcha("")))
     f5 = TrainConfig(workspace=str(ws.root), dataset="am", run="f", engine="f5",
                      init=str(public_base(ws.root / "pretrained" / "tiny-f5")))
-    assert said(measured["f5"], speech) in families.get("f5").guidance(ws, f5)
+    assert not any("Measured here" in line for line in families.get("f5").guidance(ws, f5))

@@ -4,7 +4,7 @@ weights (base.py, hub.py) and its speech (speech.py). This module answers what t
 (utils/families.py); importing it needs no torch: the UI reads names, descriptions and licences from here."""
 from utils.family_options import FRONTEND, PROMPT, declare
 from utils.f5.about import (DESCRIPTION, FIXED_GB, HUB_ID, LICENCE, NEEDS_BASE, SAMPLE_STEPS, SHORT_LICENCE,  # noqa: F401
-                            SIZE_MB, SMOKE_TEST, TRANSFER)
+                            SIZE_MB, SMOKE_TEST)
 from utils.f5.request import check_request, machine_verdict  # noqa: F401  (the family's answers)
 
 NAME = "f5"
@@ -69,11 +69,8 @@ def guidance(ws, cfg) -> list[str]:
     hub = HubBase.parse(cfg.init)
     start = (f"It starts from {hub.what}, under its licence: {base_licence(hub)}." if hub is not None else
              f"It starts from {cfg.init} (its licence travels with it).")
-    from utils.f5.expectations import usable_hours
-    from utils.transfer import said
-
     return [start, *expect(ws, cfg.dataset, cfg.max_steps, keep_checkpoints=cfg.keep_checkpoints,
-                           speaks_amharic=speaks_amharic(ws, cfg.init)), said(TRANSFER, usable_hours(ws, cfg.dataset))]
+                           speaks_amharic=speaks_amharic(ws, cfg.init))]
 
 
 def train(cfg, report=None) -> dict:
