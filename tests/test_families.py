@@ -164,10 +164,10 @@ def test_the_engine_advice_offline_on_a_cpu_recommends_only_what_trains_here(tmp
     assert "MMS-TTS" not in str(refused.value)
 
 
-def test_the_engine_advice_and_the_guidance_before_start_say_what_a_fine_tune_bought_when_measured(tmp_path):
+def test_the_guidance_before_start_says_what_a_checkpoint_bought_when_measured(tmp_path):
     """What a fine-tune buys over training from zero is said from bench/transfer.py's measurement (a family's
-    TRANSFER), beside the curator's amount of speech: in the engine advice for every family that has one, and before
-    Start of a fine-tune (Matcha from a checkpoint, F5 from a base); a run from zero says nothing of it."""
+    TRANSFER), beside the curator's amount of speech, before Start of a run from a checkpoint (Matcha); a run from
+    zero says nothing of it, nor does F5 (unmeasured at a real size)."""
     from tests.test_f5_engine import public_base
     from utils import hardware
     from utils.datasets.manifest import usable_hours
@@ -177,13 +177,11 @@ def test_the_engine_advice_and_the_guidance_before_start_say_what_a_fine_tune_bo
 
     ws = make_dataset(tmp_path / "ws", n_train=1, n_val=1)
     measured = {name: family_optional(families.get(name), "TRANSFER") for name in families.names()}
-    assert measured["matcha"] and not measured["f5"]  # F5's tiny base says nothing of the public one's (utils/f5/about.py)
+    assert measured["matcha"] and not measured["f5"]  # F5's tiny base says nothing of the public one (utils/f5/about.py)
     # measured, not a placeholder: the base ahead of random weights, on some speech (the first draft said 0.0 dB)
     assert all(0 < m.pretrained_db < m.scratch_db and m.speech_s > 0 and m.steps > 0 for m in measured.values() if m)
-    lines = families.advice(ws, "am", hardware.detect(ws.root))
-    for name, m in measured.items():
-        line = next(x for x in lines if x.startswith(f"**{families.get(name).TITLE}**"))
-        assert said(m, usable_hours(ws, "am")) in line if m else "Measured here" not in line
+    # not in the engine advice: there Matcha is the engine trained from zero, and a checkpoint's gain read as a base's
+    assert not any("Measured here" in line for line in families.advice(ws, "am", hardware.detect(ws.root)))
     speech = usable_hours(ws, "am", with_text=True)
     matcha = lambda init: TrainConfig(workspace=str(ws.root), dataset="am", run="m", init=init)  # noqa: E731
     assert said(measured["matcha"], speech) in families.get("matcha").guidance(ws, matcha("runs/old"))

@@ -86,19 +86,13 @@ def advice(ws, dataset: str, report) -> list[str]:
 
     from utils.training.speed import say_hours
 
-    from utils.family_contract import family_optional
-    from utils.transfer import said
-
     gpu = min(report.gpus, key=lambda g: g.memory_gb).name if report.gpus else "no GPU (the CPU trains)"
-    hours = usable_hours(ws, dataset)
-    lines = [f"{say_hours(hours)} of usable speech in {dataset}; this machine: {gpu}."]
+    lines = [f"{say_hours(usable_hours(ws, dataset))} of usable speech in {dataset}; this machine: {gpu}."]
     for name in FAMILIES:
         family = get(name)
         can, why = family.machine_verdict(report)
         can, why = (family.base_verdict(ws)[0], SAID_WHEN_PICKED) if can else (False, why)
-        measured = family_optional(family, "TRANSFER")
-        lines.append(f"**{family.TITLE}**: for {family.GUIDE}." + (f" {said(measured, hours)}" if measured else "")
-                     + ("" if can else f" Not on this machine: {why}"))
+        lines.append(f"**{family.TITLE}**: for {family.GUIDE}." + ("" if can else f" Not on this machine: {why}"))
     return [*lines, trains_here(ws, report)]
 
 

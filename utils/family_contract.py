@@ -138,7 +138,8 @@ FAMILY_OPTIONAL = {
     "CPU_SAMPLE_STEPS": "its sampler's usual steps where speech runs on a CPU, fewer when SAMPLE_STEPS would take "
                         "minutes a sentence there (none: SAMPLE_STEPS)",
     "TRANSFER": "utils.transfer.Measured: what a fine-tune from a base bought over the same model from random weights "
-                "in bench/transfer.py, said in the engine advice and before Start (none: nothing measured, nothing said)",
+                "in bench/transfer.py, said before Start of a run from a checkpoint (none: nothing measured, nothing "
+                "said)",
 }
 
 

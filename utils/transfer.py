@@ -1,6 +1,6 @@
-"""What a fine-tune buys over training from zero, as bench/transfer.py measured it (bench/RESULTS.md, "Transfer"):
-the sentence the engine advice and the guidance before Start say, so that a curator's choice rests on a
-measurement of this studio's own training, not on a promise. A family that fine-tunes declares its measurement as
+"""What a fine-tune buys over training from zero, as bench/transfer.py measured it (bench/RESULTS.md, "Fine-tuning
+transfers"): the sentence the guidance before Start of a run from a checkpoint says, so that a curator's choice rests
+on a measurement of this studio's own training, not on a promise. A family that fine-tunes declares its measurement as
 `TRANSFER` (utils/family_contract.py, FAMILY_OPTIONAL); one without it says nothing."""
 from __future__ import annotations
 
@@ -20,12 +20,13 @@ class Measured:
 
 
 def said(m: Measured, hours: float | None = None) -> str:
-    """One sentence: the steps a fine-tune needed for the quality training from zero reached, with the curator's
-    amount of speech beside the amount measured."""
+    """One sentence for the guidance before Start of a run from a checkpoint: how far a trained start was ahead of
+    random weights, with the curator's amount of speech beside the amount measured."""
     from utils.training.speed import say_hours
 
-    head = ("before its first step" if m.reached_at == 0 else f"after {m.reached_at} of {m.steps} steps")
+    head = (", before its first step," if m.reached_at == 0 else f", after {m.reached_at} steps,")
     yours = "" if hours is None else f"; you have {say_hours(hours)}"
-    return (f"Measured here: a fine-tune from a base reached the quality a start from zero had after {m.steps} steps "
-            f"{head}, and ended {m.scratch_db - m.pretrained_db:.1f} dB closer to held-out speech ({m.pretrained_db:.1f} "
-            f"against {m.scratch_db:.1f} dB MCD; {m.where}, {say_hours(m.speech_s / 3600)} of Amharic speech{yours}).")
+    return (f"Measured here: a model started from a checkpoint trained on other languages was{head} as close to "
+            f"held-out Amharic speech as one started from random weights after {m.steps} steps, and {m.steps} steps in "
+            f"it was {m.scratch_db - m.pretrained_db:.1f} dB closer ({m.pretrained_db:.1f} against {m.scratch_db:.1f} "
+            f"dB MCD, lower is better; {m.where}, {say_hours(m.speech_s / 3600)} of Amharic speech{yours}).")
