@@ -410,6 +410,7 @@ class TrainingLoop:
                      "longer (minutes on a machine with few CPU cores); later steps run faster")
         start_step, self.last_saved, self.last_eval = self.step, (self.step if resume_from else -1), -1
         state, message, self.eta = "finished", "", Eta(s)
+        self.start_score = None  # the base's own score before a fine-tune's first step (_against_start)
         if s.eval_at_start and self.step == 0 and dist.main:
             metrics = self._evaluate(0)
             metrics.pop("mcd_per_clip", None)
@@ -429,7 +430,7 @@ class TrainingLoop:
             if built:
                 self.watch.step_done(built, seconds)
             if self.compiled and self.step == start_step + 1:
-                self.log(f"first step took {time.perf_counter() - t0:.0f} s (compilation included)")
+                self.log(f"first step took {seconds:.0f} s (compilation included)")
             if skipped and (message := self._on_skipped(skipped, overflow)):
                 state = "failed"
                 break
@@ -748,7 +749,7 @@ class TrainingLoop:
     def _against_start(self, step: int, score: float) -> None:
         """A fine-tune scored worse than its base before training (step 0) is named in the log and on the run's
         line, at the evaluation that shows it; a later evaluation better than the base takes the note away."""
-        start = getattr(self, "start_score", None)
+        start = self.start_score
         if start is None:
             return
         if score <= start:
