@@ -146,17 +146,14 @@ def probed_lr(t, name: str) -> float:
     """The rate the fine-tune `name` would train at on a GPU once its batch probe measured the batch: its adapter as
     the run builds it on a GPU machine, then the rescaling apply_probe does (what once put Matcha's rate back into
     default F5 fine-tunes)."""
-    import importlib
-
     from utils import hardware
     from utils.hardware import GPUInfo, HardwareReport
     from utils.training import optimization as opt
     from utils.training.config import read_run_config
 
     cfg, _ = read_run_config(t.ws.run_dir(name) / "config.json")
-    module, cls = ADAPTERS[cfg.engine].split(":")
     gpu = HardwareReport(gpus=[GPUInfo(0, "NVIDIA L4", 22.0, "8.9")], cpu_count=8, ram_gb=32, disk_free_gb=100)
-    machine = getattr(importlib.import_module(module), cls)(cfg, gpu).machine
+    machine = adapter_of(cfg, gpu).machine
     opt.set_effective_batch(machine, cfg, 1, {"lr_batch_scale": hardware.Setting(1.0, "one process")})
     return machine.lr
 
@@ -164,14 +161,19 @@ def probed_lr(t, name: str) -> float:
 def schedule_lr(cfg, peak: float, step: int) -> float:
     """The rate the family's own schedule gives `step` of an uninterrupted run of cfg.max_steps (Matcha and F5 decay
     by a cosine, MMS keeps VITS's constant rate): its adapter's lr_at, as the loop reads it."""
-    import importlib
-
     from utils import hardware
 
-    module, cls = ADAPTERS[cfg.engine].split(":")
-    adapter = getattr(importlib.import_module(module), cls)(cfg, hardware.detect(cfg.workspace))
+    adapter = adapter_of(cfg, hardware.detect(cfg.workspace))
     adapter.machine.lr = peak
     return adapter.lr_at(step)
+
+
+def adapter_of(cfg, report):
+    """The run's family adapter as a run on `report`'s machine builds it (its settings resolved, no model yet)."""
+    import importlib
+
+    module, cls = ADAPTERS[cfg.engine].split(":")
+    return getattr(importlib.import_module(module), cls)(cfg, report)
 
 
 RESUME_STEPS = 20  # the resume check's run: half, then the rest after a resume
