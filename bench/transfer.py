@@ -29,7 +29,7 @@ STEPS = {"test": 10, "tiny": 100, "full": 5000}  # fine-tune steps of each start
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--family", required=True, choices=["matcha", "f5", "mms"], help="the family to measure")
+    p.add_argument("--family", required=True, choices=["matcha", "f5", "mms", "omnivoice"], help="the family to measure")
     p.add_argument("--size", default="tiny", choices=["test", "tiny", "full"],
                    help="tiny: CPU sizes; full: the real sizes; test: tests/test_transfer.py's (its margins, over --seeds)")
     p.add_argument("--quick", action="store_true", help="the tiny sizes on a CPU (the same as --size tiny)")
@@ -55,13 +55,14 @@ def main() -> None:
         other_languages(ws, BASE_DATA, size.base_clips, size.base_val)
         amharic(ws, AMHARIC, size.clips, size.val)
     t = Transfer(args.family, ws, size)
+    what, unit = ("held-out MCD", "dB") if t.score == "mcd" else ("held-out audio-token loss", "nats")
     cached = t.from_hub or (t.base_folder() / "DONE").is_file()
     t0 = time.time()
     base = t.base()
     base_s = 0.0 if cached else time.time() - t0
     made = ("from the hub (the first fine-tune downloads it), against random weights of its size" if t.from_hub else
             f"{'cached' if cached else f'trained in {base_s / 60:.1f} min'}, {t.steps} steps on other languages, "
-            f"their held-out MCD {t.base_mcd():.2f} dB")
+            f"their {what} {t.base_mcd():.2f} {unit}")
     print(f"# base: {base} ({made}); {common.machine()['summary']}", flush=True)
 
     runs = []
@@ -70,8 +71,8 @@ def main() -> None:
         pretrained = t.start(f"{args.family}-pretrained-{seed}", True, steps, cli=True, seed=seed, **settings)
         scratch = t.start(f"{args.family}-scratch-{seed}", False, steps, cli=True, seed=seed, **settings)
         runs.append({"seed": seed, "pretrained": pretrained, "scratch": scratch, "seconds": time.time() - t1})
-        print(curve_table(pretrained, scratch))
-        print(f"steps to the scratch run's final {scratch[-1][1]:.2f} dB: pretrained {reached(pretrained, scratch)}, "
+        print(curve_table(pretrained, scratch, f"{t.score} {unit}"))
+        print(f"steps to the scratch run's final {scratch[-1][1]:.2f} {unit}: pretrained {reached(pretrained, scratch)}, "
               f"scratch {steps}", flush=True)
     hazards = hazard_rows(t, f"{args.family}-pretrained-{args.seeds[0]}", steps)
     print(common.markdown_table([("hazard", "hazard"), ("value", "what the run did"), ("why", "why it matters")],
@@ -80,22 +81,22 @@ def main() -> None:
     # run's final MCD
     margins = [r["scratch"][-1][1] - max(m for _, m in r["pretrained"]) for r in runs]
     if len(runs) > 1:
-        print(f"margin (scratch's final - pretrained's worst, dB) over {len(runs)} seeds: least {min(margins):.2f}, "
+        print(f"margin (scratch's final - pretrained's worst, {unit}) over {len(runs)} seeds: least {min(margins):.2f}, "
               f"mean {sum(margins) / len(margins):.2f}")
     common.save(f"transfer-{args.family}-{name}",
                 {"family": args.family, "size": vars(size), "steps": steps, "base": str(base),
                  "base_mcd": t.base_mcd(), "base_seconds": base_s, "runs": runs, "hazards": hazards,
                  "margins": margins}, out=args.out)
     last = runs[0]
-    print(f"transfer {args.family}: pretrained {last['pretrained'][-1][1]:.2f} dB, scratch "
-          f"{last['scratch'][-1][1]:.2f} dB after {steps} steps")
+    print(f"transfer {args.family}: pretrained {last['pretrained'][-1][1]:.2f} {unit}, scratch "
+          f"{last['scratch'][-1][1]:.2f} {unit} after {steps} steps" + ("" if t.score == "mcd" else f" ({what})"))
 
 
-def curve_table(pretrained: list, scratch: list) -> str:
+def curve_table(pretrained: list, scratch: list, score: str = "MCD dB") -> str:
     at = dict(scratch)
     rows = [{"step": s, "pretrained": m, "scratch": at.get(s)} for s, m in pretrained]
-    return common.markdown_table([("step", "step"), ("pretrained", "pretrained MCD dB", "{:.2f}"),
-                                  ("scratch", "scratch MCD dB", "{:.2f}")], rows)
+    return common.markdown_table([("step", "step"), ("pretrained", f"pretrained {score}", "{:.2f}"),
+                                  ("scratch", f"scratch {score}", "{:.2f}")], rows)
 
 
 def reached(pretrained: list, scratch: list) -> str:
@@ -139,7 +140,7 @@ def hazard_rows(t, name: str, steps: int) -> list[dict]:
 
 
 ADAPTERS = {"matcha": "utils.matcha.adapter:MatchaAdapter", "f5": "utils.f5.adapter:F5Adapter",
-            "mms": "utils.mms.adapter:MmsAdapter"}
+            "mms": "utils.mms.adapter:MmsAdapter", "omnivoice": "utils.omnivoice.adapter:OmniVoiceAdapter"}
 
 
 def probed_lr(t, name: str) -> float:

@@ -24,6 +24,8 @@ E="python $work/edit.py"
 $E utils/training/optimization.py '    peak = float(cfg.lr) if peak is None else peak' \
   '    peak = (float(cfg.lr) if peak is None else peak) * (100 if cfg.init else 1)'
 $E utils/mms/adapter.py '        return self.machine.lr' '        return self.machine.lr * 100'  # MMS keeps its own constant rate
+$E utils/omnivoice/adapter.py '        peak, warmup = self.machine.lr, self.warmup()' \
+  '        peak, warmup = self.machine.lr * (100 if self.cfg.init else 1), self.warmup()'  # the recipe's own schedule
 run "rate x100 on a fine-tune"
 # 2. the base's weights not loaded
 $E utils/matcha/adapter.py '            model.load_state_dict(ckpt.load_weights(ctx.resume_from or cfg.init))' \
@@ -31,6 +33,9 @@ $E utils/matcha/adapter.py '            model.load_state_dict(ckpt.load_weights(
 $E utils/f5/base.py '        model.load_state_dict(weights)' '        pass'
 $E utils/mms/base.py '        model, info = VitsModel.from_pretrained(path.parent, output_loading_info=True)' \
   '        model, info = VitsModel(__import__("transformers").VitsConfig.from_pretrained(path.parent)), {}'
+$E utils/omnivoice/base.py '    if weights:' \
+  '    [torch.nn.init.normal_(p, 0, 0.02) for p in model.parameters()]
+    if weights:'
 run "base not loaded"
 # 3. the known symbols' rows re-initialised after loading (MMS: read one row off, as a vocabulary out of order;
 #    a seeded re-initialisation draws the rows its base started from, which its short training barely moved)
@@ -40,4 +45,7 @@ $E utils/f5/base.py '    _grow(model, text, added, log)' \
   '    _grow(model, text, added, log); __import__("torch").nn.init.normal_(model.transformer.text_embed.text_embed.weight) if resume_from is None else None'
 $E utils/mms/base.py '    model.text_encoder.encoder.layerdrop = 0.0' \
   '    model.text_encoder.encoder.layerdrop = 0.0; model.text_encoder.embed_tokens.weight.data.copy_(model.text_encoder.embed_tokens.weight.data.roll(1, 0))'
+$E utils/omnivoice/adapter.py '        if self.machine.grad_checkpointing:' \
+  '        __import__("torch").nn.init.normal_(self.model.llm.embed_tokens.weight, 0, 0.02) if not ctx.resume_from else None
+        if self.machine.grad_checkpointing:'
 run "known rows re-initialised"

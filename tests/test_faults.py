@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from gradio_client import Client
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
 from tests.conftest import AppServer
@@ -189,8 +190,13 @@ def test_the_app_killed_and_restarted_during_training_shows_the_run_again_live(j
         expect(summary).to_contain_text("running")
         expect(page.locator("#train-log textarea")).to_have_value(re.compile(r"training from step 0"), timeout=30_000)
         shown = int(re.search(r"step (\d+)", summary.inner_text()).group(1))
-        page.wait_for_function("(before) => { const m = document.querySelector('#run-summary').innerText"
-                               ".match(/step (\\d+)/); return m && +m[1] > before; }", arg=shown, timeout=120_000)
+        try:
+            page.wait_for_function("(before) => { const m = document.querySelector('#run-summary').innerText"
+                                   ".match(/step (\\d+)/); return m && +m[1] > before; }", arg=shown, timeout=120_000)
+        except PlaywrightTimeout as exc:  # once seen in a full run: say whether the run or the page stood still
+            tail = (ws.run_dir("survivor") / "train.log").read_text(errors="replace")[-1500:]
+            raise AssertionError(f"the page stayed at step {shown}: it shows {summary.inner_text()!r}; the run's "
+                                 f"status {state(ws, 'survivor')}; its log ends:\n{tail}") from exc
         expect(page.locator("#run-list")).to_contain_text("running")
     finally:
         second.stop()

@@ -43,6 +43,13 @@ def state(ws, name):
     return jobs.reconcile(ws.run_dir(name))
 
 
+def ended(ws, name: str, timeout: float = 300) -> dict:
+    """The run's status once it has a state and it is no longer queued, running or stopping: a run that failed in
+    seconds is reported then, with its message (a CI run waited 300 s for "finished" from a run that failed in 8)."""
+    return wait(lambda: ws.run_dir(name).exists() and (s := state(ws, name)).get("state") not in (None, *jobs.ACTIVE)
+                and s, f"run {name} to end", timeout)
+
+
 def start(ws, name, steps=100_000):
     control.start_training(ws, "am", run=name, max_steps=steps, overrides={**TINY, "max_steps": steps})
 

@@ -15,7 +15,8 @@ from tests.helpers import make_dataset, numeric_ticks, plot_seen, screenshot
 from utils import jobs
 from tests.test_training_live import fake_run
 from utils.runs import control, settings, views
-from utils.workspace import append_jsonl, atomic_write_json
+from webui import training as training_tab
+from utils.workspace import append_jsonl, atomic_write_json, read_json
 
 
 VISIBLE_POINTS_JS = """(sel) => [...document.querySelectorAll(sel + ' svg .role-mark path')]
@@ -204,12 +205,13 @@ def test_a_reload_after_an_f5_run_brings_the_form_back_on_f5_with_its_licence_an
 def test_every_evaluation_adds_a_point_to_the_validation_mcd_curve(server, page, tmp_path):
     """The quality curve a curator watches: a run that evaluates every 2 steps draws its held-out MCD over the
     steps, with the same numbers as its metrics file, on numeric axes."""
-    from tests.test_jobs import state, wait
+    from tests.test_jobs import ended
     from utils.workspace import read_jsonl
 
     control.start_training(server.ws, "am", run="evaluated", max_steps=6, overrides={**TINY, "max_steps": 6,
                                                                                    "eval_every": 2})
-    wait(lambda: state(server.ws, "evaluated")["state"] == "finished", "the evaluated run to finish", timeout=300)
+    status = ended(server.ws, "evaluated")
+    assert status["state"] == "finished", status.get("message")
     evaluations = [m for m in read_jsonl(server.ws.run_dir("evaluated") / "metrics.jsonl") if "mcd" in m]
     assert len(evaluations) >= 3, evaluations
 
@@ -229,7 +231,7 @@ def test_an_omnivoice_fine_tune_starts_from_the_tab_with_its_guidance_and_finish
     guidance (time, memory, disk) before Start; started from a base folder in the hub's layout (the tiny random
     one), the run trains in its own process, evaluates and finishes, and its checkpoint is a voice folder."""
     from tests.helpers import add_joined_clips
-    from tests.test_jobs import state, wait
+    from tests.test_jobs import ended
     from utils.omnivoice.tiny import write_tiny_base
 
     ws = server.ws
@@ -247,9 +249,9 @@ def test_an_omnivoice_fine_tune_starts_from_the_tab_with_its_guidance_and_finish
     expect(page.locator("#run-guidance")).to_contain_text("Memory: about", timeout=30_000)
     screenshot(page.locator("#train-form"), tmp_path, "omnivoice-form")
     page.get_by_role("button", name="Start training").click()
-    # its folder appears before its status.json: until then the run has no state yet
-    wait(lambda: ws.run_dir("omni-tab").exists() and state(ws, "omni-tab").get("state") == "finished",
-         "the OmniVoice run to finish", timeout=300)
+    status = ended(ws, "omni-tab")
+    assert status["state"] == "finished", status.get("message")
+    assert read_json(ws.run_dir("omni-tab") / "config.json")["train"]["dataset"] == "omni"
     log = (ws.run_dir("omni-tab") / "train.log").read_text()
     assert "fine-tune: starting from the OmniVoice base" in log and "eval step 2" in log
     assert (ws.run_dir("omni-tab") / "checkpoints" / "step-2" / "prompt.wav").is_file()
@@ -348,3 +350,45 @@ def test_the_training_tab_drops_a_message_about_another_run_and_a_deleted_run(se
     expect(picker).not_to_have_value("gone")  # the picker names a run that exists, at once
     expect(page.locator("#run-list")).not_to_contain_text("gone")
     assert not ws.run_dir("gone").exists()
+
+
+def test_a_dataset_picked_while_the_tabs_refresh_is_on_its_way_stays_picked(tmp_path, page, monkeypatch):
+    """The Training tab refreshes its picker each time it opens; on a busy server (a training run on two cores, a share
+    link) the answer came after the curator's pick and put the dataset it was sent back, and Start trained that one
+    (a CI run's OmniVoice run on the 4 short clips of `am`, refused for want of a 3-20 s clip)."""
+    import threading
+
+    from tests.helpers import launch_local
+    from webui.app import build_ui
+    from webui.context import AppContext
+
+    ws = make_dataset(tmp_path / "workspace", name="am", n_train=1, n_val=0)
+    make_dataset(ws.root, name="omni", n_train=1, n_val=0)
+    answered, refresh = threading.Event(), training_tab.form_on_open
+
+    def slow_refresh(*args):
+        time.sleep(3)  # the pick below is made meanwhile
+        try:
+            return refresh(*args)
+        finally:
+            answered.set()
+
+    monkeypatch.setattr(training_tab, "form_on_open", slow_refresh)
+    demo = build_ui(AppContext(ws))
+    launch_local(demo.queue())
+    try:
+        open_training(page, demo.local_url)
+        picker = page.get_by_label("dataset", exact=True)
+        assert answered.wait(30)  # the first opening's answer is in: what follows is the tab opened again
+        page.wait_for_timeout(1000)
+        other = next(n for n in ws.list_datasets() if n != picker.input_value())
+        answered.clear()
+        page.get_by_role("tab", name="Dataset").click()
+        page.get_by_role("tab", name="Training").click()
+        choose(page, "dataset", other)
+        assert not answered.is_set()  # picked before the answer came
+        assert answered.wait(30)
+        page.wait_for_timeout(1500)  # what the late answer would do, it has done by now
+        expect(picker).to_have_value(other)
+    finally:
+        demo.close()

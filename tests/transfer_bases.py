@@ -36,19 +36,24 @@ class Size:
 
 
 SIZES = {
-    "test": Size("tiny", base_clips=24, base_val=3, base_steps={"matcha": 40, "f5": 40, "mms": 300}, clips=8, val=2, frames=400,
+    "test": Size("tiny", base_clips=24, base_val=3, base_steps={"matcha": 40, "f5": 40, "mms": 300, "omnivoice": 150}, clips=8, val=2, frames=400,
                  eval_clips=2, sample_steps=2, base_frames=400),
-    "tiny": Size("tiny", base_clips=48, base_val=6, base_steps={"matcha": 300, "f5": 1500, "mms": 300}, clips=24, val=4, frames=1500, base_frames=1500),
+    "tiny": Size("tiny", base_clips=48, base_val=6, base_steps={"matcha": 300, "f5": 1500, "mms": 300, "omnivoice": 600},
+                 clips=24, val=4, frames=1500, base_frames=1500),
     # a GPU: Matcha's base size trained here; F5 v1 Base (337 M, Chinese and English: Amharic is new to it) and
     # Meta's Amharic MMS-TTS from the hub against random weights of their sizes (a 337 M F5 is not trained from zero)
     "full": Size("base", base_clips=2000, base_val=40, base_steps={"matcha": 20_000}, clips=400, val=20,
                  frames="auto", eval_clips=8, sample_steps=10, hub=True),
 }
 
-HUB = {"f5": "SWivid/F5-TTS", "mms": "facebook/mms-tts-amh"}  # the published bases of the full size
+HUB = {"f5": "SWivid/F5-TTS", "mms": "facebook/mms-tts-amh", "omnivoice": "k2-fsa/OmniVoice"}  # the full size's
 # what a base's own training sets besides the Transfer's schedule: MMS (which only fine-tunes, at 2e-5) learns from
 # random weights at VITS's own pretraining rate
-PRETRAIN = {"mms": {"lr": 2e-4}}
+# and OmniVoice (fine-tuned at the recipe's 1e-5) at a rate that moves a small model from random weights
+PRETRAIN = {"mms": {"lr": 2e-4}, "omnivoice": {"lr": 5e-4}}
+# what an evaluation scores a comparison by: held-out MCD, but for OmniVoice, whose tiny codec's codebooks are random
+# (its decoded sound says little), the held-out loss of its masked audio tokens (the codec is the same on both sides)
+SCORE = {"omnivoice": "val_loss"}
 TEST_RUNS = dict(evaluations=1, ema_decay=0)  # the tests' fine-tunes: one evaluation at the end, no average to score
 
 
@@ -93,17 +98,34 @@ class Transfer:
             from utils.f5.base import HubBase, pretrained_dir
 
             return pretrained_dir(self.ws, HubBase.parse(HUB["f5"]))
+        if self.family == "omnivoice":
+            from utils.omnivoice.base import pretrained_dir as omnivoice_dir
+
+            return omnivoice_dir(self.ws)
         from utils.mms.base import pretrained_dir
 
         return pretrained_dir(self.ws)
 
     def base_data(self) -> str:
-        """The other languages' clips, under one speaker's name for MMS (it adapts one voice, as Meta's base is)."""
+        """The other languages' clips, under one speaker's name for MMS (it adapts one voice, as Meta's base is);
+        for OmniVoice with a reference clip of 3-20 s besides."""
+        if self.family == "omnivoice":
+            from tests.transfer_data import with_reference_clip
+
+            return with_reference_clip(self.ws, BASE_DATA, BASE_DATA + "-ref")
         if self.family != "mms":
             return BASE_DATA
         from tests.transfer_data import as_one_speaker
 
         return as_one_speaker(self.ws, BASE_DATA, BASE_DATA + "-one")
+
+    def amharic_data(self) -> str:
+        """The Amharic clips; for OmniVoice, which speaks in the voice of a 3-20 s clip, with one such clip added."""
+        if self.family != "omnivoice":
+            return AMHARIC
+        from tests.transfer_data import with_reference_clip
+
+        return with_reference_clip(self.ws, AMHARIC, AMHARIC + "-ref")
 
     @property
     def steps(self) -> int:
@@ -113,8 +135,12 @@ class Transfer:
         return f"base-{self.family}-{self.size.preset}-{self.steps}"
 
     def base_mcd(self) -> float | None:
-        """The base's own held-out MCD (other languages) at its last evaluation."""
-        return last_mcd(self.ws.run_dir(self.base_run()))
+        """The base's own held-out score (other languages) at its last evaluation."""
+        return last_mcd(self.ws.run_dir(self.base_run()), self.score)
+
+    @property
+    def score(self) -> str:
+        return SCORE.get(self.family, "mcd")
 
     # ------------------------------------------------------------------------------ the two starts
     def config(self, dataset: str, name: str, steps: int, init: str = "", frames=None, evaluations: int = 4,
@@ -140,7 +166,7 @@ class Transfer:
         init = str(self.base()) if pretrained else self.scratch_init()
         if pretrained and self.from_hub:
             settings = {"licence_accepted": "yes (bench/transfer.py --size full)", **settings}
-        cfg = self.config(AMHARIC, name, steps, init=init, **settings)
+        cfg = self.config(self.amharic_data(), name, steps, init=init, **settings)
         shutil.rmtree(self.ws.run_dir(name), ignore_errors=True)  # a run of that name before (the bench's cache)
         if cli:
             from tests.helpers import cli as app
@@ -153,20 +179,25 @@ class Transfer:
             result = run(prepare_run(cfg))
             if result["state"] != "finished":
                 raise RuntimeError(f"{name} did not finish: {result.get('message')}")
-        return curve(self.ws.run_dir(name))
+        return curve(self.ws.run_dir(name), self.score)
 
     def scratch_init(self) -> str:
         """What "random weights" starts from: nothing for a family trained from zero (Matcha, a tiny F5); for MMS,
         which only fine-tunes, a random VITS of the base's sizes in the published layout (its base starts there too)."""
         if self.from_hub:
             return str(random_like(self.family, self.published(), self.ws.root / "pretrained" / f"random-{self.family}"))
-        if self.family != "mms":
+        if self.family not in ("mms", "omnivoice"):
             return ""
-        from tests.mms_fixtures import tiny_base
-
-        folder = self.ws.root / "pretrained" / "transfer-mms-random"
+        folder = self.ws.root / "pretrained" / f"transfer-{self.family}-random"
         if not (folder / "config.json").is_file():
-            tiny_base(folder)
+            if self.family == "mms":
+                from tests.mms_fixtures import tiny_base
+
+                tiny_base(folder)
+            else:
+                from utils.omnivoice.tiny import write_tiny_base
+
+                write_tiny_base(folder)
         return str(folder)
 
     def symbols(self, name: str) -> tuple[list[str], list[str], "torch.Tensor"]:
@@ -201,20 +232,20 @@ def flags(cfg: TrainConfig) -> list[str]:
     return out
 
 
-def curve(run_dir: Path) -> list[tuple[int, float]]:
-    """[(step, held-out MCD)] of a run's evaluations."""
-    return [(int(r["step"]), float(r["mcd"])) for r in read_jsonl(run_dir / "metrics.jsonl") if "mcd" in r]
+def curve(run_dir: Path, score: str = "mcd") -> list[tuple[int, float]]:
+    """[(step, held-out score)] of a run's evaluations: its MCD, or `score`."""
+    return [(int(r["step"]), float(r[score])) for r in read_jsonl(run_dir / "metrics.jsonl") if score in r]
 
 
-def last_mcd(run_dir: Path) -> float | None:
-    points = curve(run_dir) if (run_dir / "metrics.jsonl").is_file() else []
+def last_mcd(run_dir: Path, score: str = "mcd") -> float | None:
+    points = curve(run_dir, score) if (run_dir / "metrics.jsonl").is_file() else []
     return points[-1][1] if points else None
 
 
 # ---------------------------------------------------------------------------------- text tables
 TABLES = {"matcha": "encoder.emb.weight", "f5": "transformer.text_embed.text_embed.weight",
-          "mms": "text_encoder.embed_tokens.weight"}  # the text table's key in a checkpoint
-FIRST_ROW = {"matcha": 0, "f5": 1, "mms": 0}  # the row of the first symbol (F5's row 0 is a filler)
+          "mms": "text_encoder.embed_tokens.weight", "omnivoice": "llm.embed_tokens.weight"}  # in a checkpoint
+FIRST_ROW = {"matcha": 0, "f5": 1, "mms": 0, "omnivoice": 0}  # the row of the first symbol (F5's row 0 is a filler)
 
 
 def published_table(family: str, folder: Path) -> tuple[list[str], "torch.Tensor"]:
@@ -229,7 +260,15 @@ def published_table(family: str, folder: Path) -> tuple[list[str], "torch.Tensor
     if family == "mms":
         vocab = read_json(folder / "vocab.json")
         return sorted(vocab, key=vocab.get), load_file(str(folder / "model.safetensors"))[TABLES["mms"]]
+    if family == "omnivoice":
+        return byte_tokens(folder), load_file(str(folder / "model.safetensors"))[TABLES["omnivoice"]]
     return checkpoint_table(folder)
+
+
+def byte_tokens(base: Path) -> list[str]:
+    """An OmniVoice base's text tokens by id (its tokenizer.json): bytes and pieces, the same for every language."""
+    vocab = read_json(base / "tokenizer.json")["model"]["vocab"]
+    return sorted(vocab, key=vocab.get)
 
 
 def checkpoint_table(folder: Path) -> tuple[list[str], "torch.Tensor"]:
@@ -238,6 +277,10 @@ def checkpoint_table(folder: Path) -> tuple[list[str], "torch.Tensor"]:
 
     config = read_json(folder / "config.json")
     family = config.get("engine", "matcha")
+    if family == "omnivoice":  # its text is read by the base's own tokenizer
+        from utils.omnivoice.base import base_of
+
+        return byte_tokens(base_of(folder, config)), load_weights(folder)[TABLES[family]]
     text = config.get("text") or config["frontend"]
     symbols = sorted(text["vocab"], key=text["vocab"].get) if "vocab" in text else text["symbols"]
     return symbols, load_weights(folder)[TABLES[family]]
@@ -252,6 +295,8 @@ def save_as_published(family: str, checkpoint: Path, folder: Path) -> Path:
         _f5_layout(checkpoint, folder)
     elif family == "mms":
         _mms_layout(checkpoint, folder)
+    elif family == "omnivoice":
+        _omnivoice_layout(checkpoint, folder)
     else:
         for name in ("model.safetensors", "config.json"):
             shutil.copy2(checkpoint / name, folder / name)
@@ -301,6 +346,19 @@ def _mms_layout(checkpoint: Path, folder: Path) -> None:
                                         "(GPL-3.0 voices); no third-party weights\n", encoding="utf-8")
 
 
+def _omnivoice_layout(checkpoint: Path, folder: Path) -> None:
+    """k2-fsa/OmniVoice's files: the base the run started from (its text tokenizer, its codec in audio_tokenizer/),
+    the model's config.json and model.safetensors written again from the run's weights, as the package saves them."""
+    from utils.omnivoice.base import base_of, load_package_model
+    from utils.training.checkpoint import load_weights
+
+    start = base_of(checkpoint, read_json(checkpoint / "config.json"))
+    shutil.copytree(start, folder, dirs_exist_ok=True)
+    load_package_model(start, weights=load_weights(checkpoint), for_training=True).save_pretrained(folder)
+    (folder / "LICENSE").write_text("Source: tests/transfer_bases.py\nLicence: made here from espeak-ng speech "
+                                    "(GPL-3.0 voices); no third-party weights\n", encoding="utf-8")
+
+
 def random_like(family: str, base: Path, folder: Path) -> Path:
     """Random weights of `base`'s architecture in its published layout (its vocabulary files copied): the scratch
     start of a full-size comparison, where the base is the hub's."""
@@ -323,6 +381,14 @@ def random_like(family: str, base: Path, folder: Path) -> Path:
         save_file({f"ema_model.{k}": v.contiguous() for k, v in model.state_dict().items()},
                   str(folder / "model_random.safetensors"))
         shutil.copy2(base / "vocab.txt", folder / "vocab.txt")
+    elif family == "omnivoice":  # the model's files anew; its text tokenizer and codec (never trained) copied
+        from utils.omnivoice.runtime import activate
+
+        activate()
+        from omnivoice import OmniVoice, OmniVoiceConfig
+
+        shutil.copytree(base, folder, dirs_exist_ok=True)
+        OmniVoice(OmniVoiceConfig.from_pretrained(base)).save_pretrained(folder)
     else:
         from transformers import VitsConfig, VitsModel
 

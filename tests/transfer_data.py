@@ -122,3 +122,34 @@ def as_one_speaker(ws: Workspace, name: str, into: str) -> str:
             else read_jsonl(source / "manifest.jsonl")
         write_jsonl(target / "manifest.jsonl", [{**r, "speaker": "base"} for r in rows])
     return into
+
+
+def with_reference_clip(ws: Workspace, name: str, into: str, seconds: float = 4.0) -> str:
+    """Dataset `into`: the clips of `name` and one more of at least `seconds` (3-20 s: what OmniVoice speaks in the
+    voice of), the first training clips of one speaker joined with a short pause, their texts joined; made once."""
+    import numpy as np
+
+    from utils.workspace import read_jsonl
+
+    target = ws.dataset_dir(into)
+    if (target / "manifest.jsonl").is_file() or (target / "manifest.sqlite").is_file():
+        return into
+    source = ws.dataset_dir(name)
+    shutil.copytree(source / "audio", target / "audio", dirs_exist_ok=True)
+    rows = read_jsonl(source / "manifest.jsonl.imported") if (source / "manifest.jsonl.imported").is_file() \
+        else read_jsonl(source / "manifest.jsonl")
+    speaker = next(r["speaker"] for r in rows if r["split"] == "train")
+    pause, waves, joined = np.zeros(MODEL_SAMPLE_RATE // 4, dtype=np.float32), [], []
+    for row in (r for r in rows if r["split"] == "train" and r["speaker"] == speaker):
+        waves += [load_audio(source / row["audio"], sample_rate=MODEL_SAMPLE_RATE)[0], pause]
+        joined.append(row)
+        if sum(len(w) for w in waves) >= seconds * MODEL_SAMPLE_RATE:
+            break
+    audio, rid = np.concatenate(waves[:-1]), f"{into}-reference"
+    save_audio(target / "audio" / f"{rid}.wav", audio, MODEL_SAMPLE_RATE)
+    text = " ".join(r["text"] for r in joined)
+    phonemes = " | ".join(r["phonemes"] for r in joined) if all(r.get("phonemes") for r in joined) else None
+    write_jsonl(target / "manifest.jsonl", [{**joined[0], "id": rid, "audio": f"audio/{rid}.wav", "text": text,
+                                             "normalized": text, "phonemes": phonemes,
+                                             "duration": len(audio) / MODEL_SAMPLE_RATE}, *rows])
+    return into

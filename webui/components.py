@@ -15,9 +15,22 @@ def not_built(capability: str, issue: str) -> gr.Markdown:
 
 def current_pick(names: list[str], current: str | None, first: str | None = None) -> dict:
     """A picker brought up to date: what exists now, showing the curator's pick while it exists, else `first`, else
-    the first name (never a name that is gone, nor nothing while something exists)."""
-    fallback = first if first in names else (names[0] if names else None)
-    return gr.update(choices=names, value=current if current in names else fallback)
+    the first name (never a name that is gone, nor nothing while something exists). The value goes back only when
+    it changes: a refresh answered after the curator picked another name (a busy server, a share link) put the
+    name it was sent back over theirs, and a CI run's OmniVoice run started on the dataset shown before the pick."""
+    if current in names:
+        return gr.update(choices=names)
+    return chosen_pick(names, first)
+
+
+def chosen_pick(names: list[str], wanted: str | None) -> dict:
+    """A picker set to `wanted` (a run's dataset put back, a dataset just made), else the first name."""
+    return gr.update(choices=names, value=wanted if wanted in names else (names[0] if names else None))
+
+
+def shown_name(pick: dict, current: str | None) -> str | None:
+    """The name a picker shows once `pick` is applied (current_pick leaves out a value that stays)."""
+    return pick.get("value", current)
 
 
 def dataset_picker(ws, label: str = "Dataset", **kw) -> gr.Dropdown:
@@ -30,6 +43,12 @@ def dataset_picker(ws, label: str = "Dataset", **kw) -> gr.Dropdown:
 def dataset_pick(ws, current: str | None) -> dict:
     """A dataset picker brought up to date: the curator's pick while it exists, else the dataset prepared last."""
     return current_pick(ws.list_datasets(), current, ws.newest_dataset())
+
+
+def dataset_chosen(ws, wanted: str | None) -> dict:
+    """A dataset picker set to `wanted`, else to the dataset prepared last."""
+    names = ws.list_datasets()
+    return chosen_pick(names, wanted if wanted in names else ws.newest_dataset())
 
 
 def plain_label(name: str, plain: dict) -> str:

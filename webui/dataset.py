@@ -21,7 +21,7 @@ from utils.datasets.prepare import no_text_yet
 from utils.training.speed import say_hours
 from utils.workspace import readable
 from webui import transcripts
-from webui.components import dataset_pick, dataset_picker, says_errors
+from webui.components import dataset_pick, dataset_picker, says_errors, shown_name
 from webui.context import AppContext
 
 FRONTENDS = (("Amharic pronunciation rules (phoneme), recommended", "phoneme"), ("letters as written (char)", "char"),
@@ -447,7 +447,7 @@ def build(ctx: AppContext) -> list:
 
     def on_page_load(n):  # a reload or a second browser sees the workspace as it is now
         shown = dataset_pick(ws, n)
-        return (shown, *plot_updates(*load_view(ws, shown["value"])))
+        return (shown, *plot_updates(*load_view(ws, shown_name(shown, n))))
 
     picked = [row_id, player, text, status]  # a row gone since the table was drawn is said in the status line
     table.select(says_errors(on_select, picked, status, what="Picking the row"), [dataset, table], picked)

@@ -15,7 +15,7 @@ from utils import separation
 from utils.events import StudioError
 from utils.separation import dataset as sep_dataset
 from utils.separation.gate import CLEAR as THRESHOLD_CLEAR
-from webui.components import dataset_pick, dataset_picker, says_errors
+from webui.components import dataset_pick, dataset_picker, says_errors, shown_name
 from webui.context import AppContext
 
 BACKEND_LABELS = [("auto: the best this machine has", "auto"),
@@ -130,8 +130,8 @@ def view_on_open(ws, current: str | None, clip: str | None, picks: list[str] | N
     clips of the one shown as they are now (20 clips added on the Dataset tab were missing from the list); the clip
     listened to and the picks stay while they exist."""
     pick = dataset_pick(ws, current)
-    table, clips, accepts = dataset_view(ws, pick["value"])
-    if pick["value"] == current:
+    table, clips, accepts = dataset_view(ws, shown_name(pick, current))
+    if shown_name(pick, current) == current:
         ids = [c[1] for c in clips["choices"]]
         clips["value"] = clip if clip in ids else clips["value"]
         accepts["value"] = [c for c in picks or [] if c in accepts["choices"]]

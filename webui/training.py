@@ -23,7 +23,7 @@ from utils.family_options import names_of, saved_option
 from utils.transcripts import asr
 from utils.vocoder.default import status_line
 from utils.workspace import read_json
-from webui.components import dataset_pick, dataset_picker, says_errors
+from webui.components import dataset_chosen, dataset_pick, dataset_picker, says_errors, shown_name
 from webui.context import AppContext
 
 MAX_SAMPLES = 4
@@ -381,7 +381,7 @@ def restore_form(ctx: AppContext) -> tuple:
     last = views.last_choices(ws)
     t, v = last.get("train", {}), last.get("vocoder", {})
     newest = next(iter(last.values()), {}).get("dataset")  # the last run's, else the dataset prepared last
-    form = (dataset_pick(ws, newest),)
+    form = (dataset_chosen(ws, newest),)
     form += _restored_training(ws, t) if t else (keep, gr.update(value=settings.default_steps(ws)), *(keep,) * 6)
     live = v.get("state") in jobs.ACTIVE  # as for the acoustic run: an ended run's start from is not restored
     form += (gr.update(value=v["init"] if live and v["init"] in inference.list_vocoders(ws) else VOCODER_SCRATCH[0]),
@@ -413,7 +413,8 @@ def form_on_open(ctx: AppContext, dataset: str | None, saved_steps, engine: str 
     pick = dataset_pick(ctx.workspace, dataset)
     steps = saved if saved != saved_steps else steps
     return (pick, gr.update(value=saved) if saved != saved_steps else gr.update(), saved,
-            engine_advice(ctx, pick["value"]), expectations(ctx, engine, pick["value"], steps, base, size))
+            engine_advice(ctx, shown_name(pick, dataset)), expectations(ctx, engine, shown_name(pick, dataset), steps, base,
+                                                                       size))
 
 
 def _vocoder_label(steps) -> str:
