@@ -16,7 +16,7 @@ from utils.training import checkpoint as ckpt
 from utils.training.loop import TrainingLoop, LoopSettings, Phase, drain
 from utils.training.faults import with_faults
 from utils.training.optimization import Machine
-from utils.workspace import read_json, read_jsonl
+from utils.workspace import atomic_write_json, read_json, read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 TRUE_W = torch.tensor([[2.0, -1.0, 0.5]])
@@ -503,3 +503,26 @@ def test_the_eta_counts_the_steps_and_evaluations_left_never_compilation():
     assert eta.evaluations_left(10) == 3  # at 40, 80 and the end
     assert eta.seconds(10) == round(90 * 0.6 + 3 * 30.0, 1)
     assert Eta(LoopSettings(max_steps=80, eval_every=40)).evaluations_left(10) == 2  # the end is the one at 80
+
+
+class Worsening(LineAdapter):
+    """A fine-tune that moves away from its base: each evaluation scores worse than the last, step 0 the best."""
+
+    def evaluate(self, step, folder):
+        return {"error": float(step)}
+
+
+def test_a_fine_tune_worse_than_its_base_is_named_after_a_stop_and_resume_too(tmp_path):
+    """The base's score at step 0 is what later evaluations are compared with; a resumed run compared with nothing
+    (its step 0 was in the first part), so a fine-tune made worse went unnamed once it was stopped and resumed."""
+    def worsening(stop: threading.Event | None = None) -> Worsening:
+        return Worsening(tmp_path / "run", stop, eval_at_start=True, eval_every=2, checkpoint_every=2, ema_decay=0.0)
+
+    stop = threading.Event()
+    status = tmp_path / "run" / "status.json"
+    assert train(stop_during(worsening(stop), 1, stop))["step"] == 2
+    assert "at step 2 is worse than the base's own 0.00" in read_json(status)["start_note"]
+    atomic_write_json(status, {**read_json(status), "start_note": None})  # said again after the resume, not left over
+    assert train(worsening())["step"] == 8
+    assert "at step 8 is worse than the base's own 0.00" in (read_json(status).get("start_note") or "")
+    assert [r["step"] for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "error" in r] == [0, 2, 4, 6, 8]

@@ -417,6 +417,8 @@ class TrainingLoop:
             self.files.metrics({"step": 0, **metrics, "time": time.time()})
             self.log(f"before training: {_fmt(metrics)}")
             self.start_score = self.a.score(metrics)
+        elif s.eval_at_start and dist.main:
+            self.start_score = self._recorded_start_score()
         self.window = self._new_window()
         while self.step < s.max_steps:
             if ddp.any_flag(self.stop(), dist, self.device):  # every rank stops before the same step
@@ -745,6 +747,18 @@ class TrainingLoop:
         self.files.status(overfitting=note)
         self.log(f"warning: {note}")
         return True
+
+    def _recorded_start_score(self) -> float | None:
+        """A resumed fine-tune's base score, as its first part recorded it at step 0: a resume compared with nothing,
+        and a fine-tune made worse than its base after a Stop and Resume went unnamed."""
+        from utils.workspace import read_jsonl
+
+        path = self.a.run_dir / "metrics.jsonl"
+        first = next((r for r in read_jsonl(path) if r.get("step") == 0), None) if path.is_file() else None
+        try:
+            return float(self.a.score(first)) if first else None
+        except (KeyError, TypeError, ValueError):  # a row of another layout: nothing to compare with, as before
+            return None
 
     def _against_start(self, step: int, score: float) -> None:
         """A fine-tune scored worse than its base before training (step 0) is named in the log and on the run's
