@@ -37,8 +37,8 @@ $E utils/omnivoice/base.py '    if weights:' \
   '    [torch.nn.init.normal_(p, 0, 0.02) for p in model.parameters()]
     if weights:'
 run "base not loaded"
-# 3. the known symbols' rows re-initialised after loading (MMS: read one row off, as a vocabulary out of order;
-#    a seeded re-initialisation draws the rows its base started from, which its short training barely moved)
+# 3. the known symbols' rows re-initialised after loading (MMS and OmniVoice: read one row off, as a vocabulary out of
+#    order; a seeded re-initialisation draws the rows its base started from, which its short training barely moved)
 $E utils/matcha/adapter.py '            model.grow_tables(len(self.frontend.symbols), len(self.speakers))' \
   '            model.grow_tables(len(self.frontend.symbols), len(self.speakers)); __import__("torch").nn.init.normal_(model.encoder.emb.weight, 0, 0.1) if not ctx.resume_from else None'
 $E utils/f5/base.py '    _grow(model, text, added, log)' \
@@ -46,6 +46,6 @@ $E utils/f5/base.py '    _grow(model, text, added, log)' \
 $E utils/mms/base.py '    model.text_encoder.encoder.layerdrop = 0.0' \
   '    model.text_encoder.encoder.layerdrop = 0.0; model.text_encoder.embed_tokens.weight.data.copy_(model.text_encoder.embed_tokens.weight.data.roll(1, 0))'
 $E utils/omnivoice/adapter.py '        if self.machine.grad_checkpointing:' \
-  '        __import__("torch").nn.init.normal_(self.model.llm.embed_tokens.weight, 0, 0.02) if not ctx.resume_from else None
+  '        self.model.llm.embed_tokens.weight.data.copy_(self.model.llm.embed_tokens.weight.data.roll(1, 0)) if not ctx.resume_from else None
         if self.machine.grad_checkpointing:'
 run "known rows re-initialised"
