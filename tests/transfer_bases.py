@@ -135,8 +135,8 @@ class Transfer:
         return f"base-{self.family}-{self.size.preset}-{self.steps}"
 
     def base_mcd(self) -> float | None:
-        """The base's own held-out score (other languages) at its last evaluation."""
-        return last_mcd(self.ws.run_dir(self.base_run()), self.score)
+        """The base's own held-out score (other languages) at its last evaluation; None for the hub's."""
+        return None if self.from_hub else last_mcd(self.ws.run_dir(self.base_run()), self.score)
 
     @property
     def score(self) -> str:
