@@ -18,6 +18,9 @@ DESCRIPTION = ("MMS-TTS: fine-tunes Meta's small Amharic voice (VITS, 36 M param
 
 # finetune-hf-vits's published example (speaker adaptation of an MMS checkpoint from 80-150 clips)
 FINE_TUNE_LR = 2e-5
+# No TRANSFER (utils/transfer.py): the base a curator fine-tunes is Meta's, which speaks Amharic already; what a tiny
+# base made here from other languages bought (`bench/transfer.py --family mms --quick`: 2.2 dB ahead of random weights
+# after 100 steps, bench/RESULTS.md) says nothing of that base, so nothing is said until it is measured (`--size full`).
 BETAS = (0.8, 0.99)
 EPS = 1e-9                              # VITS's AdamW epsilon
 CLIPS_PER_STEP = 16                     # its batch; the studio batches ~that many clips of the median length

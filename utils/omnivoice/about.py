@@ -54,3 +54,7 @@ NEEDS_BASE = (f"The OmniVoice engine starts from the public OmniVoice base: pass
 OFFLINE = (f"This machine cannot reach the Hugging Face hub and this workspace holds no OmniVoice base: on a machine "
            f"that can, download https://huggingface.co/{HUB_ID} whole (its audio_tokenizer/ folder included), copy it "
            f"into the workspace's pretrained/{FOLDER}/ folder and try again.")
+
+# No TRANSFER (utils/transfer.py): the tiny base made here (`bench/transfer.py --family omnivoice`) has a codec of random
+# codebooks, so it is scored by held-out token loss, not MCD, and what it knew is mostly that codec's token statistics:
+# it says nothing of what the 613 M base buys on Amharic; nothing is said until that is measured (`--size full`, a GPU).
