@@ -13,9 +13,10 @@ from utils.workspace import read_json, read_jsonl
 torch.set_num_threads(1)
 
 STEPS = 10
-# dB (OmniVoice: nats of held-out audio-token loss) the pretrained start must be ahead at every evaluation (the base before any step, and after STEPS) of the scratch
-# run after STEPS: half the least margin `bench/transfer.py --size test` measured over six seeds (MMS: three;
-# "Transfer"); a base not loaded starts as far off as random weights, and a rate 100x too high wrecks it
+# dB (OmniVoice: nats of held-out audio-token loss) the pretrained start must be ahead at every evaluation (the base
+# before any step, and after STEPS) of the scratch run after STEPS: half the least margin `bench/transfer.py --size
+# test` measured over six seeds (MMS: three; "Transfer"); a base not loaded starts as far off as random weights, and a
+# rate 100x too high wrecks it
 MARGIN = {"matcha": 3.0, "f5": 0.25, "mms": 0.35, "omnivoice": 2.25}
 KEPT = 0.9  # the least cosine of a known symbol's row to the base's after STEPS (re-initialised rows: about 0)
 

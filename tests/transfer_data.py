@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tests.helpers import espeak_amharic, sentences
 from utils.audio import MODEL_SAMPLE_RATE, load_audio, save_audio
-from utils.workspace import Workspace, write_jsonl
+from utils.workspace import Workspace, read_jsonl, write_jsonl
 
 WORDS = {  # everyday words; the sentences they make mean little, the sounds are the language's
     "sw": "habari asubuhi rafiki yangu nyumba chakula maji mtoto mama baba shule kitabu kazi leo kesho jana sana "
@@ -109,18 +109,23 @@ def amharic(ws: Workspace, name: str, n_train: int, n_val: int, voice: str = AMH
     return ws
 
 
+def _copy_of(ws: Workspace, name: str, into: str) -> list[dict] | None:
+    """The rows of `name`, its audio copied into dataset `into`; None when `into` was made before (made once)."""
+    target = ws.dataset_dir(into)
+    if (target / "manifest.jsonl").is_file() or (target / "manifest.sqlite").is_file():
+        return None
+    source = ws.dataset_dir(name)
+    shutil.copytree(source / "audio", target / "audio", dirs_exist_ok=True)
+    imported = source / "manifest.jsonl.imported"
+    return read_jsonl(imported if imported.is_file() else source / "manifest.jsonl")
+
+
 def as_one_speaker(ws: Workspace, name: str, into: str) -> str:
     """Dataset `into`: the clips of `name` under one speaker's name (the voices stay as they sound), for a family
     that adapts one voice (MMS-TTS, like Meta's one-speaker base); made once."""
-    from utils.workspace import read_jsonl
-
-    target = ws.dataset_dir(into)
-    if not (target / "manifest.jsonl").is_file() and not (target / "manifest.sqlite").is_file():
-        source = ws.dataset_dir(name)
-        shutil.copytree(source / "audio", target / "audio", dirs_exist_ok=True)
-        rows = read_jsonl(source / "manifest.jsonl.imported") if (source / "manifest.jsonl.imported").is_file() \
-            else read_jsonl(source / "manifest.jsonl")
-        write_jsonl(target / "manifest.jsonl", [{**r, "speaker": "base"} for r in rows])
+    rows = _copy_of(ws, name, into)
+    if rows is not None:
+        write_jsonl(ws.dataset_dir(into) / "manifest.jsonl", [{**r, "speaker": "base"} for r in rows])
     return into
 
 
@@ -129,15 +134,10 @@ def with_reference_clip(ws: Workspace, name: str, into: str, seconds: float = 4.
     voice of), the first training clips of one speaker joined with a short pause, their texts joined; made once."""
     import numpy as np
 
-    from utils.workspace import read_jsonl
-
-    target = ws.dataset_dir(into)
-    if (target / "manifest.jsonl").is_file() or (target / "manifest.sqlite").is_file():
+    rows = _copy_of(ws, name, into)
+    if rows is None:
         return into
-    source = ws.dataset_dir(name)
-    shutil.copytree(source / "audio", target / "audio", dirs_exist_ok=True)
-    rows = read_jsonl(source / "manifest.jsonl.imported") if (source / "manifest.jsonl.imported").is_file() \
-        else read_jsonl(source / "manifest.jsonl")
+    source, target = ws.dataset_dir(name), ws.dataset_dir(into)
     speaker = next(r["speaker"] for r in rows if r["split"] == "train")
     pause, waves, joined = np.zeros(MODEL_SAMPLE_RATE // 4, dtype=np.float32), [], []
     for row in (r for r in rows if r["split"] == "train" and r["speaker"] == speaker):

@@ -56,7 +56,7 @@ from utils.training.probe import optimizer_state_ballast, probe_limit, probe_max
 from utils.training.runfiles import RunFiles, disk_full_message
 from utils.training.words import plain, said
 from utils.voice_folders import STEP_RE
-from utils.workspace import read_json
+from utils.workspace import read_json, read_jsonl
 
 GROW_BACK_STEPS = 200  # good steps after an out-of-memory before a halved micro-batch is tried whole again
 STATE_FORMAT = 2       # trainer_state.pt layout (1: the two trainers' own layouts, upgraded by the adapters)
@@ -751,8 +751,6 @@ class TrainingLoop:
     def _recorded_start_score(self) -> float | None:
         """A resumed fine-tune's base score, as its first part recorded it at step 0: a resume compared with nothing,
         and a fine-tune made worse than its base after a Stop and Resume went unnamed."""
-        from utils.workspace import read_jsonl
-
         path = self.a.run_dir / "metrics.jsonl"
         first = next((r for r in read_jsonl(path) if r.get("step") == 0), None) if path.is_file() else None
         try:
