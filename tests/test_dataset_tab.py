@@ -255,3 +255,11 @@ def test_pickers_open_on_the_dataset_prepared_last_not_the_first_by_name(tmp_pat
     # put the one it was sent over theirs (a CI run's OmniVoice run started on the dataset shown before the pick)
     for refreshed in (dataset_pick(ws, "longrec"), training.form_on_open(ctx, "longrec", 0)[0]):
         assert "value" not in refreshed and refreshed["choices"] == ["longrec", "mixed2"]
+    # an older studio's manifest.jsonl read into the table is not a change: opening longrec first left it the
+    # default of every picker; an edit of one of its rows is one
+    from utils.datasets import load_manifest, update_rows
+
+    rows = load_manifest(ws, "longrec")
+    assert (ws.dataset_dir("longrec") / "manifest.sqlite").exists() and ws.newest_dataset() == "mixed2"
+    update_rows(ws, "longrec", [{**rows[0], "text": rows[0]["text"] + " ።"}])
+    assert ws.newest_dataset() == "longrec"

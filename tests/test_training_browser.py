@@ -355,7 +355,9 @@ def test_the_training_tab_drops_a_message_about_another_run_and_a_deleted_run(se
 def test_a_dataset_picked_while_the_tabs_refresh_is_on_its_way_stays_picked(tmp_path, page, monkeypatch):
     """The Training tab refreshes its picker each time it opens; on a busy server (a training run on two cores, a share
     link) the answer came after the curator's pick and put the dataset it was sent back, and Start trained that one
-    (a CI run's OmniVoice run on the 4 short clips of `am`, refused for want of a 3-20 s clip)."""
+    (a CI run's OmniVoice run on the 4 short clips of `am`, refused for want of a 3-20 s clip); then its "Which
+    engine" lines, computed for the dataset it was sent, were drawn over the picked one's. The page load's restore
+    of the last form is dropped the same way by a pick made before it answers."""
     import threading
 
     from tests.helpers import launch_local
@@ -364,31 +366,51 @@ def test_a_dataset_picked_while_the_tabs_refresh_is_on_its_way_stays_picked(tmp_
 
     ws = make_dataset(tmp_path / "workspace", name="am", n_train=1, n_val=0)
     make_dataset(ws.root, name="omni", n_train=1, n_val=0)
-    answered, refresh = threading.Event(), training_tab.form_on_open
+    restored = training_tab.restore_form(AppContext(ws))[0]["value"]  # what the page load's restore puts back
+    other = next(n for n in ws.list_datasets() if n != restored)
+    names = ("restore_page", "form_on_open")
+    called, released, answered = ({n: threading.Event() for n in names} for _ in range(3))
 
-    def slow_refresh(*args):
-        time.sleep(3)  # the pick below is made meanwhile
-        try:
-            return refresh(*args)
-        finally:
-            answered.set()
+    def held(name, fn):  # answers only once the test's pick is made: a server too busy to answer sooner
+        def late(*args):
+            called[name].set()
+            released[name].wait(30)
+            try:
+                return fn(*args)
+            finally:
+                answered[name].set()
+        return late
 
-    monkeypatch.setattr(training_tab, "form_on_open", slow_refresh)
+    for name in names:
+        monkeypatch.setattr(training_tab, name, held(name, getattr(training_tab, name)))
     demo = build_ui(AppContext(ws))
     launch_local(demo.queue())
+    picker, advice = page.get_by_label("dataset", exact=True), page.locator("#engine-advice")
+
+    def picked_while(dataset: str, *late: str) -> None:
+        assert all(called[n].wait(30) for n in late)  # the refresh is on its way
+        choose(page, "dataset", dataset)
+        expect(advice).to_contain_text(f" of usable speech in {dataset};")  # the pick's own answer is in
+        for n in late:
+            released[n].set()
+        assert all(answered[n].wait(30) for n in late)
+        page.wait_for_timeout(1500)  # what a late answer would do, it has done by now
+        expect(picker).to_have_value(dataset)
+        expect(advice).to_contain_text(f" of usable speech in {dataset};")  # the lines speak of the one picked
+        for events in (called, released, answered):
+            events["form_on_open"].clear()
+
     try:
+        released["form_on_open"].set()  # the page load's restore alone is held
         open_training(page, demo.local_url)
-        picker = page.get_by_label("dataset", exact=True)
-        assert answered.wait(30)  # the first opening's answer is in: what follows is the tab opened again
-        page.wait_for_timeout(1000)
-        other = next(n for n in ws.list_datasets() if n != picker.input_value())
-        answered.clear()
+        picked_while(other, "restore_page")
         page.get_by_role("tab", name="Dataset").click()
         page.get_by_role("tab", name="Training").click()
-        choose(page, "dataset", other)
-        assert not answered.is_set()  # picked before the answer came
-        assert answered.wait(30)
-        page.wait_for_timeout(1500)  # what the late answer would do, it has done by now
-        expect(picker).to_have_value(other)
+        picked_while(restored, "form_on_open")
+        released["form_on_open"].set()  # a dropped refresh leaves the next opening's as it was
+        page.get_by_role("tab", name="Dataset").click()
+        page.get_by_role("tab", name="Training").click()
+        assert answered["form_on_open"].wait(30)
+        expect(picker).to_have_value(restored)
     finally:
         demo.close()

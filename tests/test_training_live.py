@@ -346,3 +346,27 @@ def test_matcha_says_how_long_its_run_takes_here_as_the_other_engines_do(tmp_pat
     append_jsonl(run / "metrics.jsonl", {"step": 10, "frames_per_s": 1000.0})
     said = training.expectations(AppContext(ws), "matcha", "am", 2000, "", "tiny")["value"]
     assert f"Time: about {speed.say_time(2000 * frames / 1000.0)}" in said and "measured by run earlier" in said
+
+
+def test_a_curators_edit_drops_the_refreshes_it_makes_stale_but_never_a_plain_page_load(tmp_path):
+    """An edit cancels a tab's refresh on opening and the Training tab's restore of the last form, answered late
+    over the edit (the browser test sees it); a plain page load must land: the Optimizations tab's settings filled
+    from the saved file, dropped, would leave the values the page was built with, and Save writes every box."""
+    from webui.app import build_ui
+    from webui.context import AppContext
+
+    demo = build_ui(AppContext(Workspace.open(tmp_path / "ws")))
+
+    def labels(blocks) -> set:
+        return {getattr(b, "label", None) for b in blocks}
+
+    cancelled = {i for d in demo.fns.values() if d.fn is None for i in d.cancels}
+    on = {kind: [d for d in demo.fns.values() if d.targets and d.targets[0][1] == kind] for kind in ("load", "select")}
+    restores = [d for d in on["load"] if "engine" in labels(d.outputs)]
+    settings_fill = [d for d in on["load"] if any("(patience)" in str(x) for x in labels(d.outputs))]
+    assert len(restores) == 1 and len(settings_fill) == 1
+    assert {d._id for d in on["load"]} & cancelled == {restores[0]._id}  # the restore alone; the settings land
+    refreshes = [d for d in on["select"] if d._id in cancelled]
+    assert any("dataset" in labels(d.outputs) and "engine" in labels(d.inputs) for d in refreshes)  # Training's
+    edits = [d for d in demo.fns.values() if d.fn is None and restores[0]._id in d.cancels]
+    assert {"dataset", "engine", "steps"} <= labels(demo.blocks[d.targets[0][0]] for d in edits)

@@ -39,18 +39,35 @@ def build_ui(ctx: AppContext) -> gr.Blocks:
             for label, module in TABS:
                 with gr.Tab(label, id=label.lower().replace(" ", "-")) as tab:
                     entries = module.build(ctx) or []
-                on_load += [e for e in entries if len(e) == 3]
-                on_open += [(tab, e[:3]) for e in entries if len(e) == 4]  # "open": each time it is opened
+                on_load += [(e[:3], e[3:] == ("restore",)) for e in entries if e[3:] in ((), ("restore",))]
+                on_open += [(tab, e[:3]) for e in entries if e[3:] == ("open",)]  # each time it is opened
                 tab_timers.append((tab, [b for b in _descendants(tab) if isinstance(b, gr.Timer)]))
         # the timers' select first: a browser sends one trigger's events one after another, and the page's first
         # select (of the first tab) must not wait behind that tab's refresh and arrive after the curator's click
         _tick_only_on_the_open_tab(tab_timers)
         for tab, (fn, inputs, outputs) in on_open:
-            tab.select(fn, inputs, outputs, show_progress="hidden")
+            _dropped_when_edited(tab.select(fn, inputs, outputs, show_progress="hidden"), inputs, outputs)
         # a tab may return (fn, inputs, outputs) to refresh from the workspace at every page load
-        for fn, inputs, outputs in on_load:
-            demo.load(fn, inputs, outputs, show_progress="hidden")
+        for (fn, inputs, outputs), restores in on_load:
+            loaded = demo.load(fn, inputs, outputs, show_progress="hidden")
+            if restores:  # a plain load must land: it fills forms such as the saved settings, which Save writes whole
+                _dropped_when_edited(loaded, inputs, outputs)
     return demo
+
+
+EDITABLE = (gr.Dropdown, gr.Number, gr.Textbox, gr.Checkbox, gr.CheckboxGroup, gr.Radio, gr.Slider, gr.Dataframe)
+
+
+def _dropped_when_edited(refresh, *blocks) -> None:
+    """A refresh sent before the curator's own pick or edit can be answered after it (a busy server, a share link):
+    its values, computed from the form as it was sent, would be drawn over the edit (a dataset picked as the Training
+    tab opened showed the "Which engine" lines of the dataset the refresh was sent with; the page load's restore of
+    the last form put the last run's dataset over a pick). The curator's input on a box the refresh reads or writes
+    cancels it; the box's own handlers answer for the new value, and the next opening of the tab refreshes again."""
+    boxes = {id(b): b for group in blocks for b in ([group] if isinstance(group, gr.components.Component)
+                                                     else group or []) if isinstance(b, EDITABLE)}
+    for box in boxes.values():
+        box.input(None, None, None, cancels=[refresh], queue=False, show_progress="hidden")
 
 
 def _descendants(block):

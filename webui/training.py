@@ -727,6 +727,6 @@ def build(ctx: AppContext) -> list:
     saved_steps = gr.State(settings.default_steps(ctx.workspace))  # the Optimizations tab's steps as the page has them
     restored = [f.dataset, f.preset, f.max_steps, f.init, f.mode, f.all_gpus, f.engine, f.licence, f.prompt,
                 f.vocoder_init, f.vocoder_size, f.vocoder_steps, saved_steps]
-    return [(lambda: restore_page(ctx), None, restored + [f.advice, f.expect]), *opened,
+    return [(lambda: restore_page(ctx), None, restored + [f.advice, f.expect], "restore"), *opened,
             (lambda *a: form_on_open(ctx, *a), [f.dataset, saved_steps, f.engine, f.max_steps, f.base, f.preset],
              [f.dataset, f.max_steps, saved_steps, f.advice, f.expect], "open")]

@@ -71,11 +71,13 @@ def exists(folder: Path) -> bool:
 def _open(folder: Path, write: bool = False) -> Iterator[sqlite3.Connection]:
     """A connection in autocommit mode; a write holds the write lock from its start (BEGIN IMMEDIATE), so two
     writers queue instead of one failing halfway. Imports a changed manifest.jsonl first."""
+    changed = _changed_at(folder)
     with closing(sqlite3.connect(folder / FILE, timeout=60, isolation_level=None)) as con:
         con.execute("PRAGMA journal_mode = PERSIST")  # per connection: see JOURNAL
         con.execute(f"PRAGMA journal_size_limit = {JOURNAL_LIMIT}")
         _lay_out(con, folder)
         _import_jsonl(con, folder)
+        _keep_changed_at(folder, changed)
         if not write:
             yield con
             return
@@ -86,6 +88,24 @@ def _open(folder: Path, write: bool = False) -> Iterator[sqlite3.Connection]:
             con.execute("ROLLBACK")
             raise
         con.execute("COMMIT")
+
+
+def _changed_at(folder: Path) -> int | None:
+    """When the rows last changed (ns): the table's time, or a manifest.jsonl waiting to be read if newer."""
+    times = [p.stat().st_mtime_ns for p in (folder / FILE, folder / JSONL) if p.exists()]
+    return max(times, default=None)
+
+
+def _keep_changed_at(folder: Path, changed: int | None) -> None:
+    """The table's time stays when the rows did not change: a layout of a newer version or an older studio's
+    manifest.jsonl read in is not an edit, and the pickers show the dataset changed last (Workspace.newest_dataset):
+    a dataset merely opened first became everyone's default."""
+    path = folder / FILE
+    try:
+        if changed is not None and path.stat().st_mtime_ns != changed:
+            os.utime(path, ns=(path.stat().st_atime_ns, changed))
+    except OSError:  # a file system that keeps no times set by hand: the pickers' default may move, nothing else
+        pass
 
 
 def _version(con: sqlite3.Connection) -> int:
