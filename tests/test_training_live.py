@@ -361,12 +361,13 @@ def test_a_curators_edit_drops_the_refreshes_it_makes_stale_but_never_a_plain_pa
         return {getattr(b, "label", None) for b in blocks}
 
     cancelled = {i for d in demo.fns.values() if d.fn is None for i in d.cancels}
-    on = {kind: [d for d in demo.fns.values() if d.targets and d.targets[0][1] == kind] for kind in ("load", "select")}
-    restores = [d for d in on["load"] if "engine" in labels(d.outputs)]
-    settings_fill = [d for d in on["load"] if any("(patience)" in str(x) for x in labels(d.outputs))]
+    on = {kind: {i: d for i, d in demo.fns.items() if d.targets and d.targets[0][1] == kind}
+          for kind in ("load", "select")}
+    restores = [i for i, d in on["load"].items() if "engine" in labels(d.outputs)]
+    settings_fill = [i for i, d in on["load"].items() if any("(patience)" in str(x) for x in labels(d.outputs))]
     assert len(restores) == 1 and len(settings_fill) == 1
-    assert {d._id for d in on["load"]} & cancelled == {restores[0]._id}  # the restore alone; the settings land
-    refreshes = [d for d in on["select"] if d._id in cancelled]
+    assert set(on["load"]) & cancelled == {restores[0]}  # the restore alone; the settings land
+    refreshes = [d for i, d in on["select"].items() if i in cancelled]
     assert any("dataset" in labels(d.outputs) and "engine" in labels(d.inputs) for d in refreshes)  # Training's
-    edits = [d for d in demo.fns.values() if d.fn is None and restores[0]._id in d.cancels]
+    edits = [d for d in demo.fns.values() if d.fn is None and restores[0] in d.cancels]
     assert {"dataset", "engine", "steps"} <= labels(demo.blocks[d.targets[0][0]] for d in edits)

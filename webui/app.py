@@ -34,24 +34,24 @@ def build_ui(ctx: AppContext) -> gr.Blocks:
     with gr.Blocks(title="Amharic TTS Studio") as demo:
         gr.Markdown("# Amharic TTS Studio\nFrom raw Amharic recordings to a working voice. "
                     f"Workspace: `{ctx.workspace.root}`")
-        on_load, on_open, tab_timers = [], [], []
+        wired, tab_timers = [], []
         with gr.Tabs():
             for label, module in TABS:
                 with gr.Tab(label, id=label.lower().replace(" ", "-")) as tab:
                     entries = module.build(ctx) or []
-                on_load += [(e[:3], e[3:] == ("restore",)) for e in entries if e[3:] in ((), ("restore",))]
-                on_open += [(tab, e[:3]) for e in entries if e[3:] == ("open",)]  # each time it is opened
+                wired += [(tab, e[3] if len(e) > 3 else "load", e[:3]) for e in entries]  # kinds: AppContext
                 tab_timers.append((tab, [b for b in _descendants(tab) if isinstance(b, gr.Timer)]))
         # the timers' select first: a browser sends one trigger's events one after another, and the page's first
         # select (of the first tab) must not wait behind that tab's refresh and arrive after the curator's click
         _tick_only_on_the_open_tab(tab_timers)
-        for tab, (fn, inputs, outputs) in on_open:
-            _dropped_when_edited(tab.select(fn, inputs, outputs, show_progress="hidden"), inputs, outputs)
-        # a tab may return (fn, inputs, outputs) to refresh from the workspace at every page load
-        for (fn, inputs, outputs), restores in on_load:
-            loaded = demo.load(fn, inputs, outputs, show_progress="hidden")
-            if restores:  # a plain load must land: it fills forms such as the saved settings, which Save writes whole
-                _dropped_when_edited(loaded, inputs, outputs)
+        for tab, kind, (fn, inputs, outputs) in wired:
+            if kind == "open":
+                _dropped_when_edited(tab.select(fn, inputs, outputs, show_progress="hidden"), inputs, outputs)
+        for tab, kind, (fn, inputs, outputs) in wired:
+            if kind in ("load", "restore"):
+                loaded = demo.load(fn, inputs, outputs, show_progress="hidden")
+                if kind == "restore":  # a plain load must land: it fills forms such as the saved settings, which
+                    _dropped_when_edited(loaded, inputs, outputs)  # Save writes whole
     return demo
 
 

@@ -100,10 +100,9 @@ def _keep_changed_at(folder: Path, changed: int | None) -> None:
     """The table's time stays when the rows did not change: a layout of a newer version or an older studio's
     manifest.jsonl read in is not an edit, and the pickers show the dataset changed last (Workspace.newest_dataset):
     a dataset merely opened first became everyone's default."""
-    path = folder / FILE
     try:
-        if changed is not None and path.stat().st_mtime_ns != changed:
-            os.utime(path, ns=(path.stat().st_atime_ns, changed))
+        if changed is not None and (st := (folder / FILE).stat()).st_mtime_ns != changed:
+            os.utime(folder / FILE, ns=(st.st_atime_ns, changed))
     except OSError:  # a file system that keeps no times set by hand: the pickers' default may move, nothing else
         pass
 
