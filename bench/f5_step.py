@@ -151,9 +151,9 @@ def main() -> None:
 
     ours = "ours (models/f5.py)" + (", compiled" if args.compile else "")
     builds = [(ours, lambda: F5TTS(cfg), lambda m: m(mel, text, lens)["loss"])]
-    if ref is not None:
-        builds.append((f"reference (f5-tts {REFERENCE_VERSION})", lambda: reference_model(cfg, ref),
-                       lambda m: m(mel, text, lens=lens)[0]))
+    if ref is not None:  # first: eager and quick, its row is printed before ours compiles (a cut run keeps it)
+        builds.insert(0, (f"reference (f5-tts {REFERENCE_VERSION})", lambda: reference_model(cfg, ref),
+                          lambda m: m(mel, text, lens=lens)[0]))
     rows = []
     for name, build, loss_of in builds:
         torch.manual_seed(0)
@@ -171,6 +171,7 @@ def main() -> None:
                      "warmup_ms": 1000 * times[0], **({"compile": compiled} if compiled else {})})
         if compiled and compiled != "compiled":
             rows[-1]["model"] += f" (compile failed, ran eager: {compiled})"
+        print(f"{rows[-1]['model']}: {ms:.0f} ms/step, peak {common.fmt(peak)} GiB", flush=True)
         del model
         gc.collect()
         torch._dynamo.reset()  # compiled graphs hold on to the model they were traced from
@@ -178,7 +179,7 @@ def main() -> None:
     print(common.markdown_table(COLUMNS, rows))
     payload = {"rows": rows, "device": device}
     if ref is not None:
-        ours, theirs = rows
+        theirs, ours = rows
         payload["speed_vs_reference"] = theirs["ms_per_step"] / ours["ms_per_step"]
         print(f"ours vs the reference, same batch and card: {payload['speed_vs_reference']:.2f}x the frames/s "
               f"({ours['ms_per_step']:.0f} vs {theirs['ms_per_step']:.0f} ms/step; peak "

@@ -57,8 +57,9 @@ def test_f5_step_times_the_reference_beside_ours_on_the_same_batch(tmp_path):
                           timeout=240)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     record = json.loads((tmp_path / "f5_step-cpu.json").read_text())
-    ours, theirs = record["rows"]
+    theirs, ours = record["rows"]  # the reference first: its row is printed before ours compiles on a GPU
     assert ours["model"].startswith("ours") and theirs["model"] == "reference (f5-tts 1.1.22)"
+    assert proc.stdout.index("reference (f5-tts 1.1.22): ") < proc.stdout.index("ours (models/f5.py): ")
     assert ours["params_m"] == theirs["params_m"] and ours["frames"] == theirs["frames"] == 282
     assert record["speed_vs_reference"] == theirs["ms_per_step"] / ours["ms_per_step"] > 0
     assert "ours vs the reference, same batch and card" in proc.stdout

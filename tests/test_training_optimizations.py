@@ -112,6 +112,26 @@ def test_a_run_settles_auto_compile_with_its_own_shapes_and_measured_batch(tmp_p
     m.set("max_frames_per_batch", 800, "measured by the probe")
     assert adapter.compile_targets() == [] and not m.compile and m.length_multiple == 4
     assert m.reasons["compile"].startswith("off: ") and "it pays from about" in m.reasons["compile"]
+    resumed = MatchaAdapter(TrainConfig(preset="base", max_steps=20_000, workspace=str(tmp_path), dataset="am",
+                                        run="resumed"), h100_report())
+    saved = resumed.run_dir / "checkpoints" / "step-19900"
+    saved.mkdir(parents=True)
+    for name in ("model.safetensors", "config.json", "trainer_state.pt"):  # what makes a folder resumable
+        (saved / name).write_bytes(b"")
+    resumed.items, resumed.model = adapter.items, adapter.model
+    assert resumed.compile_targets() == []  # 100 steps left, not 20,000, win back no graph
+    assert resumed.machine.reasons["compile"].startswith("off: ") and " 100 steps saving" in resumed.machine.reasons["compile"]
+
+
+def test_a_graph_measured_at_no_cost_or_no_graph_to_build_still_gets_a_verdict():
+    """Graph costs are kept rounded to 0.1 s: a workspace whose records read 0.0 divided the saving by nothing
+    and the run failed as it settled compile; a cost is never taken below 0.1 s a graph, nor fewer than one graph."""
+    from utils.training import compile_pays
+
+    for graphs, graph_s in ((16, 0.0), (0, 45.0)):
+        on, why = compile_pays.verdict(graphs, 20_000, graph_s, "measured", 0.5)
+        assert on and why.startswith("on: ")
+    assert not compile_pays.verdict(16, 10, 0.0, "measured", 0.001)[0]  # a floor, not a free pass
 
 
 def test_backend_flags_autocast_and_scaler_follow_the_settings():
@@ -353,3 +373,28 @@ def test_the_effective_batch_says_how_it_adds_up_once():
                        h100_report(), world_size=1)
     assert mine.reasons["effective_batch"] == "10000 frames x 1 micro-batch = 10000 frames per optimizer step; set by " \
                                               "the user"
+
+
+def test_a_small_set_gets_no_bucket_that_saves_next_to_nothing(monkeypatch):
+    """The GPU test set (120 clips of 60-390 frames, one batch at 40,000 frames) was given 7 buckets, the 7th for a
+    single clip: each bucket is a graph per compiled part (a minute or more on a GPU) at the run's first steps, and
+    frame-filled batches had made 2. A set gets no more buckets than the batches an epoch fills, and a bucket is
+    added only when it saves more than BUCKET_GAIN of the work (with no such floor the plan is larger for about the
+    same work)."""
+    import numpy as np
+
+    from utils.training import shapes
+
+    rng = np.random.default_rng(3)  # two clips under 64 frames: a bucket of their own saves 0.5 % of the work
+    frames = [int(f) for f in rng.integers(60, 390, 119)] + [440]
+    tokens = [max(1, f // 8) for f in frames]
+    assert shapes.ShapePlan.fit(frames, tokens, 40_000).describe() == "60x448"  # 2 batches an epoch, one shape
+
+    def work(plan) -> int:
+        clips = [sum(plan.index(f) == k for f in frames) for k in range(len(plan))]
+        return sum(shapes._work(b.frames, n, 4_000) for b, n in zip(plan.buckets, clips))
+
+    plan = shapes.ShapePlan.fit(frames, tokens, 4_000)  # smaller batches: 7 an epoch
+    monkeypatch.setattr(shapes, "BUCKET_GAIN", 0.0)
+    least = shapes.ShapePlan.fit(frames, tokens, 4_000)
+    assert len(plan) < len(least) <= 7 and work(plan) <= work(least) * (1 + 0.01)

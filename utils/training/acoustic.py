@@ -11,6 +11,7 @@ import os
 
 from utils.audio import FeatureConfig
 from utils.events import StudioError
+from utils.training import checkpoint as ckpt
 from utils.training import compile_pays, ddp
 from utils.training import optimization as opt
 from utils.training.batching import Collate, FrameBatchSampler, make_loader, round_up, split_batch
@@ -21,6 +22,7 @@ from utils.training.loop import LoopSettings
 from utils.training.loader import ResilientLoader
 from utils.training.position import DataPosition
 from utils.training.shapes import ShapePlan
+from utils.voice_folders import STEP_RE
 from utils.workspace import Workspace
 
 
@@ -121,7 +123,8 @@ class TextMelAdapter(DataPosition):
         cfg, m = self.cfg, self.machine
         parts = self.compiled_parts()
         if cfg.compile == AUTO and m.compile and m.report is not None and m.report.gpus:
-            on, why = opt.compile_verdict(cfg, m, m.report, self.memory_plan(cfg), len(self.shape_plan()) * len(parts))
+            on, why = opt.compile_verdict(cfg, m, m.report, self.memory_plan(cfg), len(self.shape_plan()) * len(parts),
+                                          self.resumed_step())
             m.set("compile", on, why)
             if not on and cfg.length_multiple == AUTO:
                 m.set("length_multiple", *opt.EAGER_LENGTH)
@@ -130,6 +133,13 @@ class TextMelAdapter(DataPosition):
         self.kernels_warm = compile_pays.warm(self.ws.root)
         compile_pays.keep_kernels_in(self.ws.root)
         return parts
+
+    def resumed_step(self) -> int:
+        """The step a resume goes on from (0 for a new run): a run resumed near its end has few steps left to win a
+        compile back (the loop settles compile before it loads the checkpoint)."""
+        point = ckpt.resume_point(self.cfg.resume, self.run_dir / "checkpoints")
+        match = STEP_RE.match(point.name) if point is not None else None
+        return int(match.group(1)) if match else 0
 
     def graphs_built(self, graphs: int, seconds: float) -> None:
         """What a step that built `graphs` graphs took, for the next run's decision on this machine."""

@@ -34,6 +34,7 @@ PAYS_MARGIN = 1.5             # the saving must be this many times the cost: the
 MOST_PARTS = 2                # compiled parts of a model before its family says (Matcha: 2; F5's DiT: 1)
 CACHE = Path("cache") / "inductor"  # in the workspace, beside the runs: Google Drive keeps it between sessions
 RECORD = Path("cache") / "compile_seconds.jsonl"  # what each graph cost to build, on which machine
+MIN_GRAPH_S = 0.1              # a graph's least cost: records are rounded to 0.1 s, and a 0.0 divided the saving
 MEASURED = 16                 # the last this many graphs of a machine make its measured cost
 
 
@@ -84,8 +85,9 @@ def step_seconds(tflops: float, frames: int, frame_factor: float) -> float:
 
 
 def verdict(graphs: int, steps: int, graph_s: float, graph_source: str, step_s: float) -> tuple[bool, str]:
-    """(compile, why in plain words with the numbers)."""
-    cost, saved_per_step = graphs * graph_s, step_s * SAVED_SHARE
+    """(compile, why in plain words with the numbers). `steps`: those the run has left to train."""
+    graph_s = max(graph_s, MIN_GRAPH_S)
+    cost, saved_per_step = max(1, graphs) * graph_s, step_s * SAVED_SHARE
     saved = steps * saved_per_step
     pays_from = math.ceil(PAYS_MARGIN * cost / saved_per_step) if saved_per_step > 0 else math.inf
     numbers = (f"{graphs} graph(s) to build at ~{graph_s:.0f} s each ({graph_source}): ~{_minutes(cost)}; "

@@ -186,16 +186,16 @@ EAGER_LENGTH = (4, "clips padded only to the multiple of 4 frames the decoder ne
 
 
 def compile_verdict(cfg: TrainConfig, m: Machine, report, plan: hardware.MemoryPlan | None,
-                    graphs: int) -> tuple[bool, str]:
-    """Whether compiling `graphs` graphs pays over this run's steps on this machine (utils/training/compile_pays.py):
-    (compile, why). The slowest of the run's GPUs sets the pace of a step."""
+                    graphs: int, done_steps: int = 0) -> tuple[bool, str]:
+    """Whether compiling `graphs` graphs pays over the steps this run has left after `done_steps` (a resume) on this
+    machine (utils/training/compile_pays.py): (compile, why). The slowest of the run's GPUs sets the pace of a step."""
     gpu = min(report.gpus, key=lambda g: peak_tflops(g))
     step_s = compile_pays.step_seconds(peak_tflops(gpu), m.max_frames_per_batch * m.grad_accumulation,
                                        (plan or hardware.MemoryPlan()).frame_factor)
     warm = bool(cfg.workspace) and compile_pays.warm(cfg.workspace)
     graph_s, source = compile_pays.graph_seconds(cfg.workspace, compile_pays.machine_key(report), report.cpu_count,
                                                  warm)
-    return compile_pays.verdict(graphs, cfg.max_steps, graph_s, source, step_s)
+    return compile_pays.verdict(graphs, max(0, cfg.max_steps - done_steps), graph_s, source, step_s)
 
 
 def resolve_gan(device: str = AUTO, precision: str = AUTO, gpus: list | None = None) -> Machine:

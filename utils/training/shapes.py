@@ -17,7 +17,10 @@ import math
 from dataclasses import dataclass
 
 BUCKETS = 8            # the most shapes a compiled part meets in training
-PADDING_GOAL = 0.10    # fewer buckets while the work they add stays under this share (a tiny set needs one or two)
+PADDING_GOAL = 0.10    # fewer buckets while the work they add stays under this share (short clips rarely reach it:
+                       # rounding to x64 alone costs more)
+BUCKET_GAIN = 0.01     # past the goal, a further bucket (a graph per compiled part, a minute or more) must save
+                       # more than this share of the work: a 120-clip set took 7 buckets, the 7th for one clip
 
 
 def round_up(n: int, multiple: int) -> int:
@@ -57,11 +60,13 @@ class ShapePlan:
     def fit(cls, frames: list[int], tokens: list[int], max_frames: int, multiple: int = 64, token_multiple: int = 8,
             most: int = BUCKETS) -> "ShapePlan":
         """The fewest buckets (at most `most`) whose work stays within PADDING_GOAL of the clips' own frames, else the
-        `most` that make the least work; bounds are multiples of `multiple` frames. Work counts what a batch of the
+        fewest within BUCKET_GAIN of the least work any count makes; bounds are multiples of `multiple` frames. Work counts what a batch of the
         bucket computes, so a bucket's last batch, topped up to its size with clips of the bucket, counts whole."""
         lengths = sorted(round_up(f + 1, multiple) for f in frames)  # at least a frame of padding (`index`)
         values = sorted(set(lengths))
         counts = [bisect.bisect_right(lengths, v) for v in values]  # clips up to each value, cumulative
+        most = max(1, min(most, sum(lengths) // max_frames))  # no more buckets than batches an epoch fills: a graph
+        # costs more than a small set's padding ever does (the GPU test's 120 clips, one batch: 6 graphs a part, not 2)
         chosen = _least_work(values, counts, max_frames, most, sum(frames))
         return cls(_buckets(chosen, frames, tokens, max_frames, token_multiple))
 
@@ -93,7 +98,8 @@ def _least_work(values: list[int], counts: list[int], max_frames: int, most: int
                 if cost < best[k][j]:
                     best[k][j], cut[k][j] = cost, i
     usable = [k for k in range(1, most + 1) if best[k][m] < inf]
-    k = next((k for k in usable if best[k][m] <= real * (1 + PADDING_GOAL)), min(usable, key=lambda k: best[k][m]))
+    enough = max(real * (1 + PADDING_GOAL), min(best[k][m] for k in usable) * (1 + BUCKET_GAIN))
+    k = next(k for k in usable if best[k][m] <= enough)  # the fewest buckets doing about the least work
     bounds, j = [], m
     while k:
         bounds.append(values[j - 1])
