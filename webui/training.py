@@ -448,6 +448,8 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
         base_files = gr.File(label="base files", file_count="multiple", elem_id="base-files")
         base_add = gr.Button("Add base", elem_id="base-add")
         base_msg = gr.Markdown(elem_id="base-msg")
+    expect = gr.Markdown(visible=False, elem_id="run-guidance")  # what to expect of this run, before Start
+    advice = gr.Markdown(visible=False, elem_id="engine-advice")  # which engine for this much speech, this machine
     with gr.Row(elem_id="train-form"):
         dataset = dataset_picker(ws, "dataset", info="a dataset prepared on the Dataset tab")
         preset = gr.Radio(["tiny", "small", "base"], value=settings.recommended_preset(), label="model size",
@@ -456,9 +458,6 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
         max_steps = gr.Number(value=settings.default_steps(ws), precision=0, label="steps", minimum=1,
                               info="your last run's steps; before any run, the Optimizations tab's 'How long it "
                                    "trains'. The ETA shows once it runs" + ("" if on_gpu else "; no GPU here: keep it small"))
-    # under the dataset and steps they speak of, above the Start button they are read before
-    expect = gr.Markdown(visible=False, elem_id="run-guidance")  # what to expect of this run, before Start
-    advice = gr.Markdown(visible=False, elem_id="engine-advice")  # which engine for this much speech, this machine
     with gr.Row():
         init = gr.Dropdown([SCRATCH] + control.init_labels(ws), value=SCRATCH, elem_id="start-from",
                            label="start from", info="a checkpoint to fine-tune, or scratch")
