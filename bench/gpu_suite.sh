@@ -348,7 +348,8 @@ for phase in "$@"; do
       step vocoder_throughput 90 $py bench/vocoder_throughput.py --devices cuda --seconds 10 --train-batch 16 \
         --train-repeat 5 --out "$json" ;;
     ttq)  # lane E of `all`: TTQ_MINUTES of training at most, less where the deadline leaves less (after the corpus)
-      # TTQ_RESERVE: what the end takes after the budget (the step then running, the save, the report, the stop)
+      # TTQ_RESERVE: what the end takes after the budget (the step then running, the last evaluation, the save, the
+      # report); the budget is the trainer's own max_minutes, so a run that meets no scheduled evaluation still scores
       budget=$(( $(left) - ${TTQ_RESERVE:-90} ))
       [ "$budget" -le $(( ${TTQ_MINUTES:-6} * 60 )) ] || budget=$(( ${TTQ_MINUTES:-6} * 60 ))
       if [ "$budget" -lt "$MIN_STEP" ]; then

@@ -21,7 +21,6 @@ import argparse
 import re
 import shutil
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -117,8 +116,9 @@ def main() -> None:
 
 
 def train_once(args, preset: str, minutes: float, eval_every: int, run_name: str, settings: dict):
-    """One run of the real trainer on the bench data, stopped after `minutes` (or `--steps`); returns
-    (result, curve of held-out MCD per evaluation, wall seconds, TrainConfig)."""
+    """One run of the real trainer on the bench data, ended by its time budget of `minutes` (max_minutes: evaluated
+    once more at its end, as a curator's run; or by `--steps`); returns (result, curve of held-out MCD per
+    evaluation, wall seconds, TrainConfig)."""
     from utils.training import TrainConfig, prepare_run, run
     from utils.workspace import read_jsonl
 
@@ -130,20 +130,15 @@ def train_once(args, preset: str, minutes: float, eval_every: int, run_name: str
     cfg = TrainConfig.from_dict(dict(  # from_dict: a family's own setting (--ab blanks=...) by name too
         workspace=str(args.workspace), dataset=args.dataset, run=run_name, preset=preset, max_steps=max_steps,
         resume="none", eval_every=eval_every, checkpoint_every=eval_every, eval_clips=args.eval_clips or 8,
-        sample_clips=1, mcd=args.mcd, log_every=max(10, eval_every // 5), keep_checkpoints=1, **settings))
+        sample_clips=1, mcd=args.mcd, log_every=max(10, eval_every // 5), keep_checkpoints=1,
+        max_minutes=0 if args.steps else minutes, **settings))
     shutil.rmtree(Path(args.workspace) / "runs" / cfg.run, ignore_errors=True)  # metrics.jsonl of this run only
     config_path = prepare_run(cfg)
     budget = f"{args.steps} steps" if args.steps else f"{minutes:g} min"
     print(f"# {common.model_size(preset)}, {budget} budget, eval every {eval_every} steps, {settings}; "
           f"{common.machine()['summary']}", flush=True)
-    stop = threading.Timer(minutes * 60, lambda: (config_path.parent / "STOP").write_text("time budget"))
     t0 = time.time()
-    if not args.steps:
-        stop.start()
-    try:
-        result = run(config_path)
-    finally:
-        stop.cancel()
+    result = run(config_path)
     wall = time.time() - t0
     evals = [r for r in read_jsonl(config_path.parent / "metrics.jsonl") if "mcd" in r]
     spent_eval, curve = 0.0, []

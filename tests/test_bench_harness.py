@@ -124,6 +124,17 @@ def test_time_to_quality_reports_each_threshold_through_the_given_vocoder(tmp_pa
     assert warm["said"].startswith(f"step {warm['first_log_step']} logged ")
 
 
+def test_time_to_quality_scores_the_voice_when_its_time_budget_ends_before_any_scheduled_evaluation(tmp_path):
+    """The GPU suite's lane E had ~330 s and a first evaluation at step 200: its run was stopped by a STOP file, which
+    evaluates nothing, so it reported no MCD at all. The budget is now the trainer's own (max_minutes): the run
+    finishes there with a last evaluation, as a curator's run with a time limit does."""
+    record = run_bench("time_to_quality", tmp_path, "--clips", "3", "--val-clips", "1", "--eval-clips", "1",
+                       "--minutes", "0.1", "--eval-every", "100000", "--mcd", "logmel", "--threads", "1")
+    assert record["train_config"]["max_minutes"] == 0.1
+    last = record["curve"][-1]  # none on schedule in 6 s; this one came after the budget: the end's
+    assert last["step"] >= 1 and last["mcd"] > 0 and last["minutes"] >= 0.1
+
+
 def test_time_to_quality_ab_trains_each_value_on_the_same_clips_with_the_same_step_budget(tmp_path):
     record = run_bench("time_to_quality", tmp_path, "--clips", "3", "--val-clips", "1", "--eval-clips", "1",
                        "--steps", "4", "--eval-every", "2", "--mcd", "logmel", "--threads", "1",

@@ -13,6 +13,7 @@ import torch
 
 from tests.helpers import make_dataset
 from tests.test_f5_engine import f5_config, public_base
+from utils.runs import settings
 from utils.training import TrainConfig, prepare_run, run
 from utils.training import optimization as opt
 from utils.training.checkpoint import load_trainer_state, read_config
@@ -180,6 +181,13 @@ def test_the_training_tab_says_what_to_expect_of_an_f5_run_and_nothing_for_match
     base = public_base(corpus.root / "pretrained" / "tab-base")
     assert f"It starts from {base}" in expectations(ctx, "f5", "am", 100, str(base))["value"]
     assert "Time: about" in expectations(ctx, "matcha", "am", 100, "")["value"]  # Matcha says its time too
+    assert "Time limit" not in shown["value"]
+    settings.save_settings(corpus, {"max_minutes": 45})  # the Optimizations tab's time limit: every run stops there
+    try:
+        assert "**Time limit: 45 min** (the Optimizations tab's): training ends there with a last quality check" in \
+            expectations(ctx, "matcha", "am", 100, "")["value"]
+    finally:
+        settings.settings_path(corpus).unlink()
     assert expectations(ctx, "f5", None, 100, "")["visible"] is False
     # a machine without a GPU: Start refuses F5, and the box says so before its time there
     monkeypatch.setattr(hardware, "detect", lambda *a, **k: hardware.HardwareReport(gpus=[], cpu_count=2, ram_gb=12,

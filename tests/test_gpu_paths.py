@@ -375,6 +375,11 @@ def test_an_unsupported_cudnn_setting_is_not_taken_for_out_of_memory():
                          "non-contiguous input.")
     assert not failures.is_oom(error) and "precision to fp32" in failures.explain_failure(error)
     assert failures.is_oom(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    # the libraries' own words when a handle or workspace finds no memory left: halving the batch helps there too
+    for said in ("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+                 "cuDNN error: CUDNN_STATUS_ALLOC_FAILED", "cuFFT error: CUFFT_ALLOC_FAILED"):
+        assert failures.is_oom(RuntimeError(said)), said
+    assert not failures.is_oom(RuntimeError("CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm`"))
 
 
 # ------------------------------------------------------------------------------------ checkpoints of a large model

@@ -346,6 +346,16 @@ def test_resume_trains_a_finished_run_longer_only_when_asked_and_never_shortens_
     control.plan_resume(ws, "halfway", 300, extend_unfinished=True)
     assert steps("halfway") == 400
 
+    # finished by its time budget (max_minutes) at step 90 of 250: evaluated and saved, and Resume trains on to 250;
+    # finished early for good (held-out MCD stopped improving, on_overfit stop) is refused as a run that is done
+    planned_run(ws, "timed", 250, state="finished", step=90, ended_by="time budget")
+    control.plan_resume(ws, "timed", 5)
+    assert steps("timed") == 250
+    assert "time budget ran out before step 250; Resume trains on" in views.state_line(ws, "timed")
+    planned_run(ws, "overfit", 250, state="finished", step=90)
+    with pytest.raises(StudioError, match="overfit finished early, at step 90 of 250. To train it longer, set the steps"):
+        control.plan_resume(ws, "overfit", 5)
+
 
 def test_the_command_line_starts_where_the_training_tab_would_on_this_machine(ws):
     """`app.py train` without --preset made the `small` model (the tabs say tiny on a CPU) and without --max-steps a

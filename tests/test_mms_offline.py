@@ -131,6 +131,9 @@ def test_the_offline_paragraph_is_said_once_on_the_training_tab_and_start_points
         page.goto(server.url)
         page.get_by_role("tab", name="Training").click()
         page.get_by_label(DESCRIPTION).check()
+        # the engine's panel first: a list opened while it grows the page above stays where it opened, off screen
+        expect(page.locator("#base-state")).to_contain_text("MMS-TTS on this machine: no.")
+        expect(page.locator("#base-licence")).to_be_visible()
         page.get_by_label("dataset", exact=True).click()
         page.get_by_role("option", name="bb", exact=True).click()
         expect(page.locator("#engine-advice")).to_contain_text("MMS-TTS: for an hour or two")

@@ -504,6 +504,44 @@ def test_the_eta_counts_the_steps_and_evaluations_left_never_compilation():
     assert eta.seconds(10) == round(90 * 0.6 + 3 * 30.0, 1)
     assert Eta(LoopSettings(max_steps=80, eval_every=40)).evaluations_left(10) == 2  # the end is the one at 80
 
+    budget = Eta(LoopSettings(max_steps=1000), deadline=100.0)  # a time budget that ends the run at t = 100 s
+    budget.step(1.0, compiled=False)
+    assert budget.seconds(10, now=40.0) == 60.0  # the budget's 60 s left, not the 990 steps' 990 s
+    budget.evaluation(5.0)
+    assert budget.seconds(10, now=40.0) == 65.0 and budget.seconds(10, now=150.0) == 5.0  # and the end's evaluation
+    assert budget.seconds(990, now=40.0) == 15.0  # the steps end it first
+
+
+class SlowLine(LineAdapter):
+    """Steps of ~0.1 s (two micro-batches of 50 ms): a time budget of seconds ends the run after some."""
+
+    def losses(self, batch, phase, step):
+        import time
+
+        time.sleep(0.05)
+        return super().losses(batch, phase, step)
+
+
+def test_a_time_budget_ends_the_run_as_finished_evaluated_and_saved_and_resume_trains_on(tmp_path):
+    """max_minutes: a curator on Colab sets a budget under the session's time left, so the voice is evaluated and
+    saved before the machine is taken back (a session that simply ends loses everything since the last checkpoint);
+    the run is finished but not done, and Resume trains on."""
+    run = tmp_path / "run"
+    result = train(SlowLine(run, max_steps=10_000, eval_every=0, checkpoint_every=0, max_seconds=3.0))
+    step = result["step"]
+    assert result["state"] == "finished" and 2 <= step < 100, result
+    assert result["message"] == (f"finished at step {step} of 10000: its time budget of 0.05 min is spent (resume it "
+                                 "to train on)")
+    status = read_json(run / "status.json")
+    assert status["ended_by"] == "time budget" and status["state"] == "finished" and status["step"] == step
+    assert [m["step"] for m in read_jsonl(run / "metrics.jsonl") if "error" in m] == [step]  # evaluated at its end
+    assert result["last_checkpoint"].endswith(f"step-{step}") and result["best_checkpoint"].endswith(f"step-{step}")
+
+    again = train(SlowLine(run, max_steps=step + 3, eval_every=0, checkpoint_every=0))
+    assert again["state"] == "finished" and again["step"] == step + 3
+    assert sorted(losses(run)) == list(range(1, step + 4))  # went on from its checkpoint, no step done twice
+    assert read_json(run / "status.json")["ended_by"] is None  # this start trained every step
+
 
 class Worsening(LineAdapter):
     """A fine-tune that moves away from its base: each evaluation scores worse than the last, step 0 the best."""

@@ -59,6 +59,11 @@ def test_auto_settings_follow_the_hardware_recommendation_with_reasons():
     assert forced.attention == "flash" and forced.compile and forced.grad_checkpointing
     assert forced.max_frames_per_batch == 1234 and forced.grad_accumulation == 3
     assert forced.reasons["attention"] == "set by the user"
+    # --device cpu on a GPU machine (a quick check beside a run on the card) gets a CPU's settings, not the card's
+    asked_cpu = opt.resolve(TrainConfig(preset="tiny", device="cpu"), h100_report())
+    assert (asked_cpu.device, asked_cpu.precision, asked_cpu.compile, asked_cpu.pin_memory, asked_cpu.probe) == \
+        ("cpu", "fp32", False, False, False)
+    assert asked_cpu.max_frames_per_batch == cpu.max_frames_per_batch and asked_cpu.mas == "cython"
 
 
 def test_auto_compiles_only_where_the_faster_steps_win_back_the_compile_time(tmp_path):

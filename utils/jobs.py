@@ -26,6 +26,7 @@ from utils.workspace import Workspace, atomic_write_json, read_json
 ROOT = Path(__file__).resolve().parent.parent
 ACTIVE = ("queued", "running", "stopping")
 FINAL = ("finished", "stopped", "failed")
+TIME_BUDGET = "time budget"  # status.json's ended_by of a run its max_minutes ended: finished, yet resumable
 HEARTBEAT_STALE_S = 120  # a running trainer refreshes status.json far more often than this
 STARTING_S = 30  # a queued run may have no launcher pid yet for this long (another request is starting it)
 

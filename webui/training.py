@@ -325,7 +325,19 @@ def expectations(ctx: AppContext, engine: str | None, dataset: str | None, steps
         can, _ = family.machine_verdict(hardware.detect(ctx.workspace.root))  # why: the line above the form says it
         lines = lines if can else [f"**Start refuses {family.TITLE} on this machine** (why is said above); what "
                                    "follows is what a run would take here", *lines]
+        if limit := _time_limit(ctx.workspace):
+            lines.append(f"**Time limit: {limit:g} min** (the Optimizations tab's): training ends there with a last "
+                         "quality check and a save, however many steps are left; Resume trains on")
     return gr.update(visible=bool(lines), value="\n".join(f"- {line}" for line in lines))
+
+
+def _time_limit(ws) -> float:
+    """The saved time limit of every new run (max_minutes), 0 for none; a settings file that does not read is said
+    where it is edited, not here."""
+    try:
+        return float(settings.saved_settings(ws).get("max_minutes") or 0)
+    except (StudioError, TypeError, ValueError):
+        return 0.0
 
 
 def engine_advice(ctx: AppContext, dataset: str | None) -> dict:

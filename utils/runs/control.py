@@ -9,7 +9,7 @@ from pathlib import Path
 
 from utils import families
 from utils.events import StudioError
-from utils.jobs import ACTIVE, reconcile
+from utils.jobs import ACTIVE, TIME_BUDGET, reconcile
 from utils.runs.settings import eval_schedule, saved_settings
 from utils.workspace import Workspace, atomic_write_json, read_json
 
@@ -165,14 +165,17 @@ def plan_resume(ws: Workspace, name: str, max_steps: int | None = None, extend_u
                           f"(deleted): prepare the same recordings again under the name {plan['dataset']} to resume "
                           "it. Its checkpoints still speak on the Inference tab; its settings were not changed.")
     planned, done = int(plan.get("max_steps") or 0), int(status.get("step") or 0)
-    finished = bool(planned) and (status.get("state") == "finished" or done >= planned)
+    # finished: every step done, or ended early for good (overfitting); a run its time budget ended trains on
+    ended = status.get("state") == "finished" and status.get("ended_by") != TIME_BUDGET
+    finished = bool(planned) and (ended or done >= planned)
     longer = bool(max_steps) and int(max_steps) > planned
     if longer and (finished or extend_unfinished):
         plan["max_steps"] = int(max_steps)
         atomic_write_json(config_path, doc)
     elif finished:
-        raise StudioError(f"{name} has done its {planned} steps. To train it longer, set the steps (--max-steps on "
-                          f"the command line) above {planned} and resume: it goes on from step {done}.")
+        what = f"has done its {planned} steps" if done >= planned else f"finished early, at step {done} of {planned}"
+        raise StudioError(f"{name} {what}. To train it longer, set the steps (--max-steps on the command line) above "
+                          f"{planned} and resume: it goes on from step {done}.")
     if plan.get("dataset") and doc.get("kind") != "vocoder":  # a vocoder reads no transcript
         from utils.training import read_with_current_dictionary
 

@@ -53,7 +53,7 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets"
 MACHINE_SETTINGS = ("device", "precision", "tf32", "attention", "grad_checkpointing", "compile", "fused_adamw",
                     "cudnn_benchmark", "mas", "fp8", "max_frames_per_batch", "grad_accumulation", "num_workers", "pin_memory",
                     "persistent_workers", "prefetch_factor", "length_multiple", "probe", "probe_headroom")
-SCHEDULE_SETTINGS = ("max_steps", "lr", "min_lr_ratio", "warmup_steps", "weight_decay", "beta1", "beta2", "grad_clip",
+SCHEDULE_SETTINGS = ("max_steps", "max_minutes", "lr", "min_lr_ratio", "warmup_steps", "weight_decay", "beta1", "beta2", "grad_clip",
                      "ema_decay", "seed", "log_every", "eval_every", "checkpoint_every", "keep_checkpoints",
                      "eval_clips", "sample_clips", "ode_steps", "mcd", "eval_vocoder", "patience", "on_overfit",
                      "max_bad_steps")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from utils import families
 from utils.events import StudioError
-from utils.jobs import ACTIVE, is_check_run, reconcile, tail
+from utils.jobs import ACTIVE, TIME_BUDGET, is_check_run, reconcile, tail
 from utils.voice_folders import STEP_RE
 from utils.workspace import Workspace, read_json, read_jsonl_from
 
@@ -266,6 +266,8 @@ def state_line(ws: Workspace, name: str) -> str:
         line += stopped_words(run_dir, s)
     elif state == "failed":
         line += ": why is shown under the run below"
+    elif state == "finished" and s.get("ended_by") == TIME_BUDGET:  # evaluated and saved; steps left to train
+        line += f": its time budget ran out before step {config.get('max_steps')}; Resume trains on from its checkpoint"
     elif state == "finished":  # Resume alone would stop at once (plan_resume)
         line += (f": to train it longer, set {'the vocoder' if doc.get('kind') == 'vocoder' else 'the'} steps above "
                  f"{config.get('max_steps')} and press Resume")

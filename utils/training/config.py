@@ -55,6 +55,10 @@ class TrainConfig:
     # ------------------------------------------------------------------ schedule
     max_steps: int = _f(STEPS_GPU, "optimizer steps to train (the Training tab starts from this machine's "
                                    "recommendation: fewer on a CPU)")
+    max_minutes: float = _f(0, "stop training after this many minutes of this start (data preparation and warm-up "
+                                "included) as a finished run: evaluated once more, saved, and resumable for more; 0 = "
+                                "no limit. The end's evaluation and save come after it: on Colab, a budget under the "
+                                "session's time left keeps the voice when the session ends")
     lr: float | str = _f(AUTO, "peak learning rate (AdamW), or auto: the model size's (tiny 2e-3; small, base 2e-4)")
     min_lr_ratio: float = _f(0.1, "cosine decay ends at lr * this")
     warmup_steps: int = _f(500, "linear warm-up steps from 0 to lr (capped at max_steps / 10)")

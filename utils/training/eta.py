@@ -3,15 +3,17 @@ done. A step that built a compiled graph is warm-up, paid once, and is left out:
 20,000-step run say "ETA 794h24m", and the estimate stayed inflated for ~75 steps (issue 57)."""
 from __future__ import annotations
 
+import time
 from collections import deque
 
 RECENT_STEPS = 50  # the pace is that of the last RECENT_STEPS steps that compiled nothing
 
 
 class Eta:
-    def __init__(self, settings):
-        """`settings`: the run's LoopSettings (max_steps, eval_every, early_evals, eval_at_end)."""
-        self.s = settings
+    def __init__(self, settings, deadline: float | None = None):
+        """`settings`: the run's LoopSettings (max_steps, eval_every, early_evals, eval_at_end); `deadline`: the
+        time.time() its time budget ends training (then one evaluation and the save), None without one."""
+        self.s, self.deadline = settings, deadline
         self.steps: deque = deque(maxlen=RECENT_STEPS)
         self.evals: list[float] = []
 
@@ -36,11 +38,13 @@ class Eta:
         at_end = s.eval_at_end and step < s.max_steps and not scheduled(s.max_steps) and s.max_steps not in early
         return on_schedule + len(early) + int(at_end)
 
-    def seconds(self, step: int) -> float | None:
-        """Seconds left after `step`; None until a step that compiled nothing has been timed."""
+    def seconds(self, step: int, now: float | None = None) -> float | None:
+        """Seconds left after `step`; None until a step that compiled nothing has been timed. A time budget that ends
+        the run sooner caps it: the budget's rest and the end's one evaluation."""
         if not self.steps:
             return None
-        left = (self.s.max_steps - step) * sum(self.steps) / len(self.steps)
-        if self.evals:
-            left += self.evaluations_left(step) * sum(self.evals) / len(self.evals)
+        evaluation = sum(self.evals) / len(self.evals) if self.evals else 0.0
+        left = (self.s.max_steps - step) * sum(self.steps) / len(self.steps) + self.evaluations_left(step) * evaluation
+        if self.deadline is not None:
+            left = min(left, max(0.0, self.deadline - (time.time() if now is None else now)) + evaluation)
         return round(left, 1)

@@ -13,8 +13,9 @@ def is_oom(exc: BaseException) -> bool:
         return True
     text = str(exc).lower()
     return isinstance(exc, RuntimeError) and any(s in text for s in (
-        "out of memory", "cuda error: out of memory", "can't allocate memory", "dnn_status_alloc_failed",
-        "mps backend out of memory"))
+        "out of memory", "cuda error: out of memory", "can't allocate memory", "mps backend out of memory",
+        "status_alloc_failed",  # cuDNN's and cuBLAS's own words (a handle or workspace that found no memory)
+        "cufft_alloc_failed"))
 
 
 def explain_failure(exc: BaseException) -> str:

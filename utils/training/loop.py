@@ -46,6 +46,7 @@ import torch
 
 from utils.events import Event, StudioError
 from utils.family_contract import check_adapter, optional
+from utils.jobs import TIME_BUDGET
 from utils.training import checkpoint as ckpt
 from utils.training import compiled, failures
 from utils.training import ddp
@@ -86,6 +87,7 @@ class LoopSettings:
     eval_at_end: bool = True       # False: no evaluation at all (a throwaway run, e.g. the transcript check's aligner)
     early_evals: tuple = ()        # extra evaluations at these steps: the first samples come early
     save_untrained: bool = False   # a run stopped before its first step still leaves a checkpoint
+    max_seconds: float = 0.0       # a time budget of this start: training ends there as finished (0: none)
 
     @classmethod
     def of_train_config(cls, cfg, ema_decay: float) -> "LoopSettings":
@@ -95,6 +97,7 @@ class LoopSettings:
                    keep_checkpoints=cfg.keep_checkpoints, max_bad_steps=cfg.max_bad_steps, ema_decay=ema_decay,
                    patience=cfg.patience, on_overfit=cfg.on_overfit, eval_at_end=cfg.evaluate,
                    early_evals=opt.early_evaluations(cfg) if cfg.evaluate else (),
+                   max_seconds=max(0.0, float(cfg.max_minutes or 0)) * 60,
                    # a fine-tune with a curve starts it at the base's own held-out score: one that makes the base
                    # worse is seen at its first evaluation (and said in the log, TrainingLoop._against_start)
                    eval_at_start=bool(cfg.init) and cfg.evaluate and bool(cfg.eval_every or opt.early_evaluations(cfg)))
@@ -231,6 +234,7 @@ class TrainingLoop:
         self.device = f"cuda:{self.dist.local_rank}" if self.m.device == "cuda" else self.m.device
         self.files = RunFiles(run_dir, enabled=self.dist.main, echo=self.echo)
         self.stop = StopRequest(run_dir, optional(self.a, "stop_event"))
+        self.started = time.time()  # a time budget (max_seconds) counts from here: data, probe and warm-up included
         self.files.status(state="running", kind=self.a.kind, pid=os.getpid(), max_steps=self.s.max_steps,
                           eta_s=None, message="preparing data", started=time.time(),
                           **{"step": 0, "last_checkpoint": None, "best_checkpoint": None,
@@ -409,7 +413,8 @@ class TrainingLoop:
             self.log(f"compiling {len(self.compiled)} part(s) of the model with torch.compile: the first steps take "
                      "longer (minutes on a machine with few CPU cores); later steps run faster")
         start_step, self.last_saved, self.last_eval = self.step, (self.step if resume_from else -1), -1
-        state, message, self.eta = "finished", "", Eta(s)
+        state, message, ended_by = "finished", "", None
+        self.eta = Eta(s, deadline=self.started + s.max_seconds if s.max_seconds else None)
         self.start_score = None  # the base's own score before a fine-tune's first step (_against_start)
         if s.eval_at_start and self.step == 0 and dist.main:
             metrics = self._evaluate(0)
@@ -421,8 +426,14 @@ class TrainingLoop:
             self.start_score = self._recorded_start_score()
         self.window = self._new_window()
         while self.step < s.max_steps:
-            if ddp.any_flag(self.stop(), dist, self.device):  # every rank stops before the same step
+            over = bool(s.max_seconds) and time.time() - self.started >= s.max_seconds
+            stop, over = ddp.any_flags([self.stop(), over], dist, self.device)  # every rank ends before the same step
+            if stop:
                 state, message = "stopped", f"stopped by request ({self.stop.reason or 'another rank'}) at step {self.step}"
+                break
+            if over:  # a finished run: evaluated and saved at its end like one that trained every step
+                ended_by, message = TIME_BUDGET, (f"finished at step {self.step} of {s.max_steps}: its time budget of "
+                           f"{s.max_seconds / 60:g} min is spent (resume it to train on)")
                 break
             t0, graphs = time.perf_counter(), self.compiled.graphs()
             losses, grad_norms, skipped, overflow = self._step()
@@ -450,7 +461,7 @@ class TrainingLoop:
             yield from self._events()
         if state == "stopped":
             self.files.status(state="stopping", message=f"{message}: saving a checkpoint")
-        return (yield from self._finish(state, message, start_step))
+        return (yield from self._finish(state, message, start_step, ended_by))
 
     def _step(self) -> tuple[dict, dict, int, bool]:
         """One optimizer step of every phase; (losses, grad norms, phases skipped as non-finite, whether every
@@ -820,8 +831,9 @@ class TrainingLoop:
         self.files.status(last_checkpoint=str(folder))
         return folder
 
-    def _finish(self, state: str, message: str, start_step: int) -> Iterator[Event]:
-        """The end: evaluate a finished run (unless it just did), save where we are, write the final status."""
+    def _finish(self, state: str, message: str, start_step: int, ended_by: str | None = None) -> Iterator[Event]:
+        """The end: evaluate a finished run (unless it just did), save where we are, write the final status.
+        `ended_by`: TIME_BUDGET for a run finished before its last step by its time budget (Resume trains on)."""
         s, step = self.s, self.step
         evaluate = s.eval_at_end and state == "finished" and step > start_step and self.last_eval != step
         save = evaluate or (step != self.last_saved and (step > 0 or s.save_untrained))  # a probe saves nothing
@@ -833,7 +845,7 @@ class TrainingLoop:
         message = message or f"finished {step} steps"
         last = ckpt.step_folders(self.a.run_dir / "checkpoints")
         if self.dist.main:
-            self.files.status(state=state, step=step, eta_s=0, message=message, ended=time.time(),
+            self.files.status(state=state, step=step, eta_s=0, message=message, ended=time.time(), ended_by=ended_by,
                               best_checkpoint=self.best["path"], last_checkpoint=str(last[-1][1]) if last else None)
         self.log(message)
         yield from self._events()

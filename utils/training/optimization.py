@@ -95,6 +95,9 @@ def resolve(cfg: TrainConfig, report=None, world_size: int = 1, plan: hardware.M
     model's memory for the batch guess (its family says it, utils/families.py; None: a `base`-sized model)."""
     if report is None:
         report = hardware.detect()
+    if cfg.device == "cpu" and report.device != "cpu":  # the CPU on a GPU machine: a CPU's settings, not the GPU's
+        cpu = replace(report, gpus=[], mps=False)  # (bf16, 40,000-frame batches, compile: slow or refused there)
+        report = replace(cpu, recommended=hardware.recommend(cpu))
     rec = dict(report.recommended)
     if report.gpus:  # the model changes how many frames fit; the batch is planned for the processes that run
         gpus = report.gpus[:max(1, world_size)]  # one process on a box of several GPUs plans for one
