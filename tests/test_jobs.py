@@ -353,6 +353,8 @@ def test_resume_trains_a_finished_run_longer_only_when_asked_and_never_shortens_
     assert steps("timed") == 250
     assert "time budget ran out before step 250; Resume trains on" in views.state_line(ws, "timed")
     planned_run(ws, "overfit", 250, state="finished", step=90)
+    listed = {r["run"]: r for r in views.run_table(ws)}  # `app.py list` and the Training tab's run list
+    assert listed["timed"]["doing"] == "its time limit ended it; Resume trains on" and not listed["overfit"]["doing"]
     with pytest.raises(StudioError, match="overfit finished early, at step 90 of 250. To train it longer, set the steps"):
         control.plan_resume(ws, "overfit", 5)
 

@@ -532,6 +532,7 @@ def test_a_time_budget_ends_the_run_as_finished_evaluated_and_saved_and_resume_t
     assert result["state"] == "finished" and 2 <= step < 100, result
     assert result["message"] == (f"finished at step {step} of 10000: its time budget of 0.05 min is spent (resume it "
                                  "to train on)")
+    assert "time limit: training ends by " in (run / "train.log").read_text()  # said at the start, with its hour
     status = read_json(run / "status.json")
     assert status["ended_by"] == "time budget" and status["state"] == "finished" and status["step"] == step
     assert [m["step"] for m in read_jsonl(run / "metrics.jsonl") if "error" in m] == [step]  # evaluated at its end

@@ -97,8 +97,11 @@ class RunView:
 
 def at_work(status: dict) -> str:
     """What a running run is doing before or between its steps ("preparing data", "compiling graph 3 of ~16
-    (encoder)"), when that is not plain training: the step counter stands still meanwhile, for minutes."""
+    (encoder)"), when that is not plain training: the step counter stands still meanwhile, for minutes. Of a run
+    its time limit ended: that it has steps left (finished, yet not done)."""
     message = status.get("message") or ""
+    if status.get("state") == "finished" and status.get("ended_by") == TIME_BUDGET:
+        return "its time limit ended it; Resume trains on"
     return message if status.get("state") == "running" and message != "training" else ""
 
 

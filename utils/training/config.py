@@ -55,7 +55,7 @@ class TrainConfig:
     # ------------------------------------------------------------------ schedule
     max_steps: int = _f(STEPS_GPU, "optimizer steps to train (the Training tab starts from this machine's "
                                    "recommendation: fewer on a CPU)")
-    max_minutes: float = _f(0, "stop training after this many minutes of this start (data preparation and warm-up "
+    max_minutes: float = _f(0.0, "stop training after this many minutes of this start (data preparation and warm-up "
                                 "included) as a finished run: evaluated once more, saved, and resumable for more; 0 = "
                                 "no limit. The end's evaluation and save come after it: on Colab, a budget under the "
                                 "session's time left keeps the voice when the session ends")

@@ -405,6 +405,9 @@ class TrainingLoop:
         self.files.status(message="compiling (the first steps build the model's graphs)" if self.compiled
                           else "training", step=self.step)
         self.log(f"training from step {self.step} to {s.max_steps}")
+        if s.max_seconds:  # the curator's time limit (Colab: under the session's time left)
+            self.log(f"time limit: training ends by {time.strftime('%H:%M', time.localtime(self.started + s.max_seconds))}"
+                     f" ({s.max_seconds / 60:g} min after this start), then a last evaluation and a save")
         if resume_from:  # a finished run trained longer: its learning rate rises again, said rather than surprising
             self.log(f"learning rate goes on from {self.a.lr_at(self.step) * self.lr_scale:.3g} at step {self.step}: "
                      f"the cosine schedule of a {s.max_steps}-step run (a run trained longer climbs back to it), "
