@@ -36,6 +36,11 @@ def status_path(run_dir: Path) -> Path:
     return Path(run_dir) / "status.json"
 
 
+def ended_by_time_limit(status: dict) -> bool:
+    """A run its time limit (max_minutes) ended: finished, evaluated and saved, with steps left that Resume trains."""
+    return status.get("state") == "finished" and status.get("ended_by") == TIME_BUDGET
+
+
 def read_status(run_dir: Path) -> dict:
     return read_json(status_path(run_dir), default={}) or {}
 

@@ -16,6 +16,12 @@ from utils.jobs import is_check_run
 from utils.workspace import Workspace, read_json
 
 STEP_RE = re.compile(r"^step-(\d+)$")  # a checkpoint's folder: runs/<run>/checkpoints/step-N, the one rule
+
+
+def step_of(folder: Path | str | None) -> int | None:
+    """The step of a checkpoint folder (step-N), None for any other path or none."""
+    match = STEP_RE.match(Path(folder).name) if folder else None
+    return int(match.group(1)) if match else None
 DICTIONARY = "pronunciations.tsv"  # an exported voice's copy of the dictionary it was trained and heard with
 
 

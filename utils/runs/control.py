@@ -9,7 +9,7 @@ from pathlib import Path
 
 from utils import families
 from utils.events import StudioError
-from utils.jobs import ACTIVE, TIME_BUDGET, reconcile
+from utils.jobs import ACTIVE, ended_by_time_limit, reconcile
 from utils.runs.settings import eval_schedule, saved_settings
 from utils.workspace import Workspace, atomic_write_json, read_json
 
@@ -166,7 +166,7 @@ def plan_resume(ws: Workspace, name: str, max_steps: int | None = None, extend_u
                           "it. Its checkpoints still speak on the Inference tab; its settings were not changed.")
     planned, done = int(plan.get("max_steps") or 0), int(status.get("step") or 0)
     # finished: every step done, or ended early for good (overfitting); a run its time budget ended trains on
-    ended = status.get("state") == "finished" and status.get("ended_by") != TIME_BUDGET
+    ended = status.get("state") == "finished" and not ended_by_time_limit(status)
     finished = bool(planned) and (ended or done >= planned)
     longer = bool(max_steps) and int(max_steps) > planned
     if longer and (finished or extend_unfinished):

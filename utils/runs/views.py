@@ -15,7 +15,7 @@ from pathlib import Path
 
 from utils import families
 from utils.events import StudioError
-from utils.jobs import ACTIVE, TIME_BUDGET, is_check_run, reconcile, tail
+from utils.jobs import ACTIVE, ended_by_time_limit, is_check_run, reconcile, tail
 from utils.voice_folders import STEP_RE
 from utils.workspace import Workspace, read_json, read_jsonl_from
 
@@ -100,7 +100,7 @@ def at_work(status: dict) -> str:
     (encoder)"), when that is not plain training: the step counter stands still meanwhile, for minutes. Of a run
     its time limit ended: that it has steps left (finished, yet not done)."""
     message = status.get("message") or ""
-    if status.get("state") == "finished" and status.get("ended_by") == TIME_BUDGET:
+    if ended_by_time_limit(status):
         return "its time limit ended it; Resume trains on"
     return message if status.get("state") == "running" and message != "training" else ""
 
@@ -269,7 +269,7 @@ def state_line(ws: Workspace, name: str) -> str:
         line += stopped_words(run_dir, s)
     elif state == "failed":
         line += ": why is shown under the run below"
-    elif state == "finished" and s.get("ended_by") == TIME_BUDGET:  # evaluated and saved; steps left to train
+    elif ended_by_time_limit(s):  # evaluated and saved; steps left to train
         line += f": its time budget ran out before step {config.get('max_steps')}; Resume trains on from its checkpoint"
     elif state == "finished":  # Resume alone would stop at once (plan_resume)
         line += (f": to train it longer, set {'the vocoder' if doc.get('kind') == 'vocoder' else 'the'} steps above "

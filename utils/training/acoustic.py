@@ -22,7 +22,7 @@ from utils.training.loop import LoopSettings
 from utils.training.loader import ResilientLoader
 from utils.training.position import DataPosition
 from utils.training.shapes import ShapePlan
-from utils.voice_folders import STEP_RE
+from utils.voice_folders import step_of
 from utils.workspace import Workspace
 
 
@@ -137,9 +137,7 @@ class TextMelAdapter(DataPosition):
     def resumed_step(self) -> int:
         """The step a resume goes on from (0 for a new run): a run resumed near its end has few steps left to win a
         compile back (the loop settles compile before it loads the checkpoint)."""
-        point = ckpt.resume_point(self.cfg.resume, self.run_dir / "checkpoints")
-        match = STEP_RE.match(point.name) if point is not None else None
-        return int(match.group(1)) if match else 0
+        return step_of(ckpt.resume_point(self.cfg.resume, self.run_dir / "checkpoints")) or 0
 
     def graphs_built(self, graphs: int, seconds: float) -> None:
         """What a step that built `graphs` graphs took, for the next run's decision on this machine."""

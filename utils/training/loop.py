@@ -56,7 +56,7 @@ from utils.training.eta import Eta
 from utils.training.probe import optimizer_state_ballast, probe_limit, probe_max_frames
 from utils.training.runfiles import RunFiles, disk_full_message
 from utils.training.words import plain, said
-from utils.voice_folders import STEP_RE
+from utils.voice_folders import step_of
 from utils.workspace import read_json, read_jsonl
 
 GROW_BACK_STEPS = 200  # good steps after an out-of-memory before a halved micro-batch is tried whole again
@@ -271,8 +271,8 @@ class TrainingLoop:
                 kept[key] = str(folder)
         if "best_checkpoint" in kept and before.get("best_mcd") is not None:
             kept["best_mcd"] = before["best_mcd"]
-        if (last := STEP_RE.match(Path(kept.get("last_checkpoint", "-")).name)) is not None:
-            kept["step"] = int(last.group(1))
+        if (last := step_of(kept.get("last_checkpoint"))) is not None:
+            kept["step"] = last
         return kept
 
     def _record_failure(self, exc: BaseException, run_dir: Path) -> None:

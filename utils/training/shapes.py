@@ -60,8 +60,9 @@ class ShapePlan:
     def fit(cls, frames: list[int], tokens: list[int], max_frames: int, multiple: int = 64, token_multiple: int = 8,
             most: int = BUCKETS) -> "ShapePlan":
         """The fewest buckets (at most `most`) whose work stays within PADDING_GOAL of the clips' own frames, else the
-        fewest within BUCKET_GAIN of the least work any count makes; bounds are multiples of `multiple` frames. Work counts what a batch of the
-        bucket computes, so a bucket's last batch, topped up to its size with clips of the bucket, counts whole."""
+        fewest within BUCKET_GAIN of the least work any count makes; bounds are multiples of `multiple` frames. Work
+        counts what a batch of the bucket computes, so a bucket's last batch, topped up to its size with clips of the
+        bucket, counts whole."""
         lengths = sorted(round_up(f + 1, multiple) for f in frames)  # at least a frame of padding (`index`)
         values = sorted(set(lengths))
         counts = [bisect.bisect_right(lengths, v) for v in values]  # clips up to each value, cumulative
