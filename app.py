@@ -491,6 +491,8 @@ def add_train_vocoder_command(sub) -> None:
     p.add_argument("--max-steps", type=int, default=None, help="generator updates (default: 20000 on a GPU, 200 on "
                    "a CPU)")
     p.add_argument("--batch-size", type=int, default=None, help="crops per step and process (16 on a GPU, 4 on a CPU)")
+    p.add_argument("--max-minutes", type=float, default=None, help="end training after this many minutes of this "
+                   "start, evaluated and saved; resume trains on (default: the Optimizations tab's time limit, else none)")
     p.add_argument("--eval-every", type=int, default=500, help="steps between validation + checkpoint (0: at the end)")
     p.add_argument("--resume", default="auto", choices=["auto", "no"],
                    help="auto (default): an existing run of that name continues from its last checkpoint")
@@ -510,6 +512,8 @@ def cmd_train_vocoder(args) -> None:
                  "resume": "auto" if args.resume == "auto" else None}
     if args.batch_size:
         overrides["batch_size"] = args.batch_size
+    if args.max_minutes is not None:
+        overrides["max_minutes"] = args.max_minutes
     if args.background:  # --init here must be a vocoder inside the workspace, as in the Training tab
         status = control.start_vocoder_training(ws, args.dataset, args.init or "", args.preset, args.run or "",
                                                 args.max_steps, args.all_gpus, overrides)

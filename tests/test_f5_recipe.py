@@ -184,7 +184,7 @@ def test_the_training_tab_says_what_to_expect_of_an_f5_run_and_nothing_for_match
     assert "Time limit" not in shown["value"]
     settings.save_settings(corpus, {"max_minutes": 45})  # the Optimizations tab's time limit: every run stops there
     try:
-        assert "**Time limit: 45 min** (the Optimizations tab's): training ends there with a last quality check" in \
+        assert "**Time limit: 45 min** (the Optimizations tab's): a run that takes longer ends there with a last" in \
             expectations(ctx, "matcha", "am", 100, "")["value"]
     finally:
         settings.settings_path(corpus).unlink()

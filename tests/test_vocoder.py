@@ -437,6 +437,26 @@ def test_out_of_memory_in_one_of_two_processes_halves_both_batches(tmp_path):
     assert read_json(ws.run_dir("voc") / "status.json")["state"] == "finished"
 
 
+def test_the_time_limit_ends_a_vocoder_run_as_finished_and_saved_and_a_resume_trains_on(tmp_path):
+    """The Optimizations tab's time limit holds for a vocoder run too (a Colab session ends for both kinds)."""
+    from utils.jobs import ended_by_time_limit
+    from utils.runs import control, settings
+
+    ws = Workspace.open(tmp_path / "ws")
+    make_dataset(ws)
+    settings.save_settings(ws, {"max_minutes": 30})
+    assert control.vocoder_config(ws, "speech").max_minutes == 30  # a new vocoder run takes the saved limit
+    assert control.vocoder_config(ws, "speech", overrides={"max_minutes": 0}).max_minutes == 0  # the CLI's flag wins
+
+    ended = run_to_end(train_vocoder(ws, tiny_config(max_steps=1000, max_minutes=1e-5)))  # spent before step 1
+    status = read_json(ws.run_dir("voc") / "status.json")
+    assert status["state"] == "finished" and ended_by_time_limit(status), status
+    assert "its time budget of" in status["message"] and ended.name == f"step-{status['step']}"
+    assert "time limit: training ends by" in (ws.run_dir("voc") / "train.log").read_text()
+    again = run_to_end(train_vocoder(ws, tiny_config(max_steps=status["step"] + 1, resume="auto")))
+    assert again.name == f"step-{status['step'] + 1}"
+
+
 def test_dataset_without_manifest_is_a_clear_error(tmp_path):
     ws = Workspace.open(tmp_path / "ws")
     with pytest.raises(StudioError, match="has no rows yet; prepare it"):

@@ -95,7 +95,8 @@ def vocoder_config(ws: Workspace, dataset: str, init: str = "", preset: str = "m
     cfg = VocoderTrainConfig(dataset=dataset, run=run.strip() or f"{dataset}-vocoder-{time.strftime('%Y%m%d-%H%M%S')}",
                              preset=preset, init=str(ws.inside(init)) if init else None, resume="auto",
                              max_steps=int(max_steps or (hardware.VOCODER_STEPS_GPU if gpus else hardware.VOCODER_STEPS_CPU)),
-                             batch_size=16 if gpus else 4)
+                             batch_size=16 if gpus else 4,
+                             max_minutes=float(saved_settings(ws).get("max_minutes") or 0))  # the Optimizations tab's
     cfg.reasons["batch_size"] = ("16 crops of 0.68 s: the Vocos recipe" if gpus else
                                  "4 crops: no GPU here, where the recipe's 16 would make each step minutes long")
     for key, value in (overrides or {}).items():

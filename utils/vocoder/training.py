@@ -50,6 +50,7 @@ class VocoderTrainConfig:
     init: str | None = None           # public Vocos folder/file/hub id, or one of our vocoder folders
     resume: str | None = None         # "auto": continue from the run's newest checkpoint
     max_steps: int = VOCODER_STEPS_GPU  # generator updates (each paired with one discriminator update)
+    max_minutes: float = 0.0          # a time limit on each start: ends as finished (evaluated, saved); 0: none
     batch_size: int = 16              # Vocos: 16 x 16 384 samples
     segment: int = 16_384             # samples per crop (0.68 s, 65 mel frames)
     lr: float | None = None           # None: 5e-4 from scratch, 1e-4 when fine-tuning (see reasons)
@@ -231,7 +232,8 @@ class VocoderAdapter:
         self.settings = LoopSettings(
             max_steps=cfg.max_steps, seed=cfg.seed, resume=cfg.resume or "none", log_every=cfg.log_every,
             eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every, keep_checkpoints=cfg.keep_checkpoints,
-            max_bad_steps=cfg.max_bad_steps, eval_at_start=bool(cfg.eval_every), save_untrained=True)
+            max_bad_steps=cfg.max_bad_steps, eval_at_start=bool(cfg.eval_every), save_untrained=True,
+            max_seconds=max(0.0, float(cfg.max_minutes or 0)) * 60)
         self.drawn = 0  # batches of crops drawn so far (each batch's crops are seeded by its index)
 
     def _decide(self, resuming: bool) -> None:
