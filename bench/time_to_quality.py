@@ -127,6 +127,8 @@ def train_once(args, preset: str, minutes: float, eval_every: int, run_name: str
     gpu = torch.cuda.is_available()
     # --defaults: the step count the Training tab offers (its schedule and EMA follow it); else unbounded
     max_steps = args.steps or ((20_000 if gpu else 2000) if args.defaults else 1_000_000)
+    if args.defaults and gpu and not args.steps and "compile" not in settings:
+        settings = {**settings, "compile": compile_without_limit(args, preset, max_steps)}
     cfg = TrainConfig.from_dict(dict(  # from_dict: a family's own setting (--ab blanks=...) by name too
         workspace=str(args.workspace), dataset=args.dataset, run=run_name, preset=preset, max_steps=max_steps,
         resume="none", eval_every=eval_every, checkpoint_every=eval_every, eval_clips=args.eval_clips or 8,
@@ -147,6 +149,21 @@ def train_once(args, preset: str, minutes: float, eval_every: int, run_name: str
         curve.append({"step": r["step"], "minutes": (r["time"] - t0) / 60, "mcd": r["mcd"],
                       "train_minutes": (r["time"] - t0 - spent_eval) / 60})
     return result, curve, wall, cfg
+
+
+def compile_without_limit(args, preset: str, max_steps: int) -> str:
+    """What `compile: auto` decides for a curator's run of `max_steps` steps without a time limit: the bench's budget
+    is a time limit, under which auto would decide for a run of that many minutes instead (utils/training/
+    compile_pays.py), and this lane measures the first minutes of the default run."""
+    from utils import hardware
+    from utils.training import TrainConfig
+    from utils.training import optimization as opt
+
+    m = opt.resolve(TrainConfig(workspace=str(args.workspace), dataset=args.dataset, preset=preset,
+                                max_steps=max_steps), hardware.detect(args.workspace))
+    print(f"# compile as auto decides for a {max_steps}-step run without a time limit: {m.reasons['compile']}",
+          flush=True)
+    return "true" if m.compile else "false"
 
 
 def warmup(run_dir: Path) -> dict:

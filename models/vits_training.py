@@ -170,8 +170,12 @@ def random_windows(z: torch.Tensor, lengths: torch.Tensor, segment: int) -> tupl
 
 
 def windows(x: torch.Tensor, starts: torch.Tensor, size: int) -> torch.Tensor:
-    """x [B, ..., L] -> the `size`-long window of each row at its start [B, ..., size] (zero-padded past the end):
-    the real audio or mel under the decoder's windows (starts in samples or frames)."""
-    if x.shape[-1] < int(starts.max()) + size:
-        x = F.pad(x, (0, int(starts.max()) + size - x.shape[-1]))
-    return torch.stack([row[..., int(s): int(s) + size] for row, s in zip(x, starts)])
+    """x [B, ..., L] -> the `size`-long window of each row at its start [B, ..., size] (zeros past the end): the
+    real audio or mel under the decoder's windows (starts in samples or frames). One gather, read nowhere on the host:
+    the starts live on the GPU, and reading them there (a max, a slice per row) stalled the step twice a batch."""
+    rows, length = x.shape[0], x.shape[-1]
+    flat = x.reshape(rows, -1, length)                                                   # [B, C, L]
+    index = starts.to(x.device).long()[:, None] + torch.arange(size, device=x.device)[None]  # [B, size]
+    inside = (index < length).to(x.dtype)[:, None, :]
+    picked = torch.gather(flat, 2, index.clamp(max=length - 1)[:, None, :].expand(-1, flat.shape[1], -1))
+    return (picked * inside).reshape(*x.shape[:-1], size)

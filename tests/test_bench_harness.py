@@ -135,6 +135,31 @@ def test_time_to_quality_scores_the_voice_when_its_time_budget_ends_before_any_s
     assert last["step"] >= 1 and last["mcd"] > 0 and last["minutes"] >= 0.1
 
 
+def test_time_to_quality_defaults_compile_as_a_run_without_its_time_limit_would(tmp_path, monkeypatch, capsys):
+    """Lane E measures the first minutes of a curator's default run (20,000 steps, no time limit). Its budget is a
+    time limit, and under one `auto` compiles only if it pays within it: the lane would have measured an eager run
+    no curator starts. It takes the verdict of the run without the limit, and says it."""
+    import importlib
+
+    from utils import hardware
+
+    ttq = importlib.import_module("time_to_quality")
+
+    def machine(cores: int, gpu: str, gib: float, cc: str):
+        report = hardware.HardwareReport(gpus=[hardware.GPUInfo(0, gpu, gib, cc, 100)], cpu_count=cores, ram_gb=128,
+                                         disk_free_gb=500)
+        report.recommended = hardware.recommend(report)
+        return lambda *a, **k: report
+
+    args = type("Args", (), {"workspace": tmp_path, "dataset": "bench"})()
+    monkeypatch.setattr(hardware, "detect", machine(16, "NVIDIA H200", 139.8, "9.0"))
+    assert ttq.compile_without_limit(args, "base", 20_000) == "true"
+    assert "run without a time limit: on: " in capsys.readouterr().out
+    monkeypatch.setattr(hardware, "detect", machine(2, "Tesla T4", 14.7, "7.5"))
+    assert ttq.compile_without_limit(args, "base", 1_000) == "false"
+    assert "it pays from about" in capsys.readouterr().out
+
+
 def test_time_to_quality_ab_trains_each_value_on_the_same_clips_with_the_same_step_budget(tmp_path):
     record = run_bench("time_to_quality", tmp_path, "--clips", "3", "--val-clips", "1", "--eval-clips", "1",
                        "--steps", "4", "--eval-every", "2", "--mcd", "logmel", "--threads", "1",

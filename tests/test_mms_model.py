@@ -110,6 +110,26 @@ def test_the_discriminator_loads_from_the_original_vits_checkpoint_layout(tmp_pa
     assert isinstance(random, VitsDiscriminator) and "slower, less stable start" in logged[0]
 
 
+def test_the_real_audio_under_the_decoders_windows_is_cut_on_the_device_without_reading_its_starts():
+    """The real audio and mel under each decoder window were cut by a max and a slice per row of starts that live on
+    the GPU: 2B + 2 reads on the host a step, each a stall. One gather now gives the same windows (zeros past the
+    end), and under fake CUDA tensors, where any read of a value raises, it runs."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from models.vits_training import windows
+
+    for shape in [(3, 100), (3, 1, 100), (3, 80, 37)]:
+        x, starts = torch.randn(*shape), torch.tensor([0, 9, shape[-1] - 4])  # the last one runs past the end
+        cut = windows(x, starts, 20)
+        assert cut.shape == (*shape[:-1], 20)
+        for row, start in enumerate(starts.tolist()):
+            real = x[row, ..., start: start + 20]
+            assert torch.equal(cut[row, ..., : real.shape[-1]], real) and not cut[row, ..., real.shape[-1]:].any()
+    with FakeTensorMode():
+        wave, starts = torch.randn(4, 8192, device="cuda"), torch.randint(0, 4096, (4,), device="cuda")
+        assert windows(wave, starts, 2048).shape == (4, 2048) and windows(wave, starts, 2048).device.type == "cuda"
+
+
 def test_the_training_forward_reaches_every_part_of_the_generator(base):
     from models.alignment import sequence_mask
     from models.vits_training import training_forward

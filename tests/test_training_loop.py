@@ -544,6 +544,52 @@ def test_a_time_budget_ends_the_run_as_finished_evaluated_and_saved_and_resume_t
     assert read_json(run / "status.json")["ended_by"] is None  # this start trained every step
 
 
+class NewShapes(LineAdapter):
+    """Its model compiled (a slow stand-in backend: FIRST_GRAPH_S for the first graph, as a real first compilation
+    takes longest, then GRAPH_S a graph) and each batch a size of its own, so that every step would build a graph, as
+    a real run's first steps meet the buckets of its shape plan one after another."""
+    FIRST_GRAPH_S, GRAPH_S = 2.5, 1.0
+
+    def __init__(self, run_dir: Path, **settings):
+        super().__init__(run_dir, **settings)
+        self.machine.set("compile", True, "the test's choice")
+
+    def compile_targets(self):
+        return [self.model]
+
+    def next_batch(self):
+        x, y = super().next_batch()
+        grow = torch.randn(2 * self.drawn, 3)  # two micro-batches of 4 + drawn rows: a new shape each step
+        return torch.cat([x, grow]), torch.cat([y, grow @ TRUE_W.T])
+
+
+def test_near_its_time_limit_a_run_builds_no_new_graph_and_ends_on_time(tmp_path, monkeypatch):
+    """A graph takes minutes to build on a GPU machine's CPU: one started just before the time limit ended the run
+    minutes late (the GPU suite's time-to-quality lane was killed before its last evaluation). Once less time is
+    left than a graph of this run took, a shape not compiled yet runs eager: the steps go on, the graphs stop."""
+    import time
+
+    from utils.training import compiled
+
+    built = []
+
+    def slow(graph, example_inputs):
+        time.sleep(NewShapes.GRAPH_S if built else NewShapes.FIRST_GRAPH_S)
+        built.append(time.time())
+        return graph.forward
+
+    monkeypatch.setattr(compiled, "OPTIONS", {"backend": slow})
+    torch._dynamo.reset()
+    run = tmp_path / "run"
+    result = train(NewShapes(run, max_steps=10_000, eval_every=0, checkpoint_every=0, ema_decay=0.0,
+                             max_seconds=6.0))  # step 1 ends ~3 s in, step 2 ~4 s: then less than 2.5 s are left
+    assert result["state"] == "finished" and "its time budget" in result["message"], result
+    log = (run / "train.log").read_text()
+    assert "a batch shape not compiled yet runs uncompiled" in log, log
+    assert 1 <= len(built) < result["step"], (len(built), result["step"])  # later steps' new shapes ran eager
+    assert all(r["loss"] < 100 for r in read_jsonl(run / "metrics.jsonl") if "loss" in r)
+
+
 class Worsening(LineAdapter):
     """A fine-tune that moves away from its base: each evaluation scores worse than the last, step 0 the best."""
 

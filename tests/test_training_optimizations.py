@@ -75,10 +75,11 @@ def test_auto_compiles_only_where_the_faster_steps_win_back_the_compile_time(tmp
 
     from utils.training import compile_pays
 
-    def resolved(gpu: hardware.GPUInfo, cores: int, steps: int) -> opt.Machine:
+    def resolved(gpu: hardware.GPUInfo, cores: int, steps: int, minutes: float = 0) -> opt.Machine:
         report = hardware.HardwareReport(gpus=[gpu], cpu_count=cores, ram_gb=64, disk_free_gb=100)
         report.recommended = hardware.recommend(report)
-        return opt.resolve(TrainConfig(preset="base", max_steps=steps, workspace=str(tmp_path)), report)
+        return opt.resolve(TrainConfig(preset="base", max_steps=steps, workspace=str(tmp_path), max_minutes=minutes),
+                           report)
 
     h100 = h100_report().gpus[0]
     t4 = hardware.GPUInfo(0, "Tesla T4", 14.7, "7.5", 40)
@@ -90,6 +91,13 @@ def test_auto_compiles_only_where_the_faster_steps_win_back_the_compile_time(tmp
     assert off.startswith("off: ") and "estimated for 2 CPU core(s)" in off
     assert re.search(r"it pays from about \d+ steps", off)
     assert resolved(h100, 2, 20_000).length_multiple == 4  # nothing compiled: no padding for it
+    # a time limit leaves time for fewer steps than the run asks: the graphs must pay within it
+    short = resolved(h100, 16, 50_000, minutes=10)
+    assert not short.compile and "what its time limit of 10 min leaves time for" in short.reasons["compile"]
+    needed = int(re.search(r"it pays with a time limit of about (\d+) min or more", short.reasons["compile"])[1])
+    assert resolved(h100, 16, 50_000, minutes=needed + 1).compile
+    assert not resolved(h100, 16, 50_000, minutes=needed - 1).compile
+    assert resolved(h100, 16, 50_000, minutes=24 * 60).compile  # a limit the steps end before changes nothing
     report = hardware.HardwareReport(gpus=[h100], cpu_count=2, ram_gb=64, disk_free_gb=100)
     for _ in range(3):  # graphs this machine built fast before (a warm cache, a fast CPU): the next run knows it
         compile_pays.remember(tmp_path, compile_pays.machine_key(report), 10.0, is_warm=False)

@@ -173,6 +173,24 @@ def test_app_train_background_queues_the_run_as_a_job_on_the_device_the_ui_would
     assert status["state"] == "finished" and status["devices"] == "cpu", (run_dir / "train.log").read_text()[-2000:]
 
 
+def test_a_probe_that_fits_nothing_on_one_rank_fails_every_rank_with_its_words(corpus):
+    """One GPU with less free memory than the others (another process on it) fits not one longest clip: that rank
+    raised alone, the other waited in the probe's all-reduce until torchrun took it down, and the words were in one
+    rank's log only. The ranks agree on the least that fits first, then every rank refuses it, in the run's status."""
+    path = prepare_run(tiny_config(corpus, "ddp-probe", max_steps=2, probe="true", max_frames_per_batch="auto",
+                                   fault_oom_above_frames=1, fault_oom_ranks=[1], eval_every=0))
+    proc = start_trainer(path, nproc=2)
+    try:
+        assert proc.wait(timeout=300) != 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    status = read_json(corpus.run_dir("ddp-probe") / "status.json")
+    assert status["state"] == "failed" and "Not even one of the longest clips" in status["message"], status
+    output = Path(proc.output_path).read_text(errors="replace")
+    assert output.count("Not even one of the longest clips") >= 2, output[-3000:]  # both ranks say it
+
+
 def test_ddp_out_of_memory_on_one_rank_is_recovered_by_all_ranks_together(corpus):
     """Only rank 1 runs out of memory: both ranks halve their micro-batch and go on; none waits for ever."""
     rows = [r for r in load_manifest(corpus, "am") if r["split"] == "train"]

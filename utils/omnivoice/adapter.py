@@ -223,13 +223,11 @@ class OmniVoiceAdapter(DataPosition):
 
     def apply_probe(self, fitted: int, longest: int) -> None:
         """Less than the budget fits: the budget is reached in several micro-batches (the update is the recipe's)."""
-        from utils.training import ddp
-
-        cfg, m, ctx = self.cfg, self.machine, self.ctx
+        cfg, m = self.cfg, self.machine
         if fitted == 0:
             raise StudioError(f"Not even the longest clip ({longest} positions) fits in memory beside the model: turn "
                               "on gradient checkpointing, drop the longest clips, or use a larger GPU.")
-        micro = ddp.min_int(max(longest, int(fitted * cfg.probe_headroom)), ctx.dist, ctx.device)
+        micro = max(longest, int(fitted * cfg.probe_headroom))  # `fitted`: the smallest GPU's (the loop's)
         budget = m.max_frames_per_batch
         if micro >= budget or cfg.max_frames_per_batch != AUTO:
             return

@@ -12,7 +12,7 @@ import os
 from utils.audio import FeatureConfig
 from utils.events import StudioError
 from utils.training import checkpoint as ckpt
-from utils.training import compile_pays, ddp
+from utils.training import compile_pays
 from utils.training import optimization as opt
 from utils.training.batching import Collate, FrameBatchSampler, make_loader, round_up, split_batch
 from utils.training.config import AUTO, TrainConfig, write_run_config
@@ -91,8 +91,7 @@ class TextMelAdapter(DataPosition):
         if fitted == 0:
             raise StudioError(f"Not even one of the longest clips ({longest} frames) fits in memory; "
                               "turn on gradient checkpointing, use a smaller preset, or drop very long clips.")
-        measured = max(longest, int(fitted * cfg.probe_headroom))
-        measured = ddp.min_int(measured, ctx.dist, ctx.device)  # the smallest GPU's answer: one batch size
+        measured = max(longest, int(fitted * cfg.probe_headroom))  # `fitted`: the smallest GPU's (the loop's)
         rep = hardware.with_measured_batch(
             hardware.detect(), measured, f"{fitted} frames fitted in one real step; {cfg.probe_headroom:.0%} kept",
             n_processes=ctx.dist.world_size, accum=0 if cfg.grad_accumulation == "auto" else m.grad_accumulation)

@@ -84,17 +84,28 @@ def step_seconds(tflops: float, frames: int, frame_factor: float) -> float:
     return frames * EAGER_S_PER_FRAME * REFERENCE_TFLOPS / tflops * frame_factor
 
 
-def verdict(graphs: int, steps: int, graph_s: float, graph_source: str, step_s: float) -> tuple[bool, str]:
-    """(compile, why in plain words with the numbers). `steps`: those the run has left to train."""
+def verdict(graphs: int, steps: int, graph_s: float, graph_source: str, step_s: float,
+            limit_s: float = 0.0) -> tuple[bool, str]:
+    """(compile, why in plain words with the numbers). `steps`: those the run has left to train; `limit_s`: its time
+    limit (0: none), which leaves time for only so many eager steps: within T seconds compiled steps outnumber eager
+    ones exactly when T x SAVED_SHARE is more than the graphs' cost, the comparison below with the steps capped."""
     graph_s = max(graph_s, MIN_GRAPH_S)
+    limited = bool(limit_s) and step_s > 0 and limit_s / step_s < steps
+    if limited:
+        steps = int(limit_s / step_s)
     cost, saved_per_step = max(1, graphs) * graph_s, step_s * SAVED_SHARE
     saved = steps * saved_per_step
     pays_from = math.ceil(PAYS_MARGIN * cost / saved_per_step) if saved_per_step > 0 else math.inf
     numbers = (f"{graphs} graph(s) to build at ~{graph_s:.0f} s each ({graph_source}): ~{_minutes(cost)}; "
-               f"{steps} steps saving ~{1000 * saved_per_step:.0f} ms each (about {SAVED_SHARE:.0%} of a "
+               f"{steps} steps{f' (what its time limit of {_minutes(limit_s)} leaves time for)' if limited else ''}"
+               f" saving ~{1000 * saved_per_step:.0f} ms each (about {SAVED_SHARE:.0%} of a "
                f"~{1000 * step_s:.0f} ms step): ~{_minutes(saved)}")
     if saved >= PAYS_MARGIN * cost:
         return True, f"on: the faster steps win back the time spent compiling {saved / cost:.1f} times ({numbers})"
+    if limited:
+        return False, (f"off: within the time limit compiling would cost about as much as it saves, or more "
+                       f"({numbers}); it pays with a time limit of about {_minutes(pays_from * step_s)} or more "
+                       "(torch.compile)")
     return False, (f"off: compiling would cost about as much as it saves, or more ({numbers}); it pays from about "
                    f"{pays_from} steps (torch.compile)")
 

@@ -9,6 +9,8 @@
   stops, and config.json and the status say why. Before, the graphs were thrown away in silence, the budget was
   usually spent, and the rest of the run went eager while config.json still said `compile: true`.
 - a compilation that fails is said once, and the run goes on uncompiled.
+- near a time limit (max_minutes), once less time is left than a graph took to build in this run, no new graph is
+  built: a new shape runs eager, and the run ends on time with its last evaluation.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ class CompileWatch:
     def __init__(self, loop, targets: list):
         """`loop`: the TrainingLoop (its log, files, machine, adapter, step); `targets`: the modules to compile."""
         self.loop, self.expected, self.logged = loop, None, 0
+        self.graph_s: list[float] = []  # what each graph of this run took to build (its step's seconds, shared)
         self.parts = compiled.CompiledParts(targets, compiled.part_names(targets, loop.a.modules), self.failed,
                                             self.building, self.built)
 
@@ -46,8 +49,17 @@ class CompileWatch:
         lines leave out): the status goes back to training, and the adapter keeps what a graph cost."""
         loop = self.loop
         loop.files.status(message="training")
+        self.graph_s += [seconds / graphs] * graphs
         if loop.dist.main and (keep := optional(loop.a, "graphs_built")):
             keep(graphs, seconds)
+
+    def near_deadline(self, seconds_left: float) -> None:
+        """Build no new graph once less time is left before the time limit than the slowest graph of this run took."""
+        if not self.parts or self.parts.frozen or not self.graph_s or seconds_left >= max(self.graph_s):
+            return
+        self.parts.freeze()
+        self.loop.log(f"torch.compile: {seconds_left:.0f} s are left before the time limit, less than a graph took "
+                      f"to build here ({max(self.graph_s):.0f} s): a batch shape not compiled yet runs uncompiled")
 
     def so_far(self) -> str:
         """A line on the graphs built so far when there are new ones, else ''."""

@@ -18,6 +18,8 @@ an optimisation; a failure of it must cost speed, not a run. So:
   eager). Each part is compiled through a function with a code object of its own (`own_code`).
 - each graph is counted where it is built (the backend is wrapped): `on_building(part, shape)` is told as a graph
   starts compiling (the run's status says so), `on_graph(part, shape, seconds)` once the call that built it is over.
+- `freeze()`: shapes a part has run compiled keep their graphs, a new one runs eager: near a time limit a graph
+  that takes minutes to build would end the run minutes late (or cut it before its last evaluation).
 """
 from __future__ import annotations
 
@@ -86,6 +88,7 @@ class GuardedCall:
     def __init__(self, module: torch.nn.Module, name: str, group: "CompiledParts"):
         self.module, self.name, self.group = module, name, group
         self.graphs, self.shape = 0, "-"
+        self.shapes: set[str] = set()  # input shapes this part ran compiled (their graphs are built)
         opts = options()
         backend = opts.pop("backend", "inductor")
         self.backend = torch._dynamo.lookup_backend(backend) if isinstance(backend, str) else backend
@@ -98,7 +101,7 @@ class GuardedCall:
         return self.backend(graph, example_inputs)
 
     def __call__(self, *args, **kwargs):
-        if self.group.failure is None:
+        if self.group.failure is None and not (self.group.frozen and shape_of(args) not in self.shapes):
             before, t0, self.shape = self.graphs, time.perf_counter(), shape_of(args)
             try:
                 out = self.compiled(*args, **kwargs)
@@ -108,6 +111,7 @@ class GuardedCall:
                 out = self.module._call_impl(*args, **kwargs)  # the model's own error, if it has one, goes on
                 self.group.failed(self.name, exc)
                 return out
+            self.shapes.add(self.shape)
             if self.graphs > before:
                 self.group.on_graph(self.name, self.shape, time.perf_counter() - t0)
             return out
@@ -131,6 +135,7 @@ class CompiledParts:
         self.on_building = on_building or (lambda name, shape: None)  # a graph starts compiling
         self.on_graph = on_graph or (lambda name, shape, seconds: None)  # ... and the call that built it is over
         self.failure: str | None = None  # "<part>: <the exception's first line>" once compilation failed
+        self.frozen = False  # True: no new graph is built; a shape not run compiled yet runs eager
         if self.modules:  # per code object, so per part (own_code)
             raise_limit("recompile_limit", "cache_size_limit", MAX_GRAPHS)
             raise_limit("accumulated_recompile_limit", "accumulated_cache_size_limit", MAX_GRAPHS)
@@ -160,6 +165,10 @@ class CompiledParts:
         self.failure = self.failure or "stopped"
         for module in self.modules:
             module._compiled_call_impl = None
+
+    def freeze(self) -> None:
+        """No new graphs from now on: each part keeps those it built, and a shape it has not run compiled runs eager."""
+        self.frozen = True
 
     def has_room(self, graphs_each: int) -> bool:
         """Whether every part may still build `graphs_each` more graphs (MAX_GRAPHS a part)."""

@@ -364,7 +364,9 @@ class TrainingLoop:
                                          cleanup=functools.partial(self._drop_step, phase), log=self.log)
         finally:
             self.probe_ballast = []
-        a.apply_probe(fitted, longest)
+        # the smallest GPU's answer, agreed before any rank may refuse: a rank that fits nothing and raised alone
+        # left the others in this all-reduce, and its words in its own log only
+        a.apply_probe(ddp.min_int(fitted, self.dist, self.device), longest)
         if m.device == "cuda":
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
@@ -430,6 +432,8 @@ class TrainingLoop:
         self.window = self._new_window()
         while self.step < s.max_steps:
             over = bool(s.max_seconds) and time.time() - self.started >= s.max_seconds
+            if s.max_seconds and self.compiled:  # a graph built across the limit would end the run minutes late
+                self.watch.near_deadline(self.started + s.max_seconds - time.time())
             stop, over = ddp.any_flags([self.stop(), over], dist, self.device)  # every rank ends before the same step
             if stop:
                 state, message = "stopped", f"stopped by request ({self.stop.reason or 'another rank'}) at step {self.step}"

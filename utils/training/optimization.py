@@ -191,14 +191,17 @@ EAGER_LENGTH = (4, "clips padded only to the multiple of 4 frames the decoder ne
 def compile_verdict(cfg: TrainConfig, m: Machine, report, plan: hardware.MemoryPlan | None,
                     graphs: int, done_steps: int = 0) -> tuple[bool, str]:
     """Whether compiling `graphs` graphs pays over the steps this run has left after `done_steps` (a resume) on this
-    machine (utils/training/compile_pays.py): (compile, why). The slowest of the run's GPUs sets the pace of a step."""
+    machine (utils/training/compile_pays.py): (compile, why). The slowest of the run's GPUs sets the pace of a step.
+    A time limit (max_minutes) caps the steps at those it leaves time for at the eager pace: compiling pays within
+    it only where the time the faster steps save is more than the graphs cost."""
     gpu = min(report.gpus, key=lambda g: peak_tflops(g))
     step_s = compile_pays.step_seconds(peak_tflops(gpu), m.max_frames_per_batch * m.grad_accumulation,
                                        (plan or hardware.MemoryPlan()).frame_factor)
     warm = bool(cfg.workspace) and compile_pays.warm(cfg.workspace)
     graph_s, source = compile_pays.graph_seconds(cfg.workspace, compile_pays.machine_key(report), report.cpu_count,
                                                  warm)
-    return compile_pays.verdict(graphs, max(0, cfg.max_steps - done_steps), graph_s, source, step_s)
+    return compile_pays.verdict(graphs, max(0, cfg.max_steps - done_steps), graph_s, source, step_s,
+                                limit_s=max(0.0, float(cfg.max_minutes or 0)) * 60)
 
 
 def resolve_gan(device: str = AUTO, precision: str = AUTO, gpus: list | None = None) -> Machine:
