@@ -298,10 +298,13 @@ def add_train_command(sub) -> None:
     # unset: the Training tab's run-length-aware schedule (utils.runs.settings.eval_schedule), not a fixed 1000
     # None: not given, so the Training tab's defaults for this machine (new_run_config), or the run's own (--continue)
     # resume None: not given; "auto" given with a run of that name is --continue (one way to go on with a run)
-    p.set_defaults(func=cmd_train, dataset=None, eval_every=None, max_steps=None, preset=None, resume=None)
+    # max_minutes None: not given, so none for a new run, or the run's own (--continue)
+    p.set_defaults(func=cmd_train, dataset=None, eval_every=None, max_steps=None, preset=None, resume=None,
+                   max_minutes=None)
     p.add_argument("--continue", dest="continue_run", action="store_true",
                    help="go on with the existing run --run NAME from its newest checkpoint, with its own settings; "
-                        "--max-steps above its plan trains it longer (--resume auto says the same)")
+                        "--max-steps above its plan trains it longer, --max-minutes sets the time limit of this start "
+                        "(--resume auto says the same)")
     p.add_argument("--accept-licence", action="store_true",
                    help="with --engine f5 --init SWivid/F5-TTS: yes to the base's CC-BY-NC-4.0 licence (non-commercial "
                         "use only); with another hub base (owner/repo[:folder]), yes to the licence its model card "
@@ -349,12 +352,27 @@ def new_run_config(args):
     return cfg
 
 
+# what --continue takes from the flags; any other setting given is the run's own, and said not to apply
+CONTINUE_TAKES = ("run", "max_steps", "max_minutes", "resume", "workspace")
+
+
 def continued_run(args):
     from utils.runs import control
+    from utils.training.config import cli_fields
 
     if not args.run:
         raise StudioError("--continue needs --run NAME: the run to go on with.")
-    return control.plan_resume(Workspace.open(args.workspace), args.run, args.max_steps, extend_unfinished=True)
+    path = control.plan_resume(Workspace.open(args.workspace), args.run, args.max_steps, extend_unfinished=True,
+                               max_minutes=args.max_minutes)
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    own = {**doc.get("train", doc), **(doc.get("train", doc).get("options") or {})}
+    ignored = [f"--{name.replace('_', '-')}" for name, default, _, _ in cli_fields()
+               if name not in CONTINUE_TAKES and getattr(args, name, default) not in (default, None)
+               and str(getattr(args, name)) != str(own.get(name))]
+    if ignored:
+        print(f"note: run {args.run} goes on with its own settings: {', '.join(ignored)} not applied (they are "
+              "the run's from its start; a new --run name trains with them)", file=sys.stderr, flush=True)
+    return path
 
 
 def cmd_train(args) -> None:

@@ -122,7 +122,7 @@ def test_probe_measures_what_fits_under_a_memory_cap(corpus):
 
     whole = probed("probe-whole")
     torch.cuda.empty_cache()
-    torch.cuda.set_per_process_memory_fraction(0.04)  # ~3 GiB of an 80 GiB H100
+    torch.cuda.set_per_process_memory_fraction(0.04)  # ~3 GiB of an 80 GiB H100, ~5.6 GiB of a 140 GiB H200
     try:
         capped = probed("probe-capped")
     finally:

@@ -170,8 +170,13 @@ def test_a_vocoder_trains_as_a_job_from_the_training_tab_and_resumes_with_its_ow
     with pytest.raises(StudioError, match=f"{name} has done its 2 steps. To train it longer, set the steps"):
         control.resume_training(ws, name)  # not a trainer that starts and finishes at once, saying nothing
     assert "finished · at step 2: to train it longer, set the vocoder steps above 2" in views.state_line(ws, name)
-    with serve_tab(tab, ws, "Training") as client:  # Resume reads the vocoder's steps box for a vocoder run
-        client.predict(name, 2000, 3, api_name="/resume_training")  # the trainer again, from its checkpoint
+    settings.save_settings(ws, {"max_minutes": 30})  # this session's time limit, saved on the Optimizations tab
+    try:
+        with serve_tab(tab, ws, "Training") as client:  # Resume reads the vocoder's steps box for a vocoder run
+            client.predict(name, 2000, 3, api_name="/resume_training")  # the trainer again, from its checkpoint
+    finally:
+        settings.settings_path(ws).unlink()
+    assert json.loads((ws.run_dir(name) / "config.json").read_text())["train"]["max_minutes"] == 30
     wait(lambda: state(ws, name).get("state") in jobs.FINAL and "resume: continuing from" in views.view(ws, name).log,
          "the vocoder run to resume", 300)
     assert state(ws, name)["state"] == "finished"
@@ -290,12 +295,15 @@ def planned_run(ws, name, steps, **status):
     return ws.run_dir(name) / "config.json"
 
 
-def test_the_command_line_neither_rewrites_a_run_in_use_nor_takes_a_count_that_trains_nothing(ws, capsys):
+def test_the_command_line_neither_rewrites_a_run_in_use_nor_takes_a_count_that_trains_nothing(ws, capsys,
+                                                                                              monkeypatch):
     """`app.py train --run X` on a run training in the browser started a second trainer that wrote its settings over
     the run's (250 steps became 5), and --max-steps -5 made a "finished" run of nothing that the form then could not
     load. Both are refused with what to do, and nothing is written."""
     import app
+    import torch
 
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a machine without a GPU, whatever runs this
     config = planned_run(ws, "busy", 250, state="running", step=140, pid=os.getpid(), launcher_pid=os.getpid(),
                          heartbeat=time.time(), machine=jobs.machine_id())
     before = config.read_bytes()
@@ -304,7 +312,16 @@ def test_the_command_line_neither_rewrites_a_run_in_use_nor_takes_a_count_that_t
                        (["--run", "busy", "--continue", "--max-steps", "500"],
                         "Run busy is running now (step 140): stop it first; its settings were not changed"),
                        (["--run", "fresh", "--dataset", "am", "--max-steps", "-5"],
-                        "max_steps must be 1 or more, not -5 (--max-steps on the command line)")):
+                        "max_steps must be 1 or more, not -5 (--max-steps on the command line)"),
+                       # what the trainer refused only once started, leaving a failed run (or a bare folder) behind
+                       (["--run", "fresh", "--dataset", "am", "--lr", "-1"],
+                        "lr must be more than 0, not -1 (--lr on the command line); nothing was started"),
+                       (["--run", "fresh", "--dataset", "am", "--compile", "maybe"],
+                        "compile must be true, false or auto, not 'maybe' (--compile on the command line)"),
+                       (["--run", "fresh", "--dataset", "am", "--max-minutes", "-2"],
+                        "max_minutes must be 0 or more, not -2.0 (--max-minutes on the command line)"),
+                       (["--run", "fresh", "--dataset", "am", "--device", "cuda"],
+                        "device cuda was asked for but no CUDA GPU is visible here: use cpu or auto")):
         assert app.main(["train", "--workspace", str(ws.root), *argv]) == 2, argv
         assert said in capsys.readouterr().err, argv
     assert config.read_bytes() == before and not ws.run_dir("fresh").exists()
@@ -357,6 +374,34 @@ def test_resume_trains_a_finished_run_longer_only_when_asked_and_never_shortens_
     assert listed["timed"]["doing"] == "its time limit ended it; Resume trains on" and not listed["overfit"]["doing"]
     with pytest.raises(StudioError, match="overfit finished early, at step 90 of 250. To train it longer, set the steps"):
         control.plan_resume(ws, "overfit", 5)
+
+
+def test_a_resume_takes_the_time_limit_of_the_session_it_starts_in(ws, capsys):
+    """`--continue --max-minutes 1` ran on with the run's own limit (2.5 min): a time limit belongs to the session (a
+    new Colab session has less time left than the one that began the run). The command line's flag, and the
+    Optimizations tab's saved limit for the Training tab's Resume, set it; another flag given with --continue is
+    said not to apply, naming it, instead of being dropped in silence."""
+    import app
+
+    def limit(name):
+        return json.loads((ws.run_dir(name) / "config.json").read_text())["train"].get("max_minutes")
+
+    planned_run(ws, "timed", 250, state="finished", step=90, ended_by="time budget")
+    control.plan_resume(ws, "timed", None, max_minutes=40)
+    assert limit("timed") == 40
+    control.plan_resume(ws, "timed")  # none given: the run's own
+    assert limit("timed") == 40
+    with pytest.raises(StudioError, match="max_minutes must be 0 or more, not -1"):
+        control.plan_resume(ws, "timed", max_minutes=-1)
+    args = app.build_parser().parse_args(["train", "--workspace", str(ws.root), "--run", "timed", "--continue",
+                                          "--max-minutes", "5", "--lr", "1e-3", "--compile", "false"])
+    app.continued_run(args)
+    assert limit("timed") == 5
+    assert ("note: run timed goes on with its own settings: --lr, --compile not applied" in capsys.readouterr().err)
+    args = app.build_parser().parse_args(["train", "--workspace", str(ws.root), "--run", "timed", "--continue",
+                                          "--dataset", "am"])  # the run's own dataset, said again: nothing to note
+    app.continued_run(args)
+    assert limit("timed") == 5 and "not applied" not in capsys.readouterr().err
 
 
 def test_the_command_line_starts_where_the_training_tab_would_on_this_machine(ws):

@@ -341,13 +341,17 @@ def test_the_training_tab_drops_a_message_about_another_run_and_a_deleted_run(se
     expect(stop).to_be_disabled()
     screenshot(page.locator("#run-summary"), tmp_path, "another-run-shown")
 
+    tick = page.get_by_label("yes, delete the run shown")
+    tick.check()  # a yes for run fine ...
     picker.click()
     page.get_by_role("option", name="gone", exact=True).click()
     expect(summary).to_contain_text("gone: finished")
-    page.get_by_label("yes, delete the run shown").check()
+    expect(tick).not_to_be_checked()  # ... is no yes for the run shown next
+    tick.check()
     page.get_by_role("button", name="Delete run").click()
     expect(message).to_contain_text("Deleted run gone.")
     expect(picker).not_to_have_value("gone")  # the picker names a run that exists, at once
+    expect(tick).not_to_be_checked()  # a yes for gone, not for the run shown next
     expect(page.locator("#run-list")).not_to_contain_text("gone")
     assert not ws.run_dir("gone").exists()
 

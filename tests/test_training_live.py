@@ -119,8 +119,9 @@ def test_a_deleted_run_leaves_the_picker_and_the_list_at_once(ws):
     fake_run(ws, "older", state="finished")
     fake_run(ws, "newer", state="finished")
     with serve_tab(training, ws, "Training") as client:
-        message, picker, table = client.predict("older", True, api_name="/delete_run")
+        message, picker, table, ticked = client.predict("older", True, api_name="/delete_run")
         assert message == "Deleted run older." and picker["value"] == "newer"
+        assert ticked["value"] is False  # its yes was for run older: one more press must not delete newer
         assert "older" not in json.dumps(table) and "newer" in json.dumps(table)
         # deleted elsewhere (another browser, the command line) while shown here: the next poll picks a run that is
         control.delete(ws, "newer")

@@ -589,14 +589,18 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
         if not name:
             raise StudioError("Choose a run first.")
         vocoder = (read_json(ws.run_dir(name) / "config.json", {}) or {}).get("kind") == "vocoder"
-        control.resume_training(ws, name, int((vocoder_steps if vocoder else steps) or 0) or None)
+        # the time limit saved on the Optimizations tab now (this session's), else the run's own
+        saved = settings.saved_settings(ws).get("max_minutes")
+        control.resume_training(ws, name, int((vocoder_steps if vocoder else steps) or 0) or None,
+                                max_minutes=None if saved is None else float(saved))
         return views.state_line(ws, name), name
 
     def on_delete(name, confirmed):  # the picker and the list forget the run at once, not at the next poll
         if not confirmed:
             raise StudioError("Tick 'yes, delete the run shown' first: a deleted run cannot be brought back.")
-        said = control.delete(ws, name)
-        return said, None, gr.update(choices=run_choices(ctx), value=default_run(ctx)), run_list_frame(ctx)
+        said = control.delete(ws, name)  # the tick unticked: it said yes to deleting this run, not the next shown
+        return (said, None, gr.update(choices=run_choices(ctx), value=default_run(ctx)), run_list_frame(ctx),
+                gr.update(value=False))
 
     def on_export(name, voice):
         v = views.view(ws, name)
@@ -626,7 +630,7 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
         soon, None, p.timer, show_progress="hidden")
     p.resume.click(action(on_resume, said), [p.selected, f.max_steps, f.vocoder_steps], said, api_name="resume_training").then(
         soon, None, p.timer, show_progress="hidden")
-    deleted = [f.message, f.about, p.selected, p.run_list]
+    deleted = [f.message, f.about, p.selected, p.run_list, p.confirm]
     p.delete.click(action(on_delete, deleted), [p.selected, p.confirm], deleted, api_name="delete_run")
     p.export.click(action(on_export, said), [p.selected, p.voice_name], said, api_name="training_export_voice")
     f.base_add.click(says_errors(lambda e, files: add_base(ws, e, files), [f.base_msg, f.base_state, f.engine],
@@ -720,6 +724,7 @@ def _wire_live(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> list:
               *[c for c, _ in rare.values()], p.timer, p.shown]
     p.selected.change(on_pick, [p.selected, p.shown, f.about], polled + [f.about], show_progress="hidden",
                       api_name="show_run")
+    p.selected.change(lambda: False, None, p.confirm, show_progress="hidden", queue=False)  # a yes for the run shown
     # not queued: a queued event gets three status messages, each of which makes the browser walk every component
     p.timer.tick(poll, [p.selected, p.shown, f.about, p.timer], polled, api_name="refresh_run",
                  show_progress="hidden", queue=False)

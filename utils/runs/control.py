@@ -132,12 +132,13 @@ def start_vocoder_training(ws: Workspace, dataset: str, init: str = "", preset: 
             **queue(ws, config_path, all_gpus, trainer_module="utils.vocoder.training")}
 
 
-def resume_training(ws: Workspace, name: str, max_steps: int | None = None, extend_unfinished: bool = False) -> dict:
+def resume_training(ws: Workspace, name: str, max_steps: int | None = None, extend_unfinished: bool = False,
+                    max_minutes: float | None = None) -> dict:
     """Start the run again from its own config; the trainer (acoustic or vocoder) continues its newest checkpoint.
-    `max_steps`, `extend_unfinished`: see plan_resume."""
+    `max_steps`, `extend_unfinished`, `max_minutes`: see plan_resume."""
     from utils import jobs
 
-    config_path = plan_resume(ws, name, max_steps, extend_unfinished)
+    config_path = plan_resume(ws, name, max_steps, extend_unfinished, max_minutes)
     status = jobs.read_status(ws.run_dir(name))
     # devices picked again: a run begun on 2 GPUs resumes on the one a new runtime has (its batch plan, kept in the
     # checkpoint, is per process), and one begun on GPU 1 of a machine that now has only GPU 0 takes GPU 0
@@ -146,12 +147,18 @@ def resume_training(ws: Workspace, name: str, max_steps: int | None = None, exte
                                       trainer_module=status.get("trainer_module", "utils.training"))}
 
 
-def plan_resume(ws: Workspace, name: str, max_steps: int | None = None, extend_unfinished: bool = False) -> Path:
+def plan_resume(ws: Workspace, name: str, max_steps: int | None = None, extend_unfinished: bool = False,
+                max_minutes: float | None = None) -> Path:
     """The config a resumed run goes on with (its path). A run still training is refused before its config is
     touched. A run that has done its steps trains longer with `max_steps` above them, and without says how, rather
     than starting a trainer that finishes at once. One stopped halfway goes on to its own plan: the Training tab's
     steps box, left at another run's value, must not change it (the command line's --max-steps, said on purpose,
-    does: `extend_unfinished`). Never shortens a run."""
+    does: `extend_unfinished`). Never shortens a run. `max_minutes`: the time limit of this start and later ones
+    (None: the run's own): a time limit belongs to the session a run trains in (a new Colab session has less time
+    left than the one that started it), not to the run."""
+    if max_minutes is not None and not float(max_minutes) >= 0:
+        raise StudioError(f"max_minutes must be 0 or more, not {max_minutes} (--max-minutes on the command line); "
+                          "nothing was started.")
     config_path = ws.run_dir(name) / "config.json" if name else None
     if config_path is None or not config_path.exists():
         raise StudioError(f"There is no run called {name or '(no name given)'}.")
@@ -170,13 +177,16 @@ def plan_resume(ws: Workspace, name: str, max_steps: int | None = None, extend_u
     ended = status.get("state") == "finished" and not ended_by_time_limit(status)
     finished = bool(planned) and (ended or done >= planned)
     longer = bool(max_steps) and int(max_steps) > planned
-    if longer and (finished or extend_unfinished):
-        plan["max_steps"] = int(max_steps)
-        atomic_write_json(config_path, doc)
-    elif finished:
+    if finished and not longer:
         what = f"has done its {planned} steps" if done >= planned else f"finished early, at step {done} of {planned}"
         raise StudioError(f"{name} {what}. To train it longer, set the steps (--max-steps on the command line) above "
                           f"{planned} and resume: it goes on from step {done}.")
+    changed = dict(max_steps=int(max_steps)) if longer and (finished or extend_unfinished) else {}
+    if max_minutes is not None and float(max_minutes) != float(plan.get("max_minutes") or 0):
+        changed["max_minutes"] = float(max_minutes)
+    if changed:
+        plan.update(changed)
+        atomic_write_json(config_path, doc)
     if plan.get("dataset") and doc.get("kind") != "vocoder":  # a vocoder reads no transcript
         from utils.training import read_with_current_dictionary
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from utils import families
 from utils.events import StudioError
-from utils.training.config import TrainConfig, check_numbers, read_run_config, write_run_config
+from utils.training.config import TrainConfig, check_settings, read_run_config, write_run_config
 
 __all__ = ["TrainConfig", "prepare_run", "run", "load_checkpoint"]
 
@@ -38,7 +38,7 @@ def prepare_run(cfg: TrainConfig, accept_licence: bool = False) -> Path:
     from utils.workspace import Workspace, check_name
 
     ws = Workspace.open(cfg.workspace)
-    check_numbers(cfg)
+    check_settings(cfg)
     check_name(cfg.dataset, "dataset name")
     family = families.get(cfg.engine)
     try:

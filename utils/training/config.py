@@ -71,7 +71,7 @@ class TrainConfig:
                                       "to the run: its average spans about a tenth of the run's updates")
     seed: int = _f(1234, "random seed (data order, noise, dropout)")
     # ------------------------------------------------------------------ machine (auto = hardware recommendation)
-    device: str = _f(AUTO, "cuda | cpu | mps | auto")
+    device: str = _f(AUTO, "cuda | cpu | mps | auto", choices=[AUTO, "cuda", "cpu", "mps"])
     precision: str = _f(AUTO, "bf16 | fp16 (with a gradient scaler) | fp32 | auto", choices=[AUTO, "bf16", "fp16", "fp32"])
     tf32: str = _f(AUTO, "TF32 matmuls/convolutions on Ampere+ GPUs: true | false | auto")
     attention: str = _f(AUTO, "SDPA kernel for every attention layer: flash | efficient | math | auto",
@@ -203,13 +203,41 @@ LEAST = {"max_steps": 1, "warmup_steps": 0, "log_every": 1, "eval_every": 0, "pr
          "max_frames_per_batch": 1, "grad_accumulation": 1, "num_workers": 0}
 
 
-def check_numbers(cfg: TrainConfig) -> None:
-    """Refuse a count below its least (a number, not "auto"), naming the setting and its flag."""
-    for name, least in LEAST.items():
+SWITCHES = ("tf32", "grad_checkpointing", "compile", "pin_memory", "fused_adamw", "cudnn_benchmark",
+            "persistent_workers", "probe", "fp8")  # true | false | auto
+
+
+def check_settings(cfg: TrainConfig) -> None:
+    """Refuse, before a run folder is made, a setting the trainer would refuse once started (a failed run left in the
+    list for a typo): a count below its least, a switch that is not true/false/auto, a learning rate of 0 or less, a
+    negative time limit, a GPU asked for where none is. Each names its setting and flag."""
+    def refuse(name: str, what: str):
+        raise StudioError(f"{name} {what} (--{name.replace('_', '-')} on the command line); nothing was started.")
+
+    for name, least in {**LEAST, "max_minutes": 0}.items():
         value = getattr(cfg, name)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value < least:
-            raise StudioError(f"{name} must be {least} or more, not {value} (--{name.replace('_', '-')} on the "
-                              "command line); nothing was started.")
+            refuse(name, f"must be {least} or more, not {value}")
+    for name in SWITCHES:
+        if getattr(cfg, name) != AUTO:
+            try:
+                as_bool(getattr(cfg, name), name)
+            except StudioError as exc:
+                refuse(name, str(exc).removeprefix(name + " "))
+    if cfg.lr != AUTO:
+        try:
+            lr = float(cfg.lr)
+        except (TypeError, ValueError):
+            refuse("lr", f"must be a number such as 2e-4, or auto, not {cfg.lr!r}")
+        if not lr > 0:
+            refuse("lr", f"must be more than 0, not {cfg.lr}")
+    if cfg.device not in (AUTO, "cuda", "cpu", "mps"):
+        refuse("device", f"must be auto, cuda, cpu or mps, not {cfg.device!r}")
+    if cfg.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            refuse("device", "cuda was asked for but no CUDA GPU is visible here: use cpu or auto")
 
 
 def write_run_config(path: Path, cfg: TrainConfig, **extra) -> None:
