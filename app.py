@@ -202,6 +202,10 @@ def add_prepare_command(sub) -> None:
                    "disk, read back within 0.01 of 32-bit")
     p.add_argument("--drop-uploads", action="store_true", help="delete raw/'s copy of the uploads once the clips are "
                    "made (a small disk); preparing again then needs the recordings given again")
+    p.add_argument("--audio-column", help="a CSV/TSV's column naming each clip's audio file, where its header does not "
+                   "say which (the Dataset tab's column pickers)")
+    p.add_argument("--text-column", help="a CSV/TSV's column holding each clip's transcript")
+    p.add_argument("--speaker-column", help="a CSV/TSV's column naming each clip's speaker (optional)")
     p.set_defaults(func=cmd_prepare)
 
 
@@ -212,8 +216,9 @@ def cmd_prepare(args) -> None:
     workspace = Workspace.open(args.workspace)
     in_place = (Path(args.source).resolve().parent,) if args.in_place else ()
     cfg = PrepareConfig(half_mels=args.half_mels, keep_uploads=not args.drop_uploads)
-    summary = run_to_end(prepare(workspace, args.name, args.source, fmt=args.format, in_place=in_place, cfg=cfg),
-                         print)
+    columns = {k: v for k in ("audio", "text", "speaker") if (v := getattr(args, f"{k}_column"))} or None
+    summary = run_to_end(prepare(workspace, args.name, args.source, fmt=args.format, in_place=in_place, cfg=cfg,
+                                 columns=columns), print)
     print(json.dumps(summary, ensure_ascii=False, indent=2))
     if not summary or not summary.get("clips"):
         raise StudioError(f"nothing usable was found in {args.source}; see "
@@ -428,6 +433,8 @@ def cmd_synth(args) -> None:
     from utils.inference import describe, speak_file, synthesize
 
     ws = Workspace.open(args.workspace)
+    if not args.speed > 0:  # the synthesiser says the range of any other speed out of it
+        raise StudioError(f"The speed must be between 0.2x and 10x, not {args.speed:g} (--speed).")
     options = dict(speaker=args.speaker, steps=args.steps, temperature=args.temperature,
                    length_scale=1.0 / args.speed, seed=None if args.seed < 0 else args.seed)
     if args.file:
@@ -641,13 +648,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    problem = torch_problem()
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
-    if warning := gpu_warning():
-        print(f"warning: {warning}", file=sys.stderr)
-    try:
+    try:  # Ctrl+C while torch imports (a second or two) is a stop too, not a traceback
+        if problem := torch_problem():
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
+        if warning := gpu_warning():
+            print(f"warning: {warning}", file=sys.stderr)
         (args.func if args.command else cmd_ui)(args)
     except StudioError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -70,3 +70,29 @@ def test_a_toast_shows_the_words_of_a_markdown_message_without_its_marks(monkeyp
                    "[the guide](docs/x.md).")  # the box renders Markdown: it keeps the marks
     assert toasts == ["Run abebe is queued: see train.log on the Training tab, or the guide."]
     assert plain_text("2 * 3 frames, ### kept") == "2 * 3 frames, ### kept"
+
+
+def test_the_command_line_says_a_bad_workspace_speed_or_an_early_ctrl_c_in_words_not_a_traceback(tmp_path, capsys,
+                                                                                                   monkeypatch):
+    """A file given as the workspace raised NotADirectoryError, --speed 0 a ZeroDivisionError, a missing recording
+    was called damaged, and Ctrl+C while torch imported printed a KeyboardInterrupt traceback: each is now a line
+    that says what is wrong and what to do (or a stop's exit code)."""
+    import app
+
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine")
+    assert app.main(["list", "--workspace", str(a_file)]) == 2
+    assert f"The workspace {a_file} is a file, not a folder" in capsys.readouterr().err
+    assert a_file.read_text() == "mine"
+    assert app.main(["synth", "ሰላም", "--voice", "v", "--speed", "0", "--workspace", str(tmp_path / "ws")]) == 2
+    assert "The speed must be between 0.2x and 10x, not 0 (--speed)" in capsys.readouterr().err
+
+    missing = tmp_path / "interview.wav"  # not "damaged or not a sound file": it is not there
+    assert app.main(["separate", str(missing), str(tmp_path / "out.wav"), "--workspace", str(tmp_path / "ws")]) == 2
+    assert f"interview.wav: file not found at {missing}" in capsys.readouterr().err
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(app, "torch_problem", interrupted)
+    assert app.main(["list", "--workspace", str(tmp_path / "ws")]) == 130

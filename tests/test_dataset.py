@@ -132,11 +132,16 @@ def test_ambiguous_csv_asks_for_columns_then_prepares_with_the_chosen_ones(tmp_p
         lines.append(f"a{i}.wav,{SENTS[i]},{SENTS[i + 5]}")  # two text-like columns, no header
     (src / "data.csv").write_text("\n".join(lines), encoding="utf-8")
     ws = Workspace.open(tmp_path / "ws")
-    with pytest.raises(StudioError, match="choose the audio and text columns"):
+    with pytest.raises(StudioError, match="choose the audio and text columns .*--audio-column and --text-column"):
         run(ws, "amb", src)
     summary = run(ws, "amb", src, columns={"audio": "column 1", "text": "column 3"})
     assert summary["clips"] == 2
     assert {r["text"] for r in load_manifest(ws, "amb")} == {SENTS[5], SENTS[6]}
+    # the command line had no way to choose: a dead end
+    done = cli("prepare", str(src / "data.csv"), "--name", "amb2", "--workspace", str(ws.root), "--audio-column",
+               "column 1", "--text-column", "column 2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert {r["text"] for r in load_manifest(ws, "amb2")} == {SENTS[0], SENTS[1]}
 
 
 def test_lone_csv_brings_its_referenced_audio_into_raw(tmp_path):

@@ -277,6 +277,23 @@ def test_a_header_line_in_ljspeech_metadata_is_skipped_and_said_once_not_counted
     assert len(said) == 1 and said[0].level == "info" and "metadata.csv line 1" in said[0].message
 
 
+@pytest.mark.parametrize("sep", [",", "\t"])
+def test_a_metadata_csv_written_with_commas_or_tabs_is_read_and_said_so(tmp_path, sep):
+    """A spreadsheet's export (id,text) gave 30 lines of "expected 'id|text'", an empty dataset, and advice to get
+    machine transcripts. With no '|' in any line and the other separator in every one, it is read as id<sep>text and
+    said in one line; a comma later in the text stays in the text."""
+    ds = tmp_path / "ds"
+    for i in range(2):
+        espeak_amharic(SENTS[i], ds / "raw" / "wavs" / f"a{i}.wav")
+    (ds / "raw" / "metadata.csv").write_text(f"id{sep}text\na0{sep}{SENTS[0]}, {SENTS[1]}\na1{sep}{SENTS[1]}\n",
+                                             encoding="utf-8")
+    found = discover(ds)
+    assert [(it.id, it.text) for it in found.items] == [("a0", f"{SENTS[0]}, {SENTS[1]}"), ("a1", SENTS[1])]
+    assert found.errors == []
+    said = " ".join(found.notes)
+    assert f"separates its columns with {'commas' if sep == ',' else 'tabs'}, not '|'" in said, found.notes
+
+
 def test_a_first_row_named_like_a_header_word_is_a_clip_when_its_audio_exists(tmp_path):
     ds = tmp_path / "ds"
     espeak_amharic(SENTS[0], ds / "raw" / "wavs" / "audio.wav")

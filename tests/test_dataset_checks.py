@@ -8,7 +8,7 @@ import pytest
 import soundfile as sf
 
 from tests.helpers import espeak_amharic, sentences, tone, write_wav
-from utils.audio import load_audio
+from utils.audio import load_audio, resample
 from utils.datasets import apply_edits, get_rows, load_manifest, prepare, recheck, review_row
 from utils.datasets.config import PrepareConfig
 from utils.events import StudioError, run_to_end
@@ -43,6 +43,8 @@ def checked(tmp_path_factory):
     add("odd", tone(2.0, sr, 180), sr, "ሰላም ☺ ነው")
     add("fast", tone(1.0, sr, 300), sr, " ".join(SENTS[:4]))
     add("notext", tone(2.0, sr, 250), sr, "")
+    phone = resample(speech, sr, 8000)  # a telephone recording, stereo: resampled to 24 kHz, its sound still 4 kHz
+    add("phone", np.stack([phone, phone], axis=1), 8000, SENTS[10])
     a, _ = load_audio(src / "wavs" / "good0.wav")
     add("copy", a, sr, SENTS[0])  # the same audio as good0 under another id
     rows.append(rows[1])  # good1 twice: a duplicate id
@@ -69,6 +71,8 @@ def test_each_problem_is_flagged_with_a_message(checked):
     assert "rate_outlier" in f["fast"]
     assert "missing_text" in f["notext"]
     assert "duplicate_audio" in f["copy"]
+    assert f["phone"] == ["low_sample_rate"]  # said, and still trained on: the curator decides
+    assert "recorded at 8 kHz (telephone quality): nothing above 4 kHz" in review_row(ws, "chk", "phone")["messages"]
     assert "duplicate_id" in f["good1-dup2"] and "duplicate_audio" in f["good1-dup2"]
     assert not any(f[f"good{i}"] for i in range(8))
     assert "no speech: the audio is digital silence" in review_row(ws, "chk", "silent")["messages"]

@@ -92,6 +92,12 @@ def test_a_line_whose_only_words_are_in_the_dictionary_is_spoken(ws, tmp_path):
     assert "no Amharic (Ethiopic) letters" in result["failed"][0][1]
 
 
+def test_a_number_alone_is_spoken_in_amharic_words(ws):
+    """"12345" was refused for want of Amharic letters, while the G2P tab read it as አስራ ሁለት ሺህ ..."""
+    _, _, info = inference.synthesize(ws, CKPT, "12345", steps=1)
+    assert info["spoken"] == 1 and "አስራ ሁለት ሺህ" in info["rows"][0]["normalized"]
+
+
 def test_an_abbreviation_alone_is_spoken_by_its_letters(ws):
     _, _, info = inference.synthesize(ws, CKPT, "BBC", steps=1)
     row = info["rows"][0]

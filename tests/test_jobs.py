@@ -321,7 +321,9 @@ def test_the_command_line_neither_rewrites_a_run_in_use_nor_takes_a_count_that_t
                        (["--run", "fresh", "--dataset", "am", "--max-minutes", "-2"],
                         "max_minutes must be 0 or more, not -2.0 (--max-minutes on the command line)"),
                        (["--run", "fresh", "--dataset", "am", "--device", "cuda"],
-                        "device cuda was asked for but no CUDA GPU is visible here: use cpu or auto")):
+                        "device cuda was asked for but no CUDA GPU is visible here: use cpu or auto"),
+                       (["--run", "fresh", "--dataset", "am", "--resume", "runs"],
+                        "runs is not a checkpoint folder (no config.json): give auto, none, or a checkpoint")):
         assert app.main(["train", "--workspace", str(ws.root), *argv]) == 2, argv
         assert said in capsys.readouterr().err, argv
     assert config.read_bytes() == before and not ws.run_dir("fresh").exists()

@@ -95,6 +95,12 @@ def test_start_watch_reload_stop_resume_and_queue(server, page, tmp_path):
     page.wait_for_function(f"() => {{ const m = document.querySelector('#run-summary').innerText.match(/step (\\d+)/); "
                            f"return m && +m[1] > {before}; }}", timeout=120_000)
 
+    # Start again without a new name (a double click, a reload) queues no second run of the same recordings
+    runs = {p.name for p in server.ws.runs.iterdir()}
+    page.get_by_label("run name").fill("")
+    page.get_by_role("button", name="Start training").click()
+    expect(page.locator("#train-message")).to_contain_text(re.compile(r"Run live is (running|training) on am now"))
+    assert {p.name for p in server.ws.runs.iterdir()} == runs
     # a second run while the CPU is taken waits in the queue, with a message saying so
     page.get_by_label("run name").fill("waiting")
     page.get_by_role("button", name="Start training").click()

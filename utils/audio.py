@@ -58,6 +58,8 @@ class FeatureConfig:
 
 
 def audio_info(path: str | Path) -> sf._SoundFileInfo:
+    if not Path(path).exists():  # not "damaged": a path mistyped is the usual cause
+        raise StudioError(f"{Path(path).name}: file not found at {path}.")
     try:
         return sf.info(str(path))
     except Exception as exc:  # soundfile raises several types for unreadable files

@@ -43,6 +43,9 @@ class Workspace:
     @classmethod
     def open(cls, root: str | Path | None = None) -> "Workspace":
         ws = cls(Path(root or DEFAULT_WORKSPACE).expanduser().resolve())
+        if ws.root.exists() and not ws.root.is_dir():
+            raise StudioError(f"The workspace {ws.root} is a file, not a folder: give a folder (--workspace), new or "
+                              "one the studio made.")
         for sub in ("datasets", "runs", "voices", "uploads"):
             (ws.root / sub).mkdir(parents=True, exist_ok=True)
         return ws

@@ -560,6 +560,11 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
             return (views.state_line(ws, about) + " (Start was pressed twice: the first press started it, the second "
                     "nothing)",
                     gr.update(), gr.update(), about)
+        if not (run_name or "").strip() and (busy := control.training_on(ws, dataset)):
+            name, status = busy  # a second Start (a double click, a page reloaded) is no wish for a second run
+            raise StudioError(f"Run {name} is {status['state']} on {dataset} now (step {status.get('step') or 0}); "
+                              "nothing new was started. To queue another run of this dataset after it, give the new "
+                              "run a name of its own (run name) and press Start again.")
         if not families.get(engine).HAS_SIZES:  # the size is the pretrained base's (F5's tiny is a CLI smoke test)
             preset = "base"
         init = "" if init == SCRATCH else init

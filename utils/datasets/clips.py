@@ -23,6 +23,7 @@ from utils.datasets import vad
 from utils.datasets.checks import check_text
 from utils.datasets.config import PrepareConfig
 
+LOW_RATE = 16_000  # Hz: a recording made at less (a telephone's 8 kHz) is flagged low_sample_rate
 
 def _hms(seconds: float) -> str:
     s = int(round(seconds))
@@ -121,6 +122,10 @@ def process_clip(task: dict) -> dict:
         notes["clipping"] = f"{clipped:.2%} of samples at full scale"
     if not silent and snr < cfg.min_snr_db:
         notes["low_snr"] = noise_note(snr, cfg)
+    if info.samplerate < LOW_RATE:  # made 24 kHz by resampling, yet its sound stops at half its own rate
+        notes["low_sample_rate"] = (f"recorded at {info.samplerate / 1000:g} kHz (telephone quality): nothing above "
+                                    f"{info.samplerate / 2000:g} kHz is in it, and a voice trained on it sounds "
+                                    "muffled; use the original recording if there is one")
     path, stamp = task.get("dictionary") or (None, "")
     text = check_text(task.get("text", ""), cfg, _dictionary(path, stamp))
     t5 = time.perf_counter()

@@ -63,6 +63,7 @@ FLAG_HELP = {
     "silent": "no speech (silence)",
     "clipping": "samples at full scale (distorted)",
     "low_snr": "noisy: low speech-to-noise ratio",
+    "low_sample_rate": "recorded at a low sample rate (telephone quality): the voice learns it muffled",
     "non_ethiopic": "transcript is not in Ethiopic script",
     "unknown_chars": "characters the text frontend cannot read",
     "text_error": "the text frontend failed on this transcript",

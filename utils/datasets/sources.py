@@ -231,7 +231,12 @@ def _ljspeech(ds_dir, files, columns, origin):
     items, errors, used = [], [], set()
     for meta in metas:
         lines = [l for l in read_text_file(meta).replace("\r", "").split("\n") if l.strip()]
-        rows = [l.split("|") for l in lines]
+        rows, sep = _split_metadata(lines)
+        if sep != "|":
+            errors.append({"source": _rel(ds_dir, meta), "level": "info",
+                           "message": f"{_rel(ds_dir, meta)} separates its columns with {SEPARATOR_NAMES[sep]}, not "
+                                      f"'|' as LJSpeech does: read as id{sep}text" + (
+                                          " (a comma later in a line is part of its text)" if sep == "," else "")})
         first = 1
         if rows and _is_header(rows[0], lambda uid: _find_audio(uid, [meta.parent], index, raw, None)):
             errors.append({"source": _rel(ds_dir, meta), "level": "info",
@@ -260,6 +265,20 @@ def _ljspeech(ds_dir, files, columns, origin):
     subtitled, ignored = _subtitled(ds_dir, files, used)
     items += subtitled + _orphans(ds_dir, files, used)
     return items, errors + ignored
+
+
+SEPARATOR_NAMES = {"|": "'|'", "\t": "tabs", ",": "commas"}
+
+
+def _split_metadata(lines: list[str]) -> tuple[list[list[str]], str]:
+    """(rows, separator): LJSpeech's '|'; a metadata.csv written with tabs or commas (a spreadsheet's export, a
+    common slip) where no line holds a '|' and every line holds the other. A comma splits once: Amharic text may
+    hold commas of its own, and its id comes first."""
+    if lines and not any("|" in l for l in lines):
+        for sep in ("\t", ","):
+            if all(sep in l for l in lines):
+                return [l.split(sep, 1) if sep == "," else l.split(sep) for l in lines], sep
+    return [l.split("|") for l in lines], "|"
 
 
 def _is_header(fields: list[str], find_audio) -> bool:
@@ -357,7 +376,8 @@ def _csv(ds_dir, files, columns, origin):
             if v is not None and v not in frame.columns:
                 raise StudioError(f"{table.name}: no column {v!r}; the columns are {', '.join(map(str, frame.columns))}.")
         if pick["audio"] is None or pick["text"] is None or (guess["ambiguous"] and not columns.get("text")):
-            raise StudioError(f"{table.name}: choose the audio and text columns (the header is ambiguous). "
+            raise StudioError(f"{table.name}: choose the audio and text columns (the header is ambiguous): the "
+                              "Dataset tab's column pickers, or --audio-column and --text-column on the command line. "
                               f"Columns: {', '.join(map(str, frame.columns))}.")
         header_offset = 2 if frame.columns[0] != "column 1" else 1
         for n, row in frame.iterrows():

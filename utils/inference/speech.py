@@ -287,9 +287,11 @@ def engine_steps(engine: str | None, device: str | None = None) -> int:
 
 
 def _speakable(text: str, user_dict: dict) -> bool:
-    """Has the text something the frontend reads: an Ethiopic letter, an all-capital abbreviation the normalizer
-    spells (BBC), or a word the pronunciation dictionary reads ("Hello" with an entry)?"""
-    return (any(is_ethiopic(ch) for ch in text) or ACRONYM.search(text) is not None
+    """Has the text something the frontend reads: an Ethiopic letter, numbers the normalizer reads out in Amharic
+    words (12345, as the G2P tab shows; not among Latin words), an all-capital abbreviation it spells (BBC), or a word the pronunciation
+    dictionary reads ("Hello" with an entry)?"""
+    return (any(is_ethiopic(ch) for ch in text) or re.search(r"\d", text) and not re.search(r"[A-Za-z]", text)
+            or ACRONYM.search(text) is not None
             or any(dictionary_key(word, user_dict) for word in re.findall(r"[A-Za-z]+", text)))
 
 
@@ -299,8 +301,9 @@ def _check_request(text: str, steps: int | None, length_scale: float, user_dict:
     if not (text or "").strip():
         raise StudioError("Type some Amharic text to speak.")
     if not _speakable(text, user_dict):
-        raise StudioError("The text has no Amharic (Ethiopic) letters: this voice needs Amharic words, capital-letter "
-                          "abbreviations (BBC) or words of the pronunciation dictionary (other Latin words inside "
+        raise StudioError("The text has no Amharic (Ethiopic) letters: this voice needs Amharic words, numbers, "
+                          "capital-letter abbreviations (BBC) or words of the pronunciation dictionary (other Latin "
+                          "words inside "
                           "Amharic text are approximated; text with none of these is not spoken).")
     if len(text) > MAX_CHARS:
         raise StudioError(f"The text is {len(text)} characters; speak at most {MAX_CHARS} at a time "

@@ -221,6 +221,20 @@ def just_started(ws: Workspace, name: str, within_s: float = DOUBLE_PRESS_S) -> 
     return status.get("state") in ACTIVE and time.time() - (status.get("created") or 0) < within_s
 
 
+def training_on(ws: Workspace, dataset: str) -> tuple[str, dict] | None:
+    """A run of `dataset` queued or training now (name, status), the transcript check's aligner left out: Start
+    pressed again without a new run name (a double click, a reload) queued a second whole run of it."""
+    from utils.jobs import is_check_run
+
+    for run_dir in sorted(ws.runs.glob("*/config.json")):
+        doc = read_json(run_dir, {}) or {}
+        if (doc.get("train") or doc).get("dataset") != dataset or is_check_run(run_dir.parent, doc):
+            continue
+        if (status := reconcile(run_dir.parent)).get("state") in ACTIVE:
+            return run_dir.parent.name, status
+    return None
+
+
 def delete(ws: Workspace, name: str) -> str:
     run_dir = ws.run_dir(name)
     status = reconcile(run_dir) if run_dir.exists() else {}

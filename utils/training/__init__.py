@@ -49,8 +49,13 @@ def prepare_run(cfg: TrainConfig, accept_licence: bool = False) -> Path:
             raise
         raise StudioError(f"{refused} {instead}") from refused
     family.prepare(ws, cfg, accept_licence)  # its start settled: a base's licence, paths inside the workspace
+    if str(cfg.resume).lower() in ("no", "false", "off"):  # train-vocoder's word for it (--resume no)
+        cfg.resume = "none"
     if cfg.resume not in ("auto", "none", ""):
         cfg.resume = str(ws.inside(cfg.resume))
+        if not (Path(cfg.resume) / "config.json").is_file():  # refused here, not by the trainer once queued
+            raise StudioError(f"--resume {cfg.resume} is not a checkpoint folder (no config.json): give auto, none, "
+                              "or a checkpoint folder of a run (runs/RUN/checkpoints/step-N); nothing was started.")
     if not cfg.run:
         cfg.run = f"{cfg.dataset}-{time.strftime('%Y%m%d-%H%M%S')}"
     cfg.workspace = str(ws.root)
