@@ -256,6 +256,46 @@ def cmd_delete_dataset(args) -> None:
                          how_to_confirm="run the same command with --yes"))
 
 
+def add_stop_command(sub) -> None:
+    p = sub.add_parser("stop", help="stop a run training in the background (or waiting in the queue): it finishes "
+                                    "its step and saves; the same command again kills it")
+    p.add_argument("run", help="the run's name (python app.py list shows them)")
+    p.set_defaults(func=cmd_stop)
+
+
+def cmd_stop(args) -> None:
+    from utils import jobs
+
+    ws = Workspace.open(args.workspace)
+    if not (ws.run_dir(args.run) / "config.json").exists():
+        raise StudioError(f"There is no run called {args.run} (python app.py list shows the runs).")
+    print(jobs.stop(ws, args.run, again="Run the same command again"))
+
+
+def add_delete_run_command(sub) -> None:
+    p = sub.add_parser("delete-run", help="delete a run: its checkpoints, curves and samples (voices exported from "
+                                          "it stay)")
+    p.add_argument("run", help="the run's name (python app.py list shows them)")
+    p.add_argument("--yes", action="store_true", help="confirm; without it, says what would go")
+    p.set_defaults(func=cmd_delete_run)
+
+
+def cmd_delete_run(args) -> None:
+    from utils.runs import control
+
+    ws = Workspace.open(args.workspace)
+    if not args.yes:
+        if not (ws.run_dir(args.run) / "config.json").exists():
+            raise StudioError(f"There is no run called {args.run} (python app.py list shows the runs).")
+        from utils.training.checkpoint import step_folders
+
+        kept = [p.name for _, p in step_folders(ws.run_dir(args.run) / "checkpoints")]
+        print(f"Would delete run {args.run} and its {len(kept)} checkpoint(s) ({', '.join(kept) or 'none'}); voices "
+              "exported from it stay. Run the same command with --yes to delete it: it cannot be brought back.")
+        return
+    print(control.delete(ws, args.run))
+
+
 # ---------------------------------------------------------------------------------- separate
 def add_separate_command(sub) -> None:
     p = sub.add_parser("separate", help="remove music under speech")
@@ -633,14 +673,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="app.py", description="Amharic TTS Studio",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--workspace", default=argparse.SUPPRESS, help="folder holding all user data")
-    parser.add_argument("--workspace", default=str(DEFAULT_WORKSPACE), help="folder holding all user data")
+    where = ("folder holding all user data: datasets, runs, voices (default: $AMHARIC_TTS_WORKSPACE, else "
+             "./workspace under the folder the command is run from)")
+    common.add_argument("--workspace", default=argparse.SUPPRESS, help=where)
+    parser.add_argument("--workspace", default=str(DEFAULT_WORKSPACE), help=where)
     add_ui_arguments(parser)
     sub = parser.add_subparsers(dest="command", parser_class=lambda **kw: argparse.ArgumentParser(parents=[common], **kw))
     for add in (add_hardware_command, add_list_command, add_g2p_command, add_prepare_command, add_export_dataset_command,
                 add_delete_dataset_command, add_separate_command,
-                add_train_command, add_synth_command, add_clip_voice_command, add_export_command,
-                add_train_vocoder_command,
+                add_train_command, add_stop_command, add_delete_run_command, add_synth_command,
+                add_clip_voice_command, add_export_command, add_train_vocoder_command,
                 add_check_transcripts_command, add_transcribe_command):
         add(sub)
     return parser

@@ -329,6 +329,32 @@ def test_the_command_line_neither_rewrites_a_run_in_use_nor_takes_a_count_that_t
     assert config.read_bytes() == before and not ws.run_dir("fresh").exists()
 
 
+def test_the_command_line_stops_and_deletes_a_run_as_the_training_tab_does(ws, capsys):
+    """A run queued with --background could be stopped only by a STOP file or kill, and deleted by hand."""
+    import app
+
+    planned_run(ws, "waiting", 250, state="queued", step=0, queued=time.time(), machine=jobs.machine_id())
+    assert app.main(["delete-run", "waiting", "--yes", "--workspace", str(ws.root)]) == 2
+    assert "waiting is queued: stop it before deleting it" in capsys.readouterr().err
+    assert app.main(["stop", "waiting", "--workspace", str(ws.root)]) == 0
+    assert "waiting left the queue" in capsys.readouterr().out and (ws.run_dir("waiting") / "STOP").exists()
+    shutil.rmtree(ws.run_dir("waiting"))  # a queued run of no launcher would hold the CPU's queue for later tests
+
+    planned_run(ws, "old", 250, state="finished", step=250)
+    for step in (100, 20):
+        folder = ws.run_dir("old") / "checkpoints" / f"step-{step}"
+        folder.mkdir(parents=True)
+        for name in ("model.safetensors", "config.json"):
+            (folder / name).write_text("{}")
+    assert app.main(["delete-run", "old", "--workspace", str(ws.root)]) == 0  # without --yes: says what goes
+    assert "Would delete run old and its 2 checkpoint(s) (step-20, step-100)" in capsys.readouterr().out
+    assert ws.run_dir("old").exists()
+    assert app.main(["delete-run", "old", "--yes", "--workspace", str(ws.root)]) == 0
+    assert "Deleted run old." in capsys.readouterr().out and not ws.run_dir("old").exists()
+    assert app.main(["stop", "old", "--workspace", str(ws.root)]) == 2
+    assert "There is no run called old" in capsys.readouterr().err
+
+
 def test_resume_auto_on_the_command_line_goes_on_with_the_run_as_continue_does(ws, capsys):
     """Its help said "auto: continue this run's newest checkpoint"; with a run's name it was refused ("exists
     already: add --continue"). Now it takes the --continue way (here: a run training now is not touched)."""

@@ -197,8 +197,9 @@ def start(ws: Workspace, run_name: str, config_path: Path, devices: str = "cpu",
     return update_status(run_dir, launcher_pid=proc.pid)
 
 
-def stop(ws: Workspace, run_name: str) -> str:
-    """First call: ask the trainer to finish its step, save and exit. Second call: kill it."""
+def stop(ws: Workspace, run_name: str, again: str = "Press Stop again") -> str:
+    """First call: ask the trainer to finish its step, save and exit. Second call: kill it. `again`: how a second
+    call is made, in the words of the UI or the command line."""
     run_dir = ws.run_dir(run_name)
     status = reconcile(run_dir)
     if status.get("state") not in ACTIVE:
@@ -217,7 +218,8 @@ def stop(ws: Workspace, run_name: str) -> str:
             _signal(pid, signal.SIGTERM)
         if status.get("state") == "queued":
             return f"{run_name} left the queue."
-        return f"Stopping {run_name}: it finishes the current step, saves a checkpoint and exits. Press Stop again to kill it."
+        return (f"Stopping {run_name}: it finishes the current step, saves a checkpoint and exits. {again} to kill "
+                "it.")
     for pid in _tree(status.get("launcher_pid")) + _tree(status.get("pid")):  # children first, then their parents
         _kill_group(pid)
     update_status(run_dir, state="stopped", ended=time.time(),
