@@ -229,3 +229,4 @@ def test_the_name_box_says_whether_prepare_adds_to_a_dataset_or_makes_one(tmp_pa
     ws = make_dataset(tmp_path / "ws", "abebe")
     assert name_note(ws, " abebe ").startswith("abebe exists: Prepare adds these recordings to it")
     assert name_note(ws, "tigist") == "a new dataset: Prepare makes tigist" and name_note(ws, "") is None
+    assert name_note(ws, "Abebe voice").startswith("The dataset name 'Abebe voice' cannot be used: use Latin or")

@@ -19,7 +19,7 @@ from utils.datasets.config import PrepareConfig
 from utils.events import StudioError
 from utils.datasets.prepare import no_text_yet
 from utils.training.speed import say_hours
-from utils.workspace import readable
+from utils.workspace import check_name, readable
 from webui import transcripts
 from webui.components import dataset_pick, dataset_picker, says_errors, shown_name
 from webui.context import AppContext
@@ -68,6 +68,10 @@ def name_note(ws, name: str | None) -> str | None:
     name = (name or "").strip()
     if not name:
         return None
+    try:
+        check_name(name, "dataset name")  # said as it is typed, not only by Prepare once pressed
+    except StudioError as exc:
+        return str(exc)
     if name in ws.list_datasets():
         return (f"{name} exists: Prepare adds these recordings to it, and its rows keep your Keep/Exclude decisions "
                 "and fixed transcripts (a file under an id it has already is added as a duplicate, left out)")
@@ -377,7 +381,8 @@ def build(ctx: AppContext) -> list:
         return (gr.update(choices=cols, value=info["audio"]), gr.update(choices=cols, value=info["text"]),
                 gr.update(choices=[""] + cols, value=info["speaker"] or ""), note, gr.update(open=info["ambiguous"]))
 
-    gr.on([name.blur, name.submit], lambda n: name_note(ws, n) or "", name, name_said, show_progress="hidden")
+    gr.on([name.input, name.blur, name.submit], lambda n: name_note(ws, n) or "", name, name_said,
+          show_progress="hidden", trigger_mode="always_last")
     files.change(on_upload, [files, path], [audio_col, text_col, speaker_col, csv_info, csv_box], api_name="dataset_inspect")
     gr.on([files.change, path.submit, path.blur, half_mels.change, keep_uploads.change],
           lambda f, p, h, k: disk_line(ws, f, p, ctx.data_dirs, h, k), [files, path, half_mels, keep_uploads],
