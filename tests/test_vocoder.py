@@ -451,10 +451,12 @@ def test_the_time_limit_ends_a_vocoder_run_as_finished_and_saved_and_a_resume_tr
     ended = run_to_end(train_vocoder(ws, tiny_config(max_steps=1000, max_minutes=1e-5)))  # spent before step 1
     status = read_json(ws.run_dir("voc") / "status.json")
     assert status["state"] == "finished" and ended_by_time_limit(status), status
-    assert "its time budget of" in status["message"] and ended.name == f"step-{status['step']}"
+    assert status["message"].startswith("its time limit of 1e-05 min was spent before its first step (loading the "
+                                        "data and the model took ") and "nothing was trained" in status["message"]
+    assert ended.name == "step-0"  # a vocoder run keeps its untrained start
     assert "time limit: training ends by" in (ws.run_dir("voc") / "train.log").read_text()
-    again = run_to_end(train_vocoder(ws, tiny_config(max_steps=status["step"] + 1, resume="auto")))
-    assert again.name == f"step-{status['step'] + 1}"
+    again = run_to_end(train_vocoder(ws, tiny_config(max_steps=1, resume="auto")))
+    assert again.name == "step-1"
 
 
 def test_dataset_without_manifest_is_a_clear_error(tmp_path):

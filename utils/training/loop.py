@@ -441,6 +441,10 @@ class TrainingLoop:
             if over:  # a finished run: evaluated and saved at its end like one that trained every step
                 ended_by, message = TIME_BUDGET, (f"finished at step {self.step} of {s.max_steps}: its time budget of "
                            f"{s.max_seconds / 60:g} min is spent (resume it to train on)")
+                if self.step == start_step:  # nothing to evaluate: said, not a last evaluation promised and not made
+                    message = (f"its time limit of {s.max_seconds / 60:g} min was spent before its first step "
+                               f"(loading the data and the model took {time.time() - self.started:.0f} s): nothing "
+                               "was trained; give it more minutes and start it again")
                 break
             t0, graphs = time.perf_counter(), self.compiled.graphs()
             losses, grad_norms, skipped, overflow = self._step()
