@@ -155,6 +155,9 @@ def cmd_list(args) -> None:
               for r in held["runs"]]
     lines += [f"voices ({len(held['voices'])}): {', '.join(held['voices']) or '-'}",
               f"vocoders ({len(held['vocoders'])}): {', '.join(held['vocoders']) or '-'}"]
+    if held["runs"]:  # the list says "Resume" as the Training tab does: the commands for it here
+        lines += ["a run: go on with it (Resume): python app.py train --run RUN --continue; stop it: python app.py "
+                  "stop RUN; speak with it: python app.py synth --voice RUN \"ሰላም\""]
     print("\n".join(lines))
 
 

@@ -19,6 +19,7 @@ def test_list_names_the_datasets_runs_and_voices_of_the_workspace(capsys, tmp_pa
     out = capsys.readouterr().out
     assert re.search(r"datasets \(1\):\n  am  4 usable of 4 clips, \d+ s\n", out), out  # seconds, not "0.00 h"
     assert "runs (1):\n  r1  finished at step 40  (am, tiny)" in out and "voices (0): -" in out
+    assert "go on with it (Resume): python app.py train --run RUN --continue; stop it: python app.py stop RUN" in out
 
     assert app.main(["list", "--workspace", str(ws.root), "--json"]) == 0
     held = json.loads(capsys.readouterr().out)

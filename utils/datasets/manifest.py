@@ -20,7 +20,8 @@ def manifest_folder(ws: Workspace, name: str) -> Path:
     """The dataset's folder, refused by name when it holds no rows yet."""
     folder = ws.dataset_dir(name)
     if not store.exists(folder):
-        raise StudioError(f"Dataset {name!r} has no rows yet; prepare it on the Dataset tab first.")
+        raise StudioError(f"Dataset {name!r} has no rows yet; prepare it on the Dataset tab first (or python app.py "
+                          "prepare).")
     return folder
 
 
@@ -63,7 +64,8 @@ def require_usable(ws: Workspace, name: str) -> None:
     """Refuse, naming the dataset, when it has no row a run could train on: a run started on it would fail seconds
     later, after its run folder and queue entry were made. Reads one column, not the rows."""
     if name not in ws.list_datasets():
-        raise StudioError(f"There is no prepared dataset called {name!r}; prepare it on the Dataset tab.")
+        raise StudioError(f"There is no prepared dataset called {name!r}; prepare it on the Dataset tab (or python "
+                          "app.py prepare).")
     if not store.query(manifest_folder(ws, name), "SELECT 1 FROM rows WHERE excluded = 0 LIMIT 1"):
         raise StudioError(f"Dataset {name!r} has no usable clip to train on (every row is excluded, or none was "
                           "made): keep some rows on the Dataset tab, or prepare it again with recordings.")

@@ -40,7 +40,8 @@ def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str 
     if not dataset:
         raise StudioError("Choose a prepared dataset first (Dataset tab).")
     if dataset not in ws.list_datasets():
-        raise StudioError(f"There is no prepared dataset called {dataset!r}; prepare it on the Dataset tab.")
+        raise StudioError(f"There is no prepared dataset called {dataset!r}; prepare it on the Dataset tab (or "
+                          "python app.py prepare).")
     # the saved settings serve every family: from_dict keeps those of a family's own (mas...) that this one takes
     values = {**saved_settings(ws), **(overrides or {})}
     init = init or families.get(engine).default_init(preset)  # the family's start: from zero, or its base
@@ -89,7 +90,8 @@ def vocoder_config(ws: Workspace, dataset: str, init: str = "", preset: str = "m
 
     if dataset not in ws.list_datasets():
         raise StudioError("Choose a prepared dataset first (Dataset tab)." if not dataset else
-                          f"There is no prepared dataset called {dataset!r}; prepare it on the Dataset tab.")
+                          f"There is no prepared dataset called {dataset!r}; prepare it on the Dataset tab "
+                          "(or python app.py prepare).")
     require_usable(ws, dataset)  # no clip to learn from: refused before a run folder or a queue entry
     gpus = len(hardware.query_gpus())
     cfg = VocoderTrainConfig(dataset=dataset, run=run.strip() or f"{dataset}-vocoder-{time.strftime('%Y%m%d-%H%M%S')}",
