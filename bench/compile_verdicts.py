@@ -5,7 +5,8 @@
 
 Why: the decision is made from estimates (what a graph costs on this many CPU cores, what a compiled step saves on
 this card) until a run of the workspace has measured its graphs; this prints, for fake machines as the tests make
-them, whether a run compiles and from how many steps it would pay. Nothing is timed or compiled.
+them, whether a run compiles, from how many steps it would pay, and from what time limit (max_minutes) a run that
+has one would. Nothing is timed or compiled.
 """
 from __future__ import annotations
 
@@ -47,10 +48,14 @@ def main() -> None:
                         pays = re.search(r"pays from about (\d+) steps", m.reasons["compile"]).group(1)
                         row["pays from"] = f"{int(pays):,} steps"
                         row["why"] = m.reasons["compile"].split("(", 1)[1].split(";")[0]  # the graphs' cost
+                # under a time limit (max_minutes) the steps are those it leaves time for: the least limit that pays
+                cfg = TrainConfig(preset=args.preset, max_steps=10**7, max_minutes=1, workspace=empty)
+                m = opt.resolve(cfg, report, plan=MatchaAdapter.memory_plan(cfg))
+                row["limit"] = re.search(r"a time limit of about (.+?) or more", m.reasons["compile"]).group(1)
                 rows.append(row)
     print(common.markdown_table([("card", "card"), ("cores", "CPU cores"),
                                  *[(s, f"{s:,} steps") for s in args.steps], ("pays from", "pays from about"),
-                                 ("why", "the graphs' cost")], rows))
+                                 ("limit", "with a time limit, from about"), ("why", "the graphs' cost")], rows))
     print(f"\nMatcha `{args.preset}`, the trainer's guessed batch, at most 8 shapes x 2 parts; `{common.command()}`")
 
 
