@@ -315,7 +315,7 @@ def test_the_command_line_neither_rewrites_a_run_in_use_nor_takes_a_count_that_t
                         "max_steps must be 1 or more, not -5 (--max-steps on the command line)"),
                        # what the trainer refused only once started, leaving a failed run (or a bare folder) behind
                        (["--run", "fresh", "--dataset", "am", "--lr", "-1"],
-                        "lr must be more than 0, not -1 (--lr on the command line); nothing was started"),
+                        "lr must be 0 or more, not -1 (--lr on the command line); nothing was started"),
                        (["--run", "fresh", "--dataset", "am", "--compile", "maybe"],
                         "compile must be true, false or auto, not 'maybe' (--compile on the command line)"),
                        (["--run", "fresh", "--dataset", "am", "--max-minutes", "-2"],

@@ -209,7 +209,7 @@ SWITCHES = ("tf32", "grad_checkpointing", "compile", "pin_memory", "fused_adamw"
 
 def check_settings(cfg: TrainConfig) -> None:
     """Refuse, before a run folder is made, a setting the trainer would refuse once started (a failed run left in the
-    list for a typo): a count below its least, a switch that is not true/false/auto, a learning rate of 0 or less, a
+    list for a typo): a count below its least, a switch that is not true/false/auto, a negative learning rate, a
     negative time limit, a GPU asked for where none is. Each names its setting and flag."""
     def refuse(name: str, what: str):
         raise StudioError(f"{name} {what} (--{name.replace('_', '-')} on the command line); nothing was started.")
@@ -229,8 +229,8 @@ def check_settings(cfg: TrainConfig) -> None:
             lr = float(cfg.lr)
         except (TypeError, ValueError):
             refuse("lr", f"must be a number such as 2e-4, or auto, not {cfg.lr!r}")
-        if not lr > 0:
-            refuse("lr", f"must be more than 0, not {cfg.lr}")
+        if not lr >= 0:  # 0 trains nothing, yet is the way to measure frozen weights
+            refuse("lr", f"must be 0 or more, not {cfg.lr}")
     if cfg.device not in (AUTO, "cuda", "cpu", "mps"):
         refuse("device", f"must be auto, cuda, cpu or mps, not {cfg.device!r}")
     if cfg.device == "cuda":
