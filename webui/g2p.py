@@ -163,7 +163,9 @@ def build(ctx: AppContext) -> list:
     refresh.click(partial(dataset_choices, ws), dataset, dataset, api_name="g2p_datasets")
     go.click(says_errors(partial(convert, ws), [convert_status], convert_status), dataset, convert_status,
              api_name="g2p_convert")
-    # the example text is already in the box: show its reading at page load, not three empty boxes; the dataset
-    # picker as the workspace is at page load and each time the tab opens (a dataset prepared or deleted meanwhile)
+    # the example text is already in the box: show its reading at page load, not three empty boxes, unless the
+    # curator typed first ("restore": dropped on an edit; answered late on a busy server, the example's reading was
+    # drawn over that of the text typed and read); the dataset picker as the workspace is at page load and each time
+    # the tab opens (a dataset prepared or deleted meanwhile)
     picker = (partial(dataset_choices, ws), [dataset], [dataset])
-    return [(explained, [text], [normalized, ipa, symbols, notes]), picker, (*picker, "open")]
+    return [(explained, [text], [normalized, ipa, symbols, notes], "restore"), picker, (*picker, "open")]
