@@ -358,9 +358,10 @@ def test_matcha_says_how_long_its_run_takes_here_as_the_other_engines_do(tmp_pat
 
 
 def test_a_curators_edit_drops_the_refreshes_it_makes_stale_but_never_a_plain_page_load(tmp_path):
-    """An edit cancels a tab's refresh on opening and the Training tab's restore of the last form, answered late
-    over the edit (the browser test sees it); a plain page load must land: the Optimizations tab's settings filled
-    from the saved file, dropped, would leave the values the page was built with, and Save writes every box."""
+    """An edit cancels a tab's refresh on opening, the Training tab's restore of the last form and the G2P tab's
+    reading of its example, answered late over the edit (the browser tests see it); a plain page load must land: the
+    Optimizations tab's settings filled from the saved file, dropped, would leave the values the page was built with,
+    and Save writes every box."""
     from webui.app import build_ui
     from webui.context import AppContext
 
@@ -374,8 +375,11 @@ def test_a_curators_edit_drops_the_refreshes_it_makes_stale_but_never_a_plain_pa
           for kind in ("load", "select")}
     restores = [i for i, d in on["load"].items() if "engine" in labels(d.outputs)]
     settings_fill = [i for i, d in on["load"].items() if any("(patience)" in str(x) for x in labels(d.outputs))]
-    assert len(restores) == 1 and len(settings_fill) == 1
-    assert set(on["load"]) & cancelled == {restores[0]}  # the restore alone; the settings land
+    # the G2P tab's reading of its example text: answered late, it was drawn over that of the text typed and read
+    example = [i for i, d in on["load"].items()
+               if any(getattr(b, "elem_id", None) == "g2p-warnings" for b in d.outputs)]
+    assert len(restores) == 1 and len(settings_fill) == 1 and len(example) == 1
+    assert set(on["load"]) & cancelled == {restores[0], example[0]}  # the restore and the example; the settings land
     refreshes = [d for i, d in on["select"].items() if i in cancelled]
     assert any("dataset" in labels(d.outputs) and "engine" in labels(d.inputs) for d in refreshes)  # Training's
     edits = [d for d in demo.fns.values() if d.fn is None and restores[0] in d.cancels]
