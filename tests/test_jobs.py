@@ -327,6 +327,13 @@ def test_the_command_line_neither_rewrites_a_run_in_use_nor_takes_a_count_that_t
         assert app.main(["train", "--workspace", str(ws.root), *argv]) == 2, argv
         assert said in capsys.readouterr().err, argv
     assert config.read_bytes() == before and not ws.run_dir("fresh").exists()
+    # train-vocoder's word for a fresh start (--resume no) is train's too, not a folder called "no" that fails later
+    from utils.training import TrainConfig, prepare_run
+
+    path = prepare_run(TrainConfig.from_dict({**TINY, "workspace": str(ws.root), "dataset": "am", "run": "anew",
+                                              "resume": "no"}))
+    assert json.loads(path.read_text())["train"]["resume"] == "none"
+    shutil.rmtree(path.parent)
 
 
 def test_the_command_line_stops_and_deletes_a_run_as_the_training_tab_does(ws, capsys):
