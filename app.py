@@ -266,13 +266,18 @@ def add_stop_command(sub) -> None:
     p.set_defaults(func=cmd_stop)
 
 
-def cmd_stop(args) -> None:
-    from utils import jobs
-
+def existing_run(args) -> Workspace:
+    """The workspace, once the run args.run is found in it (else refused, saying where the names are listed)."""
     ws = Workspace.open(args.workspace)
     if not (ws.run_dir(args.run) / "config.json").exists():
         raise StudioError(f"There is no run called {args.run} (python app.py list shows the runs).")
-    print(jobs.stop(ws, args.run, again="Run the same command again"))
+    return ws
+
+
+def cmd_stop(args) -> None:
+    from utils import jobs
+
+    print(jobs.stop(existing_run(args), args.run, again="Run the same command again"))
 
 
 def add_delete_run_command(sub) -> None:
@@ -286,17 +291,16 @@ def add_delete_run_command(sub) -> None:
 def cmd_delete_run(args) -> None:
     from utils.runs import control
 
-    ws = Workspace.open(args.workspace)
     if not args.yes:
-        if not (ws.run_dir(args.run) / "config.json").exists():
-            raise StudioError(f"There is no run called {args.run} (python app.py list shows the runs).")
         from utils.training.checkpoint import step_folders
+
+        ws = existing_run(args)
 
         kept = [p.name for _, p in step_folders(ws.run_dir(args.run) / "checkpoints")]
         print(f"Would delete run {args.run} and its {len(kept)} checkpoint(s) ({', '.join(kept) or 'none'}); voices "
               "exported from it stay. Run the same command with --yes to delete it: it cannot be brought back.")
         return
-    print(control.delete(ws, args.run))
+    print(control.delete(Workspace.open(args.workspace), args.run))
 
 
 # ---------------------------------------------------------------------------------- separate

@@ -325,19 +325,10 @@ def expectations(ctx: AppContext, engine: str | None, dataset: str | None, steps
         can, _ = family.machine_verdict(hardware.detect(ctx.workspace.root))  # why: the line above the form says it
         lines = lines if can else [f"**Start refuses {family.TITLE} on this machine** (why is said above); what "
                                    "follows is what a run would take here", *lines]
-        if limit := _time_limit(ctx.workspace):
+        if limit := settings.saved_time_limit(ctx.workspace):
             lines.append(f"**Time limit: {limit:g} min** (the Optimizations tab's): a run that takes longer ends there "
                          "with a last quality check and a save, however many steps are left; Resume trains on")
     return gr.update(visible=bool(lines), value="\n".join(f"- {line}" for line in lines))
-
-
-def _time_limit(ws) -> float:
-    """The saved time limit of every new run (max_minutes), 0 for none; a settings file that does not read is said
-    where it is edited, not here."""
-    try:
-        return float(settings.saved_settings(ws).get("max_minutes") or 0)
-    except (StudioError, TypeError, ValueError):
-        return 0.0
 
 
 def engine_advice(ctx: AppContext, dataset: str | None) -> dict:
@@ -595,9 +586,8 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
             raise StudioError("Choose a run first.")
         vocoder = (read_json(ws.run_dir(name) / "config.json", {}) or {}).get("kind") == "vocoder"
         # the time limit saved on the Optimizations tab now (this session's), else the run's own
-        saved = settings.saved_settings(ws).get("max_minutes")
         control.resume_training(ws, name, int((vocoder_steps if vocoder else steps) or 0) or None,
-                                max_minutes=None if saved is None else float(saved))
+                                max_minutes=settings.saved_time_limit(ws))
         return views.state_line(ws, name), name
 
     def on_delete(name, confirmed):  # the picker and the list forget the run at once, not at the next poll

@@ -288,8 +288,8 @@ def engine_steps(engine: str | None, device: str | None = None) -> int:
 
 def _speakable(text: str, user_dict: dict) -> bool:
     """Has the text something the frontend reads: an Ethiopic letter, numbers the normalizer reads out in Amharic
-    words (12345, as the G2P tab shows; not among Latin words), an all-capital abbreviation it spells (BBC), or a word the pronunciation
-    dictionary reads ("Hello" with an entry)?"""
+    words (12345, as the G2P tab shows; not among Latin words), an all-capital abbreviation it spells (BBC), or a
+    word the pronunciation dictionary reads ("Hello" with an entry)?"""
     return (any(is_ethiopic(ch) for ch in text) or re.search(r"\d", text) and not re.search(r"[A-Za-z]", text)
             or ACRONYM.search(text) is not None
             or any(dictionary_key(word, user_dict) for word in re.findall(r"[A-Za-z]+", text)))

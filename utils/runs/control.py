@@ -10,7 +10,7 @@ from pathlib import Path
 from utils import families
 from utils.events import StudioError
 from utils.jobs import ACTIVE, ended_by_time_limit, reconcile
-from utils.runs.settings import eval_schedule, saved_settings
+from utils.runs.settings import eval_schedule, saved_settings, saved_time_limit
 from utils.workspace import Workspace, atomic_write_json, read_json
 
 
@@ -98,7 +98,7 @@ def vocoder_config(ws: Workspace, dataset: str, init: str = "", preset: str = "m
                              preset=preset, init=str(ws.inside(init)) if init else None, resume="auto",
                              max_steps=int(max_steps or (hardware.VOCODER_STEPS_GPU if gpus else hardware.VOCODER_STEPS_CPU)),
                              batch_size=16 if gpus else 4,
-                             max_minutes=float(saved_settings(ws).get("max_minutes") or 0))  # the Optimizations tab's
+                             max_minutes=saved_time_limit(ws) or 0.0)  # the Optimizations tab's
     cfg.reasons["batch_size"] = ("16 crops of 0.68 s: the Vocos recipe" if gpus else
                                  "4 crops: no GPU here, where the recipe's 16 would make each step minutes long")
     for key, value in (overrides or {}).items():

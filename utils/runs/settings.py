@@ -30,6 +30,16 @@ def saved_settings(ws: Workspace) -> dict:
     return saved
 
 
+def saved_time_limit(ws: Workspace) -> float | None:
+    """The time limit (max_minutes) saved on the Optimizations tab, None where none was saved: every new run takes
+    it, and a resume too (it is the session's). A settings file that does not read is said where it is edited."""
+    try:
+        value = saved_settings(ws).get("max_minutes")
+        return None if value is None else float(value)
+    except (StudioError, TypeError, ValueError):
+        return None
+
+
 def save_settings(ws: Workspace, settings: dict) -> dict:
     from utils.training import TrainConfig
     from utils.workspace import atomic_write_json
