@@ -37,7 +37,8 @@ DATA_DIRS_ENV = "AMHARIC_TTS_DATA_DIRS"
 def add_ui_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                    help="interface to listen on (0.0.0.0 to reach it from other machines)")
-    p.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)))
+    p.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)),
+                   help="the port the page is served on (default: $GRADIO_SERVER_PORT, else 7860)")
     p.add_argument("--share", action="store_true", help="public gradio.live link (password-protected)")
     p.add_argument("--auth", default=os.environ.get(AUTH_ENV),
                    help=f"USER:PASS required to open the app (also ${AUTH_ENV})")
@@ -198,7 +199,10 @@ def add_prepare_command(sub) -> None:
     p = sub.add_parser("prepare", help="import, check and prepare a dataset")
     p.add_argument("source", help="zip, folder, CSV/TSV, or long recording (+ .srt/.vtt)")
     p.add_argument("--name", required=True, help="dataset name (folder under workspace/datasets)")
-    p.add_argument("--format", default="auto", choices=["auto", "ljspeech", "csv", "pairs", "subtitles", "long"])
+    p.add_argument("--format", default="auto", choices=["auto", "ljspeech", "csv", "pairs", "subtitles", "long"],
+                   help="how the source is laid out (auto: found from its files): ljspeech = metadata.csv + wavs/; "
+                        "csv = a CSV/TSV with audio and text columns; pairs = audio files each with a .txt of the same "
+                        "name; subtitles = long recordings with .srt/.vtt; long = long recordings cut at pauses")
     p.add_argument("--in-place", action="store_true", help="a folder source is read where it is (a mounted drive), "
                    "not copied into the dataset's raw/: it must stay there for the dataset to be prepared again")
     p.add_argument("--half-mels", action="store_true", help="keep the mel cache in 16-bit floats: half its size on "
@@ -308,7 +312,9 @@ def add_separate_command(sub) -> None:
     p = sub.add_parser("separate", help="remove music under speech")
     p.add_argument("input", nargs="?", help="audio file")
     p.add_argument("output", nargs="?", help="where to write the speech")
-    p.add_argument("--backend", default="auto", choices=["auto", "spleeter", "demucs", "dsp"])
+    p.add_argument("--backend", default="auto", choices=["auto", "spleeter", "demucs", "dsp"],
+                   help="auto: the best this machine has (said before it runs); spleeter: offline, installed; "
+                        "demucs: the best, its ~80 MB of weights downloaded on first use; dsp: no model, rougher")
     p.add_argument("--residual", metavar="FILE", help="also write what was removed")
     p.add_argument("--dataset", metavar="NAME", help="process every clip of a dataset instead (a run cut off goes "
                    "on where it stopped)")
@@ -427,7 +433,7 @@ def continued_run(args):
     return path
 
 
-def cmd_train(args) -> None:
+def cmd_train(args) -> int | None:
     from utils.training import prepare_run, read_run_config, run
 
     check_queue_args(args, "utils.training")
@@ -452,6 +458,15 @@ def cmd_train(args) -> None:
           + (f", best {result['best_checkpoint']} (MCD {result['best_mcd']:.2f} dB)" if result["best_checkpoint"] else ""))
     if result["state"] == "failed":
         raise StudioError(result["message"])
+    return stopped_code(result["state"])
+
+
+STOPPED = 130  # what a shell reports for Ctrl+C: `train ... && export-voice ...` goes no further with a run cut short
+
+
+def stopped_code(state: str) -> int:
+    """The exit status of a run that ended in `state`: 0 only when it trained every step it was given."""
+    return STOPPED if state == "stopped" else 0
 
 
 # ------------------------------------------------------------------------------------- synth
@@ -537,7 +552,7 @@ def add_export_command(sub) -> None:
                    "voice's own, else the workspace's vocoders/vocos-mel-24khz)")
     p.add_argument("--onnx", action="store_true", help="also write acoustic.onnx (+ vocoder.onnx)")
     p.add_argument("--onnx-steps", type=int, default=10, help="flow steps baked into acoustic.onnx")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--overwrite", action="store_true", help="replace a voice of that name (without it: refused)")
     p.set_defaults(func=cmd_export)
 
 
@@ -554,7 +569,7 @@ def cmd_export(args) -> None:
 # ----------------------------------------------------------------------------- train-vocoder
 def add_train_vocoder_command(sub) -> None:
     p = sub.add_parser("train-vocoder", help="fine-tune (or train) the Vocos vocoder on a dataset's audio")
-    p.add_argument("--dataset", required=True)
+    p.add_argument("--dataset", required=True, help="the dataset's name (python app.py list names them)")
     p.add_argument("--run", help="run name (default: dataset-vocoder)")
     p.add_argument("--init", metavar="VOCODER",
                    help="public Vocos folder/file (config.yaml + pytorch_model.bin), hub id, or our checkpoint")
@@ -574,7 +589,7 @@ def add_train_vocoder_command(sub) -> None:
     p.set_defaults(func=cmd_train_vocoder)
 
 
-def cmd_train_vocoder(args) -> None:
+def cmd_train_vocoder(args) -> int | None:
     from utils.runs import control
     from utils.vocoder.training import train_vocoder
 
@@ -596,6 +611,9 @@ def cmd_train_vocoder(args) -> None:
                                  args.max_steps, {**overrides, "init": args.init})  # a folder anywhere, or a hub id
     folder = run_to_end(train_vocoder(ws, cfg), printer=print)
     print(f"vocoder checkpoint: {folder}")
+    from utils.jobs import read_status
+
+    return stopped_code(read_status(ws.run_dir(cfg.run)).get("state", ""))
 
 
 # ------------------------------------------------------------------------- check-transcripts
@@ -603,7 +621,7 @@ def add_check_transcripts_command(sub) -> None:
     p = sub.add_parser("check-transcripts", help="rank a dataset's clips by how likely their transcript is wrong",
                        description="Highest score = most suspicious. Written to datasets/NAME/transcript_check.json "
                                    "(the Dataset tab's review list).")
-    p.add_argument("--dataset", required=True)
+    p.add_argument("--dataset", required=True, help="the dataset's name (python app.py list names them)")
     p.add_argument("--method", default="auto", choices=["auto", "alignment", "asr"],
                    help="alignment: a short training of the tiny voice model, then its aligner (offline, CPU); "
                         "asr: the workspace's speech recognizer; auto: alignment, plus the recognizer when present")
@@ -642,7 +660,7 @@ def add_transcribe_command(sub) -> None:
     p = sub.add_parser("transcribe", help="machine drafts, with their confidence, for clips without a transcript",
                        description="Drafts go to datasets/NAME/transcript_drafts.json, never over a curator's text; "
                                    "the Dataset tab lists them for review, least confident first.")
-    p.add_argument("--dataset", required=True)
+    p.add_argument("--dataset", required=True, help="the dataset's name (python app.py list names them)")
     p.add_argument("--model", help="recognizer to fetch once and use: a Hugging Face id or a folder (default: the "
                                    "installed one, else $AMHARIC_TTS_ASR_SOURCE, else this machine's omniASR CTC: "
                                    "`app.py hardware` says which; facebook/mms-1b-all with --lang amh)")
@@ -703,13 +721,13 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if warning := gpu_warning():
             print(f"warning: {warning}", file=sys.stderr)
-        (args.func if args.command else cmd_ui)(args)
+        code = (args.func if args.command else cmd_ui)(args)
     except StudioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        return 130
-    return 0
+        return STOPPED
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@
   document.addEventListener("click", (event) => {
     const button = studioTab(event.target);
     if (!button) return;
+    // A toast says what a tab's action did; on another tab it read as that tab's (a G2P warning over Training).
+    // The tab that made it keeps the words in a box (says_errors), so it can go.
+    document.querySelectorAll('button[data-testid="toast-close"]').forEach((close) => close.click());
     history.replaceState(null, "", "#" + encodeURIComponent(button.dataset.tabId));
     try { localStorage.setItem(KEY, button.dataset.tabId); } catch (e) { /* storage off: the address keeps it */ }
   }, true);

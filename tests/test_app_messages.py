@@ -96,3 +96,21 @@ def test_the_command_line_says_a_bad_workspace_speed_or_an_early_ctrl_c_in_words
 
     monkeypatch.setattr(app, "torch_problem", interrupted)
     assert app.main(["list", "--workspace", str(tmp_path / "ws")]) == 130
+
+
+def test_every_flag_of_every_command_says_what_it_does():
+    """`prepare --help` listed --format with its choices and no word of what they were; six more flags said nothing
+    (--port, --backend, --overwrite, three --dataset)."""
+    import argparse
+
+    import app
+
+    def silent(parser, command):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from silent(sub, name)
+            elif action.help is None and action.dest != "help":
+                yield f"{command} {'/'.join(action.option_strings) or action.dest}"
+
+    assert list(silent(app.build_parser(), "app.py")) == []

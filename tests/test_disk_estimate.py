@@ -235,3 +235,15 @@ def test_uploads_copied_from_other_disks_and_linked_ones_are_told_apart(tmp_path
     assert "copy of the uploads from other disks 3 MB" in said
     assert f"The {disk._gb(est['linked'])} of uploads already on the workspace's disk take no more room: the dataset " \
            "links to them." in said and "linked, not copied" not in said
+
+
+def test_the_system_tab_says_the_free_disk_in_the_dataset_tabs_unit(tmp_path, monkeypatch):
+    """The System tab said 24.0 GiB free where the Dataset tab's estimate said 25.8 GB for the same disk: one unit
+    (decimal GB, as disks are sold) and one figure in both places."""
+    from utils import hardware
+    from webui.system import hardware_card
+
+    short_disk(monkeypatch, free=25_800_000_000, total=270 * 10**9)
+    report = hardware.detect(tmp_path)
+    assert "**Free disk** 25.8 GB" in hardware_card(report) and disk._gb(25_800_000_000) == "25.8 GB"
+    assert "free disk: 25.8 GB" in hardware.describe(report)

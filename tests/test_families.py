@@ -156,6 +156,10 @@ def test_the_engine_advice_offline_on_a_cpu_recommends_only_what_trains_here(tmp
     cpu = replace(hardware.detect(ws.root), gpus=[])
     lines = families.advice(ws, "am", cpu)
     assert lines[-1] == "Trains on this machine now: Matcha."
+    # seconds of speech: said what a run of them is (the line above said only that Matcha wants many hours)
+    assert lines[-2].startswith("**How much speech:**") and "not train one worth keeping" in lines[-2]
+    assert families.amount_line(0.5)[0].endswith("not for training from zero, which wants hours.")
+    assert families.amount_line(1.0) == []
     assert not any("MMS-TTS engine here" in line or "OmniVoice here from a clip" in line for line in lines), lines
     f5 = families.get("f5")
     with pytest.raises(StudioError) as refused:

@@ -11,6 +11,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import gradio as gr
 import numpy as np
 import pytest
 import soundfile as sf
@@ -257,6 +258,13 @@ def test_exported_voice_is_self_contained_zipped_and_loads_outside_the_workspace
         assert {"almaz-voice/model.safetensors", "almaz-voice/config.json", "almaz-voice/README.md",
                 "almaz-voice/vocoder/model.safetensors"} <= set(zf.namelist())
         zf.extractall(tmp_path / "elsewhere")
+    # written as any file of this user is (0644 under the usual umask), not 0600 as a temporary file starts:
+    # a voice shared from a server's folder is readable by whoever it is shared with
+    umask = os.umask(0o022)
+    os.umask(umask)
+    wanted = 0o666 & ~umask
+    for f in [ws.root / "exports" / "almaz-voice.zip", *(p for p in folder.rglob("*") if p.is_file())]:
+        assert f.stat().st_mode & 0o777 == wanted, (f, oct(f.stat().st_mode))
     shutil.rmtree(ws.runs)  # nothing outside the voice folder is needed any more
     ws.runs.mkdir()
     assert inference.list_voices(ws) == ["almaz-voice"]
@@ -520,6 +528,29 @@ def test_an_export_left_unnamed_takes_its_runs_name_as_the_training_tab_does(tmp
     said, zip_path = tab.export(AppContext(ws), CKPT, "  ", inference.GRIFFIN_LIM, False, False, 2)
     assert (ws.voices / "r1").is_dir() and zip_path.endswith("r1.zip") and "pick **r1** above" in said
     assert tab.run_of(ws, "r1") == "r1" and tab.run_of(ws, "some-voice") == ""
+
+
+def test_ab_starts_on_two_models_never_a_voice_and_the_checkpoint_it_was_exported_from(tmp_path):
+    """A/B started on an exported voice and its own checkpoint: the same sound twice, as if the curator's two runs
+    had been compared. B takes the first voice that is another model."""
+    from webui import inference as tab
+    from webui.context import AppContext
+
+    ws = voice_workspace(tmp_path / "ws")
+    inference.export_voice(ws, CKPT, "abebe", vocoder=inference.GRIFFIN_LIM)
+    values = [v for _, v in inference.voice_choices(ws)]
+    assert values == ["abebe", CKPT]  # a voice and the one checkpoint it came from: nothing else to compare
+    assert inference.other_voice(ws, "abebe", values) == "abebe" and inference.other_voice(ws, CKPT, values) == CKPT
+    other = CKPT.replace("step-10", "step-5")
+    shutil.copytree(ws.root / CKPT, ws.root / other)
+    values = [v for _, v in inference.voice_choices(ws)]
+    assert values == ["abebe", CKPT, other]
+    assert inference.other_voice(ws, "abebe", values) == other and inference.other_voice(ws, CKPT, values) == other
+    assert inference.other_voice(ws, other, values) == "abebe"
+    with gr.Blocks() as demo:
+        tab.build(AppContext(ws))
+    a, b = (next(c for c in demo.blocks.values() if getattr(c, "elem_id", None) == f"inference-ab-{k}") for k in "ab")
+    assert (a.value, b.value) == ("abebe", other)
 
 
 def test_a_one_speaker_voice_exports_to_onnx_from_the_cli_and_speaks_through_onnx_runtime(tiny_runs_copy):

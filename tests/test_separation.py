@@ -175,9 +175,13 @@ def test_demucs_loads_cached_weights_safely_and_auto_picks_it(tmp_path, monkeypa
     monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path / "hub"))
     api.get_backend.cache_clear()
     assert api.choose_backend("auto").name == "spleeter"
+    # picked by hand without its weights: the Music removal tab says the first run downloads them, before it runs
+    monkeypatch.setattr(api, "_device", lambda: "cpu")
+    assert "its weights (~80 MB) are not here, so the first run downloads them" in api.choose_backend("demucs").reason
     weights = tmp_path / "hub" / "checkpoints" / demucs_backend.HTDEMUCS_FILE
     weights.parent.mkdir(parents=True)
     torch.save(_small_htdemucs_package(), weights)
+    assert api.choose_backend("demucs").reason == "chosen by you; on this CPU it runs over 10x slower than Spleeter"
     assert "slow" in api.choose_backend("auto").reason or "CPU" in api.choose_backend("auto").reason
     monkeypatch.setattr(api, "_device", lambda: "cuda")  # a GPU machine with the weights cached picks Demucs
     choice = api.choose_backend("auto")

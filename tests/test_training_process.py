@@ -139,6 +139,26 @@ def test_app_train_command_trains_and_reports(corpus, capsys):
     assert config["train"]["max_steps"] == 2 and config["resolved"]["compile"] is False
 
 
+def test_ctrl_c_in_the_terminal_saves_the_run_and_exits_130_so_a_command_after_it_does_not_run(corpus):
+    """`app.py train ... && app.py export-voice ...` exported a half-trained voice: Ctrl+C was handled (the step
+    finished, a checkpoint was saved) and the command then said 0, as if every step had been trained."""
+    run_dir = corpus.run_dir("ctrl-c")
+    out = open(corpus.root / "ctrl-c.log", "wb")
+    proc = subprocess.Popen([sys.executable, "app.py", "train", "--workspace", str(corpus.root), "--dataset", "am",
+                             "--run", "ctrl-c", "--preset", "tiny", "--max-steps", "10000", "--eval-every", "0",
+                             "--max-frames-per-batch", "400", "--grad-accumulation", "1"], cwd=ROOT,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    proc.output_path = out.name
+    out.close()
+    wait_for(lambda: (read_json(run_dir / "status.json", {}) or {}).get("step", 0) >= 2, proc)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends the foreground process group
+    assert proc.wait(timeout=120) == 130, Path(proc.output_path).read_text(errors="replace")[-3000:]
+    printed = Path(proc.output_path).read_text()
+    assert "stopped: stopped by request (Ctrl+C in the terminal)" in printed and "Traceback" not in printed
+    assert step_folders(run_dir / "checkpoints")[-1][0] == read_json(run_dir / "status.json")["step"]
+
+
 def test_app_train_without_an_eval_choice_checks_quality_on_the_training_tabs_schedule(tmp_path):
     """Same schedule as a run started on the Training tab: a 300-step run is checked every 50 steps, a
     20000-step one every 1000; a step count given on the command line is kept, 0 included."""

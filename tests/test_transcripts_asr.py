@@ -204,7 +204,7 @@ def test_a_workspace_without_a_recognizer_is_said_once_not_at_every_evaluation(t
     assert [intelligibility(ws, wave, 24_000, ["ሰላም"], "cpu") for _ in range(4)] == [{}] * 4
     said = [line for line in capsys.readouterr().out.splitlines() if "no character error rate" in line]
     assert said == ["evaluation: no character error rate: no speech recognizer in this workspace (get one on the "
-                    "Dataset tab, Get recognizer)"]
+                    "Dataset tab, Get recognizer; or on the command line: python app.py transcribe --dataset NAME)"]
 
 
 def test_the_aligner_training_of_a_check_evaluates_nothing(ws):

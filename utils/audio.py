@@ -24,6 +24,7 @@ import soundfile as sf
 import soxr
 
 from utils.events import StudioError
+from utils.workspace import temp_beside
 
 MODEL_SAMPLE_RATE = 24_000
 # containers and codecs libsndfile does not read; ffmpeg decodes them
@@ -127,7 +128,7 @@ def save_audio(path: str | Path, audio: np.ndarray, sample_rate: int) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     audio = np.asarray(audio, dtype=np.float32)
     data = audio.T if audio.ndim == 2 else audio
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
+    fd, tmp = temp_beside(path, path.suffix)
     os.close(fd)
     try:
         sf.write(tmp, np.clip(data, -1.0, 1.0), sample_rate, subtype="PCM_16" if path.suffix.lower() in (".wav", ".flac") else None)

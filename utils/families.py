@@ -87,13 +87,29 @@ def advice(ws, dataset: str, report) -> list[str]:
     from utils.training.speed import say_hours
 
     gpu = min(report.gpus, key=lambda g: g.memory_gb).name if report.gpus else "no GPU (the CPU trains)"
-    lines = [f"{say_hours(usable_hours(ws, dataset))} of usable speech in {dataset}; this machine: {gpu}."]
+    hours = usable_hours(ws, dataset)
+    lines = [f"{say_hours(hours)} of usable speech in {dataset}; this machine: {gpu}."]
     for name in FAMILIES:
         family = get(name)
         can, why = family.machine_verdict(report)
         can, why = (family.base_verdict(ws)[0], SAID_WHEN_PICKED) if can else (False, why)
         lines.append(f"**{family.TITLE}**: for {family.GUIDE}." + ("" if can else f" Not on this machine: {why}"))
-    return [*lines, trains_here(ws, report)]
+    return [*lines, *amount_line(hours), trains_here(ws, report)]
+
+
+def amount_line(hours: float) -> list[str]:
+    """What this much speech can train, where it is little: a curator with one minute read that the engine trained
+    here wants "many hours" and was told nothing of what a run of theirs would then be."""
+    from utils.training.speed import say_hours
+
+    if hours >= 1.0:
+        return []
+    if hours < 10 / 60:
+        return [f"**How much speech:** {say_hours(hours)} lets a short run check every step from Start to a voice, not "
+                "train one worth keeping: training from zero wants hours, a fine-tune of a base that already speaks "
+                "tens of minutes (MMS-TTS's recipe: 80-150 clips). Add speech on the Dataset tab before a long run."]
+    return [f"**How much speech:** {say_hours(hours)} is enough for a fine-tune of a base that already speaks, not for "
+            "training from zero, which wants hours."]
 
 
 def trains_here(ws, report) -> str:

@@ -189,7 +189,7 @@ def detect(disk_path: str | Path = ".") -> HardwareReport:
         gpus=query_gpus(),
         cpu_count=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
         ram_gb=psutil.virtual_memory().total / 2**30,
-        disk_free_gb=shutil.disk_usage(path).free / 2**30,
+        disk_free_gb=shutil.disk_usage(path).free / 1e9,  # decimal GB, as disks are sold and the Dataset tab says
         mps=_mps_available(),
         torch_version=torch.__version__,
         cuda_version=torch.version.cuda,
@@ -399,7 +399,7 @@ def describe(report: HardwareReport) -> str:
             lines.append(f"GPU {g.index}: {g.summary()}")
     else:
         lines.append("No GPU found" + (" (Apple MPS available)" if report.mps else "") + ": training runs on the CPU.")
-    lines.append(f"CPU cores: {report.cpu_count}, RAM: {report.ram_gb:.1f} GiB, free disk: {report.disk_free_gb:.1f} GiB")
+    lines.append(f"CPU cores: {report.cpu_count}, RAM: {report.ram_gb:.1f} GiB, free disk: {report.disk_free_gb:.1f} GB")
     lines.append("\nRecommended settings:")
     for name, s in report.recommended.items():
         lines.append(f"  {name:22} {str(s.value):8} {s.reason}")

@@ -9,6 +9,18 @@ from pathlib import Path
 from utils.events import StudioError
 
 
+def save_safetensors(tensors: dict, path: str | Path) -> None:
+    """safetensors' save_file, with the mode any file this user writes gets (it makes the file 0600)."""
+    import os
+
+    from safetensors.torch import save_file
+
+    from utils.workspace import file_mode
+
+    save_file(tensors, str(path))
+    os.chmod(path, file_mode())
+
+
 def load_safetensors(path: str | Path) -> dict:
     from safetensors.torch import load_file
 

@@ -129,11 +129,33 @@ def readable(ws: Workspace, path: str | Path, data_dirs: Iterable[Path] = ()) ->
     return p
 
 
+def file_mode() -> int:
+    """The mode a file this user writes gets (0644 under the usual umask), read without changing the umask (os.umask
+    would, for every thread at once). For writers that make 0600 files (mkstemp, safetensors): an exported voice
+    or a dataset is then readable by whoever the curator shares the folder with."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o644
+
+
+def temp_beside(path: Path, suffix: str = ".tmp") -> tuple[int, str]:
+    """(fd, name) of a new hidden file in `path`'s folder, to be renamed onto `path` once whole, with the mode of
+    any file this user writes (mkstemp makes it 0600)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=suffix)
+    os.fchmod(fd, file_mode())
+    return fd, tmp
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary file in the same folder, flush, then rename: readers never see half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -263,7 +263,7 @@ def build(ctx: AppContext):
         ab_copied = gr.State(text.value)  # the main text last copied here: a box still showing it was not edited
         with gr.Row():
             voice_a = gr.Dropdown(label="A", choices=voices, value=first, elem_id="inference-ab-a")
-            voice_b = gr.Dropdown(label="B", choices=voices, value=next((v for _, v in voices if v != first), first),
+            voice_b = gr.Dropdown(label="B", choices=voices, value=inference.other_voice(ws, first, [v for _, v in voices]),
                                   elem_id="inference-ab-b")
         ab_go = gr.Button("Compare", elem_id="inference-compare")
         with gr.Row():
@@ -331,7 +331,7 @@ def build(ctx: AppContext):
             return value if value in values and value != auto else None
 
         a_pick = kept(a) or pick
-        b_pick = kept(b) or next((v for v in values if v != a_pick), a_pick)
+        b_pick = kept(b) or inference.other_voice(ws, a_pick, values)
         vocoders = vocoder_choices(ctx)
         return (gr.update(choices=now, value=pick, info="" if now else NO_VOICE), gr.update(choices=vocoders),
                 speaker_choices(ctx, pick), gr.update(choices=now, value=a_pick), gr.update(choices=now, value=b_pick),

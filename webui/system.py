@@ -22,7 +22,7 @@ def hardware_card(report: hardware.HardwareReport) -> str:
         lines.append("**No GPU was found**" + (" (Apple MPS is available)" if report.mps else "")
                      + ": training and music removal run on the CPU; keep runs tiny.")
     lines.append(f"**CPU cores** <span id='cpu-count'>{report.cpu_count}</span> · **RAM** {report.ram_gb:.1f} GiB · "
-                 f"**Free disk** {report.disk_free_gb:.1f} GiB")
+                 f"**Free disk** {report.disk_free_gb:.1f} GB")
     cuda = (f" with CUDA {report.cuda_version}" if report.gpus else
             f" (built for NVIDIA GPUs, CUDA {report.cuda_version}: unused here)") if report.cuda_version else ""
     lines.append(f"**Software** PyTorch {report.torch_version}{cuda} · {report.platform}")

@@ -174,7 +174,7 @@ def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State, decided: gr
     with gr.Row():
         method = gr.Dropdown(["auto", "alignment", "asr"], value="auto", label="Method", info=METHOD_HELP)
         check_btn = gr.Button("Check transcripts", variant="primary", elem_id="transcripts-check")
-        cancel_btn = gr.Button("Cancel check", variant="stop", elem_id="transcripts-cancel")
+        cancel_btn = gr.Button("Cancel check", elem_id="transcripts-cancel")
         refresh = gr.Button("Refresh lists")
     check_note = gr.Markdown(elem_id="transcripts-check-note")  # what a press of Check did, said at once
     check_progress = gr.Markdown(elem_id="transcripts-progress")  # how far the check is: beside its log, not over it

@@ -10,7 +10,6 @@ process once), so a training start pays one `stat` per clip, not a hash of the d
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 from dataclasses import replace
 from functools import lru_cache
@@ -20,7 +19,7 @@ import numpy as np
 
 from utils.audio import FeatureConfig, file_digest, load_audio, resample
 from utils.events import StudioError
-from utils.workspace import Workspace, append_jsonl_rows, read_jsonl_from
+from utils.workspace import Workspace, append_jsonl_rows, read_jsonl_from, temp_beside
 
 _DIGESTS: dict[tuple[str, int, int], str] = {}  # (resolved path, size, mtime_ns) -> sha1
 _FRAMES: dict[str, int] = {}  # resolved .npy path -> mel frames
@@ -114,7 +113,7 @@ def cached_frames(path: Path | str) -> int | None:
 def save_npy(path: Path, array: np.ndarray) -> None:
     """Atomic .npy write: a reader (training workers) never sees half an array."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+    fd, tmp = temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:
             np.save(f, array)

@@ -12,12 +12,12 @@ from utils.inference.speech import (DEFAULT_STEPS, DEFAULT_TEMPERATURE, MAX_CHAR
                                     describe, join_chunks, speak, spectrogram_image, split_sentences, synthesize,
                                     workspace_voice)
 from utils.inference.voices import (DEVICES, GRIFFIN_LIM, auto_vocoder, auto_vocoder_label, best_checkpoint,
-                                    default_voice, import_vocoder, list_acoustic_checkpoints, list_vocoders, list_voices, pick_device,
+                                    default_voice, import_vocoder, other_voice, list_acoustic_checkpoints, list_vocoders, list_voices, pick_device,
                                     resolve_voice, speakers, voice_choices, voice_engine, vocoder_menu,
                                     vocoder_note, vocoder_source)
 
 __all__ = ["read_lines", "speak_file", "export_voice", "usage_snippet", "zip_voice", "DEFAULT_STEPS",
            "DEFAULT_TEMPERATURE", "MAX_CHARS", "SAMPLE_SENTENCES", "Chunk", "Voice", "describe", "join_chunks", "speak",
            "spectrogram_image", "split_sentences", "synthesize", "workspace_voice", "DEVICES", "GRIFFIN_LIM",
-           "auto_vocoder", "auto_vocoder_label", "vocoder_menu", "best_checkpoint", "default_voice", "import_vocoder", "list_acoustic_checkpoints", "list_vocoders", "list_voices",
+           "auto_vocoder", "auto_vocoder_label", "vocoder_menu", "best_checkpoint", "default_voice", "import_vocoder", "other_voice", "list_acoustic_checkpoints", "list_vocoders", "list_voices",
            "pick_device", "resolve_voice", "speakers", "voice_choices", "voice_engine", "vocoder_note", "vocoder_source"]

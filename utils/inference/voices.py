@@ -109,6 +109,20 @@ def voice_choices(ws: Workspace) -> list[tuple[str, str]]:
     return choices
 
 
+def model_of(ws: Workspace, value: str) -> str:
+    """The checkpoint a picker's value speaks with: an exported voice's source (config.json), else the value."""
+    if "/" in value or not ws.voice_dir(value).is_dir():
+        return value
+    return ((read_json(ws.voice_dir(value) / "config.json", {}) or {}).get("voice") or {}).get("source") or value
+
+
+def other_voice(ws: Workspace, a: str | None, values: list[str]) -> str | None:
+    """A second voice to compare with `a`: the first of `values` that is another model. An exported voice and the
+    checkpoint it came from are one model (A/B started on them spoke the same sound twice); `a` if nothing else."""
+    same = model_of(ws, a) if a else None
+    return next((v for v in values if v != a and model_of(ws, v) != same), a)
+
+
 def default_voice(ws: Workspace) -> str | None:
     """The picker's value before the curator picks: the best checkpoint (else the newest) of the run training now;
     else, when a voice was exported after every run's last word, that voice (the curator's own pick); else the run

@@ -189,12 +189,10 @@ def _copy_weights(hf_hub_download, tmp: Path) -> None:
     try:
         _copy(hf_hub_download(HUB_ID, WEIGHTS), tmp / WEIGHTS)
     except EntryNotFoundError:
-        from safetensors.torch import save_file
-
-        from utils.safeload import load_torch_plain
+        from utils.safeload import load_torch_plain, save_safetensors
 
         weights = load_torch_plain(hf_hub_download(HUB_ID, WEIGHTS_BIN))
-        save_file({k: v.contiguous() for k, v in weights.items()}, str(tmp / WEIGHTS))
+        save_safetensors({k: v.contiguous() for k, v in weights.items()}, tmp / WEIGHTS)
 
 
 def _copy(cached: str, dest: Path) -> None:
@@ -327,6 +325,6 @@ def load_discriminator_file(path: Path) -> dict:
 
 
 def save_discriminator(state: dict, path: Path) -> None:
-    from safetensors.torch import save_file
+    from utils.safeload import save_safetensors
 
-    save_file({k: v.contiguous() for k, v in state.items()}, str(path))
+    save_safetensors({k: v.contiguous() for k, v in state.items()}, path)

