@@ -182,6 +182,18 @@ def test_the_app_killed_and_restarted_during_training_shows_the_run_again_live(j
     assert jobs.pid_alive(status["pid"]) and jobs.pid_alive(status["launcher_pid"])  # the run goes on
 
     second = AppServer(ws.root).wait_ready()
+    posts = []  # [sent at, what, how it ended, ended at]: a failure says whether the page's polls stopped being
+    # sent, were sent and never answered (a pending tick blocks every later one), or were answered with nothing new
+    page.on("request", lambda r: r.method == "POST" and posts.append([time.time(), f"{r.url} {r.post_data}"[:160],
+                                                                       "pending", None]))
+
+    def ended(request, how):
+        for post in reversed(posts):
+            if post[2] == "pending" and post[1].startswith(request.url):
+                post[2:] = [how, time.time()]
+                return
+    page.on("requestfinished", lambda r: ended(r, "answered"))
+    page.on("requestfailed", lambda r: ended(r, f"failed: {r.failure}"))
     try:
         page.goto(second.url)
         page.get_by_role("tab", name="Training").click()
@@ -195,8 +207,13 @@ def test_the_app_killed_and_restarted_during_training_shows_the_run_again_live(j
                                    ".match(/step (\\d+)/); return m && +m[1] > before; }", arg=shown, timeout=120_000)
         except PlaywrightTimeout as exc:  # once seen in a full run: say whether the run or the page stood still
             tail = (ws.run_dir("survivor") / "train.log").read_text(errors="replace")[-1500:]
+            t0 = posts[0][0] if posts else 0.0
+            calls = "\n".join(f"{a - t0:7.1f} s {how}{f' after {b - a:.1f} s' if b else ''}: {what}"
+                              for a, what, how, b in posts[-12:])
             raise AssertionError(f"the page stayed at step {shown}: it shows {summary.inner_text()!r}; the run's "
-                                 f"status {state(ws, 'survivor')}; its log ends:\n{tail}") from exc
+                                 f"status {state(ws, 'survivor')}; its log ends:\n{tail}\nthe page's last "
+                                 f"{min(12, len(posts))} of {len(posts)} requests:\n{calls}\nthe app's log ends:\n"
+                                 f"{second.output()[-2000:]}") from exc
         expect(page.locator("#run-list")).to_contain_text("running")
     finally:
         second.stop()
