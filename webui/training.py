@@ -451,8 +451,6 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
         base_files = gr.File(label="base files", file_count="multiple", elem_id="base-files")
         base_add = gr.Button("Add base", elem_id="base-add")
         base_msg = gr.Markdown(elem_id="base-msg")
-    expect = gr.Markdown(visible=False, elem_id="run-guidance")  # what to expect of this run, before Start
-    advice = gr.Markdown(visible=False, elem_id="engine-advice")  # which engine for this much speech, this machine
     with gr.Row(elem_id="train-form"):
         dataset = dataset_picker(ws, "dataset", info="a dataset prepared on the Dataset tab")
         preset = gr.Radio(["tiny", "small", "base"], value=settings.recommended_preset(), label="model size",
@@ -461,6 +459,7 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
         max_steps = gr.Number(value=settings.default_steps(ws), precision=0, label="steps", minimum=1,
                               info="your last run's steps; before any run, the Optimizations tab's 'How long it "
                                    "trains'. The ETA shows once it runs" + ("" if on_gpu else "; no GPU here: keep it small"))
+    expect = gr.Markdown(visible=False, elem_id="run-guidance")  # what to expect of this run (its steps), before Start
     with gr.Row():
         init = gr.Dropdown([SCRATCH] + control.init_labels(ws), value=SCRATCH, elem_id="start-from",
                            label="start from", info="a checkpoint to fine-tune, or scratch")
@@ -471,6 +470,9 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
         all_gpus = gr.Checkbox(False, label="train on every GPU at once: faster on a machine with several "
                                             "(torchrun, DDP)")
         start = gr.Button("Start training", variant="primary")
+    # under the form it speaks of (its dataset and size): above it, with the engine list, it pushed the form and
+    # Start below the fold of a 1400x900 window
+    advice = gr.Markdown(visible=False, elem_id="engine-advice")  # which engine for this much speech, this machine
     with gr.Accordion("Vocoder: a natural voice instead of Griffin-Lim's buzz", open=False, elem_id="vocoder-panel"):
         gr.Markdown("A vocoder turns the model's spectrograms into sound. Train one on the **dataset chosen above** "
                     "(on every GPU if ticked above; best: fine-tune the public Vocos weights, added on the Inference "
