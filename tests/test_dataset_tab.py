@@ -7,8 +7,8 @@ import gradio as gr
 import pytest
 from playwright.sync_api import expect
 
-from tests.helpers import (espeak_amharic, make_dataset, numeric_ticks, plot_seen, screenshot, sentences, tone,
-                           write_wav)
+from tests.helpers import (PLOT_SEEN_JS, espeak_amharic, make_dataset, numeric_ticks, plot_seen, screenshot,
+                           sentences, tone, write_wav)
 from utils.datasets import load_manifest
 from utils.events import StudioError
 from utils.workspace import Workspace
@@ -202,6 +202,10 @@ def test_the_first_prepare_in_a_fresh_workspace_draws_both_plots_and_a_second_cl
 
     bars = plot_seen(page, "#dataset-hist")
     assert sum(numeric_ticks(bars["y"])) > 0  # clip counts, not the counts as categories
+    # whole clips on the count axis (4 clips were ticked 0, 0.5, 1, ... 2), once the axes' own update is drawn
+    page.wait_for_function(f"(s) => {{ const y = ({PLOT_SEEN_JS})(s).y.map(t => +t.replace(',', '')); "
+                           "return y.length > 1 && Math.max(...y) >= 10 && y.every(Number.isInteger); }",
+                           arg="#dataset-hist", timeout=20_000)
     plot_seen(page, "#dataset-rate", ("ok", "flagged"))
     page.wait_for_function(POINTS_INSIDE_JS, arg="#dataset-rate")  # the longest and fastest clips not cut in half
     points = plot_seen(page, "#dataset-rate")

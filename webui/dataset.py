@@ -229,16 +229,24 @@ def plot_updates(summary, hist: pd.DataFrame, rates: pd.DataFrame, table, *pager
     """load_view's frames as the plots want them. A Gradio plot takes its axis types and colours from the
     data it holds when drawn, and is drawn when data first comes to an empty box: so no data is sent as
     nothing, and every status gets a row (a point with no position, not drawn) to keep its colour and
-    legend entry when a later edit first excludes a clip. Last, the rate plot's limits (rate_limits), which go to
-    it in an update of their own."""
+    legend entry when a later edit first excludes a clip. Last, both plots' axes (plot_axes), which go to them in
+    an update of their own."""
     if hist.empty:
         return summary, None, None, table, *pager, gr.update()
     # the bars sort by label: right-aligned labels sort as their numbers ("  2-2.5" before "10-10.5")
     hist = hist.assign(seconds=hist["seconds"].str.rjust(hist["seconds"].str.len().max()))
-    limits = rate_limits(rates) if len(rates) else gr.update()
+    limits = plot_axes(hist, rates) if len(rates) else gr.update()
     unseen = [{"status": s} for s in STATUS_COLORS if s not in set(rates["status"])]
     rates = pd.concat([rates, pd.DataFrame(unseen, columns=list(RATE_TYPES)).astype(RATE_TYPES)], ignore_index=True)
     return summary, hist, rates, table, *pager, limits
+
+
+HIST_TOP = 10  # the clip-count axis ends at 10 at least: a dataset of a few clips was ticked in half clips (0.5)
+
+
+def plot_axes(hist: pd.DataFrame, rates: pd.DataFrame) -> dict:
+    """{"rate": the speaking-rate plot's axes, "hist": the duration histogram's}: whole clips on its count axis."""
+    return {"rate": rate_limits(rates), "hist": {"y_lim": [0, max(HIST_TOP, round_end(hist["clips"].max()))]}}
 
 
 def rate_limits(rates: pd.DataFrame) -> dict:
@@ -368,7 +376,7 @@ def build(ctx: AppContext) -> list:
     # a new stamp each time a row decision is saved, here or in the transcript panel: both panels redraw from it, so
     # neither says "40 of 42 clips" or shows a decision column from before the change
     decided = gr.State()
-    limits = gr.State()  # the rate plot's rate_limits, sent to it when they change
+    limits = gr.State()  # both plots' axes (plot_axes), sent to them when they change
 
     # ---- wiring
     def on_upload(f, p):
@@ -407,7 +415,8 @@ def build(ctx: AppContext) -> list:
         return on_prepared(n), ((n, time.time_ns()) if again else gr.update())
 
     view_outputs = [summary, hist, rate, table, page, page_info, limits]
-    limits.change(lambda axes: gr.update(**axes), limits, rate, show_progress="hidden")
+    limits.change(lambda axes: (gr.update(**axes["rate"]), gr.update(**axes["hist"])), limits, [rate, hist],
+                  show_progress="hidden")
     on_view = says_errors(on_view, view_outputs, summary)  # a broken manifest is said in the summary
     prep = prepare_btn.click(says_errors(on_prepare, [log, files, path], log, log=True),
                              [files, path, name, fmt, frontend, audio_col, text_col, speaker_col, half_mels,
