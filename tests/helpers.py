@@ -27,20 +27,25 @@ def cli(*args: str, env: dict | None = None, cwd: Path = ROOT, timeout: float = 
 
 @contextmanager
 def every_core():
-    """An in-process training with nothing beside it, on every core: pytest's own process computes on one thread
-    (the test modules set it, for the trainers, apps and browsers that share the machine with it). The overfit test:
-    50 s on one thread, 36 s on two. (Libraries that read OMP_NUM_THREADS at start keep one thread: the transcript
-    check gained 5 of 112 s, where a process started with two threads takes 86 s.)"""
+    """A training with nothing beside it, on every core: pytest's own process computes on one thread (the test
+    modules set it, for the trainers, apps and browsers that share the machine with it), and so does every process
+    it starts (OMP_NUM_THREADS=1, conftest). Both are lifted for the block: a trainer started in it (the transcript
+    check's aligner) computes on every core too. The overfit test: 50 s on one thread, 36 s on two."""
     import os
 
     import torch
 
-    before = torch.get_num_threads()
+    before, env = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
     torch.set_num_threads(os.cpu_count() or 1)
+    os.environ["OMP_NUM_THREADS"] = str(os.cpu_count() or 1)
     try:
         yield
     finally:
         torch.set_num_threads(before)
+        if env is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = env
 
 
 def espeak_amharic(text: str, path: Path, voice: str = "am", rate: int = 160) -> Path:
