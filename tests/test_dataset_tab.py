@@ -107,7 +107,9 @@ def test_the_rate_plots_axes_end_on_round_numbers_past_the_longest_and_the_faste
     and ticked the odd range finely: 21 labels from 0.0 to 4.0 side by side."""
     ws = make_dataset(tmp_path / "ws", n_train=5, n_val=1, max_chars=60)
     rates = tab.load_view(ws, "am")[2]
-    limits = tab.plot_updates(*tab.load_view(ws, "am"))[-1]
+    axes = tab.plot_updates(*tab.load_view(ws, "am"))[-1]
+    limits = axes["rate"]
+    assert axes["hist"] == {"y_lim": [0, tab.HIST_TOP]}  # 6 clips: whole clips up to 10 on the histogram
     for (low, high), column in ((limits["x_lim"], "duration"), (limits["y_lim"], "chars_per_s")):
         farthest = rates[column].max()
         assert low == 0 and 1.05 * farthest <= high < 1.3 * farthest
