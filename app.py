@@ -326,6 +326,9 @@ def cmd_separate(args) -> None:
     from utils import separation
     from utils.separation import dataset
 
+    if args.dataset and (args.input or args.output or args.residual):
+        raise StudioError("Give INPUT and OUTPUT files, or --dataset NAME, not both: with --dataset every clip's "
+                          "speech goes beside it in the workspace, and the files named were not read.")
     if args.dataset:
         events = dataset.process_dataset(Workspace.open(args.workspace), args.dataset, backend=args.backend,
                                          redo=args.redo)

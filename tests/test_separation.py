@@ -247,3 +247,21 @@ def test_an_m4a_recording_is_separated_through_ffmpeg(speech, tmp_path):
     assert out_sr == sr and abs(len(out) / sr - result["seconds"]) < 0.01
     assert abs(result["seconds"] - sf.info(wav).duration) < 0.1  # AAC adds at most a few ms of priming
     assert m4a.read_bytes() == before and [p.name for p in (tmp_path / "out").iterdir()] == ["clean.wav"]
+
+
+def test_the_recording_is_never_written_over_and_files_with_a_dataset_are_refused(tmp_path, capsys):
+    """`separate rec.wav rec.wav` replaced the recording with its separated speech, and `separate IN OUT --dataset
+    NAME` processed the dataset without a word of the files named: each is refused before anything is read."""
+    src = tmp_path / "rec.wav"
+    sf.write(str(src), 0.1 * np.sin(np.arange(24_000) / 7.0).astype(np.float32), 24_000)
+    before = src.read_bytes()
+    (tmp_path / "link.wav").symlink_to(src)
+    out, other_spelling = str(tmp_path / "out.wav"), f"{tmp_path}/./rec.wav"
+    for args, said in (([src, src], "rec.wav is the recording itself, which is never written over"),
+                       ([src, tmp_path / "link.wav"], "link.wav is the recording itself"),
+                       ([src, out, "--residual", other_spelling], f"--residual {src} is the recording"),
+                       ([src, out, "--residual", out], "OUTPUT and --residual are the same file"),
+                       ([src, out, "--dataset", "am"], "not both")):
+        code = app.main(["separate", *map(str, args), "--backend", "dsp", "--workspace", str(tmp_path / "ws")])
+        assert code == 2 and said in capsys.readouterr().err, args
+    assert src.read_bytes() == before and not (tmp_path / "out.wav").exists()

@@ -155,6 +155,21 @@ def separate(audio: np.ndarray, sr: int, backend: str = "auto", gate: bool = Tru
     return result.speech, result.residual
 
 
+def refuse_writing_over(input_path: Path, output_path: Path, residual_path: str | Path | None) -> None:
+    """The recording is never written over (`separate rec.wav rec.wav` replaced it with its separated speech), nor one
+    output over the other: refused before anything is read."""
+    def same(a: Path, b: Path) -> bool:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+
+    outputs = [("OUTPUT", output_path)] + ([("--residual", Path(residual_path))] if residual_path else [])
+    for flag, path in outputs:
+        if same(path, input_path):
+            raise StudioError(f"{flag} {path} is the recording itself, which is never written over: give another "
+                              f"file name (for example {input_path.with_name(input_path.stem + '-speech.wav')}).")
+    if residual_path and same(output_path, Path(residual_path)):
+        raise StudioError(f"OUTPUT and --residual are the same file ({output_path}): give each its own name.")
+
+
 def separate_file(input_path: str | Path, output_path: str | Path, residual_path: str | Path | None = None,
                   backend: str = "auto", gate: bool = True, threshold: float = THRESHOLD,
                   should_stop: Callable[[], bool] | None = None) -> Iterator[Event]:
@@ -164,6 +179,7 @@ def separate_file(input_path: str | Path, output_path: str | Path, residual_path
     disk. The last event's result is a dict: backend, reason, music_score, separated, seconds, peak_buffer_mb.
     """
     input_path, output_path = Path(input_path), Path(output_path)
+    refuse_writing_over(input_path, output_path, residual_path)
     if needs_ffmpeg(input_path):  # M4A, WebM, ...: decoded by ffmpeg to a temporary FLAC, then streamed as usual
         output_path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=output_path.parent, prefix=".decode-") as tmp:
