@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import secrets
+import shutil
 import sys
 from pathlib import Path
 
@@ -478,7 +479,7 @@ def add_synth_command(sub) -> None:
     p.add_argument("text", nargs="?", help="the text to speak (or --file)")
     p.add_argument("output", nargs="?", help="same as --out")
     p.add_argument("--voice", required=True, help="exported voice, run name (its best checkpoint) or checkpoint folder")
-    p.add_argument("--out", help="WAV to write (default speech.wav; with --file a zip in workspace/exports)")
+    p.add_argument("--out", help="WAV to write (default speech.wav); with --file the zip to write (default: one in workspace/exports)")
     p.add_argument("--file", help="UTF-8 text file: one WAV per line ('id|text' names it), collected in a zip")
     p.add_argument("--speed", type=float, default=1.0, help="1.0 natural, 1.2 faster, 0.8 slower")
     p.add_argument("--speaker", help="speaker name of a multi-speaker voice (default: its first)")
@@ -493,6 +494,20 @@ def add_synth_command(sub) -> None:
     p.set_defaults(func=cmd_synth)
 
 
+def zip_destination(args) -> Path | None:
+    """Where `synth --file` puts its zip: --out, or the one file name given after the options (argparse takes it for
+    the text); None: workspace/exports. It was ignored: the zip went to exports and the name given stayed empty."""
+    if args.text and args.output:
+        raise StudioError("With --file the file's lines are spoken: give no text, only where the zip goes (or --out).")
+    dest = args.out or args.output or args.text
+    if dest is None:
+        return None
+    dest = Path(dest)
+    if not dest.is_dir() and dest.suffix.lower() != ".zip":
+        raise StudioError(f"With --file the speech is a zip of WAVs, one a line: name a .zip or a folder, not {dest}.")
+    return dest
+
+
 def cmd_synth(args) -> None:
     from utils.audio import save_audio
     from utils.inference import describe, speak_file, synthesize
@@ -503,9 +518,14 @@ def cmd_synth(args) -> None:
     options = dict(speaker=args.speaker, steps=args.steps, temperature=args.temperature,
                    length_scale=1.0 / args.speed, seed=None if args.seed < 0 else args.seed)
     if args.file:
+        dest = zip_destination(args)
         result = run_to_end(speak_file(ws, args.voice, args.file, vocoder=args.vocoder, device=args.device, **options),
                             printer=print)
-        print(f"wrote {result['zip']}")
+        made = Path(result["zip"])
+        if dest is not None:
+            dest = dest / made.name if dest.is_dir() else dest
+            shutil.move(made, dest)
+        print(f"wrote {dest or made}")
         return
     if not args.text:
         raise StudioError("Give the text to speak (in quotes) or --file with one line per WAV.")

@@ -399,6 +399,17 @@ def test_synth_cli_writes_a_wav_from_a_run_name_and_speaks_a_file(ws, tmp_path):
     assert proc.returncode == 0, proc.stderr
     with zipfile.ZipFile(proc.stdout.strip().splitlines()[-1].split("wrote ", 1)[1]) as zf:
         assert sorted(zf.namelist()) == ["a.wav", "b.wav", "manifest.csv"]
+    # the zip goes where it is asked: the name after the options (argparse reads it as the text) or --out; both
+    # were ignored and the zip went to exports/ in silence
+    for where in ([str(tmp_path / "lines.zip")], ["--out", str(tmp_path / "named.zip")]):
+        proc = subprocess.run(common + [CKPT, "--file", str(lines), "--steps", "1", *where], cwd=ROOT,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0 and proc.stdout.strip().endswith(f"wrote {where[-1]}"), proc.stderr
+        with zipfile.ZipFile(where[-1]) as zf:
+            assert sorted(zf.namelist()) == ["a.wav", "b.wav", "manifest.csv"]
+    proc = subprocess.run(common + [CKPT, "--file", str(lines), str(tmp_path / "out.wav")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "name a .zip or a folder" in proc.stderr
     bad = subprocess.run(common + ["nobody", "ሰላም"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert bad.returncode != 0 and "no voice, run or checkpoint called 'nobody'" in bad.stderr + bad.stdout
 
