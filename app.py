@@ -175,7 +175,7 @@ def cmd_g2p(args) -> None:
     from pathlib import Path
 
     from utils.text import load_user_dict, word_list_ipa
-    from utils.text.convert import analyze
+    from utils.text.convert import analyze, speakable
 
     user_dict = load_user_dict(Workspace(Path(args.workspace).expanduser().resolve()))
     if args.words:
@@ -189,6 +189,9 @@ def cmd_g2p(args) -> None:
     if not args.text:
         raise StudioError('Give Amharic text (python app.py g2p "ሰላም ነው") or --words FILE.')
     reading = analyze(args.text, user_dict)  # as the G2P tab reads it: a dictionary word is not warned about
+    if not speakable(args.text, user_dict):
+        print("warning: a voice will not speak this text alone (synth refuses it): it has no Amharic letters, numbers, "
+              "capital-letter abbreviations or words of the pronunciation dictionary", file=sys.stderr)
     for warning in reading.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     print(reading.normalized)

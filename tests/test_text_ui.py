@@ -5,6 +5,7 @@ import gradio as gr
 import pytest
 from playwright.sync_api import expect
 
+from utils.events import StudioError
 from utils.text import load_user_dict
 from utils.workspace import Workspace, write_jsonl
 from utils.datasets import load_manifest
@@ -36,6 +37,22 @@ def test_the_symbols_box_counts_the_symbols_and_shows_no_ids(ws):
     _, _, symbols, _ = g2p.explain(ws, "ሰላም ነው።")
     assert symbols == "s ə l a m | n ə w .\n\nThe model reads 10 symbols (each | between words is one)."
     assert g2p.explain(ws, "")[2] == ""
+
+
+def test_text_a_voice_will_not_speak_is_said_so_here_and_empty_text_asks_for_some(ws, capsys):
+    """"hello world" was shown read letter by letter, "approximate", while Speak refused it (no Amharic letters);
+    an empty box said "No warnings.". Both now say what Speak and synth would."""
+    import app
+    from utils.inference.speech import _check_request
+
+    *_, notes = g2p.explain(ws, "hello world")
+    assert notes.startswith("- " + g2p.NOT_SPOKEN)
+    with pytest.raises(StudioError, match="no Amharic .Ethiopic. letters"):
+        _check_request("hello world", None, 1.0, {})
+    assert g2p.NOT_SPOKEN not in g2p.explain(ws, "hello ሰላም world")[3]  # spoken: Latin words inside Amharic
+    assert g2p.explain(ws, "  ") == ("", "", "", "Type Amharic text above to see how it is read.")
+    assert app.main(["g2p", "hello world", "--workspace", str(ws.root)]) == 0
+    assert "a voice will not speak this text alone (synth refuses it)" in capsys.readouterr().err
 
 
 def test_an_abbreviation_is_shown_spelled_and_a_dictionary_entry_for_it_wins(ws):

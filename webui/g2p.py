@@ -8,7 +8,7 @@ import gradio as gr
 
 from utils.events import StudioError
 from utils.text import load_user_dict, save_user_dict
-from utils.text.convert import analyze
+from utils.text.convert import analyze, speakable
 from utils.datasets.curate import convert_dataset
 from utils.text.g2p import rules_reading
 from utils.text.lexicon import dict_from_rows, entry, usable_symbols_hint
@@ -26,11 +26,20 @@ def _user_dict(ws: Workspace) -> dict:
         raise gr.Error(str(exc))
 
 
+NOT_SPOKEN = ("**A voice will not speak this text alone** (Speak refuses it): it has no Amharic letters, numbers, "
+              "capital-letter abbreviations or words of the pronunciation dictionary. Inside Amharic text its Latin "
+              "words are read as shown here.")
+
+
 def explain(ws: Workspace, text: str) -> tuple[str, str, str, str]:
     """Text -> normalized text, IPA, the symbols the model reads and how many (not their ids: a curator has no use
     for those numbers), warnings."""
-    a = analyze(text or "", _user_dict(ws))
-    notes = "\n".join(f"- {w}" for w in a.warnings + [f"not in the model's symbols: {m}" for m in a.missing])
+    if not (text or "").strip():
+        return "", "", "", "Type Amharic text above to see how it is read."
+    user_dict = _user_dict(ws)
+    a = analyze(text, user_dict)
+    alone = [] if speakable(text, user_dict) else [NOT_SPOKEN]
+    notes = "\n".join(f"- {w}" for w in alone + a.warnings + [f"not in the model's symbols: {m}" for m in a.missing])
     symbols = " ".join("|" if s == " " else s for s in a.symbols)
     if a.symbols:
         symbols += f"\n\nThe model reads {len(a.symbols)} symbols (each | between words is one)."

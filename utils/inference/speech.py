@@ -17,8 +17,8 @@ import numpy as np
 
 from utils import families
 from utils.events import StudioError
-from utils.text.ethiopic import is_ethiopic
-from utils.text.normalize import ACRONYM, dictionary_key, ends_with_abbreviation
+from utils.text.convert import speakable
+from utils.text.normalize import ends_with_abbreviation
 from utils.inference.first_words import first_words
 from utils.inference.voices import GRIFFIN_LIM, load_acoustic, load_vocoder_for, own_sound, pick_device, resolve_voice
 from utils.vocoder.choice import check_features_match
@@ -286,21 +286,12 @@ def engine_steps(engine: str | None, device: str | None = None) -> int:
     return family_optional(family, "CPU_SAMPLE_STEPS", family.SAMPLE_STEPS) if on_cpu else family.SAMPLE_STEPS
 
 
-def _speakable(text: str, user_dict: dict) -> bool:
-    """Has the text something the frontend reads: an Ethiopic letter, numbers the normalizer reads out in Amharic
-    words (12345, as the G2P tab shows; not among Latin words), an all-capital abbreviation it spells (BBC), or a
-    word the pronunciation dictionary reads ("Hello" with an entry)?"""
-    return (any(is_ethiopic(ch) for ch in text) or re.search(r"\d", text) and not re.search(r"[A-Za-z]", text)
-            or ACRONYM.search(text) is not None
-            or any(dictionary_key(word, user_dict) for word in re.findall(r"[A-Za-z]+", text)))
-
-
 def _check_request(text: str, steps: int | None, length_scale: float, user_dict: dict) -> None:
     """Refuse what cannot be spoken before any model loads; steps None: the voice's engine decides later;
     `user_dict`: the pronunciation dictionary the voice will read with."""
     if not (text or "").strip():
         raise StudioError("Type some Amharic text to speak.")
-    if not _speakable(text, user_dict):
+    if not speakable(text, user_dict):
         raise StudioError("The text has no Amharic (Ethiopic) letters: this voice needs Amharic words, numbers, "
                           "capital-letter abbreviations (BBC) or words of the pronunciation dictionary (other Latin "
                           "words inside "

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import re
+
+from utils.text.ethiopic import is_ethiopic
 from utils.text.g2p import phonemes_string, phonemize
-from utils.text.normalize import normalize, without_covered
+from utils.text.normalize import ACRONYM, dictionary_key, normalize, without_covered
 from utils.text.tokenizers import Tokenizer, make_tokenizer
 
 
@@ -27,3 +30,12 @@ def analyze(text: str, user_dict: dict | None = None, tokenizer: Tokenizer | Non
     missing = sorted({s for s in segments if s not in tokenizer.symbols})
     return Analysis(norm.text, without_covered(norm.warnings, user_dict), phonemes_string(segments),
                     tokenizer.decode(ids), ids, missing)
+
+
+def speakable(text: str, user_dict: dict) -> bool:
+    """Has the text something the frontend reads: an Ethiopic letter, numbers the normalizer reads out in Amharic
+    words (12345, as the G2P tab shows; not among Latin words), an all-capital abbreviation it spells (BBC), or a
+    word the pronunciation dictionary reads ("Hello" with an entry)?"""
+    return (any(is_ethiopic(ch) for ch in text) or re.search(r"\d", text) and not re.search(r"[A-Za-z]", text)
+            or ACRONYM.search(text) is not None
+            or any(dictionary_key(word, user_dict) for word in re.findall(r"[A-Za-z]+", text)))
