@@ -541,6 +541,19 @@ def test_an_export_left_unnamed_takes_its_runs_name_as_the_training_tab_does(tmp
     assert tab.run_of(ws, "r1") == "r1" and tab.run_of(ws, "some-voice") == ""
 
 
+def test_a_refused_export_takes_the_zip_of_the_one_before_away(tmp_path):
+    """Export, then Export again under the same name: "Not done: A voice called r1 exists already" stood under the
+    first export's zip, which read as this attempt's."""
+    from webui import inference as tab
+
+    ws = voice_workspace(tmp_path / "ws")
+    with serve_tab(tab, ws, "Inference") as client:
+        said, zipped = client.predict(CKPT, "r1", inference.GRIFFIN_LIM, False, False, 2, api_name="/export_voice")
+        assert zipped and zipped.endswith("r1.zip") and "pick **r1** above" in said
+        said, zipped = client.predict(CKPT, "r1", inference.GRIFFIN_LIM, False, False, 2, api_name="/export_voice")
+    assert said.startswith("**Not done:** A voice called r1 exists already") and zipped is None
+
+
 def test_ab_starts_on_two_models_never_a_voice_and_the_checkpoint_it_was_exported_from(tmp_path):
     """A/B started on an exported voice and its own checkpoint: the same sound twice, as if the curator's two runs
     had been compared. B takes the first voice that is another model."""

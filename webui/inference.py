@@ -400,7 +400,9 @@ def build(ctx: AppContext):
         ctx, v, s, f, st, te, sp, vo, d, se, progress), [batch_zip, batch_report], batch_report),
         inputs=[voice, speaker, batch_file, *settings, device, seed], outputs=[batch_zip, batch_report],
         api_name="speak_file")
-    export_btn.click(says_errors(lambda *a: export(ctx, *a), [export_msg, export_zip], export_msg),
+    # a refused export takes the zip of the one before away: left there, it read as this attempt's
+    export_btn.click(says_errors(lambda *a: export(ctx, *a), [export_msg, export_zip], export_msg,
+                                 also={export_zip: None}),
                      inputs=[export_from, export_name, export_vocoder, overwrite, onnx, onnx_steps],
                      outputs=[export_msg, export_zip], api_name="export_voice")
     # the vocoder added is picked, so the line under the pickers follows it (on_vocoder)
