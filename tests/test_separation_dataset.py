@@ -88,8 +88,11 @@ def test_unreadable_clip_is_reported_and_the_rest_goes_on(ws):
 
 
 def test_missing_dataset_is_a_clear_error(ws):
-    with pytest.raises(StudioError, match="has no rows yet; prepare it"):
+    with pytest.raises(StudioError, match="There is no dataset called 'nothing-here'. Datasets: news."):
         run_to_end(dataset.process_dataset(ws, "nothing-here"))
+    (ws.dataset_dir("half")).mkdir()  # a folder a prepare left before writing any row
+    with pytest.raises(StudioError, match="Dataset 'half' has no rows yet; prepare it"):
+        run_to_end(dataset.process_dataset(ws, "half"))
 
 
 def test_cli_dataset_mode_prints_progress(ws, capsys):

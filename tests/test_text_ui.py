@@ -122,7 +122,7 @@ def test_converting_a_dataset_fills_normalized_and_phonemes(ws):
 def test_converting_needs_an_existing_dataset(ws):
     with pytest.raises(gr.Error):
         g2p.convert(ws, "", progress=lambda *a, **k: None)
-    with pytest.raises(gr.Error, match="has no rows yet"):
+    with pytest.raises(gr.Error, match="There is no dataset called 'missing'"):
         g2p.convert(ws, "missing", progress=lambda *a, **k: None)
 
 

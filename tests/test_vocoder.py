@@ -461,7 +461,7 @@ def test_the_time_limit_ends_a_vocoder_run_as_finished_and_saved_and_a_resume_tr
 
 def test_dataset_without_manifest_is_a_clear_error(tmp_path):
     ws = Workspace.open(tmp_path / "ws")
-    with pytest.raises(StudioError, match="has no rows yet; prepare it"):
+    with pytest.raises(StudioError, match="There is no dataset called 'nothing'. None is prepared yet: prepare one"):
         run_to_end(train_vocoder(ws, tiny_config(dataset="nothing")))
 
 

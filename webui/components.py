@@ -129,3 +129,8 @@ def says_errors(fn, outputs: list, box, log: bool = False, also: dict | None = N
         except Exception as exc:  # noqa: BLE001  (said in the box; unexpected ones logged with traceback)
             return shown(exc)
     return wrapper
+
+
+def progress_line(text: str, most: int = 120) -> str:
+    """A progress bar's words: whole words, "..." where they are cut (a bar has one line; it was cut mid-word)."""
+    return text if len(text) <= most else text[:most].rsplit(" ", 1)[0] + " ..."

@@ -17,8 +17,14 @@ ROW_KEYS = ("id", "audio", "text", "normalized", "phonemes", "duration", "speake
 
 
 def manifest_folder(ws: Workspace, name: str) -> Path:
-    """The dataset's folder, refused by name when it holds no rows yet."""
+    """The dataset's folder, refused by name when there is none (naming those there are: a name typed with a capital,
+    "Am", was called not prepared yet) or it holds no rows yet."""
     folder = ws.dataset_dir(name)
+    if not folder.is_dir():
+        there = ws.list_datasets()
+        raise StudioError(f"There is no dataset called {name!r}. "
+                          + (f"Datasets: {', '.join(there)}." if there else
+                             "None is prepared yet: prepare one on the Dataset tab (or python app.py prepare)."))
     if not store.exists(folder):
         raise StudioError(f"Dataset {name!r} has no rows yet; prepare it on the Dataset tab first (or python app.py "
                           "prepare).")
