@@ -152,8 +152,9 @@ def cmd_list(args) -> None:
               for d in held["datasets"]]
     lines += [f"runs ({len(held['runs'])}):"]
     have = {d["name"] for d in held["datasets"]}
-    lines += [f"  {r['run']}  {r['status']} at step {r['step']}{': ' + r['doing'] if r['doing'] else ''}  "
-              f"({r['dataset']}{'' if r['dataset'] in have else ', dataset deleted'}, {r['preset']})"
+    # its dataset after a dot: "...; Resume trains on  (am, tiny)" read as one phrase
+    lines += [f"  {r['run']}  {r['status']} at step {r['step']}{': ' + r['doing'] if r['doing'] else ''}"
+              f" · dataset {r['dataset']}{'' if r['dataset'] in have else ' (deleted)'}, {r['preset']}"
               for r in held["runs"]]
     lines += [f"voices ({len(held['voices'])}): {', '.join(held['voices']) or '-'}",
               f"vocoders ({len(held['vocoders'])}): {', '.join(held['vocoders']) or '-'}"]

@@ -232,6 +232,7 @@ def test_a_run_cut_off_goes_on_where_it_stopped_and_says_what_is_left(ws):
     said = []
     result = run_to_end(dataset.process_dataset(ws, "news", backend="dsp"), printer=said.append)
     assert "1 of 2 clips to check" in said[0] and "1 checked before with these settings are kept" in said[0]
+    assert "or --redo on the command line" in said[0]  # the line is read in a terminal too
     assert [line for line in said if "song" in line] and not [line for line in said if "clean " in line]
     assert result["clips"] == 2 and result["with_music"] == 1  # the summary counts the clip kept from before
     assert load_manifest(ws, "news")[0]["music"] == first["clean"]

@@ -91,8 +91,8 @@ def _plan(rows: list[dict], todo: list[dict]) -> str:
     hours = sum(r.get("duration") or 0.0 for r in todo) / 3600
     said = f"{len(todo)} of {len(rows)} clips to check ({say_hours(hours)} of audio)"
     if len(todo) < len(rows):
-        said += (f"; {len(rows) - len(todo)} checked before with these settings are kept (tick 'check every clip "
-                 "again' to redo them)")
+        said += (f"; {len(rows) - len(todo)} checked before with these settings are kept (to redo them: tick 'check "
+                 "every clip again', or --redo on the command line)")
     return said
 
 
