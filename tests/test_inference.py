@@ -233,12 +233,17 @@ def test_auto_device_speaks_on_a_second_gpu_that_no_run_holds(ws, monkeypatch):
 
 def test_batch_file_gives_a_zip_and_reports_the_line_it_could_not_speak(ws, tmp_path):
     lines = tmp_path / "lines.txt"
-    lines.write_text("greet|ሰላም ነው።\n\n# a comment\n???\nእንዴት ነህ?\n", encoding="utf-8")
+    lines.write_text("greet|ሰላም ነው።\n\n# a comment\n???\nእንዴት ነህ?\ngreet|ደህና ነኝ።\n", encoding="utf-8")
     before = lines.read_bytes()
-    result = run_to_end(inference.speak_file(ws, CKPT, lines, steps=1))
-    assert result["written"] == 2 and [f[0] for f in result["failed"]] == ["00004"]
+    said = []
+    result = run_to_end(inference.speak_file(ws, CKPT, lines, steps=1), printer=said.append)
+    # the line that failed by its number in the file (it was "line 00004", a made-up file name); a name used twice
+    # is said where the second one is renamed
+    assert result["written"] == 3 and [f[0] for f in result["failed"]] == ["line 4"]
+    assert any("line 4 (00004): " in s for s in said) and any("greet-6.wav" in s and "taken by an earlier" in s
+                                                               for s in said)
     with zipfile.ZipFile(result["zip"]) as zf:
-        assert sorted(zf.namelist()) == ["00005.wav", "greet.wav", "manifest.csv"]
+        assert sorted(zf.namelist()) == ["00005.wav", "greet-6.wav", "greet.wav", "manifest.csv"]
         manifest = zf.read("manifest.csv").decode().splitlines()
         assert manifest[1].startswith("greet.wav,ሰላም ነው።,") and manifest[1].endswith(f",{CKPT}")  # who spoke it
         wave, sr = sf.read(io.BytesIO(zf.read("greet.wav")))

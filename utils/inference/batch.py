@@ -19,8 +19,8 @@ from utils.workspace import Workspace
 MAX_LINES = 5000
 
 
-def read_lines(path: str | Path) -> list[tuple[str, str]]:
-    """(id, text) per non-empty line of a UTF-8 text file."""
+def read_lines(path: str | Path) -> list[tuple[str, str, int]]:
+    """(id, text, line number) per non-empty line of a UTF-8 text file."""
     path = Path(path)
     try:
         raw = path.read_bytes().decode("utf-8-sig")
@@ -35,7 +35,7 @@ def read_lines(path: str | Path) -> list[tuple[str, str]]:
             continue
         ident, text = line.split("|", 1) if "|" in line else ("", line)
         ident = re.sub(r"[^\w.-]+", "_", ident.strip())[:80].strip("._") or f"{number:05d}"
-        rows.append((ident, text.strip()))
+        rows.append((ident, text.strip(), number))
     if not rows:
         raise StudioError(f"{path.name} holds no lines to speak (one sentence or paragraph per line; 'id|text' names the file).")
     if len(rows) > MAX_LINES:
@@ -65,20 +65,21 @@ def speak_file(ws: Workspace, voice: str, path: str | Path, vocoder: str | None 
     failed, seen, start = [], set(), time.perf_counter()
     yield Event("batch", 0, len(rows), f"speaking {len(rows)} lines of {Path(path).name}")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
-        for done, (ident, text) in enumerate(rows, 1):
-            name = ident if ident not in seen else f"{ident}-{done}"
+        for done, (ident, text, number) in enumerate(rows, 1):
+            name = ident if ident not in seen else f"{ident}-{number}"
+            again = f"; the name {ident} was taken by an earlier line" if name != ident else ""
             seen.add(name)
             try:
                 wave, sr, info = loaded.synthesize(text, user_dict=user_dict, **options)
-            except StudioError as exc:
-                failed.append((ident, str(exc)))
-                yield Event("batch", done, len(rows), f"line {ident}: {exc}", level="warning")
+            except StudioError as exc:  # said by its line number in the file, where the curator fixes it
+                failed.append((f"line {number}", str(exc)))
+                yield Event("batch", done, len(rows), f"line {number} ({ident}): {exc}", level="warning")
                 continue
             buffer = io.BytesIO()
             sf.write(buffer, np.clip(wave, -1, 1), sr, format="WAV", subtype="PCM_16")
             zf.writestr(f"{name}.wav", buffer.getvalue())
             table.writerow([f"{name}.wav", text, f"{info['duration_s']:.2f}", voice])
-            yield Event("batch", done, len(rows), f"{name}.wav ({info['duration_s']:.1f} s)")
+            yield Event("batch", done, len(rows), f"{name}.wav ({info['duration_s']:.1f} s{again})")
         zf.writestr("manifest.csv", manifest.getvalue())
     tmp.replace(out)
     written = len(rows) - len(failed)
