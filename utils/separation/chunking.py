@@ -139,4 +139,4 @@ def separate_chunks(read: Reader, write: Writer, n: int, sr: int, channels: int,
                 write(y[:, :hop], xw[:, :hop] - y[:, :hop])
                 pending = (y[:, hop:], xw[:, hop:])
         done = min(len(starts), b0 + len(batch))
-        yield Event("separate", done, len(starts), f"{min(n, starts[done - 1] + chunk) / sr:.0f}/{n / sr:.0f} s")
+        yield Event("separate", done, len(starts), f"{min(n, starts[done - 1] + chunk) / sr:.0f} of {n / sr:.0f} s of audio separated")
