@@ -172,7 +172,7 @@ def test_refusals_stay_written_in_the_tab_after_their_toast_is_gone(studio, page
     page.locator("#g2p-dict-ipa textarea, #g2p-dict-ipa input").first.fill("s ə l a θ")
     page.locator("#g2p-dict-add").click()
     status = page.locator("#g2p-dict-status")
-    expect(status).to_contain_text("Not done: the model has no symbol for 'θ'", timeout=30_000)  # said once
+    expect(status).to_contain_text("Not done: The model has no symbol for 'θ'", timeout=30_000)  # said once
     screenshot(status, tmp_path, "g2p-refusal")
 
 

@@ -50,10 +50,13 @@ def test_ipa_typed_without_spaces_makes_doubled_consonants_long():
 
 
 def test_table_rows_are_refused_as_single_entries_are():
-    mapping, problems = dict_from_rows([["ሰላም", "s ə l a m"], ["ሰላም!", "s ə l a m"], ["", ""], ["", "a"]])
+    mapping, problems = dict_from_rows([["ሰላም", "s ə l a m"], ["ሰላም!", "s ə l a m"], ["", ""], ["", "a"],
+                                        ["ሰላም ነው", "s ə l a m n ə w"]])
     assert mapping == {"ሰላም": ["s", "ə", "l", "a", "m"]}
     assert problems == ["row 2 (ሰላም!): ሰላም! has characters the reader drops (!): add ሰላም",
-                        "row 4: give one word and its IPA segments, e.g. ሰላም → s ə l a m (got '', 'a')"]
+                        "row 4: give one word and its IPA segments, e.g. ሰላም → s ə l a m (got '', 'a')",
+                        "row 5 (ሰላም ነው): one word at a time: 'ሰላም ነው' is 2 words (an entry is a word without spaces; "
+                        "give each word its own)"]
 
 
 def test_add_word_refuses_a_word_never_looked_up_and_saves_nothing(ws):

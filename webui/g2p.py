@@ -71,8 +71,9 @@ def add_word(ws: Workspace, word: str, ipa: str) -> tuple[list[list[str]], str]:
     """Save one entry at once. The message gives the segments saved (a word typed without spaces is split, "nn"
     made "nː") and the reading an entry replaced, which would otherwise be lost without a word."""
     key, segments, problem = entry(word, ipa)
-    if problem:
-        raise gr.Error(problem + (f". The model can use: {usable_symbols_hint()}." if "no symbol" in problem else "."))
+    if problem:  # a sentence of its own here (in the table's check it follows "row 2 (ሰላም): ")
+        raise gr.Error(problem[0].upper() + problem[1:]
+                       + (f". The model can use: {usable_symbols_hint()}." if "no symbol" in problem else "."))
     current = _user_dict(ws)
     save_user_dict(ws, {**current, key: segments})
     said = f"{word.strip()} → {' '.join(segments)} saved"

@@ -163,7 +163,10 @@ def entry(word, ipa) -> tuple[str, list[str], str]:
     """One entry as typed -> (its key, the model's segments, "" or why it is refused): a word the reader does not
     keep as one word (entry_word), or a symbol the model lacks, which training and inference would drop unsaid."""
     word, ipa = str(word or "").strip(), str(ipa or "").strip()
-    if not word or not ipa or len(word.split()) != 1:
+    if len(word.split()) > 1:
+        return fold(word), [], (f"one word at a time: {word!r} is {len(word.split())} words (an entry is a word without "
+                                "spaces; give each word its own)")
+    if not word or not ipa:
         return fold(word), [], f"give one word and its IPA segments, e.g. ሰላም → s ə l a m (got {word!r}, {ipa!r})"
     key, refusal = entry_word(word)
     if refusal:
