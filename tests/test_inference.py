@@ -27,7 +27,7 @@ from utils.text import save_user_dict
 from utils.text.tokenizers import make_tokenizer
 from utils.training import prepare_run
 from utils.vocoder import save_vocoder
-from utils.workspace import Workspace, read_json
+from utils.workspace import Workspace, atomic_write_json, read_json
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,7 +89,7 @@ def test_a_line_whose_only_words_are_in_the_dictionary_is_spoken(ws, tmp_path):
     lines = tmp_path / "lines.txt"
     lines.write_text("hi|Hello\nbye|Goodbye\n", encoding="utf-8")
     result = run_to_end(inference.speak_file(ws, CKPT, lines, steps=1))
-    assert result["written"] == 1 and [f[0] for f in result["failed"]] == ["bye"]
+    assert result["written"] == 1 and [f[0] for f in result["failed"]] == ["line 2"]
     assert "no Amharic (Ethiopic) letters" in result["failed"][0][1]
 
 
@@ -662,3 +662,20 @@ def test_the_speed_of_speech_is_said_in_seconds_of_computing_a_second_of_speech(
             "tokens": 9, "vocoder": "griffin-lim"}
     assert "made in 4.04 s: 2.0 s of computing for each second of speech (real-time factor 2.02;" in describe(info)
     assert "4.0x faster than it plays (real-time factor 0.25;" in describe({**info, "rtf": 0.25})
+
+
+def test_a_workspace_moved_elsewhere_keeps_its_runs_best_checkpoint(tiny_runs, tiny_runs_copy):
+    """status.json names the best checkpoint by the path where the run trained: in a workspace copied or moved
+    (Drive to the local disk, another mount) the best was not found, so the newest was spoken and exported in its
+    place (the Training tab's export took the old place's checkpoint itself), and no choice was marked best."""
+    from utils.voice_folders import best_checkpoint
+
+    ws = tiny_runs_copy
+    status_file = ws.run_dir("one") / "status.json"
+    status = read_json(status_file)
+    old_place = tiny_runs.run_dir("one") / "checkpoints" / "step-1"  # the best, where the run trained: not the newest
+    atomic_write_json(status_file, {**status, "best_checkpoint": str(old_place), "best_mcd": 12.5})
+    mine = ws.run_dir("one") / "checkpoints" / "step-1"
+    assert best_checkpoint(ws, "one") == mine and inference.resolve_voice(ws, "one") == mine
+    labels = dict((v, label) for label, v in inference.voice_choices(ws))
+    assert labels[str(mine.relative_to(ws.root))] == "one · step 1 · best, MCD 12.50 dB"

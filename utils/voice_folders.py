@@ -69,12 +69,22 @@ def list_voices(ws: Workspace) -> list[str]:
     return sorted(p.name for p in ws.voices.iterdir() if not p.name.startswith(".") and p.is_dir() and is_acoustic(p))
 
 
+def recorded_checkpoint(run_dir: Path, recorded: str | None) -> Path | None:
+    """A checkpoint the run's status.json names, found in the run's own checkpoints folder: the path recorded is where
+    the run trained, so a workspace moved or copied (from Drive to the local disk, to another mount) lost its runs'
+    best, and the newest (or a checkpoint of the workspace it was copied from) was taken in its place."""
+    if not recorded:
+        return None
+    folder = Path(run_dir) / "checkpoints" / Path(recorded).name
+    return folder if is_acoustic(folder) else None
+
+
 def best_checkpoint(ws: Workspace, run: str) -> Path | None:
     """The run's checkpoint with the lowest validation MCD when it still exists, else its newest."""
     run_dir = ws.run_dir(run)
-    best = (read_json(run_dir / "status.json", {}) or {}).get("best_checkpoint")
-    if best and is_acoustic(Path(best)) and Path(best).resolve().is_relative_to(ws.root):
-        return Path(best).resolve()
+    best = recorded_checkpoint(run_dir, (read_json(run_dir / "status.json", {}) or {}).get("best_checkpoint"))
+    if best is not None:
+        return best
     steps = [p for p in checkpoints_of(run_dir) if is_acoustic(p)]
     return steps[-1] if steps else None
 

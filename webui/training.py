@@ -600,11 +600,13 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
                 gr.update(value=False))
 
     def on_export(name, voice):
-        v = views.view(ws, name)
-        best = v.status.get("best_checkpoint") or (str(v.checkpoints[-1][1]) if v.checkpoints else None)
+        from utils.voice_folders import best_checkpoint
+
+        v = views.view(ws, name)  # its best found in its own folder: the path recorded may be another workspace's
+        best = best_checkpoint(ws, name) or (v.checkpoints[-1][1] if v.checkpoints else None)
         if not best:
             raise StudioError(f"{name} has no checkpoint yet: export it once it has saved one.")
-        folder = inference.export_voice(ws, best, voice or name)
+        folder = inference.export_voice(ws, str(best), voice or name)
         return (f"Saved voice **{folder.name}** (from `{Path(best).name}`). Open the **Inference** tab to hear it.",
                 None)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from utils import hardware
 from utils.events import StudioError
 from utils.vocoder.choice import GRIFFIN_LIM, auto_vocoder, vocoder_source
-from utils.voice_folders import (best_checkpoint, is_acoustic, is_vocoder, list_voices, resolve_voice, run_folders,
-                                 checkpoints_of)
+from utils.voice_folders import (best_checkpoint, checkpoints_of, is_acoustic, is_vocoder, list_voices,
+                                 recorded_checkpoint, resolve_voice, run_folders)
 from utils.workspace import Workspace, read_json
 
 
@@ -100,10 +100,10 @@ def voice_choices(ws: Workspace) -> list[tuple[str, str]]:
         if not steps:
             continue
         status = read_json(run / "status.json", {}) or {}
-        best = Path(status["best_checkpoint"]).resolve() if status.get("best_checkpoint") else None
+        best = recorded_checkpoint(run, status.get("best_checkpoint"))
         for p in reversed(steps):
             label = f"{run.name} · step {p.name.split('-')[1]}"
-            if best is not None and p.resolve() == best and status.get("best_mcd") is not None:
+            if best is not None and p.name == best.name and status.get("best_mcd") is not None:
                 label += f" · best, MCD {float(status['best_mcd']):.2f} dB"
             choices.append((label, str(p.relative_to(ws.root))))
     return choices
