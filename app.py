@@ -584,12 +584,13 @@ def add_export_command(sub) -> None:
 
 
 def cmd_export(args) -> None:
-    from utils.inference import export_voice
+    from utils.inference import export_voice, same_name_note
 
     ws = Workspace.open(args.workspace)
     folder = export_voice(ws, args.source, args.name, vocoder=args.vocoder, overwrite=args.overwrite,
                           onnx=args.onnx, onnx_steps=args.onnx_steps)
-    print(f"exported {folder} and {ws.root / 'exports' / (args.name + '.zip')}")
+    print(f"exported {folder} and {ws.root / 'exports' / (args.name + '.zip')}."
+          + same_name_note(ws, args.name))
     print((folder / "README.md").read_text(encoding="utf-8").split("## Use it", 1)[-1].strip())
 
 

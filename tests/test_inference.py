@@ -543,6 +543,11 @@ def test_an_export_left_unnamed_takes_its_runs_name_as_the_training_tab_does(tmp
     ws = voice_workspace(tmp_path / "ws")
     said, zip_path = tab.export(AppContext(ws), CKPT, "  ", inference.GRIFFIN_LIM, False, False, 2)
     assert (ws.voices / "r1").is_dir() and zip_path.endswith("r1.zip") and "pick **r1** above" in said
+    # the run's name now speaks the voice (a voice comes first): said, as the run may train on
+    assert "The name r1 is also its run's: picking r1 (or --voice r1) now speaks this voice" in said
+    assert inference.resolve_voice(ws, "r1") == ws.voices / "r1"
+    said, _ = tab.export(AppContext(ws), CKPT, "abebe", inference.GRIFFIN_LIM, False, False, 2)
+    assert "also its run's" not in said
     assert tab.run_of(ws, "r1") == "r1" and tab.run_of(ws, "some-voice") == ""
 
 

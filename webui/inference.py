@@ -182,7 +182,8 @@ def export(ctx: AppContext, source, name, vocoder, overwrite, onnx, onnx_steps):
     rel = folder.relative_to(ctx.workspace.root)
     zip_path = ctx.workspace.root / "exports" / f"{name}.zip"
     files = ", ".join(sorted(p.name for p in folder.iterdir()))
-    return (f"Exported to `{rel}` ({files}); pick **{name}** above to use it, or download the zip.\n\n"
+    return (f"Exported to `{rel}` ({files}); pick **{name}** above to use it, or download the zip."
+            f"{inference.same_name_note(ctx.workspace, name)}\n\n"
             + (folder / "README.md").read_text(encoding="utf-8").split("## Use it", 1)[-1]), str(zip_path)
 
 
@@ -285,7 +286,8 @@ def build(ctx: AppContext):
     with gr.Accordion("Export a voice (folder + zip, optional ONNX)", open=False):
         with gr.Row():
             export_from = gr.Dropdown(label="Checkpoint or voice", choices=voices, value=first)
-            export_name = gr.Textbox(label="Voice name", placeholder="the run's name when left empty", elem_id="inference-export-name")
+            export_name = gr.Textbox(label="Voice name", placeholder="left empty: the run's name (a checkpoint's export)",
+                                     elem_id="inference-export-name")
             export_vocoder = gr.Dropdown(label="Vocoder to include", value=AUTO_VOCODER, choices=vocoder_choices(ctx))
         with gr.Row():
             overwrite = gr.Checkbox(label="Overwrite a voice of that name", value=False)

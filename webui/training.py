@@ -607,7 +607,8 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
         if not best:
             raise StudioError(f"{name} has no checkpoint yet: export it once it has saved one.")
         folder = inference.export_voice(ws, str(best), voice or name)
-        return (f"Saved voice **{folder.name}** (from `{Path(best).name}`). Open the **Inference** tab to hear it.",
+        return (f"Saved voice **{folder.name}** (from `{Path(best).name}`). Open the **Inference** tab to hear it."
+                + inference.same_name_note(ws, folder.name),
                 None)
 
     def action(fn, outputs):

@@ -102,6 +102,15 @@ def _licence_notice(licence: str) -> str:
     return text
 
 
+def same_name_note(ws: Workspace, name: str) -> str:
+    """Said after an export that took its run's name (the default): a voice comes before a run of the same name, so
+    that name (a picker's, --voice NAME) now speaks this copy, not the run's newest best as it trains on."""
+    if name not in ws.list_runs():
+        return ""
+    return (f" The name {name} is also its run's: picking {name} (or --voice {name}) now speaks this voice, the "
+            "checkpoint it was made from, even if the run trains on; export again (Overwrite) to take a later one.")
+
+
 def export_voice(ws: Workspace, source: str, voice_name: str, vocoder: str | None = None,
                  overwrite: bool = False, onnx: bool = False, onnx_steps: int = 10) -> Path:
     """Copy an acoustic checkpoint (a run name, checkpoint folder or voice) and a vocoder (None/"auto": see
