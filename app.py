@@ -275,6 +275,10 @@ def add_stop_command(sub) -> None:
     p.set_defaults(func=cmd_stop)
 
 
+def add_dataset_arg(p) -> None:
+    p.add_argument("--dataset", required=True, help="the dataset's name (python app.py list names them)")
+
+
 def existing_run(args) -> Workspace:
     """The workspace, once the run args.run is found in it (else refused, saying where the names are listed)."""
     ws = Workspace.open(args.workspace)
@@ -483,7 +487,8 @@ def add_synth_command(sub) -> None:
     p.add_argument("text", nargs="?", help="the text to speak (or --file)")
     p.add_argument("output", nargs="?", help="same as --out")
     p.add_argument("--voice", required=True, help="exported voice, run name (its best checkpoint) or checkpoint folder")
-    p.add_argument("--out", help="WAV to write (default speech.wav); with --file the zip to write (default: one in workspace/exports)")
+    p.add_argument("--out", help="WAV to write (default speech.wav); with --file the zip to write (default: one in "
+                                 "workspace/exports)")
     p.add_argument("--file", help="UTF-8 text file: one WAV per line ('id|text' names it), collected in a zip")
     p.add_argument("--speed", type=float, default=1.0, help="1.0 natural, 1.2 faster, 0.8 slower")
     p.add_argument("--speaker", help="speaker name of a multi-speaker voice (default: its first)")
@@ -597,7 +602,7 @@ def cmd_export(args) -> None:
 # ----------------------------------------------------------------------------- train-vocoder
 def add_train_vocoder_command(sub) -> None:
     p = sub.add_parser("train-vocoder", help="fine-tune (or train) the Vocos vocoder on a dataset's audio")
-    p.add_argument("--dataset", required=True, help="the dataset's name (python app.py list names them)")
+    add_dataset_arg(p)
     p.add_argument("--run", help="run name (default: dataset-vocoder)")
     p.add_argument("--init", metavar="VOCODER",
                    help="public Vocos folder/file (config.yaml + pytorch_model.bin), hub id, or our checkpoint")
@@ -649,7 +654,7 @@ def add_check_transcripts_command(sub) -> None:
     p = sub.add_parser("check-transcripts", help="rank a dataset's clips by how likely their transcript is wrong",
                        description="Highest score = most suspicious. Written to datasets/NAME/transcript_check.json "
                                    "(the Dataset tab's review list).")
-    p.add_argument("--dataset", required=True, help="the dataset's name (python app.py list names them)")
+    add_dataset_arg(p)
     p.add_argument("--method", default="auto", choices=["auto", "alignment", "asr"],
                    help="alignment: a short training of the tiny voice model, then its aligner (offline, CPU); "
                         "asr: the workspace's speech recognizer; auto: alignment, plus the recognizer when present")
@@ -688,7 +693,7 @@ def add_transcribe_command(sub) -> None:
     p = sub.add_parser("transcribe", help="machine drafts, with their confidence, for clips without a transcript",
                        description="Drafts go to datasets/NAME/transcript_drafts.json, never over a curator's text; "
                                    "the Dataset tab lists them for review, least confident first.")
-    p.add_argument("--dataset", required=True, help="the dataset's name (python app.py list names them)")
+    add_dataset_arg(p)
     p.add_argument("--model", help="recognizer to fetch once and use: a Hugging Face id or a folder (default: the "
                                    "installed one, else $AMHARIC_TTS_ASR_SOURCE, else this machine's omniASR CTC: "
                                    "`app.py hardware` says which; facebook/mms-1b-all with --lang amh)")

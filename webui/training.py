@@ -600,10 +600,8 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
                 gr.update(value=False))
 
     def on_export(name, voice):
-        from utils.voice_folders import best_checkpoint
-
         v = views.view(ws, name)  # its best found in its own folder: the path recorded may be another workspace's
-        best = best_checkpoint(ws, name) or (v.checkpoints[-1][1] if v.checkpoints else None)
+        best = inference.best_checkpoint(ws, name) or (v.checkpoints[-1][1] if v.checkpoints else None)
         if not best:
             raise StudioError(f"{name} has no checkpoint yet: export it once it has saved one.")
         folder = inference.export_voice(ws, str(best), voice or name)
