@@ -86,6 +86,9 @@ def test_speak_see_the_phonemes_compare_and_export(server, page, tmp_path):
     page.locator("#inference-speak").click()
     expect(page.get_by_text(re.compile("no Amharic \\(Ethiopic\\) letters")).first).to_be_visible(timeout=30_000)
     expect(info).to_contain_text("Not done: The text has no Amharic")  # kept under the player, not only a toast
+    # no player is left on 'pause 0:00 / 0:00' as if a stream were coming, nor the last text's speech
+    expect(page.locator("#inference-audio")).to_be_hidden()
+    expect(page.locator("#inference-whole")).to_be_hidden()
 
     page.locator("#inference-text textarea").fill("ሰላም ነው።")
     page.get_by_text("A/B: the same text from two voices or checkpoints").click()

@@ -374,9 +374,10 @@ def build(ctx: AppContext):
         yield from speak(ctx, *args, stream=streaming)
 
     # a refusal (no voice, empty text, a vocoder that does not fit) stays written under the player, and the speech
-    # of the text before goes: its sound, file, picture and table would read as this text's
+    # of the text before goes: its sound, file, picture and table would read as this text's. The streamed player
+    # goes too: emptied, it stays on 'pause 0:00 / 0:00' as if it were playing a stream that never comes
     spoken_outputs = [audio, wav, spectrogram, info, spoken]
-    cleared = {audio: None, wav: None, spectrogram: None, spoken: None}
+    cleared = {audio: gr.update(value=None, visible=not streaming), wav: None, spectrogram: None, spoken: None}
     then = go.click
     if streaming:  # the streamed player comes back, empty, for the new stream; the last speech's whole WAV goes
         then = go.click(lambda: (gr.update(value=None, visible=True), gr.update(visible=False)), None, [audio, whole],
