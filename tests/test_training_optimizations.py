@@ -134,6 +134,20 @@ def test_a_run_settles_auto_compile_with_its_own_shapes_and_measured_batch(tmp_p
     resumed.items, resumed.model = adapter.items, adapter.model
     assert resumed.compile_targets() == []  # 100 steps left, not 20,000, win back no graph
     assert resumed.machine.reasons["compile"].startswith("off: ") and " 100 steps saving" in resumed.machine.reasons["compile"]
+    # half way, a resume skips the probe: the verdict weighs the batch the run trained with (its checkpoint's),
+    # not the machine's first guess, under which 10,000 steps would pay
+    halfway = MatchaAdapter(TrainConfig(preset="base", max_steps=20_000, workspace=str(tmp_path), dataset="am",
+                                        run="halfway"), h100_report())
+    halfway.items, halfway.model = adapter.items, adapter.model
+    assert len(halfway.compile_targets()) == 2  # a new run of it, at the guessed batch
+    saved = halfway.run_dir / "checkpoints" / "step-10000"
+    saved.mkdir(parents=True)
+    for name in ("model.safetensors", "trainer_state.pt"):
+        (saved / name).write_bytes(b"")
+    (saved / "config.json").write_text(json.dumps({"resolved": {"max_frames_per_batch": 800}}))
+    halfway.machine.set("compile", True, "auto, before the run's own numbers")
+    assert halfway.compile_targets() == [] and halfway.machine.max_frames_per_batch == 800
+    assert halfway.machine.reasons["max_frames_per_batch"].startswith("kept from the run being resumed")
 
 
 def test_a_graph_measured_at_no_cost_or_no_graph_to_build_still_gets_a_verdict():

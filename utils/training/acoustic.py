@@ -122,6 +122,8 @@ class TextMelAdapter(DataPosition):
         cfg, m = self.cfg, self.machine
         parts = self.compiled_parts()
         if cfg.compile == AUTO and m.compile and m.report is not None and m.report.gpus:
+            for name, value in self.resumed_sizes().items():  # `load_state_dict` sets the same, later
+                m.set(name, value, "kept from the run being resumed (the batch order depends on it)")
             on, why = opt.compile_verdict(cfg, m, m.report, self.memory_plan(cfg), len(self.shape_plan()) * len(parts),
                                           self.resumed_step())
             m.set("compile", on, why)
@@ -137,6 +139,17 @@ class TextMelAdapter(DataPosition):
         """The step a resume goes on from (0 for a new run): a run resumed near its end has few steps left to win a
         compile back (the loop settles compile before it loads the checkpoint)."""
         return step_of(ckpt.resume_point(self.cfg.resume, self.run_dir / "checkpoints")) or 0
+
+    def resumed_sizes(self) -> dict:
+        """The batch sizes of the run being resumed that the curator left "auto" (its checkpoint's resolved
+        settings): the loop settles compile before it loads the checkpoint, and a resume skips the probe, so the
+        verdict would weigh the machine's first guess (40,000 frames on an H100) instead of the run's own batch."""
+        folder = ckpt.resume_point(self.cfg.resume, self.run_dir / "checkpoints")
+        try:
+            resolved = (ckpt.read_config(folder).get("resolved") or {}) if folder else {}
+        except (StudioError, ValueError):  # an unreadable config: the loop's own load says what is wrong
+            resolved = {}
+        return {name: resolved[name] for name in self.KEPT if resolved.get(name) and getattr(self.cfg, name) == AUTO}
 
     def graphs_built(self, graphs: int, seconds: float) -> None:
         """What a step that built `graphs` graphs took, for the next run's decision on this machine."""
