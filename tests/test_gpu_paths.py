@@ -282,6 +282,7 @@ def test_a_compiled_run_says_it_compiles_and_evaluates_without_compiling_again(t
 
     monkeypatch.setattr(MatchaAdapter, "evaluate", counted_evaluate)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "elsewhere"))  # put back after the test
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))  # as an earlier compilation in a process sets it
     ws = make_dataset(tmp_path, n_train=4, n_val=1, max_chars=30)
     cfg = TrainConfig(workspace=str(ws.root), dataset="am", run="compiled", preset="tiny", max_steps=2, lr=1e-3,
                       eval_every=1, checkpoint_every=100, compile="true", max_frames_per_batch=400,
@@ -293,6 +294,9 @@ def test_a_compiled_run_says_it_compiles_and_evaluates_without_compiling_again(t
     # Inductor's kernels are kept in the workspace (a resume, a new Colab session reuse them), and what each graph
     # cost is kept for the next run's decision
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str((ws.root / "cache" / "inductor").resolve())
+    from torch._inductor.runtime.cache_dir_utils import triton_cache_dir
+
+    assert Path(triton_cache_dir(0)).is_relative_to(ws.root / "cache" / "inductor")  # the GPU kernels too
     costs = read_jsonl(ws.root / "cache" / "compile_seconds.jsonl")
     assert len(costs) == len(built) and all(c["seconds"] >= 0 and c["machine"].endswith("cores") for c in costs)
 

@@ -49,10 +49,13 @@ def warm(workspace: str | Path) -> bool:
 
 
 def keep_kernels_in(workspace: str | Path) -> Path:
-    """Inductor's cache in the workspace, for the compilations of this process (before the first one)."""
+    """Inductor's cache in the workspace, for the compilations of this process (before the first one). Triton's
+    GPU kernels go under it too: Inductor puts them in TRITON_CACHE_DIR once it is set (by the first compilation
+    of the process, or the user's environment), else under its own cache, one folder per GPU."""
     folder = cache_dir(workspace)
     folder.mkdir(parents=True, exist_ok=True)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder.resolve())
+    os.environ.pop("TRITON_CACHE_DIR", None)
     return folder
 
 
