@@ -38,8 +38,9 @@ def settings_table(report: hardware.HardwareReport) -> pd.DataFrame:
                          for k, s in report.recommended.items()])
 
 
-def sample_usage(history: list[dict]) -> tuple[str, pd.DataFrame, pd.DataFrame, list[dict]]:
-    """One live reading: a summary line, the percent and GiB plot data, and the updated history."""
+def sample_usage(history: list[dict]) -> tuple:
+    """One live reading: a summary line, the percent and GiB plots, and the updated history. The GiB axis runs to
+    the most memory there is (RAM or a GPU's), so a line reads as how full it is, not as the top of the chart."""
     now = hardware.live_usage()
     point = {"time": pd.Timestamp.now("UTC"), "CPU %": now["cpu_percent"], "RAM GiB": round(now["ram_used_gb"], 2)}
     parts = [f"CPU {now['cpu_percent']:.0f}% · RAM {now['ram_used_gb']:.1f}/{now['ram_total_gb']:.1f} GiB"]
@@ -57,7 +58,8 @@ def sample_usage(history: list[dict]) -> tuple[str, pd.DataFrame, pd.DataFrame, 
     history = (history + [point])[-HISTORY_POINTS:]
     frame = pd.DataFrame(history).melt(id_vars="time", var_name="series", value_name="value")
     percent = frame["series"].str.endswith("%")  # percent and GiB apart: one axis for both squashes one of them
-    return "\n\n".join(parts), frame[percent], frame[~percent], history
+    most = max([now["ram_total_gb"]] + [g["total_gb"] for g in now["gpus"]])
+    return "\n\n".join(parts), frame[percent], gr.update(value=frame[~percent], y_lim=[0, most]), history
 
 
 def build(ctx: AppContext) -> None:
@@ -66,7 +68,7 @@ def build(ctx: AppContext) -> None:
     gr.Markdown(hardware_card(report), elem_id="hardware-card", elem_classes=["hw-card"])
     gr.Markdown("### Recommended training settings\nEvery setting starts here; the Optimizations tab lets you change them.")
     gr.Dataframe(settings_table(report), wrap=True, interactive=False, elem_id="recommended-settings",
-                 column_widths=["30%", "10%", "60%"])
+                 column_widths=["30%", "10%", "60%"], max_height=4000)  # all of it: a box scrolling in the page hid half
     gr.Markdown("### Live usage")
     live = gr.Markdown(elem_id="live-usage")
     with gr.Row():

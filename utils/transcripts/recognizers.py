@@ -57,29 +57,26 @@ def omniasr_loadable() -> bool:
 
 
 def choose(gpus_gb: list[float], omniasr: bool | None = None) -> tuple[Known, str]:
-    """(the recognizer to fetch, why) for a machine with GPUs of these memories (GiB; [] for a CPU) whose
+    """(the recognizer to fetch, why this one) for a machine with GPUs of these memories (GiB; [] for a CPU) whose
     transformers has omniASR (`omniasr`; None: this one's)."""
     if not (omniasr_loadable() if omniasr is None else omniasr):
         import sys
 
-        return MMS, (f"{MMS.title} ({MMS.download_gb} GB download, {MMS.licence}): omniASR needs transformers 5.24 "
-                     f"or newer, which needs Python 3.11 or newer (this is Python {sys.version_info[0]}."
-                     f"{sys.version_info[1]}); on a newer Python, install the requirements again for omniASR")
-    small = (f"{OMNI_300M.title} ({OMNI_300M.download_gb} GB download, about {OMNI_300M.gpu_gb:.0f} GB of GPU "
-             f"memory, error rate {OMNI_300M.cer_gsma} on an Amharic benchmark)")
+        return MMS, (f"omniASR needs transformers 5.24 or newer, which needs Python 3.11 or newer (this is Python "
+                     f"{sys.version_info[0]}.{sys.version_info[1]}); on a newer Python, install the requirements "
+                     "again for omniASR")
     if not gpus_gb:
-        return OMNI_300M, (f"{small}: no GPU, and on a CPU a model of the 1B's size takes {CPU_SLOWER_1B}x as long "
-                           f"for its lower error rate ({OMNI_1B.cer_gsma})")
+        return OMNI_300M, (f"there is no GPU, and on a CPU omniASR's 1B model takes {CPU_SLOWER_1B}x as long for its lower error "
+                           f"rate ({OMNI_1B.cer_gsma})")
     if max(gpus_gb) < BIG_GPU_GB:
-        return OMNI_300M, (f"{small}: this {max(gpus_gb):.0f} GB GPU keeps its memory for training; "
-                           f"the 1B needs about {OMNI_1B.gpu_gb:.0f} GB beside it")
+        return OMNI_300M, (f"this {max(gpus_gb):.0f} GB GPU keeps its memory for training; omniASR's 1B model needs about "
+                           f"{OMNI_1B.gpu_gb:.0f} GB beside it")
     if not OMNI_1B.confirmed:
-        return OMNI_300M, (f"{small}: the 1B (error rate {OMNI_1B.cer_gsma}) would fit this {max(gpus_gb):.0f} GB GPU, "
-                           f"but no source confirms its hub id {OMNI_1B.repo} yet; pick it in the Recognizer box to "
-                           "try it (the 300M is fetched instead if the hub does not have it)")
-    return OMNI_1B, (f"{OMNI_1B.title} ({OMNI_1B.download_gb} GB download, error rate {OMNI_1B.cer_gsma} against "
-                     f"{OMNI_300M.cer_gsma} for the 300M): this {max(gpus_gb):.0f} GB GPU holds it beside a "
-                     "training run")
+        return OMNI_300M, (f"omniASR's 1B model (error rate {OMNI_1B.cer_gsma}) would fit this {max(gpus_gb):.0f} GB GPU, but no "
+                           f"source confirms its hub id {OMNI_1B.repo} yet; pick it in the Recognizer box to try it "
+                           "(the 300M is fetched instead if the hub does not have it)")
+    return OMNI_1B, (f"this {max(gpus_gb):.0f} GB GPU holds it beside a training run, for a lower error rate than "
+                     f"the 300M's ({OMNI_300M.cer_gsma})")
 
 
 def for_this_machine() -> tuple[Known, str]:
@@ -90,6 +87,8 @@ def for_this_machine() -> tuple[Known, str]:
 
 
 def line(choice: tuple[Known, str]) -> str:
-    """One sentence for the System tab and `app.py hardware`."""
+    """What the System tab and `app.py hardware` say of it: the model and its facts, then why this one."""
     model, why = choice
-    return f"Speech recognizer to fetch: {model.repo} (licence {model.licence}); {why}."
+    facts = (f"{model.repo}, {model.download_gb} GB download, about {model.gpu_gb:.0f} GB of GPU memory, error rate "
+             f"{model.cer_gsma} on an Amharic benchmark, licence {model.licence}")
+    return f"Speech recognizer to fetch: {model.title} ({facts}). Why this one: {why}."
