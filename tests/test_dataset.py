@@ -205,6 +205,11 @@ def test_long_recording_with_srt_is_cut_at_cue_times_refined_by_vad(tmp_path):
     for r, (s, e) in zip(rows, times):
         assert abs(r["duration"] - (e - s)) < 0.45  # the whole sentence, not the late/early cue
         assert r["source"].startswith("raw/talk/talk.wav#t=")
+    # prepared again: the recording is not cut again, nor its clips made again
+    events = list(prepare(ws, "talk", None, workers=1))
+    assert not [e for e in events if e.stage == "segment"]
+    assert any("3 clip(s) already made" in e.message for e in events)
+    assert load_manifest(ws, "talk") == rows
 
 
 @pytest.mark.parametrize("layout", ["ljspeech", "csv"])

@@ -73,27 +73,67 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
              cfg: PrepareConfig = PrepareConfig(), feature_cfg: FeatureConfig | None = FeatureConfig(),
              workers: int | None = None, cancel: threading.Event | None = None,
              device: str | None = None, in_place: tuple = ()) -> Iterator[Event]:
-    """The pipeline itself. `feature_cfg=None` skips the mel cache; a folder inside one of `in_place` is read
-    where it is (linked into raw/), not copied."""
+    """The pipeline itself, step by step. `feature_cfg=None` skips the mel cache; a folder inside one of
+    `in_place` is read where it is (linked into raw/), not copied."""
     ds_dir = ws.dataset_dir(name)
-    raw, state = ds_dir / "raw", ds_dir / STATE_DIR
-    sources = [sources] if isinstance(sources, (str, Path)) else list(sources or [])  # read twice: disk, import
-    if missing := [str(s) for s in sources if not Path(s).exists() and not Path(s).is_symlink()]:
+    sources = [Path(s) for s in ([sources] if isinstance(sources, (str, Path)) else list(sources or []))]
+    if missing := [str(s) for s in sources if not s.exists() and not s.is_symlink()]:
         raise StudioError(f"{missing[0]}: not found: give a zip, a folder or files that exist (nothing was prepared).")
     if sources:  # before anything is written: a disk that cannot hold the dataset is said now, not when full
         est = check_space(ds_dir, sources, ws.root, cfg=cfg, feature_cfg=feature_cfg, columns=columns,
                           in_place=in_place)
         yield Event("disk", message=describe_disk(est, markdown=False), level="warning" if est["tight"] else "info")
-    state.mkdir(parents=True, exist_ok=True)
-    cancelled = (lambda: cancel.is_set()) if cancel is not None else (lambda: False)
-    workers = workers or default_workers()
+    (ds_dir / STATE_DIR).mkdir(parents=True, exist_ok=True)
     errors: list[dict] = []
-
-    # 1. import: the upload goes into raw/ byte for byte; a lone CSV brings its audio along
-    if isinstance(sources, (str, Path)):
-        sources = [sources]
-    sources = [Path(s) for s in sources or []]
+    fmt, columns, exports = yield from _import(ds_dir, name, sources, fmt, columns, cfg, in_place, errors)
+    old = {r["id"]: r for r in store.iter_rows(ds_dir)} if store.exists(ds_dir) else None  # None: a first import
     origin = sources[0].parent if len(sources) == 1 and sources[0].suffix.lower() in (".csv", ".tsv") else None
+    found = yield from _discover(ws, name, sources, fmt, columns, origin, exports, old, errors)
+    # from here on the folder is a dataset that a failure keeps (see prepare): written before any long work
+    tables = [f.relative_to(ds_dir).as_posix() for f in raw_files(ds_dir / "raw")
+              if f.suffix.lower() in (".csv", ".tsv") and f not in exports] if found.format == "csv" else []
+    atomic_write_json(ds_dir / "prepare.json", {"format": found.format, "frontend": frontend, "columns": columns,
+                                                "config": cfg.to_dict(), "tables": tables,
+                                                "features": feature_cfg.to_dict() if feature_cfg else None})
+    yield from decode_compressed(ds_dir, found, errors)
+    user_dict = load_user_dict(ws)  # transcripts are read as training and speaking read them
+    read_with = dictionary_stamp(user_dict)
+    use_gpu_mels = feature_cfg is not None and (device or _device()) == "cuda"
+    with _Work(ds_dir, cfg, read_with, str(ws.pronunciations), workers or default_workers(), cancel) as work:
+        clips = [it for it in found.items if it.kind == "clip"]
+        clips += yield from _cut_long_recordings(work, [it for it in found.items if it.kind != "clip"], errors)
+        results = {} if work.cancelled() else (yield from _make_clips(work, clips, feature_cfg, use_gpu_mels))
+    if work.cancelled():
+        yield from _cancelled()
+        return
+    rows = _rows(clips, results, errors)
+    if not rows:  # a dataset of no clip would be offered by every picker and fail every run: none is made
+        raise NoDataset(nothing_usable(sources or sorted(p for p in (ds_dir / "raw").rglob("*") if p.is_file()),
+                                       errors))
+    kept = _carry_decisions(old or {}, rows, cfg, user_dict)
+    if kept:
+        yield Event("check", message=kept)
+    finish_rows(rows, cfg)
+    save_manifest(ws, name, rows)
+    # clips an earlier run made were read with the dictionary of then: whether all match is known, or not
+    same = {results[r["id"]].get("read_with") for r in rows} == {read_with}
+    record_read_with(ds_dir, read_with if same else None)
+    record_digests(ds_dir, [(ds_dir / r["audio"], r["sha1"]) for r in rows])  # training starts without hashing
+    report = write_report(ws, name, errors, found.format, {"frontend": frontend})
+    yield Event("check", len(rows), len(rows), f"{report['summary']['flagged_clips']} flagged row(s), "
+                f"{len(errors)} file error(s); report in {ds_dir / 'report.json'}")
+    yield from _after_the_rows(ds_dir, rows, cfg, feature_cfg, frontend, use_gpu_mels, work.cancelled)
+    added, counts = what_was_added(name, old, rows)
+    yield Event("done", len(rows), len(rows), added + describe(report["summary"], name),
+                result={"name": name, **report["summary"], **counts})
+
+
+def _import(ds_dir: Path, name: str, sources: list[Path], fmt: str, columns: dict | None, cfg: PrepareConfig,
+            in_place: tuple, errors: list[dict]) -> Iterator[Event]:
+    """Step 1: the uploads go into raw/ byte for byte (a lone CSV brings its audio along); with none, a re-run on
+    what raw/ holds, with last time's format and columns unless told otherwise. Returns (format, columns, the
+    studio's own exports found in raw/, which are set aside, not read as transcripts)."""
+    raw = ds_dir / "raw"
     last = read_json(ds_dir / "prepare.json", default={}) or {}
     if sources:
         how = "bringing" if in_place else "copying"  # a folder in a data folder is linked, read where it is
@@ -105,7 +145,7 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
                           "prepared again from them: give the recordings again (upload them, or their path).")
     elif not raw.exists():
         raise StudioError(f"Dataset {name!r} has nothing in raw/; give a zip, folder or files to prepare.")
-    else:  # a re-run on what raw/ holds: same format and columns as last time unless told otherwise
+    else:
         if fmt == "auto" and last.get("format") == "csv" and (said := pairs_taken_for_csv(ds_dir, name)):
             last = {**last, "format": "pairs", "tables": []}  # its exports are set aside, as beside any pairs
             yield Event("discover", message=said, level="warning")
@@ -116,15 +156,20 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
                for f in exports]
     for e in errors:
         yield Event("import", message=e["message"], level="warning")
+    return fmt, columns, exports
 
-    # 2. discover the utterances
-    old = {r["id"]: r for r in store.iter_rows(ds_dir)} if store.exists(ds_dir) else None  # None: a first import
+
+def _discover(ws: Workspace, name: str, sources: list[Path], fmt: str, columns: dict | None, origin: Path | None,
+              exports: list[Path], old: dict | None, errors: list[dict]) -> Iterator[Event]:
+    """Step 2: the utterances in raw/ (returned). Finding none is said in the report of a dataset that had no rows
+    too, and raised with the import's errors, which often say why."""
+    ds_dir = ws.dataset_dir(name)
     try:
         found = discover(ds_dir, fmt, columns, origin, exports, {i: r.get("source") for i, r in (old or {}).items()})
-    except StudioError as exc:  # nothing to prepare: say so in the report too
+    except StudioError as exc:
         if not store.exists(ds_dir):
             write_report(ws, name, errors + [{"source": str(sources[0].name if sources else "raw"),
-                                                  "message": str(exc)}], fmt)
+                                              "message": str(exc)}], fmt)
         if errors:
             raise StudioError(f"{exc} " + " ".join(e["message"] for e in errors[:5])) from exc
         raise
@@ -134,108 +179,115 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
     for note in found.notes:
         yield Event("discover", message=note, level="info")
     yield Event("discover", len(found.items), len(found.items), f"format {found.format}: {len(found.items)} item(s)")
-    # from here on the folder is a dataset that a failure keeps (see prepare): written before any long work
-    tables = [f.relative_to(ds_dir).as_posix() for f in raw_files(raw)
-              if f.suffix.lower() in (".csv", ".tsv") and f not in exports] if found.format == "csv" else []
-    atomic_write_json(ds_dir / "prepare.json", {"format": found.format, "frontend": frontend, "columns": columns,
-                                                "config": cfg.to_dict(), "tables": tables,
-                                                "features": feature_cfg.to_dict() if feature_cfg else None})
-    yield from decode_compressed(ds_dir, found, errors)
-    done = {d["key"]: d["result"] for d in read_jsonl(state / "done.jsonl")}
-    user_dict = load_user_dict(ws)  # transcripts are read as training and speaking read them
-    read_with = dictionary_stamp(user_dict)
-    common = {"cfg": cfg.to_dict(), "dictionary": (str(ws.pronunciations), read_with)}
-    use_gpu_mels = feature_cfg is not None and (device or _device()) == "cuda"
-    done_log = open(state / "done.jsonl", "a", encoding="utf-8")  # one handle: no open/close per clip
+    return found
 
-    def log_done(entry: dict) -> None:  # whole lines, flushed: a crash loses at most the line being written
-        done_log.write(json.dumps(entry, ensure_ascii=False) + "\n")
-        done_log.flush()
 
-    pools: list[ProcessPoolExecutor] = []
+class _Work:
+    """What the long steps of one preparation share: the tasks an earlier run finished (`.prepare/done.jsonl`, one
+    handle, whole lines flushed: a crash loses at most the line being written), the settings every task gets, and a
+    process pool started only when a step is big enough to repay its start-up (torch import)."""
 
-    def pool_for(n_tasks: int) -> ProcessPoolExecutor | None:
-        """Workers start only when the job is big enough to repay their start-up (torch import)."""
-        if workers <= 1 or n_tasks < POOL_MIN_TASKS:
-            return pools[0] if pools else None
-        if not pools:
-            pools.append(spawn_pool(workers))
-        return pools[0]
+    def __init__(self, ds_dir: Path, cfg: PrepareConfig, read_with: str, dictionary: str, workers: int,
+                 cancel: threading.Event | None):
+        self.ds_dir, self.cfg, self.workers, self.cancel = ds_dir, cfg, workers, cancel
+        state = ds_dir / STATE_DIR
+        self.done = {d["key"]: d["result"] for d in read_jsonl(state / "done.jsonl")}
+        self.common = {"cfg": cfg.to_dict(), "dictionary": (dictionary, read_with)}
+        self.pools: list[ProcessPoolExecutor] = []
+        self.log = open(state / "done.jsonl", "a", encoding="utf-8")
 
-    try:
-        # 3. long recordings -> utterances (subtitle times refined by VAD, or VAD alone)
-        clips = [it for it in found.items if it.kind == "clip"]
-        long_items = [it for it in found.items if it.kind != "clip"]
-        if long_items:
-            tasks, cached = [], []
-            for it in long_items:
-                st = it.audio.stat()
-                key = _key("segment", it.source, st.st_size, st.st_mtime_ns, it.kind,
-                           it.subtitles and it.subtitles.stat().st_mtime_ns, cfg.segment_min, cfg.segment_max)
-                task = {"id": it.id, "src": str(it.audio), "source": it.source, "kind": it.kind, "key": key,
-                        "subtitles": str(it.subtitles) if it.subtitles else None, "item": it, **common}
-                (cached if key in done else tasks).append(task)
-            results = [(t, done[t["key"]]) for t in cached]
-            n = len(results)
-            for task, res in run_tasks(segment_recording, [{k: v for k, v in t.items() if k != "item"} | {"_i": i}
-                                                           for i, t in enumerate(tasks)], workers, cancelled,
-                                   pool_for(len(tasks) * 20)):  # a recording is many clips of work
-                n += 1
-                full = tasks[task["_i"]]
-                if "error" not in res:
-                    log_done({"key": full["key"], "result": res})
-                results.append((full, res))
-                yield Event("segment", n, len(long_items), f"{full['source']}: {len(res.get('segments', []))} utterance(s)")
-            if cancelled():
-                yield from _cancelled()
-                return
-            for task, res in sorted(results, key=lambda tr: tr[0]["source"]):  # stable row order
-                it = task["item"]
-                if "error" in res:
-                    errors.append({"source": it.source, "message": res["error"]})
-                    yield Event("segment", message=res["error"], level="warning")
-                    continue
-                for m in res.get("messages", []):
-                    errors.append({"source": it.source, "message": m})
-                for i, (s, e, text) in enumerate(res["segments"], 1):
-                    clips.append(Item(f"{it.id}-{i:04d}", it.audio, f"{it.source}#t={s:.2f},{e:.2f}", text,
-                                      it.speaker, s, e, notes=dict(it.notes)))
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
 
-        # 4. clips: decode, resample, trim, normalize, write, measure, check text (+ mels on CPU)
-        mel_dir = ds_dir / "features" / feature_cfg.key() if feature_cfg else None
-        tasks, results = [], {}
-        for it in clips:
-            key = _key("clip", it.source, it.start, it.end, it.id, it.text, cfg.processing_key())
-            out = ds_dir / "audio" / f"{it.id}.wav"
-            if key in done and out.exists() and (mel_dir is None or use_gpu_mels
-                                                 or (mel_dir / f"{done[key]['sha1'][:16]}.npy").exists()):
-                results[it.id] = done[key]
-                continue
-            tasks.append({"id": it.id, "src": str(it.audio), "source": it.source, "start": it.start, "end": it.end,
-                          "out": str(out), "text": it.text, "key": key, **common,
-                          **({"mel_dir": str(mel_dir), "mel_cfg": feature_cfg.to_dict(), "mel_half": cfg.half_mels}
-                             if mel_dir and not use_gpu_mels else {})})
-        if results:
-            yield Event("clips", len(results), len(clips), f"{len(results)} clip(s) already made by an earlier run")
-        n, pace = len(results), Pace(len(tasks))
-        for task, res in run_tasks(process_clip, tasks, workers, cancelled, pool_for(len(tasks))):
-            n += 1
-            if "error" not in res:
-                log_done({"key": task["key"], "result": res})
-            results[task["id"]] = res
-            pace.step(res.get("duration") or 0.0)
-            if n % 25 == 0 or n == len(clips) or "error" in res:
-                yield Event("clips", n, len(clips), res.get("error", f"{task['source']} · {pace.said()}"),
-                            level="warning" if "error" in res else "info")
-        if cancelled():
-            yield from _cancelled()
-            return
-    finally:
-        done_log.close()
-        for pool in pools:
+    def finished(self, key: str, result: dict) -> None:
+        if "error" not in result:
+            self.log.write(json.dumps({"key": key, "result": result}, ensure_ascii=False) + "\n")
+            self.log.flush()
+
+    def pool_for(self, n_tasks: int) -> ProcessPoolExecutor | None:
+        if self.workers <= 1 or n_tasks < POOL_MIN_TASKS:
+            return self.pools[0] if self.pools else None
+        if not self.pools:
+            self.pools.append(spawn_pool(self.workers))
+        return self.pools[0]
+
+    def __enter__(self) -> "_Work":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.log.close()
+        for pool in self.pools:
             pool.shutdown(wait=False, cancel_futures=True)  # idle workers exit on their own
 
-    # 5. rows, table checks, curator decisions, split, manifest, report
+
+def _cut_long_recordings(work: _Work, long_items: list[Item], errors: list[dict]) -> Iterator[Event]:
+    """Step 3: long recordings -> utterances (subtitle times refined by VAD, or VAD alone), returned as clips in a
+    stable order (by source). Nothing when cancelled."""
+    cfg, tasks, results, waiting = work.cfg, [], [], []
+    for it in long_items:
+        st = it.audio.stat()
+        key = _key("segment", it.source, st.st_size, st.st_mtime_ns, it.kind,
+                   it.subtitles and it.subtitles.stat().st_mtime_ns, cfg.segment_min, cfg.segment_max)
+        if key in work.done:
+            results.append((it, work.done[key]))
+            continue
+        tasks.append({"id": it.id, "src": str(it.audio), "source": it.source, "kind": it.kind, "key": key,
+                      "subtitles": str(it.subtitles) if it.subtitles else None, "_i": len(tasks), **work.common})
+        waiting.append(it)
+    for task, res in run_tasks(segment_recording, tasks, work.workers, work.cancelled,
+                               work.pool_for(len(tasks) * 20)):  # a recording is many clips of work
+        work.finished(task["key"], res)
+        results.append((waiting[task["_i"]], res))
+        yield Event("segment", len(results), len(long_items),
+                    f"{task['source']}: {len(res.get('segments', []))} utterance(s)")
+    if work.cancelled():
+        return []
+    clips = []
+    for it, res in sorted(results, key=lambda r: r[0].source):
+        if "error" in res:
+            errors.append({"source": it.source, "message": res["error"]})
+            yield Event("segment", message=res["error"], level="warning")
+            continue
+        errors += [{"source": it.source, "message": m} for m in res.get("messages", [])]
+        clips += [Item(f"{it.id}-{i:04d}", it.audio, f"{it.source}#t={s:.2f},{e:.2f}", text, it.speaker, s, e,
+                       notes=dict(it.notes)) for i, (s, e, text) in enumerate(res["segments"], 1)]
+    return clips
+
+
+def _make_clips(work: _Work, clips: list[Item], feature_cfg: FeatureConfig | None,
+                use_gpu_mels: bool) -> Iterator[Event]:
+    """Step 4: each clip decoded, resampled, trimmed, normalized, written, measured, its text checked (and its mels
+    made, on a CPU); one made by an earlier run is kept. Returns {id: result}."""
+    mel_dir = work.ds_dir / "features" / feature_cfg.key() if feature_cfg else None
+    tasks, results = [], {}
+    for it in clips:
+        key = _key("clip", it.source, it.start, it.end, it.id, it.text, work.cfg.processing_key())
+        out = work.ds_dir / "audio" / f"{it.id}.wav"
+        done = work.done.get(key)
+        if done and out.exists() and (mel_dir is None or use_gpu_mels
+                                      or (mel_dir / f"{done['sha1'][:16]}.npy").exists()):
+            results[it.id] = done
+            continue
+        tasks.append({"id": it.id, "src": str(it.audio), "source": it.source, "start": it.start, "end": it.end,
+                      "out": str(out), "text": it.text, "key": key, **work.common,
+                      **({"mel_dir": str(mel_dir), "mel_cfg": feature_cfg.to_dict(), "mel_half": work.cfg.half_mels}
+                         if mel_dir and not use_gpu_mels else {})})
+    if results:
+        yield Event("clips", len(results), len(clips), f"{len(results)} clip(s) already made by an earlier run")
+    n, pace = len(results), Pace(len(tasks))
+    for task, res in run_tasks(process_clip, tasks, work.workers, work.cancelled, work.pool_for(len(tasks))):
+        n += 1
+        work.finished(task["key"], res)
+        results[task["id"]] = res
+        pace.step(res.get("duration") or 0.0)
+        if n % 25 == 0 or n == len(clips) or "error" in res:
+            yield Event("clips", n, len(clips), res.get("error", f"{task['source']} · {pace.said()}"),
+                        level="warning" if "error" in res else "info")
+    return results
+
+
+def _rows(clips: list[Item], results: dict, errors: list[dict]) -> list[dict]:
+    """Step 5: a manifest row for each clip made; a clip that failed is an error of its source."""
     rows = []
     for it in clips:
         res = results.get(it.id)
@@ -248,45 +300,24 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
                      "phonemes": res["phonemes"], "duration": res["duration"], "speaker": it.speaker or DEFAULT_SPEAKER,
                      "split": "train", "flags": [], "excluded": False, "source": it.source, "sha1": res["sha1"],
                      "music": None, "notes": {**it.notes, **res["notes"]}, "metrics": res["metrics"], "review": None})
-    if not rows:  # a dataset of no clip would be offered by every picker and fail every run: none is made
-        raise NoDataset(nothing_usable(sources or sorted(p for p in raw.rglob("*") if p.is_file()), errors))
-    kept = _carry_decisions(old or {}, rows, cfg, user_dict)
-    if kept:
-        yield Event("check", message=kept)
-    finish_rows(rows, cfg)
-    save_manifest(ws, name, rows)
-    # clips an earlier run made were read with the dictionary of then: whether all match is known, or not
-    same = {results[r["id"]].get("read_with") for r in rows} == {read_with}
-    record_read_with(ds_dir, read_with if same else None)
-    record_digests(ds_dir, [(ds_dir / r["audio"], r["sha1"]) for r in rows])  # training starts without hashing
-    extra = {"frontend": frontend}
-    report = write_report(ws, name, errors, found.format, extra)
-    yield Event("check", len(rows), len(rows), f"{report['summary']['flagged_clips']} flagged row(s), "
-                f"{len(errors)} file error(s); report in {ds_dir / 'report.json'}")
+    return rows
 
-    # 6. mel features on the GPU (on CPU they were made with the clips)
-    if use_gpu_mels and rows:
+
+def _after_the_rows(ds_dir: Path, rows: list[dict], cfg: PrepareConfig, feature_cfg: FeatureConfig | None,
+                    frontend: str, use_gpu_mels: bool, cancelled) -> Iterator[Event]:
+    """Steps 6-8: mel features on the GPU (a CPU made them with the clips), the SentencePiece model for the BPE
+    frontend, and the copy of the uploads deleted when the curator chose not to keep it (a small disk)."""
+    if use_gpu_mels:
         from utils.datasets.features import precompute_gpu
 
         for k, total in precompute_gpu(ds_dir, rows, feature_cfg, "cuda", cancelled, half=cfg.half_mels):
             yield Event("features", k, total, "mel features on the GPU")
-
-    # 7. the SentencePiece model when the BPE frontend is chosen
-    if frontend == "bpe" and rows:
+    if frontend == "bpe":
         yield Event("tokenizer", message="training the SentencePiece (BPE) model on the transcripts")
         train_bpe(ds_dir, rows)
-
-    # 8. the copy of the uploads, when the curator chose not to keep it (a dataset that must fit a small disk)
-    if not cfg.keep_uploads and rows and not cancelled():
-        freed = drop_uploads(ds_dir)
-        if freed:
-            yield Event("uploads", message=f"the copy of the uploads in raw/ ({freed / 1e9:.2f} GB) was deleted, as "
-                        "asked: the clips are made; preparing again needs the recordings given again")
-    summary = report["summary"]
-    level = "info" if rows else "error"
-    added, counts = what_was_added(name, old, rows)
-    yield Event("done", len(rows), len(rows), added + describe(summary, name), level=level,
-                result={"name": name, **summary, **counts})
+    if not cfg.keep_uploads and not cancelled() and (freed := drop_uploads(ds_dir)):
+        yield Event("uploads", message=f"the copy of the uploads in raw/ ({freed / 1e9:.2f} GB) was deleted, as "
+                    "asked: the clips are made; preparing again needs the recordings given again")
 
 
 def what_was_added(name: str, old: dict[str, dict] | None, rows: list[dict]) -> tuple[str, dict]:
