@@ -500,6 +500,10 @@ def test_a_second_days_recordings_say_how_many_clips_were_added_to_the_dataset(t
     again = list(prepare(ws, "abebe", None, workers=1))[-1]  # the tab's Prepare on what raw/ holds: nothing new
     assert again.message.startswith("0 new clip(s) added to abebe (5 before, 5 now); ")
     assert again.result["new_clips"] == 0 and again.result["clips"] == 5
+    # the first day's recordings again (a transcript file corrected): their clips repeat, and how to replace is said
+    fixed = list(prepare(ws, "abebe", ljspeech(tmp_path / "fixed", 3), workers=1))[-1]
+    assert fixed.result["new_clips"] == 3 and "all of the new clips repeat recordings it already had" in fixed.message
+    assert "python app.py delete-dataset abebe) and prepare the upload again" in fixed.message
 
 
 def test_an_edited_csv_export_put_back_as_an_upload_is_named_and_not_read_as_rows(tmp_path):

@@ -277,11 +277,12 @@ def test_a_header_line_in_ljspeech_metadata_is_skipped_and_said_once_not_counted
     assert len(said) == 1 and said[0].level == "info" and "metadata.csv line 1" in said[0].message
 
 
-@pytest.mark.parametrize("sep", [",", "\t"])
-def test_a_metadata_csv_written_with_commas_or_tabs_is_read_and_said_so(tmp_path, sep):
+@pytest.mark.parametrize("sep", [",", "\t", ";"])
+def test_a_metadata_csv_written_with_commas_tabs_or_semicolons_is_read_and_said_so(tmp_path, sep):
     """A spreadsheet's export (id,text) gave 30 lines of "expected 'id|text'", an empty dataset, and advice to get
-    machine transcripts. With no '|' in any line and the other separator in every one, it is read as id<sep>text and
-    said in one line; a comma later in the text stays in the text."""
+    machine transcripts (a spreadsheet where the comma is the decimal mark writes semicolons). With no '|' in any line
+    and the other separator in every one, it is read as id<sep>text and said in one line; a comma later in the text
+    stays in the text."""
     ds = tmp_path / "ds"
     for i in range(2):
         espeak_amharic(SENTS[i], ds / "raw" / "wavs" / f"a{i}.wav")
@@ -291,7 +292,23 @@ def test_a_metadata_csv_written_with_commas_or_tabs_is_read_and_said_so(tmp_path
     assert [(it.id, it.text) for it in found.items] == [("a0", f"{SENTS[0]}, {SENTS[1]}"), ("a1", SENTS[1])]
     assert found.errors == []
     said = " ".join(found.notes)
-    assert f"separates its columns with {'commas' if sep == ',' else 'tabs'}, not '|'" in said, found.notes
+    names = {",": "commas", "\t": "tabs", ";": "semicolons"}
+    assert f"separates its columns with {names[sep]}, not '|'" in said, found.notes
+
+
+def test_transcript_lines_that_cannot_be_read_are_named_before_machine_drafts(tmp_path):
+    """Lines of a metadata.csv in no layout the studio reads left every clip without text, and the advice was to get
+    machine drafts of what the file already says: the unread lines come first, with how to prepare again."""
+    from webui.dataset import summary_markdown
+
+    src = tmp_path / "up"
+    for i in range(2):
+        espeak_amharic(SENTS[i], src / "wavs" / f"a{i}.wav")
+    (src / "metadata.csv").write_text(f"a0 {SENTS[0]}\na1 {SENTS[1]}\n", encoding="utf-8")  # spaces, no separator
+    ws = Workspace.open(tmp_path / "ws")
+    done = list(prepare(ws, "sp", src, workers=1))[-1].message
+    assert "no clip has text: 2 line(s) or file(s) could not be read" in done and "delete-dataset sp" in done
+    assert "2 line(s) or file(s) could not be read (listed above)" in summary_markdown(ws, "sp")
 
 
 def test_a_first_row_named_like_a_header_word_is_a_clip_when_its_audio_exists(tmp_path):

@@ -136,9 +136,11 @@ def next_line(ws, name: str, s: dict) -> str:
     """What to do now. Clips with no text (a long recording cut at pauses) cannot train: their text comes first, or
     the advice to train leads to a run that refuses the dataset."""
     if not s["usable_clips"] and no_text_yet(s):
-        return ("**Next:** no clip has text yet, so none can train: press **Draft missing transcripts** (under "
-                "*Drafts for clips without text*, below) for machine drafts to check and save, or pick a row, type "
-                "what is said and press **Save text**.")
+        unread = (f"{s['errors']} line(s) or file(s) could not be read (listed above): if they hold the transcripts, "
+                  "fix them, delete this dataset (below) and prepare again. Otherwise " if s.get("errors") else "")
+        return (f"**Next:** no clip has text yet, so none can train. {unread}press **Draft missing transcripts** "
+                "(under *Drafts for clips without text*, below) for machine drafts to check and save, or pick a row, "
+                "type what is said and press **Save text**.")
     review = ("review the flagged rows below (listen, then Keep / fix the text / Exclude)" if s.get("flagged_clips")
               else "no row is flagged, so there is nothing to review")  # it asked to review when none was flagged
     return f"**Next:** {review}; {music_advice(ws, name)}; then train on the **Training** tab.{enough_line(s)}"

@@ -336,6 +336,13 @@ def what_was_added(name: str, old: dict[str, dict] | None, rows: list[dict]) -> 
         said += f"; {len(other)} id(s) it had now hold another recording ({shown(other)})"
     if gone:
         said += f"; {len(gone)} row(s) it had were not made again ({shown(gone)})"
+    had = {r.get("sha1") for r in old.values()} - {None}
+    if repeats := [i for i in new if now[i]["sha1"] in had]:
+        said += (f"; {'all' if len(repeats) == len(new) else len(repeats)} of the new clips repeat recordings it "
+                 f"already had ({shown(repeats)}), so they are flagged as duplicates and left out of training: to "
+                 f"replace what {name} holds with this upload (a corrected transcript file), delete the dataset "
+                 f"(Delete dataset on the Dataset tab, or python app.py delete-dataset {name}) and prepare the upload "
+                 "again under its name")
     return said + "; ", {"new_clips": len(new), "clips_before": len(old)}
 
 
@@ -576,5 +583,8 @@ def untranscribed(summary: dict, name: str) -> str:
     """Why none is usable when no clip has text, and where text comes from: the CLI prints only this line."""
     if not no_text_yet(summary):
         return ""
-    return (" (no clip has text: get machine drafts with Draft missing transcripts on the Dataset tab or "
+    unread = (f"{summary['errors']} line(s) or file(s) could not be read: if they hold the transcripts, fix them, "
+              f"delete the dataset (python app.py delete-dataset {name}) and prepare again; otherwise "
+              if summary.get("errors") else "")
+    return (f" (no clip has text: {unread}get machine drafts with Draft missing transcripts on the Dataset tab or "
             f"`python app.py transcribe --dataset {name}`, or type each clip's text in the row editor)")

@@ -236,7 +236,8 @@ def _ljspeech(ds_dir, files, columns, origin):
             errors.append({"source": _rel(ds_dir, meta), "level": "info",
                            "message": f"{_rel(ds_dir, meta)} separates its columns with {SEPARATOR_NAMES[sep]}, not "
                                       f"'|' as LJSpeech does: read as id{sep}text" + (
-                                          " (a comma later in a line is part of its text)" if sep == "," else "")})
+                                          f" (a {SEPARATOR_NAMES[sep][:-1]} later in a line is part of its text)"
+                                          if sep in ",;" else "")})
         first = 1
         if rows and _is_header(rows[0], lambda uid: _find_audio(uid, [meta.parent], index, raw, None)):
             errors.append({"source": _rel(ds_dir, meta), "level": "info",
@@ -267,17 +268,18 @@ def _ljspeech(ds_dir, files, columns, origin):
     return items, errors + ignored
 
 
-SEPARATOR_NAMES = {"|": "'|'", "\t": "tabs", ",": "commas"}
+SEPARATOR_NAMES = {"|": "'|'", "\t": "tabs", ";": "semicolons", ",": "commas"}
 
 
 def _split_metadata(lines: list[str]) -> tuple[list[list[str]], str]:
-    """(rows, separator): LJSpeech's '|'; a metadata.csv written with tabs or commas (a spreadsheet's export, a
-    common slip) where no line holds a '|' and every line holds the other. A comma splits once: Amharic text may
-    hold commas of its own, and its id comes first."""
+    """(rows, separator): LJSpeech's '|'; a metadata.csv written with tabs, semicolons (a spreadsheet's export where
+    the comma is the decimal mark) or commas, a common slip, where no line holds a '|' and every line holds the
+    other. A semicolon or comma splits once: text may hold them (Amharic's own semicolon is another letter, ፤),
+    and its id comes first."""
     if lines and not any("|" in l for l in lines):
-        for sep in ("\t", ","):
+        for sep in ("\t", ";", ","):
             if all(sep in l for l in lines):
-                return [l.split(sep, 1) if sep == "," else l.split(sep) for l in lines], sep
+                return [l.split(sep) if sep == "\t" else l.split(sep, 1) for l in lines], sep
     return [l.split("|") for l in lines], "|"
 
 
