@@ -442,6 +442,8 @@ def continued_run(args):
     if ignored:
         print(f"note: run {args.run} goes on with its own settings: {', '.join(ignored)} not applied (they are "
               "the run's from its start; a new --run name trains with them)", file=sys.stderr, flush=True)
+    if said := control.steps_not_taken(Workspace.open(args.workspace), args.run, args.max_steps):
+        print(f"note: --max-steps {args.max_steps} not applied: {said}", file=sys.stderr, flush=True)
     return path
 
 

@@ -437,6 +437,16 @@ def test_a_resume_takes_the_time_limit_of_the_session_it_starts_in(ws, capsys):
                                           "--dataset", "am"])  # the run's own dataset, said again: nothing to note
     app.continued_run(args)
     assert limit("timed") == 5 and "not applied" not in capsys.readouterr().err
+    # steps that a resume does not take are said too: fewer than the plan (never shortened), or the Training tab's
+    # box above the plan of a run that has not done its steps (the box may hold another run's number)
+    args = app.build_parser().parse_args(["train", "--workspace", str(ws.root), "--run", "timed", "--continue",
+                                          "--max-steps", "100"])
+    app.continued_run(args)
+    assert ("note: --max-steps 100 not applied: timed goes on to step 250, its own plan, not to 100: a resume never "
+            "shortens a run; to end it sooner, stop it.") in capsys.readouterr().err
+    control.plan_resume(ws, "timed", 1000)  # the tab's Resume
+    assert "keeps its plan until it has done its steps; then Resume with more" in control.steps_not_taken(ws, "timed", 1000)
+    assert control.steps_not_taken(ws, "timed", 250) is None and control.steps_not_taken(ws, "timed", None) is None
 
 
 def test_the_command_line_starts_where_the_training_tab_would_on_this_machine(ws):

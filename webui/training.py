@@ -588,8 +588,10 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
             raise StudioError("Choose a run first.")
         vocoder = (read_json(ws.run_dir(name) / "config.json", {}) or {}).get("kind") == "vocoder"
         # the time limit saved on the Optimizations tab now (this session's), else the run's own
-        control.resume_training(ws, name, int((vocoder_steps if vocoder else steps) or 0) or None,
-                                max_minutes=settings.saved_time_limit(ws))
+        asked = int((vocoder_steps if vocoder else steps) or 0) or None
+        control.resume_training(ws, name, asked, max_minutes=settings.saved_time_limit(ws))
+        if said := control.steps_not_taken(ws, name, asked):  # a toast: the message line follows the run's state
+            gr.Info(f"The {'vocoder ' if vocoder else ''}steps box says {asked}: {said}", duration=20)
         return views.state_line(ws, name), name
 
     def on_delete(name, confirmed):  # the picker and the list forget the run at once, not at the next poll

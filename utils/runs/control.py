@@ -196,6 +196,19 @@ def plan_resume(ws: Workspace, name: str, max_steps: int | None = None, extend_u
     return config_path
 
 
+def steps_not_taken(ws: Workspace, name: str, asked: int | None) -> str | None:
+    """What a resume did with steps it was given that are not the run's plan now, said (None: they are, or none
+    were given): a resume never shortens a run, and the Training tab's steps box, which may hold another run's
+    number, lengthens only a run that has done its steps."""
+    plan = read_json(ws.run_dir(name) / "config.json", {}) or {}
+    planned = int((plan.get("train", plan)).get("max_steps") or 0)
+    if not asked or not planned or int(asked) == planned:
+        return None
+    why = ("a resume never shortens a run; to end it sooner, stop it" if int(asked) < planned else
+           "a run keeps its plan until it has done its steps; then Resume with more steps trains it on")
+    return f"{name} goes on to step {planned}, its own plan, not to {int(asked)}: {why}."
+
+
 def pick_devices(ws: Workspace, gpus: int, all_gpus: bool) -> tuple[str, int]:
     """(device key, processes): CPU; one free GPU; or every GPU under torchrun."""
     from utils.jobs import device_busy
