@@ -161,7 +161,8 @@ def test_guidance_before_start_says_the_hours_the_time_and_the_disk(corpus):
     base = public_base(corpus.root / "pretrained" / "speed-base")
     run(prepare_run(f5_config(corpus, "f5-speed", init=str(base), max_steps=1, device="cpu")))
     speed, source = training_speed(corpus, cpu)
-    assert source == "measured by run f5-speed on this kind of machine" and speed > 0
+    # the newest run first; earlier F5 runs of the workspace pool their windows with its one
+    assert source.startswith("measured by run f5-speed") and source.endswith("on this kind of machine") and speed > 0
     assert "measured by run f5-speed" in guidance(corpus, "am", 100, cpu)[1]
 
 

@@ -344,17 +344,27 @@ def test_matcha_says_how_long_its_run_takes_here_as_the_other_engines_do(tmp_pat
     run = ws.run_dir("earlier")
     atomic_write_json(run / "config.json", {"train": {"engine": "matcha", "preset": "tiny", "init": ""},
                                             "resolved": {"device": "cpu"}})
-    for step, fps in ((10, 1000.0), (20, 1200.0), (30, 90.0)):  # its last window a busy minute: the median counts
+    # its first window holds its start, its last a busy minute: the median of the rest counts
+    for step, fps in ((10, 300.0), (20, 1000.0), (30, 1200.0), (40, 1000.0), (50, 90.0)):
         append_jsonl(run / "metrics.jsonl", {"step": step, "frames_per_s": fps})
     said = training.expectations(AppContext(ws), "matcha", "am", 2000, "", "tiny")["value"]
     assert f"Time: about {speed.say_time(2000 * frames / 1000.0)}" in said and "measured by run earlier" in said
+    # a newer run stopped after one window (its start) no longer speaks for the machine alone: windows are pooled
+    short = ws.run_dir("stopped-early")
+    atomic_write_json(short / "config.json", {"train": {"engine": "matcha", "preset": "tiny", "init": ""},
+                                              "resolved": {"device": "cpu"}})
+    append_jsonl(short / "metrics.jsonl", {"step": 10, "frames_per_s": 150.0})
+    os.utime(short / "metrics.jsonl", (time.time() + 3, time.time() + 3))
+    said = training.expectations(AppContext(ws), "matcha", "am", 2000, "", "tiny")["value"]
+    assert f"Time: about {speed.say_time(2000 * frames / 1000.0)}" in said
+    assert "measured by run stopped-early and run earlier on this kind of machine" in said
     check = ws.run_dir("am-transcript-check")  # the Dataset tab's transcript check: a run the list does not show
     atomic_write_json(check / "config.json", {"train": {"engine": "matcha", "preset": "tiny", "init": "",
                                                         "dataset": "am"}, "resolved": {"device": "cpu"}})
     append_jsonl(check / "metrics.jsonl", {"step": 10, "frames_per_s": 1500.0})
     os.utime(check / "metrics.jsonl", (time.time() + 5, time.time() + 5))  # the newest
     said = training.expectations(AppContext(ws), "matcha", "am", 2000, "", "tiny")["value"]
-    assert "measured by the transcript check of am on this kind of machine" in said
+    assert "measured by the transcript check of am, run stopped-early and run earlier on this kind" in said
 
 
 def test_a_curators_edit_drops_the_refreshes_it_makes_stale_but_never_a_plain_page_load(tmp_path):
