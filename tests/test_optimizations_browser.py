@@ -30,7 +30,7 @@ def test_settings_are_prefilled_saved_with_their_trade_and_reset(app_server, pag
     page.get_by_role("option", name="fp16", exact=True).click()
     page.locator("#save-settings").click()
     changes = page.locator("#settings-changes")
-    expect(changes).to_contain_text("precision: fp32 → fp16")
+    expect(changes).to_contain_text("precision: fp32 (recommended) → fp16")
     expect(changes).to_contain_text("loss scaling")
     assert json.loads(settings.settings_path(ws).read_text()) == {"precision": "fp16"}
     accumulation = page.get_by_label(re.compile(r"\(grad_accumulation\)$"))
@@ -75,7 +75,7 @@ def test_steps_start_where_the_optimizations_tab_says_and_the_system_tab_uses_it
     steps.fill("3000")
     steps.press("Tab")
     page.locator("#save-settings").click()
-    expect(page.locator("#settings-changes")).to_contain_text("max_steps: 2000 → 3000")
+    expect(page.locator("#settings-changes")).to_contain_text("max_steps: 2000 (recommended) → 3000")
     page.reload()
     page.get_by_role("tab", name="Training").click()
     expect(page.get_by_label("steps", exact=True)).to_have_value("3000", timeout=30_000)

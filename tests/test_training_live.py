@@ -245,6 +245,11 @@ def test_a_fresh_page_brings_start_from_back_only_while_that_run_is_active(ws):
     assert ended[START_FROM]["value"] == training.SCRATCH
     assert ended[VOCODER_START_FROM]["value"] == training.VOCODER_SCRATCH[0]
     assert ended[1]["value"] == "tiny" and ended[2]["value"] == 1000 and ended[11]["value"] == 500  # size, steps
+    # steps saved on the Optimizations tab since the last run began are the newer choice: a reload keeps them
+    settings.save_settings(ws, {"max_steps": 88})
+    assert training.restore_form(AppContext(ws))[2]["value"] == 88
+    jobs.update_status(ws.run_dir("last"), created=time.time() + 5)  # a run begun after the save: its steps
+    assert training.restore_form(AppContext(ws))[2]["value"] == 1000
 
 
 def test_a_page_opened_on_a_dataset_shows_the_engine_advice_for_it(tmp_path):

@@ -383,6 +383,8 @@ def restore_form(ctx: AppContext) -> tuple:
     ws, keep = ctx.workspace, gr.update()
     last = views.last_choices(ws)
     t, v = last.get("train", {}), last.get("vocoder", {})
+    if t and (saved := settings.steps_saved_after(ws, t["created"])):  # the newer choice: saved since the run began
+        t = {**t, "max_steps": saved}
     newest = next(iter(last.values()), {}).get("dataset")  # the last run's, else the dataset prepared last
     form = (dataset_chosen(ws, newest),)
     form += _restored_training(ws, t) if t else (keep, gr.update(value=settings.default_steps(ws)), *(keep,) * 6)
@@ -457,8 +459,8 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
                           info="tiny: trains on a CPU in minutes (rough voice); small (10M parameters); base: 21M parameters, GPU")
         run_name = gr.Textbox(label="run name", placeholder="automatic: dataset + time")
         max_steps = gr.Number(value=settings.default_steps(ws), precision=0, label="steps", minimum=1,
-                              info="your last run's steps; before any run, the Optimizations tab's 'How long it "
-                                   "trains'. The ETA shows once it runs" + ("" if on_gpu else "; no GPU here: keep it small"))
+                              info="your last run's steps, or the Optimizations tab's 'How long it trains' when "
+                                   "saved there since. The ETA shows once it runs" + ("" if on_gpu else "; no GPU here: keep it small"))
     expect = gr.Markdown(visible=False, elem_id="run-guidance")  # what to expect of this run (its steps), before Start
     with gr.Row():
         init = gr.Dropdown([SCRATCH] + control.init_labels(ws), value=SCRATCH, elem_id="start-from",

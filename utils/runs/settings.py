@@ -156,6 +156,18 @@ def default_steps(ws: Workspace) -> int:
     return int(saved.get("max_steps") or recommended_steps()[0])
 
 
+def steps_saved_after(ws: Workspace, when: float) -> int | None:
+    """The steps saved on the Optimizations tab after `when` (a run's start), else None: the Training tab's box
+    shows the newer of the two choices, the last run's steps or a number saved since (a reload put the last run's
+    back over a save)."""
+    path = settings_path(ws)
+    try:
+        steps = saved_settings(ws).get("max_steps") if path.exists() and path.stat().st_mtime > when else None
+    except StudioError:
+        return None
+    return int(steps) if steps else None
+
+
 def plain_words() -> dict:
     """{setting: {"label": what it does in plain words, "why": the reason for a value the hardware does not decide,
     and for max_steps "why_cpu": the reason for the CPU's number}}."""
@@ -181,7 +193,8 @@ def save_form(ws: Workspace, preset: str, values: dict) -> tuple[dict, list[str]
         if _same(value, row.recommended):
             continue
         saved[name] = _typed(value, row.recommended)
-        changes.append(f"**{name}**: {row.recommended} → {saved[name]}. {row.trade}{_capped(name, saved[name], values)}")
+        changes.append(f"**{name}**: {row.recommended} (recommended) → {saved[name]}. "
+                       f"{row.trade}{_capped(name, saved[name], values)}")
     save_settings(ws, saved)
     return saved, changes
 

@@ -295,7 +295,8 @@ def last_choices(ws: Workspace) -> dict:
         if config and kind not in found:
             status = read_json(ws.run_dir(r["run"]) / "status.json", {}) or {}
             found[kind] = {**config, "all_gpus": (status.get("nproc") or 1) > 1,
-                           "init": _relative(ws, config.get("init") or ""), "state": r["status"]}
+                           "init": _relative(ws, config.get("init") or ""), "state": r["status"],
+                           "created": status.get("created") or 0.0}
     return found
 
 
