@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from utils.environment import gpu_warning, torch_problem
-from utils.events import StudioError, run_to_end
+from utils.events import StudioError, plain_text, run_to_end
 from utils.workspace import DEFAULT_WORKSPACE, Workspace
 
 AUTH_ENV = "AMHARIC_TTS_AUTH"
@@ -543,7 +543,7 @@ def cmd_synth(args) -> None:
     out = args.out or args.output or "speech.wav"
     wave, sr, info = synthesize(ws, args.voice, args.text, vocoder=args.vocoder, device=args.device, **options)
     save_audio(out, wave, sr)
-    print(f"wrote {out}: " + describe(info))
+    print(f"wrote {out}: " + plain_text(describe(info)))  # the line is written for the Inference tab's Markdown
 
 
 # -------------------------------------------------------------------------------- clip-voice

@@ -335,6 +335,7 @@ def test_a_curator_goes_from_a_recordings_zip_to_hearing_the_trained_voice_and_e
     expect(tab.locator("#dataset-log textarea")).to_have_value(re.compile(r"done"))
     assert "abebe" in ws.list_datasets()
     assert len(list((ws.dataset_dir("abebe") / "audio").glob("*.wav"))) == N_CLIPS
+    expect(tab.locator("#dataset-name-note")).to_contain_text("abebe exists: Prepare adds")  # not "a new dataset"
 
     # the check report: totals and the table of flagged rows are there
     expect(tab.locator("#dataset-flagged")).to_be_visible()

@@ -331,7 +331,7 @@ def test_rerun_skips_finished_clips_and_cancel_stops_then_resumes(tmp_path):
     assert any("3 clip(s) already made" in e.message for e in events)
     assert events[-1].result["clips"] == 4 and (ws.dataset_dir("r") / "audio" / "utt002.wav").exists()
     made = [e.message for e in events if e.stage == "clips" and e.done == 4]
-    assert " of audio done at " in made[-1] and "left" not in made[-1]  # the one clip made again, and no time left
+    assert " of audio done, " in made[-1] and "left" not in made[-1]  # the one clip made again, and no time left
 
 
 def test_a_long_preparation_says_hours_done_rate_and_time_left(monkeypatch):
@@ -345,7 +345,10 @@ def test_a_long_preparation_says_hours_done_rate_and_time_left(monkeypatch):
     pace = module.Pace(120)
     for _ in range(30):
         pace.step(6.0)
-    assert pace.said() == "3 min 0 s of audio done at 3 min 0 s a minute, about 3 min left"
+    assert pace.said() == "3 min 0 s of audio done, 3.0 times as fast as it plays, about 3 min left"
+    from utils.datasets.prepare import as_fast
+
+    assert (as_fast(150.0), as_fast(0.5)) == ("150 times as fast as it plays", "2.0 times slower than it plays")
 
 
 def test_a_tiny_dataset_says_its_minutes_and_seconds_not_zero_hours():

@@ -311,6 +311,19 @@ def test_transcript_lines_that_cannot_be_read_are_named_before_machine_drafts(tm
     assert "2 line(s) or file(s) could not be read (listed above)" in summary_markdown(ws, "sp")
 
 
+def test_one_recording_listed_twice_is_told_apart_from_two_recordings_under_one_id(tmp_path):
+    """A line repeated with another text read "id 'a0' is given to 2 or more recordings" of what was one recording,
+    and said nothing of which text is where."""
+    ds = tmp_path / "ds"
+    espeak_amharic(SENTS[0], ds / "raw" / "wavs" / "a0.wav")
+    (ds / "raw" / "metadata.csv").write_text(f"a0|{SENTS[0]}\na0|{SENTS[1]}\n", encoding="utf-8")
+    items = discover(ds).items
+    assert [(it.id, it.text) for it in items] == [("a0", SENTS[0]), ("a0-dup2", SENTS[1])]
+    assert items[1].notes["duplicate_id"] == (
+        "id 'a0' is given to the same recording again, with this text: kept as row a0-dup2, beside row a0 with the "
+        "first text; keep the row whose text is right and exclude the other")
+
+
 def test_a_first_row_named_like_a_header_word_is_a_clip_when_its_audio_exists(tmp_path):
     ds = tmp_path / "ds"
     espeak_amharic(SENTS[0], ds / "raw" / "wavs" / "audio.wav")
@@ -329,8 +342,15 @@ def test_a_clip_too_long_to_train_on_says_how_its_speech_can_still_be_used(tmp_p
     ws = Workspace.open(tmp_path / "ws")
     run(ws, "lj", src, cfg=PrepareConfig(max_duration=1.5))
     row, = load_manifest(ws, "lj")
-    assert row["excluded"] and "(maximum 1.5 s); to use its speech, prepare this recording on its own with Format " \
-        "long (--format long on the command line): it is cut at pauses" in row["notes"]["too_long"]
+    # its transcript is kept in the way out: Format long would cut it at pauses and drop the text
+    assert row["excluded"] and "(maximum 1.5 s); to use it with its transcript, cut the recording and its text into " \
+        "pieces under 1.5 s, or put a subtitle file (.srt or .vtt, the recording's name) beside it" \
+        in row["notes"]["too_long"]
+    from utils.datasets.clips import too_long_note
+
+    untranscribed = too_long_note(88.0, {"text": ""}, PrepareConfig())
+    assert "; to use its speech, prepare this recording on its own with Format long (--format long on the command " \
+        "line): it is cut at pauses" in untranscribed
 
 
 def test_a_too_long_subtitle_cue_is_told_to_be_split_in_its_file():

@@ -232,9 +232,9 @@ def test_uploads_copied_from_other_disks_and_linked_ones_are_told_apart(tmp_path
     est = disk.estimate([here], tmp_path / "ws")
     est = {**est, "parts": {**est["parts"], "raw": 3_000_000}}  # and 3 MB uploaded from another disk
     said = disk.describe(est)
-    assert "copy of the uploads from other disks 3 MB" in said
-    assert f"The {disk._gb(est['linked'])} of uploads already on the workspace's disk take no more room: the dataset " \
-           "links to them." in said and "linked, not copied" not in said
+    assert "uploads unpacked or copied from other disks 3 MB" in said
+    assert f"The {disk._gb(est['linked'])} of uploads already on the workspace's disk (a zip as received, beside its " \
+           "unpacked files) take no more room: the dataset links to them." in said and "linked, not copied" not in said
 
 
 def test_the_system_tab_says_the_free_disk_in_the_dataset_tabs_unit(tmp_path, monkeypatch):

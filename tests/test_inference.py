@@ -397,6 +397,7 @@ def test_synth_cli_writes_a_wav_from_a_run_name_and_speaks_a_file(ws, tmp_path):
     assert proc.returncode == 0, proc.stderr
     wave, sr = load_audio(out)
     assert sr == 24000 and len(wave) > 0 and "real-time factor" in proc.stdout and str(run.name) in proc.stdout
+    assert "`" not in proc.stdout and "**" not in proc.stdout  # the tab's Markdown, as a terminal shows text
     lines = tmp_path / "lines.txt"
     lines.write_text("a|ሰላም\nb|ነው\n", encoding="utf-8")
     proc = subprocess.run(common + [CKPT, "--file", str(lines), "--steps", "1"], cwd=ROOT, capture_output=True,

@@ -14,6 +14,17 @@ class StudioError(Exception):
     """A problem with the user's input or setup. The message names the file or row and what to do."""
 
 
+def plain_text(markdown: str) -> str:
+    """A message written for a Markdown box as a toast or a terminal shows it: they print text as it is, so `**`,
+    backticks, `*emphasis*` and [links](...) would show as typed. The words stay; only the marks go."""
+    import re
+
+    text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", markdown)  # [words](address) -> words
+    text = re.sub(r"^#+\s*", "", text, flags=re.M)  # headings
+    text = text.replace("**", "").replace("__", "").replace("`", "")
+    return re.sub(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])", r"\1", text)  # *emphasis*, not 2 * 3
+
+
 @dataclass
 class Event:
     stage: str

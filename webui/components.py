@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import gradio as gr
 
+from utils.events import plain_text
+
 
 def not_built(capability: str, issue: str) -> gr.Markdown:
     """A tab whose capability does not exist yet says so plainly, with no fake controls."""
@@ -62,17 +64,6 @@ def _action_name(fn) -> str:
     name = getattr(getattr(fn, "func", fn), "__name__", "")
     name = name.removeprefix("on_").replace("_", " ").strip()
     return name.capitalize() if name and "<" not in name else "This action"
-
-
-def plain_text(markdown: str) -> str:
-    """A message written for a Markdown box as a toast shows it: toasts print text as it is, so `**`, backticks,
-    `*emphasis*` and [links](...) would show as typed. The words stay; only the marks go."""
-    import re
-
-    text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", markdown)  # [words](address) -> words
-    text = re.sub(r"^#+\s*", "", text, flags=re.M)  # headings
-    text = text.replace("**", "").replace("__", "").replace("`", "")
-    return re.sub(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])", r"\1", text)  # *emphasis*, not 2 * 3
 
 
 def says_errors(fn, outputs: list, box, log: bool = False, also: dict | None = None, what: str = ""):

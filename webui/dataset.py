@@ -425,6 +425,7 @@ def build(ctx: AppContext) -> list:
                               keep_uploads], [log, files, path],
                              api_name="dataset_prepare")
     prep.then(on_made, [name, dataset], [dataset, prepared]).then(on_view, [dataset, show_all], view_outputs)
+    prep.then(lambda n: name_note(ws, n) or "", name, name_said, show_progress="hidden")  # "a new dataset" no more
     # the page turns; any other redraw keeps the page shown (a decision saved on page 40 stays on page 40)
     shown = [dataset, show_all, page]
     prev_btn.click(lambda n, e, p: on_view(n, e, max(1, int(p or 1) - 1)), shown, view_outputs)

@@ -190,6 +190,10 @@ def too_long_note(duration: float, task: dict, cfg: PrepareConfig) -> str:
     """What a curator can do with a clip too long to train on, or it reads as speech lost: a whole file is cut at
     pauses when prepared as a long recording, a subtitle cue is split in its file."""
     said = f"{duration:.1f} s (maximum {cfg.max_duration} s)"
+    if task.get("start") is None and task.get("text"):  # Format long would cut it at pauses and drop its transcript
+        return said + (f"; to use it with its transcript, cut the recording and its text into pieces under "
+                       f"{cfg.max_duration:g} s, or put a subtitle file (.srt or .vtt, the recording's name) beside "
+                       "it whose cues time its sentences and prepare it again: it is then cut with its text")
     if task.get("start") is None:
         return said + ("; to use its speech, prepare this recording on its own with Format long (--format long on "
                        "the command line): it is cut at pauses into clips whose text you then draft or type")

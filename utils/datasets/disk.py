@@ -296,7 +296,7 @@ def describe(est: dict, markdown: bool = True) -> str:
     """One paragraph for a curator: the size, what it is made of, the free space, and any problem
     (Markdown for the Dataset tab, plain for the command line)."""
     b, p = "**" if markdown else "", est["parts"]
-    copied = "copy of the uploads from other disks" if est["linked"] else "copy of the uploads"
+    copied = "uploads unpacked or copied from other disks" if est["linked"] else "copy of the uploads"
     named = [(copied, p["raw"]), ("decoded copies", p["decoded"]), ("clips", p["clips"]),
              (f"mel cache ({16 if est['mel_dtype'] == 'float16' else 32}-bit)", p["mels"]), ("records", p["records"])]
     audio = f"{est['seconds'] / 3600:.1f} h" if est["seconds"] >= 360 else f"{est['seconds'] / 60:.1f} min"
@@ -306,8 +306,8 @@ def describe(est: dict, markdown: bool = True) -> str:
     if est["after"] < est["total"]:
         text += f" Once prepared, the copy of the uploads is deleted: {_gb(est['after'])} stays."
     if est["linked"]:
-        text += (f" The {_gb(est['linked'])} of uploads already on the workspace's disk take no more room: the "
-                 "dataset links to them.")
+        text += (f" The {_gb(est['linked'])} of uploads already on the workspace's disk (a zip as received, beside "
+                 "its unpacked files) take no more room: the dataset links to them.")
     if est.get("in_place"):
         text += f" {_gb(est['in_place'])} of recordings are read where they are, not copied."
     if est["guessed"]:

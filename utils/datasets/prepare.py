@@ -449,8 +449,15 @@ class Pace:
     def said(self) -> str:
         wall = max(time.perf_counter() - self.t0, 1e-6)
         left = time_left(self.done, self.total, self.t0)
-        return (f"{say_hours(self.seconds / 3600)} of audio done at {say_hours(self.seconds / wall / 60)} a minute"
-                + (f", about {left} left" if left else ""))
+        return f"{say_hours(self.seconds / 3600)} of audio done, {as_fast(self.seconds / wall)}" + (
+            f", about {left} left" if left else "")
+
+
+def as_fast(ratio: float) -> str:
+    """Seconds of audio a second, against the time the audio plays: "8 min 41 s a minute" was hard to read."""
+    if ratio >= 1:
+        return f"{ratio:.0f} times as fast as it plays" if ratio >= 10 else f"{ratio:.1f} times as fast as it plays"
+    return f"{1 / max(ratio, 1e-9):.1f} times slower than it plays"
 
 
 def drop_uploads(ds_dir: Path) -> int:

@@ -180,8 +180,11 @@ def _dedupe_ids(items: list[Item], owners: dict[str, str]) -> None:
         if holder.setdefault(it.id, it) is not it:
             renamed[it.id] += 1
             n = renamed[it.id] + 1
-            it.notes["duplicate_id"] = (f"id {it.id!r} is given to {n} or more recordings; this one is renamed "
-                                        f"{it.id}-dup{n}")
+            it.notes["duplicate_id"] = (
+                f"id {it.id!r} is given to the same recording again, with this text: kept as row {it.id}-dup{n}, "
+                f"beside row {it.id} with the first text; keep the row whose text is right and exclude the other"
+                if holder[it.id].source == it.source else
+                f"id {it.id!r} is given to {n} or more recordings; this one is renamed {it.id}-dup{n}")
             it.id = f"{it.id}-dup{n}"
 
 
