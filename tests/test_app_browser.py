@@ -394,7 +394,7 @@ def test_a_curator_goes_from_a_recordings_zip_to_hearing_the_trained_voice_and_e
     expect(tab.locator("#run-list")).to_contain_text("finished")
     tab.locator("#voice-name textarea, #voice-name input").first.fill("abebe-voice")
     tab.get_by_role("button", name="Export as voice").click()
-    expect(tab.locator("#train-message")).to_contain_text("abebe-voice", timeout=60_000)
+    expect(tab.locator("#run-message")).to_contain_text("abebe-voice", timeout=60_000)
     assert (ws.voice_dir("abebe-voice") / "model.safetensors").is_file()
 
     # 5. Inference: the new voice is offered, it speaks typed Amharic with the fixed pronunciation

@@ -112,17 +112,18 @@ def test_start_watch_reload_stop_resume_and_queue(server, page, tmp_path):
     # Stop: the run saves a checkpoint and ends
     choose(page, "run shown below", "live")
     page.locator("#stop-button").click()
+    run_said = page.locator("#run-message")  # under the run panel's buttons, where the eye is
+    expect(run_said).to_contain_text("Stopping live: it finishes the current step, saves a checkpoint and exits")
     expect(summary).to_contain_text("stopped", timeout=120_000)
     expect(summary).to_contain_text("last checkpoint step-", timeout=30_000)
-    expect(message).to_contain_text("Run live (100000 steps) stopped", timeout=30_000)
     expect(summary).to_contain_text("Stopped because Stop was pressed")
     stopped_at = step_shown(page)
     assert views.view(server.ws, "live").checkpoints[-1][0] == stopped_at
 
     # Resume: the step count continues from the checkpoint
     page.locator("#resume-button").click()
+    expect(run_said).to_contain_text("Resumed live: it goes on from its newest checkpoint")
     expect(summary).to_contain_text("running", timeout=120_000)
-    expect(message).to_contain_text("Run live (100000 steps) is training", timeout=30_000)
     page.wait_for_function(f"() => {{ const m = document.querySelector('#run-summary').innerText.match(/step (\\d+)/); "
                            f"return m && +m[1] > {stopped_at}; }}", timeout=120_000)
     expect(log).to_have_value(re.compile(rf"resume: continuing from .*step-{stopped_at}"), timeout=30_000)
@@ -325,14 +326,15 @@ def test_the_training_tab_drops_a_message_about_another_run_and_a_deleted_run(se
         fake_run(ws, "broken", state="running", pid=trainer.pid, launcher_pid=trainer.pid)  # the newest: shown first
         page.goto(server.url)
         page.get_by_role("tab", name="Training").click()
-        summary, message = page.locator("#run-summary"), page.locator("#train-message")
+        summary = page.locator("#run-summary")
         stop, resume = page.locator("#stop-button"), page.locator("#resume-button")
         expect(summary).to_contain_text("broken: running", timeout=30_000)
         expect(stop).to_be_enabled()
         expect(resume).to_be_disabled()  # it still trains
 
-        stop.click()  # the line now follows run broken: "Run broken ... failed"
-        expect(message).to_contain_text(re.compile(r"Run broken .*failed"), timeout=30_000)
+        stop.click()  # said under the buttons; the run's line shows it failed (no goodbye)
+        expect(page.locator("#run-message")).to_contain_text("Stopping broken")
+        expect(summary).to_contain_text("broken: failed", timeout=30_000)
     finally:
         trainer.kill()
         trainer.wait()
@@ -343,7 +345,7 @@ def test_the_training_tab_drops_a_message_about_another_run_and_a_deleted_run(se
     picker.click()
     page.get_by_role("option", name="fine", exact=True).click()
     expect(summary).to_contain_text("fine: finished")
-    expect(message).to_have_text("")  # it would read as said of run fine
+    expect(page.locator("#run-message")).to_have_text("")  # it would read as said of run fine
     expect(stop).to_be_disabled()
     screenshot(page.locator("#run-summary"), tmp_path, "another-run-shown")
 
@@ -355,7 +357,7 @@ def test_the_training_tab_drops_a_message_about_another_run_and_a_deleted_run(se
     expect(tick).not_to_be_checked()  # ... is no yes for the run shown next
     tick.check()
     page.get_by_role("button", name="Delete run").click()
-    expect(message).to_contain_text("Deleted run gone.")
+    expect(page.locator("#run-message")).to_contain_text("Deleted run gone.")
     expect(picker).not_to_have_value("gone")  # the picker names a run that exists, at once
     expect(tick).not_to_be_checked()  # a yes for gone, not for the run shown next
     expect(page.locator("#run-list")).not_to_contain_text("gone")

@@ -471,7 +471,11 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
                         label="when starting from a checkpoint", info="what the new run may change in the model")
         all_gpus = gr.Checkbox(False, label="train on every GPU at once: faster on a machine with several "
                                             "(torchrun, DDP)")
-        start = gr.Button("Start training", variant="primary")
+        with gr.Column():
+            start = gr.Button("Start training", variant="primary")
+            # what Start (or Resume, Stop, the vocoder's Start) did, where the eye is: under the other panels it
+            # was below the fold, and nothing near the button changed
+            message = gr.Markdown(elem_id="train-message")
     # under the form it speaks of (its dataset and size): above it, with the engine list, it pushed the form and
     # Start below the fold of a 1400x900 window
     advice = gr.Markdown(visible=False, elem_id="engine-advice")  # which engine for this much speech, this machine
@@ -491,7 +495,6 @@ def _form(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
                                       precision=0, minimum=1, label="vocoder steps",
                                       elem_id="vocoder-steps")
             vocoder_start = gr.Button(_vocoder_label(vocoder_steps.value), elem_id="vocoder-start")
-    message = gr.Markdown(elem_id="train-message")
     about = gr.State(None)  # the run the message line speaks of: the timer keeps the line to the run's real state
     return SimpleNamespace(**{k: v for k, v in locals().items() if isinstance(v, gr.blocks.Block)})
 
@@ -514,7 +517,7 @@ def _run_panel(ctx: AppContext, on_gpu: bool) -> SimpleNamespace:
         export = gr.Button("Export as voice", variant="primary")
         confirm = gr.Checkbox(False, label="yes, delete the run shown")
         delete = gr.Button("Delete run")
-
+    said = gr.Markdown(elem_id="run-message")  # what Stop, Resume, Export and Delete did
     summary = gr.Markdown(elem_id="run-summary")
     log = gr.Textbox(label="log (newest at the bottom)", lines=16, max_lines=16, autoscroll=True, interactive=False,
                      elem_id="train-log", elem_classes=["log-box"])
@@ -580,10 +583,10 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
         return (views.state_line(ws, status["run"]), run_list_frame(ctx),
                 gr.update(choices=run_choices(ctx), value=status["run"]), status["run"])
 
-    def on_stop(name):
+    def on_stop(name):  # said under the run's buttons; the run's line below them follows its state
         if not name:
             raise StudioError("Choose a run first.")
-        return jobs.stop(ws, name), name
+        return jobs.stop(ws, name)
 
     def on_resume(name, steps, vocoder_steps):  # the form's steps train a finished run longer, never shorter
         if not name:
@@ -592,15 +595,18 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
         # the time limit saved on the Optimizations tab now (this session's), else the run's own
         asked = int((vocoder_steps if vocoder else steps) or 0) or None
         control.resume_training(ws, name, asked, max_minutes=settings.saved_time_limit(ws))
-        if said := control.steps_not_taken(ws, name, asked):  # a toast: the message line follows the run's state
+        if said := control.steps_not_taken(ws, name, asked):
             gr.Info(f"The {'vocoder ' if vocoder else ''}steps box says {asked}: {said}", duration=20)
-        return views.state_line(ws, name), name
+            return said
+        return f"Resumed **{name}**: it goes on from its newest checkpoint (its progress below)."
 
-    def on_delete(name, confirmed):  # the picker and the list forget the run at once, not at the next poll
+    def on_delete(name, confirmed, about):  # the picker and the list forget the run at once, not at the next poll
         if not confirmed:
             raise StudioError("Tick 'yes, delete the run shown' first: a deleted run cannot be brought back.")
         said = control.delete(ws, name)  # the tick unticked: it said yes to deleting this run, not the next shown
-        return (said, None, gr.update(choices=run_choices(ctx), value=default_run(ctx)), run_list_frame(ctx),
+        gone = about == name  # the line under Start followed it: it goes too
+        return (said, "" if gone else gr.update(), None if gone else about,
+                gr.update(choices=run_choices(ctx), value=default_run(ctx)), run_list_frame(ctx),
                 gr.update(value=False))
 
     def on_export(name, voice):
@@ -610,8 +616,7 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
             raise StudioError(f"{name} has no checkpoint yet: export it once it has saved one.")
         folder = inference.export_voice(ws, str(best), voice or name)
         return (f"Saved voice **{folder.name}** (from `{Path(best).name}`). Open the **Inference** tab to hear it."
-                + inference.same_name_note(ws, folder.name),
-                None)
+                + inference.same_name_note(ws, folder.name))
 
     def action(fn, outputs):
         return says_errors(fn, outputs, f.message, also={f.about: None})
@@ -627,14 +632,16 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
     f.vocoder_start.click(action(on_start_vocoder, started),
                           [f.dataset, f.vocoder_init, f.vocoder_size, f.vocoder_steps, f.all_gpus], started,
                           api_name="start_vocoder_training").then(soon, None, p.timer, show_progress="hidden")
-    said = [f.message, f.about]
-    p.stop.click(action(on_stop, said), p.selected, said, api_name="stop_training").then(
+    def on_run(fn, outputs):  # what the run panel's buttons did, said under them (the form's line is under Start)
+        return says_errors(fn, outputs, p.said)
+
+    p.stop.click(on_run(on_stop, [p.said]), p.selected, p.said, api_name="stop_training").then(
         soon, None, p.timer, show_progress="hidden")
-    p.resume.click(action(on_resume, said), [p.selected, f.max_steps, f.vocoder_steps], said, api_name="resume_training").then(
-        soon, None, p.timer, show_progress="hidden")
-    deleted = [f.message, f.about, p.selected, p.run_list, p.confirm]
-    p.delete.click(action(on_delete, deleted), [p.selected, p.confirm], deleted, api_name="delete_run")
-    p.export.click(action(on_export, said), [p.selected, p.voice_name], said, api_name="training_export_voice")
+    p.resume.click(on_run(on_resume, [p.said]), [p.selected, f.max_steps, f.vocoder_steps], p.said,
+                   api_name="resume_training").then(soon, None, p.timer, show_progress="hidden")
+    deleted = [p.said, f.message, f.about, p.selected, p.run_list, p.confirm]
+    p.delete.click(on_run(on_delete, deleted), [p.selected, p.confirm, f.about], deleted, api_name="delete_run")
+    p.export.click(on_run(on_export, [p.said]), [p.selected, p.voice_name], p.said, api_name="training_export_voice")
     f.base_add.click(says_errors(lambda e, files: add_base(ws, e, files), [f.base_msg, f.base_state, f.engine],
                                  f.base_msg), [f.engine, f.base_files], [f.base_msg, f.base_state, f.engine],
                      api_name="add_base")
@@ -720,11 +727,11 @@ def _wire_live(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> list:
         out[p.stop], out[p.resume] = run_buttons(state)
         if about and about != name:
             out.update({f.message: "", f.about: None})
-        return {**out, p.shown: seen, p.timer: gr.update(value=LIVE_S[0])}
+        return {**out, p.said: "", p.shown: seen, p.timer: gr.update(value=LIVE_S[0])}
 
     polled = [p.summary, p.log, *p.plots, *p.players, f.message, p.run_list, p.selected, p.stop, p.resume,
               *[c for c, _ in rare.values()], p.timer, p.shown]
-    p.selected.change(on_pick, [p.selected, p.shown, f.about], polled + [f.about], show_progress="hidden",
+    p.selected.change(on_pick, [p.selected, p.shown, f.about], polled + [f.about, p.said], show_progress="hidden",
                       api_name="show_run")
     p.selected.change(lambda: False, None, p.confirm, show_progress="hidden", queue=False)  # a yes for the run shown
     # not queued: a queued event gets three status messages, each of which makes the browser walk every component
