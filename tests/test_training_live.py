@@ -401,3 +401,21 @@ def test_a_curators_edit_drops_the_refreshes_it_makes_stale_but_never_a_plain_pa
     assert any("dataset" in labels(d.outputs) and "engine" in labels(d.inputs) for d in refreshes)  # Training's
     edits = [d for d in demo.fns.values() if d.fn is None and restores[0] in d.cancels]
     assert {"dataset", "engine", "steps"} <= labels(demo.blocks[d.targets[0][0]] for d in edits)
+
+
+def test_before_start_a_dataset_with_no_usable_clip_is_said_to_be_refused(tmp_path):
+    """With a dataset of no usable clip picked, the lines before Start gave a time for its steps and "quality is
+    measured on 0 held-out clip(s)": that Start refuses it showed only once pressed."""
+    from tests.helpers import espeak_amharic, sentences
+    from utils.datasets import prepare
+    from utils.events import run_to_end
+    from webui.context import AppContext
+
+    for i, text in enumerate(sentences(2)):  # recordings, no transcripts
+        espeak_amharic(text, tmp_path / "up" / f"a{i}.wav")
+    ws = Workspace.open(tmp_path / "ws")
+    run_to_end(prepare(ws, "bare", tmp_path / "up", workers=1))
+    said = training.expectations(AppContext(ws), "matcha", "bare", 2000, "", "tiny")
+    assert said["visible"] and "**Start refuses bare: it has no usable clip** (no clip has text yet)" in said["value"]
+    assert "Time:" not in said["value"]
+    assert "held-out" not in training.engine_advice(AppContext(ws), "bare")["value"]  # no quality to measure yet

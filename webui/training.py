@@ -312,6 +312,8 @@ def expectations(ctx: AppContext, engine: str | None, dataset: str | None, steps
     family = families.get(engine if engine in families.names() else None)
     if not dataset or dataset not in ctx.workspace.list_datasets():
         return gr.update(visible=False)
+    if refused := nothing_to_train(ctx.workspace, dataset):  # its time and held-out clips would read as a run
+        return gr.update(visible=True, value=f"- {refused}")
     cfg = TrainConfig(workspace=str(ctx.workspace.root), dataset=dataset, engine=family.NAME,
                       max_steps=int(steps or 0) or 1, init=(base or "").strip() or family.default_init("base"),
                       **({"preset": size} if size else {}))
@@ -329,6 +331,20 @@ def expectations(ctx: AppContext, engine: str | None, dataset: str | None, steps
             lines.append(f"**Time limit: {limit:g} min** (the Optimizations tab's): a run that takes longer ends there "
                          "with a last quality check and a save, however many steps are left; Resume trains on")
     return gr.update(visible=bool(lines), value="\n".join(f"- {line}" for line in lines))
+
+
+def nothing_to_train(ws, dataset: str) -> str | None:
+    """Why Start refuses a dataset with no usable clip, said before Start (None: it has some). The report's count:
+    the form asks on every change, and a 200-hour manifest is not read for it."""
+    from utils.datasets import load_report
+    from utils.datasets.prepare import no_text_yet
+
+    s = load_report(ws, dataset).get("summary") or {}
+    if not s.get("clips") or s.get("usable_clips"):
+        return None
+    why = "no clip has text yet" if no_text_yet(s) else "every clip is flagged or excluded"
+    return (f"**Start refuses {dataset}: it has no usable clip** ({why}); its summary on the Dataset tab says what "
+            "to do next.")
 
 
 def engine_advice(ctx: AppContext, dataset: str | None) -> dict:
@@ -349,7 +365,7 @@ def held_out_line(ws, dataset: str) -> str:
     from utils.training.config import TrainConfig
 
     held, most = held_out_clips(ws, dataset), TrainConfig.eval_clips
-    return "" if held >= most else (f" Quality is measured on {held} held-out clip(s) (a run uses up to {most}): "
+    return "" if held >= most or nothing_to_train(ws, dataset) else (f" Quality is measured on {held} held-out clip(s) (a run uses up to {most}): "
                                     "expect its numbers to jump from check to check; a larger dataset holds out more.")
 
 
