@@ -21,6 +21,7 @@ from utils.separation import dataset as separation
 from utils.datasets.curate import convert_dataset
 from utils.workspace import Workspace, atomic_write_json
 from webui.dataset import _sources
+from webui.transcripts import recognizer_source
 
 ACOUSTIC = {"model": {}, "frontend": {"kind": "phoneme", "symbols": ["_"]}, "speakers": []}
 
@@ -87,6 +88,7 @@ CALLS = {
     "checkpoint to speak": (lambda ws, x: inference.synthesize(ws, x, "ሰላም"), "path", "uploads"),
     "export from": (lambda ws, x: inference.export_voice(ws, x, "v1"), "path", "uploads"),
     "vocoder": (lambda ws, x: inference.vocoder_source(ws, x), "path", "uploads"),
+    "recognizer folder": (lambda ws, x: recognizer_source(ws, x), "path", "uploads"),
 }
 BAD = {"dot-dot": lambda parent, kind: "../outside" if kind == "path" else "../link",
        "absolute": lambda parent, kind: "/etc/passwd",

@@ -474,3 +474,25 @@ def test_the_review_list_is_a_window_that_moves_on_as_clips_are_decided(ws):
     assert review_row(ws, "am", "no-such-row") is None
     listed = review_frame(ws, "am").head(3)
     assert review_label(ws, "am", listed).startswith("Most suspicious first: ranks 1-3 of 6 (2 without a decision")
+
+
+def test_a_folder_that_holds_no_recognizer_is_refused_by_its_own_name(ws, source, tmp_path, capsys):
+    """A folder of audio given as the recognizer ended on transformers' error about a hidden temporary copy (the
+    page) or a traceback and exit 1 (the command line); one whose weights are broken named the copy too."""
+    import shutil
+
+    audio = tmp_path / "audio"
+    audio.mkdir()
+    shutil.copy(next((ws.dataset_dir("am") / "audio").glob("*.wav")), audio / "a.wav")
+    with pytest.raises(StudioError, match=r"audio holds no speech recognizer: it lacks config\.json, the weights, "
+                                          r"the processor"):
+        run_to_end(asr.fetch(ws, str(audio)))
+    assert app.main(["transcribe", "--workspace", str(ws.root), "--dataset", "am", "--model", str(audio)]) == 2
+    assert "holds no speech recognizer" in capsys.readouterr().err
+    broken = tmp_path / "broken"
+    shutil.copytree(source, broken)
+    (broken / "model.safetensors").write_bytes(b"not weights")
+    with pytest.raises(StudioError, match=f"{re.escape(str(broken))} did not load as a speech recognizer") as said:
+        run_to_end(asr.fetch(ws, str(broken)))
+    assert ".tmp" not in str(said.value) and "nothing was installed" in str(said.value)
+    assert asr.available(ws) == ws.root / "recognizers" / "tiny-amharic-ctc"  # the one installed stays

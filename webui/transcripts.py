@@ -15,6 +15,7 @@ from utils.transcripts import asr, check_transcripts, decide, load_ranking, reco
 from utils.transcripts.review import check_running, review_row, still_current
 from utils.transcripts.scoring import cancel_check
 from utils.workers import events_in_child
+from utils.workspace import readable
 from webui.components import says_errors
 from webui.context import AppContext
 
@@ -98,7 +99,7 @@ def run_check(ws, name: str, method: str, progress=None):
         yield "\n".join(lines[:1] + lines[1:][-30:])
 
 
-def beside(run, *args):
+def beside(run, *args, **kwargs):
     """(log text, how far it is) for each value of `run(*args, progress=...)`, a log generator: how far it is goes in
     a line of its own beside the log (its last word stays when it ends). Gradio's progress was drawn over the log's
     lines, unreadable while it ran."""
@@ -107,7 +108,7 @@ def beside(run, *args):
     def progress(fraction: float, desc: str = "") -> None:
         store["line"] = f"{desc} · {fraction:.0%} done"
 
-    for text in run(*args, progress=progress):
+    for text in run(*args, progress=progress, **kwargs):
         yield text, store.get("line", "")
 
 
@@ -141,9 +142,20 @@ def recognizer_info(choice) -> str:
             "holding a downloaded copy")
 
 
-def fetch_recognizer(ws, model_id: str, progress=None):
+def recognizer_source(ws, text: str | None, data_dirs=()) -> str | None:
+    """The Recognizer box's text as `fetch` takes it: a hub id as typed; a folder (an absolute path, ~, ./, or a
+    path that exists in the workspace) only inside the workspace or a --data-dir folder, for a share link may read
+    nothing else on the machine. None: this machine's pick."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    local = text.startswith(("/", "~", ".")) or (ws.root / text).exists()
+    return str(readable(ws, text, data_dirs)) if local else text
+
+
+def fetch_recognizer(ws, model_id: str, progress=None, data_dirs=()):
     lines: list[str] = []
-    for event in asr.fetch(ws, (model_id or "").strip() or None):
+    for event in asr.fetch(ws, recognizer_source(ws, model_id, data_dirs)):
         if progress is not None and event.total:
             progress(event.fraction, desc=event.message)
         lines.append(event.format())
@@ -228,7 +240,7 @@ def build(ctx: AppContext, dataset: gr.Dropdown, prepared: gr.State, decided: gr
         yield from beside(run_drafts, ws, n)
 
     def on_fetch(m):
-        yield from beside(fetch_recognizer, ws, m)
+        yield from beside(fetch_recognizer, ws, m, data_dirs=ctx.data_dirs)
 
     def on_pick_review(n, frame, evt: gr.SelectData):  # the status line spoke of the clip picked before
         return (*pick(ws, n, str(frame.iloc[evt.index[0]]["id"])), "")

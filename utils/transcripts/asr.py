@@ -137,6 +137,7 @@ def fetch(ws: Workspace, source: str | None = None, lang: str | None = None,
         local = Path(source).expanduser()
         if local.is_dir():
             folder = local
+            refuse_non_recognizer(folder)
         else:
             yield Event(STAGE, 0, 0, f"downloading {source} from the Hugging Face hub (once)"
                         + (f", licence {recognizers.known(source).licence}" if recognizers.known(source) else ""))
@@ -228,9 +229,27 @@ def _licence(folder: Path, source: str) -> str:
     return "unknown: check the model card before using its output"
 
 
+RECOGNIZER_FILES = {"config.json": "config.json",
+                    "the weights": ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json"),
+                    "the processor": ("preprocessor_config.json", "processor_config.json")}
+
+
+def refuse_non_recognizer(folder: Path) -> None:
+    """A folder given as a recognizer that lacks what a saved CTC model has (a folder of audio, a half copy) is
+    named with what it lacks: loading it ended on the library's own error about a temporary copy."""
+    missing = [what for what, names in RECOGNIZER_FILES.items()
+               if not any((folder / n).is_file() for n in ([names] if isinstance(names, str) else names))]
+    if missing:
+        raise StudioError(f"{folder} holds no speech recognizer: it lacks {', '.join(missing)} (a recognizer saved "
+                          "with transformers' save_pretrained has config.json, model.safetensors and "
+                          "preprocessor_config.json beside its vocabulary). Give the folder that holds them, or a "
+                          "Hugging Face model id.")
+
+
 def _install(folder: Path, target: Path, about: dict) -> None:
     """Copied into the workspace with its licence and checked to load and decode (utils.hub makes the folder whole
-    or not at all, as for the vocoder); a recognizer there already is replaced by the new one."""
+    or not at all, as for the vocoder); a recognizer there already is replaced by the new one. One that does not
+    load is refused by the name it was given, not the temporary copy's."""
     def fill(tmp: Path) -> None:
         for f in Path(folder).iterdir():
             if f.is_file() and not f.name.startswith("."):
@@ -238,7 +257,14 @@ def _install(folder: Path, target: Path, about: dict) -> None:
         atomic_write_json(tmp / "studio.json", about)
         atomic_write_text(tmp / "LICENSE.md", f"Source: {about['source']}\nLicence: {about['licence']}\n"
                                               f"Fetched: {about['fetched']}\n")
-        Recognizer(tmp, "cpu").transcribe([np.zeros(SAMPLE_RATE // 2, np.float32)])  # loads and decodes
+        try:
+            Recognizer(tmp, "cpu").transcribe([np.zeros(SAMPLE_RATE // 2, np.float32)])  # loads and decodes
+        except StudioError:
+            raise
+        except Exception as exc:
+            said = str(exc).replace(str(tmp), about["source"]).split("\n")[0][:300]
+            raise StudioError(f"{about['source']} did not load as a speech recognizer ({type(exc).__name__}: "
+                              f"{said}); nothing was installed.") from exc
 
     install_folder(target, fill, _complete, replace=True)
 
