@@ -32,6 +32,11 @@ def test_the_music_is_listened_to_first_and_the_after_player_tells_the_truth(sta
     page.get_by_role("tab", name="Music removal").click()
     expect(page.locator("#sep-table")).to_contain_text("not checked", timeout=30_000)
     page.get_by_label("no trained model: sound processing only, rougher (dsp)").check()
+    # listening to the song before the run: the picker stays on it after, and its After player must still change
+    clip, after = page.locator("#sep-clip input"), page.locator("#sep-after")
+    clip.click()
+    page.get_by_role("option", name="song", exact=True).click()
+    expect(after).to_contain_text("After: nothing yet")
     cancel = page.locator("#sep-cancel")
     expect(cancel).to_be_disabled()  # nothing runs: nothing to cancel (a red Cancel read as work going on)
     page.locator("#sep-run").click()
@@ -41,9 +46,7 @@ def test_the_music_is_listened_to_first_and_the_after_player_tells_the_truth(sta
     expect(page.locator("#sep-table")).to_contain_text("yes, clearly")  # each clip named with its verdict and score
 
     # the listen list opens on the clip with music, and its After player says what it holds
-    clip = page.locator("#sep-clip input")
     expect(clip).to_have_value(re.compile(r"^song \(yes, clearly: music score 0\.\d+\)$"), timeout=30_000)
-    after = page.locator("#sep-after")
     expect(after).to_contain_text("After: music removed (not in use: press Accept to use it)")
     page.locator("#sep-accept").click()
     expect(page.locator("#sep-status")).to_contain_text("1 clip(s) with clear music")

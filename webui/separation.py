@@ -216,10 +216,13 @@ def build(ctx: AppContext) -> list:
                 name, shown, api_name="separation_table")
     ds_event = run_ds.click(says_errors(partial(run_dataset, ws), [log, table, status], log, log=True),
                             [name, backend, gate, redo], [log, table, status], api_name="separation_run_dataset")
-    ds_event.then(partial(clip_ids, ws), name, clip).then(partial(faint_ids, ws), name, picks)
     cancel_while(run_ds, ds_event, stop_ds)
     players = [before, after, status]
     listen = says_errors(lambda n, c: (*show_clip(ws, n, c), gr.update()), players, status, what="Loading the clip")
+    # the players again once it ran: a picker left on the clip it showed fires no change, and After went on
+    # saying "nothing yet" of the clip just separated
+    ds_event.then(partial(clip_ids, ws), name, clip).then(partial(faint_ids, ws), name, picks).then(
+        listen, [name, clip], players, show_progress="hidden")
     clip.change(listen, [name, clip], players, api_name="separation_clip")
     # the After player says whether training uses what it plays: said again once that changed
     accept_btn.click(says_errors(partial(accept, ws), [status, table], status), [name, picks], [status, table],
