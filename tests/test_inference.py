@@ -340,9 +340,16 @@ def test_supplied_vocos_weights_are_checked_and_copied(ws, tmp_path):
         inference.import_vocoder(ws, [files[1]], "half")
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "pytorch_model.bin").write_bytes(b"not a checkpoint")
-    with pytest.raises(StudioError, match="pytorch_model.bin"):
+    # damaged, not dangerous: said so, of the file uploaded, not of its copy in a hidden folder
+    with pytest.raises(StudioError, match=r"^the uploaded pytorch_model.bin could not be read as PyTorch weights: it "
+                                          r"is damaged, cut short") as said:
         inference.import_vocoder(ws, [tmp_path / "bad" / "pytorch_model.bin"], "broken")
+    assert ".tmp" not in str(said.value) and "run code" not in str(said.value)
     assert not (ws.root / "vocoders" / "broken").exists() and not (ws.root / "vocoders" / ".broken.tmp").exists()
+    (tmp_path / "bad" / "config.yaml").write_text("x: 1\n")  # a YAML file, not a Vocos config
+    with pytest.raises(StudioError, match=r"^the uploaded config.yaml is not a Vocos config.yaml: it has none of"):
+        inference.import_vocoder(ws, [tmp_path / "bad" / "config.yaml", tmp_path / "bad" / "pytorch_model.bin"],
+                                 "broken")
 
 
 def test_pickers_separate_acoustic_checkpoints_from_vocoders(ws):
@@ -466,7 +473,9 @@ def test_a_refused_speak_clears_the_speech_of_the_text_before(ws):
     audio, wav, image, info, rows = list(speak(CKPT, "abebe", "hello 😀", 2, 0.667, 1.0, tab.AUTO_VOCODER, "auto",
                                                0))[-1]
     assert info.startswith("**Not done:**") and "Amharic" in info
-    assert (audio, wav, image, rows) == (None, None, None, None)
+    assert (wav, image, rows) == (None, None, None)
+    # emptied; a streamed player (ffmpeg here) goes, as it showed 'pause 0:00 / 0:00' as if a stream were coming
+    assert audio == {"__type__": "update", "value": None, "visible": not tab.can_stream_audio()}
 
 
 def test_the_voice_picker_starts_on_the_best_voice_not_the_newest(ws):

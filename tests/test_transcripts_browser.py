@@ -154,7 +154,8 @@ def test_a_suspicious_clip_opens_under_its_list_with_every_column_on_screen_and_
     expect(note).to_contain_text("The ranking below is current: the check of 2026-11-25 10:00")
     with one_check_at_a_time(ws, "am"):  # as a check started from another browser or the command line holds it
         page.locator("#transcripts-check").click()
-        expect(note).to_contain_text("A check of am is already running")
+        expect(note).to_contain_text("A check of am is already running, started from another page")
+        expect(note).to_contain_text("Cancel check stops it")
     assert "Not done" in note.inner_text()
 
 

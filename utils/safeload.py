@@ -31,6 +31,14 @@ def load_safetensors(path: str | Path) -> dict:
                           "written by this app.") from None
 
 
+def _is_pickle(path: str | Path) -> bool:
+    """Whether the file is what torch.save writes (a zip archive, or a pickle before torch 1.6): only then can a
+    refusal mean code it would run; other bytes are a damaged or foreign file."""
+    with open(path, "rb") as f:
+        head = f.read(2)
+    return head == b"PK" or head[:1] == b"\x80"
+
+
 def load_torch_plain(path: str | Path):
     """torch.load that accepts only tensors, numbers and plain containers (no objects, no code)."""
     import torch
@@ -38,7 +46,10 @@ def load_torch_plain(path: str | Path):
     try:
         return torch.load(str(path), map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
-        lines = str(exc).splitlines() or [type(exc).__name__]
-        reason = next((line for line in lines if "GLOBAL" in line), lines[0][:200]).strip()
+        if not _is_pickle(path) or isinstance(exc, EOFError) or "PytorchStreamReader" in str(exc):
+            raise StudioError(f"{path} could not be read as PyTorch weights: it is damaged, cut short (a download "
+                              "that stopped?) or another kind of file. Copy or download it again.") from None
+        found = [line.strip() for line in str(exc).splitlines() if "GLOBAL" in line or "Unsupported" in line]
+        reason = f" ({found[0][:200]})" if found else ""  # the class it names, or the instruction it would run
         raise StudioError(f"{path} was refused: it holds more than plain tensors and numbers, and loading it could "
-                          f"run code ({reason}). Use a file from a source you trust, or another checkpoint.") from None
+                          f"run code{reason}. Use a file from a source you trust, or another checkpoint.") from None

@@ -57,8 +57,9 @@ def press_check(ws, name: str, method: str) -> bool:
     if not name:
         raise StudioError("Choose a dataset above first.")
     if check_running(ws, name):
-        raise StudioError(f"A check of {name} is already running: its log is below, and its ranking appears when it "
-                          "ends.")
+        raise StudioError(f"A check of {name} is already running, started from another page, before a reload or on "
+                          "the command line, so its log is not here: its ranking appears below when it ends, and "
+                          "Cancel check stops it.")
     when = still_current(ws, name, method or "auto")
     if when:
         raise StudioError(f"The ranking below is current: the check of {when} scored every transcript as it is now, "

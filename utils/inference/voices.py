@@ -278,7 +278,10 @@ def import_vocoder(ws: Workspace, files: list[str | Path], name: str) -> Path:
     try:
         for fname, path in picked.items():
             shutil.copy2(path, tmp / fname)
-        load_vocoder(tmp)  # refuses what would not load, with its message
+        try:
+            load_vocoder(tmp)  # refuses what would not load, with its message
+        except StudioError as exc:  # said of the files uploaded, not of their copies in a hidden folder
+            raise StudioError(str(exc).replace(f"{tmp}/", "the uploaded ").replace(str(tmp), "the upload")) from None
         tmp.rename(target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -180,6 +180,9 @@ def public_config(config_yaml: Path):
         doc = yaml.safe_load(config_yaml.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise StudioError(f"{config_yaml} is not valid YAML ({exc}).") from None
+    if not isinstance(doc, dict) or not {"feature_extractor", "backbone", "head"} & set(doc):
+        raise StudioError(f"{config_yaml} is not a Vocos config.yaml: it has none of its feature_extractor, backbone "
+                          "and head sections. Upload the config.yaml published beside the weights.")
     feats = (doc.get("feature_extractor") or {}).get("init_args") or {}
     backbone = doc.get("backbone") or {}
     head = doc.get("head") or {}
