@@ -176,7 +176,7 @@ def cmd_g2p(args) -> None:
     from pathlib import Path
 
     from utils.text import load_user_dict, word_list_ipa
-    from utils.text.convert import analyze, speakable
+    from utils.text.convert import SPEAKABLE_WORDS, analyze, speakable
 
     user_dict = load_user_dict(Workspace(Path(args.workspace).expanduser().resolve()))
     if args.words:
@@ -187,12 +187,12 @@ def cmd_g2p(args) -> None:
         for word, segments in word_list_ipa(lines, user_dict):
             print(f"{word}\t{' '.join(segments)}")
         return
-    if not args.text:
+    if not (args.text or "").strip():
         raise StudioError('Give Amharic text (python app.py g2p "ሰላም ነው") or --words FILE.')
     reading = analyze(args.text, user_dict)  # as the G2P tab reads it: a dictionary word is not warned about
     if not speakable(args.text, user_dict):
-        print("warning: a voice will not speak this text alone (synth refuses it): it has no Amharic letters, numbers, "
-              "capital-letter abbreviations or words of the pronunciation dictionary", file=sys.stderr)
+        print(f"warning: a voice will not speak this text alone (synth refuses it): it has no {SPEAKABLE_WORDS}",
+              file=sys.stderr)
     for warning in reading.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     print(reading.normalized)
@@ -250,7 +250,10 @@ def cmd_export_dataset(args) -> None:
 
     from utils.datasets import export_rows
 
-    print(f"wrote {export_rows(Workspace.open(args.workspace), args.name, Path(args.out))}")
+    out = Path(args.out).expanduser()
+    if not out.parent.is_dir():  # a mistyped folder is said, not made
+        raise StudioError(f"{out.parent} is not a folder: create it first, or give the file another path.")
+    print(f"wrote {export_rows(Workspace.open(args.workspace), args.name, out)}")
 
 
 def add_delete_dataset_command(sub) -> None:
@@ -310,9 +313,9 @@ def cmd_delete_run(args) -> None:
         ws = existing_run(args)
 
         kept = [p.name for _, p in step_folders(ws.run_dir(args.run) / "checkpoints")]
-        print(f"Would delete run {args.run} and its {len(kept)} checkpoint(s) ({', '.join(kept) or 'none'}); voices "
-              "exported from it stay. Run the same command with --yes to delete it: it cannot be brought back.")
-        return
+        raise StudioError(f"Deleting run {args.run} removes its {len(kept)} checkpoint(s) ({', '.join(kept) or 'none'})"
+                          ", curves and samples; voices exported from it stay. It cannot be undone. To delete it, "
+                          "run the same command with --yes.")  # refused, as delete-dataset without --yes is
     print(control.delete(Workspace.open(args.workspace), args.run))
 
 

@@ -162,7 +162,12 @@ def test_a_put_back_rows_exclusion_and_text_are_kept_as_decisions_and_read_again
     assert datasets.get_rows(ws, "big", ["r00000"])["r00000"]["excluded"]
 
 
-def test_exports_open_in_pandas_and_a_spreadsheet_and_the_file_itself_reads_in_pandas(ws, tmp_path):
+def test_exports_open_in_pandas_and_a_spreadsheet_and_the_file_itself_reads_in_pandas(ws, tmp_path, capsys):
+    import app
+
+    # the command line writes into a folder that exists: a mistyped one is said, not made
+    assert app.main(["export-dataset", "big", str(tmp_path / "typo" / "big.csv"), "--workspace", str(ws.root)]) == 2
+    assert "typo is not a folder: create it first" in capsys.readouterr().err and not (tmp_path / "typo").exists()
     datasets.apply_edits(ws, "big", [{"id": "r00002", "action": "exclude"}])
     csv = pd.read_csv(datasets.export_rows(ws, "big", tmp_path / "out" / "big.csv"), encoding="utf-8-sig")
     assert len(csv) == 260 and csv.loc[2, "id"] == "r00002" and bool(csv.loc[2, "excluded"])

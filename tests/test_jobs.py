@@ -353,8 +353,8 @@ def test_the_command_line_stops_and_deletes_a_run_as_the_training_tab_does(ws, c
         folder.mkdir(parents=True)
         for name in ("model.safetensors", "config.json"):
             (folder / name).write_text("{}")
-    assert app.main(["delete-run", "old", "--workspace", str(ws.root)]) == 0  # without --yes: says what goes
-    assert "Would delete run old and its 2 checkpoint(s) (step-20, step-100)" in capsys.readouterr().out
+    assert app.main(["delete-run", "old", "--workspace", str(ws.root)]) == 2  # without --yes: refused, saying what goes
+    assert "Deleting run old removes its 2 checkpoint(s) (step-20, step-100)" in capsys.readouterr().err
     assert ws.run_dir("old").exists()
     assert app.main(["delete-run", "old", "--yes", "--workspace", str(ws.root)]) == 0
     assert "Deleted run old." in capsys.readouterr().out and not ws.run_dir("old").exists()

@@ -93,6 +93,9 @@ def test_money_and_percentages():
     assert said("50.25 ብር") == "ሃምሳ ብር ከሃያ አምስት ሳንቲም"
     assert said("$5") == "አምስት ዶላር"
     assert said("5%") == "አምስት በመቶ"
+    # the currency word written after the sign is said once; a number written against ብር is not a suffix
+    assert said("$100 ዶላር") == said("$100") == "መቶ ዶላር" and said("€5ዩሮ") == "አምስት ዩሮ"
+    assert said("100ብር") == said("ብር100") == "መቶ ብር"
 
 
 @pytest.mark.parametrize("text, words", [
@@ -100,6 +103,7 @@ def test_money_and_percentages():
     ("ወ/ሮ", "ወይዘሮ"), ("ወ/ሪት", "ወይዘሪት"), ("ት/ቤት", "ትምህርት ቤት"), ("ጠ/ሚ", "ጠቅላይ ሚኒስትር"),
     ("ፕ/ር", "ፕሮፌሰር"), ("አ.አ", "አዲስ አበባ"), ("ኪ.ሜ", "ኪሎ ሜትር"), ("ገ/ሚካኤል", "ገብረ ሚካኤል"),
     ("ዶ.ር", "ዶክተር"), ("ወ.ዘ.ተ", "ወዘተ"), ("በዶ/ር አበበ", "በዶክተር አበበ"), ("ወደ ት/ቤት ሄደ", "ወደ ትምህርት ቤት ሄደ"),
+    ("እ.ኤ.አ", "እንደ ኤውሮፓውያን አቆጣጠር"), ("እ.አ.አ.", "እንደ አውሮፓውያን አቆጣጠር"),  # the news' Gregorian years
 ])
 def test_abbreviations_expand(text, words):
     assert said(text) == words

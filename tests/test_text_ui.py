@@ -53,6 +53,12 @@ def test_text_a_voice_will_not_speak_is_said_so_here_and_empty_text_asks_for_som
     assert g2p.explain(ws, "  ") == ("", "", "", "Type Amharic text above to see how it is read.")
     assert app.main(["g2p", "hello world", "--workspace", str(ws.root)]) == 0
     assert "a voice will not speak this text alone (synth refuses it)" in capsys.readouterr().err
+    # a number beside Latin words is read with them: every refusal says so, as the rule is
+    assert app.main(["g2p", "5 km", "--workspace", str(ws.root)]) == 0
+    assert "numbers (other than beside Latin words, as in 5 km)" in capsys.readouterr().err
+    with pytest.raises(StudioError, match=r"numbers \(other than beside Latin words, as in 5 km\)"):
+        _check_request("5 km", None, 1.0, {})
+    assert app.main(["g2p", "   ", "--workspace", str(ws.root)]) == 2  # as empty text is: nothing to read
 
 
 def test_an_abbreviation_is_shown_spelled_and_a_dictionary_entry_for_it_wins(ws):

@@ -8,7 +8,7 @@ import gradio as gr
 
 from utils.events import StudioError
 from utils.text import load_user_dict, save_user_dict
-from utils.text.convert import analyze, speakable
+from utils.text.convert import SPEAKABLE_WORDS, analyze, speakable
 from utils.datasets.curate import convert_dataset
 from utils.text.g2p import rules_reading
 from utils.text.lexicon import dict_from_rows, entry, usable_symbols_hint
@@ -26,9 +26,8 @@ def _user_dict(ws: Workspace) -> dict:
         raise gr.Error(str(exc))
 
 
-NOT_SPOKEN = ("**A voice will not speak this text alone** (Speak refuses it): it has no Amharic letters, numbers, "
-              "capital-letter abbreviations or words of the pronunciation dictionary. Inside Amharic text its Latin "
-              "words are read as shown here.")
+NOT_SPOKEN = (f"**A voice will not speak this text alone** (Speak refuses it): it has no {SPEAKABLE_WORDS}. Inside "
+              "Amharic text its Latin words are read as shown here.")
 
 
 def explain(ws: Workspace, text: str) -> tuple[str, str, str, str]:

@@ -17,7 +17,7 @@ import numpy as np
 
 from utils import families
 from utils.events import StudioError
-from utils.text.convert import speakable
+from utils.text.convert import SPEAKABLE_WORDS, speakable
 from utils.text.normalize import ends_with_abbreviation
 from utils.inference.first_words import first_words
 from utils.inference.voices import GRIFFIN_LIM, load_acoustic, load_vocoder_for, own_sound, pick_device, resolve_voice
@@ -292,10 +292,8 @@ def _check_request(text: str, steps: int | None, length_scale: float, user_dict:
     if not (text or "").strip():
         raise StudioError("Type some Amharic text to speak.")
     if not speakable(text, user_dict):
-        raise StudioError("The text has no Amharic (Ethiopic) letters: this voice needs Amharic words, numbers, "
-                          "capital-letter abbreviations (BBC) or words of the pronunciation dictionary (other Latin "
-                          "words inside "
-                          "Amharic text are approximated; text with none of these is not spoken).")
+        raise StudioError(f"The text has no Amharic (Ethiopic) letters: this voice needs {SPEAKABLE_WORDS} (other "
+                          "Latin words inside Amharic text are approximated; text with none of these is not spoken).")
     if len(text) > MAX_CHARS:
         raise StudioError(f"The text is {len(text)} characters; speak at most {MAX_CHARS} at a time "
                           "(use Batch for a long text file: one WAV per line).")

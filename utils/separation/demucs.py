@@ -32,7 +32,8 @@ def download_weights() -> Path:
         torch.hub.download_url_to_file(HTDEMUCS_URL, str(path), progress=False)
     except Exception as exc:
         raise StudioError(f"The Demucs weights are not in {path.parent} and could not be downloaded ({exc}). "
-                          "Use the spleeter backend (works offline), or copy the file there.") from exc
+                          f"Use the spleeter backend (works offline), or copy {HTDEMUCS_FILE} (from {HTDEMUCS_URL}, "
+                          "on a machine that is online) into that folder.") from exc
     return path
 
 

@@ -32,6 +32,11 @@ def analyze(text: str, user_dict: dict | None = None, tokenizer: Tokenizer | Non
                     tokenizer.decode(ids), ids, missing)
 
 
+# what `speakable` looks for, in the words every refusal of a text says it (the Inference and G2P tabs, the CLI)
+SPEAKABLE_WORDS = ("Amharic letters, numbers (other than beside Latin words, as in 5 km), capital-letter "
+                   "abbreviations (BBC) or words of the pronunciation dictionary")
+
+
 def speakable(text: str, user_dict: dict) -> bool:
     """Has the text something the frontend reads: an Ethiopic letter, numbers the normalizer reads out in Amharic
     words (12345, as the G2P tab shows; not among Latin words), an all-capital abbreviation it spells (BBC), or a

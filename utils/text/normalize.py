@@ -233,10 +233,12 @@ def _read_numbers(text: str) -> str:
         return _words(out)
 
     money_num = r"(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d{1,2}))?"
-    text = re.sub(rf"{money_num}\s?ብር(?!{ETH_LETTER})", money, text)
-    text = re.sub(rf"(?<!{ETH_LETTER})ብር\s?{money_num}", money, text)
-    for sign, currency in (("$", "ዶላር"), ("€", "ዩሮ"), ("£", "ፓውንድ")):
-        text = re.sub(rf"{re.escape(sign)}\s?{money_num}", lambda m, c=currency: money(m, c), text)
+    gap = rf"[\s{JOIN}]?"  # 100ብር is 100 ብር, not a suffix glued to the number (መቶብር)
+    text = re.sub(rf"{money_num}{gap}ብር(?!{ETH_LETTER})", money, text)
+    text = re.sub(rf"(?<!{ETH_LETTER})ብር{gap}{money_num}", money, text)
+    for sign, currency in (("$", "ዶላር"), ("€", "ዩሮ"), ("£", "ፓውንድ")):  # $100 ዶላር says ዶላር once
+        text = re.sub(rf"{re.escape(sign)}\s?{money_num}(?:{gap}{currency}(?!{ETH_LETTER}))?",
+                      lambda m, c=currency: money(m, c), text)
     text = re.sub(r"(\d+)\.(\d+)", lambda m: _words(numbers.cardinal(int(m.group(1))) + ["ነጥብ"] + numbers.digits(m.group(2))), text)
     text = re.sub(r"(?<![\d])(\d+)\s?[-–]\s?(\d+)(?![\d])",
                   lambda m: _words(numbers.cardinal(int(m.group(1))) + ["እስከ"] + numbers.cardinal(int(m.group(2)))), text)
