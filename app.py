@@ -713,7 +713,8 @@ def cmd_transcribe(args) -> None:
 
     ws = Workspace.open(args.workspace)
     with progress_to_stderr(args.json):
-        run_to_end(asr.ensure(ws, args.model, args.lang), printer=lambda line: print(line, flush=True))
+        if asr.untranscribed(ws, args.dataset):  # every clip with text: no recognizer fetched (1.3 GB) to draft none
+            run_to_end(asr.ensure(ws, args.model, args.lang), printer=lambda line: print(line, flush=True))
         run_to_end(asr.transcribe_missing(ws, args.dataset, redo=args.redo),
                    printer=lambda line: print(line, flush=True))
     drafts = asr.draft_rows(ws, args.dataset)

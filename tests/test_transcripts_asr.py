@@ -496,3 +496,17 @@ def test_a_folder_that_holds_no_recognizer_is_refused_by_its_own_name(ws, source
         run_to_end(asr.fetch(ws, str(broken)))
     assert ".tmp" not in str(said.value) and "nothing was installed" in str(said.value)
     assert asr.available(ws) == ws.root / "recognizers" / "tiny-amharic-ctc"  # the one installed stays
+
+
+def test_transcribe_fetches_no_recognizer_when_every_clip_has_text(tmp_path, monkeypatch, capsys):
+    """With nothing to draft, `transcribe` still fetched the recognizer first (a 1.3 GB download, or an offline
+    refusal) before saying there was nothing to do."""
+    ws = make_dataset(tmp_path, name="am", n_train=2, n_val=0)
+    monkeypatch.delenv(asr.SOURCE_ENV, raising=False)
+
+    def no_fetch(*args, **kwargs):
+        raise AssertionError("a recognizer was fetched")
+
+    monkeypatch.setattr(asr, "ensure", no_fetch)
+    assert app.main(["transcribe", "--workspace", str(ws.root), "--dataset", "am"]) == 0
+    assert "every clip has a transcript: nothing to draft" in capsys.readouterr().out
