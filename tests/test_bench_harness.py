@@ -176,7 +176,9 @@ def test_inference_reports_the_real_time_factor_per_device_and_vocoder(tmp_path)
     assert [(r["device"], r["batch"]) for r in record["rows"]] == [("cpu", 1), ("cpu", 2)]
     for r in record["rows"]:
         assert r["audio_s"] == 2 * 12 * 7 * 256 / 24000  # every symbol got --frames-per-token frames
-        assert 0 < r["acoustic_rtf"] < r["vocos_rtf"] < r["griffin_lim_rtf"]
+        # each vocoder's RTF adds its time to the acoustic model's; which vocoder is faster is the bench's to say
+        # (asserted, it failed on a machine busy with other work: Vocos 0.157 against Griffin-Lim 0.141)
+        assert 0 < r["acoustic_rtf"] < min(r["vocos_rtf"], r["griffin_lim_rtf"])
 
 
 def test_vocoder_throughput_times_generation_griffin_lim_and_the_trainers_gan_step(tmp_path):
