@@ -104,6 +104,9 @@ def test_what_a_curator_types_is_saved_as_the_models_symbols_and_what_it_cannot_
 
 def test_suggest_fills_in_the_rules_reading():
     assert g2p.suggest("ሰላም") == "s ə l a m" and g2p.suggest("  ") == ""
+    assert g2p.fill_from_rules(" ሰላም ")[0] == "s ə l a m" and "Add / update" in g2p.fill_from_rules("ሰላም")[1]
+    with pytest.raises(StudioError, match="Type a word in the Word box first"):  # it did nothing, saying nothing
+        g2p.fill_from_rules("  ")
 
 
 def test_fill_from_rules_reads_a_word_as_a_sentence_would_and_the_entry_keeps_the_word_as_typed(ws):

@@ -88,6 +88,13 @@ def suggest(word: str) -> str:
     return " ".join(rules_reading(word or ""))
 
 
+def fill_from_rules(word: str) -> tuple[str, str]:
+    """(IPA box, dictionary line) for Fill from rules: with no word it did nothing, and an older line stayed."""
+    if not (word or "").strip():
+        raise StudioError("Type a word in the Word box first: Fill from rules puts the rules' reading of it beside it.")
+    return suggest(word), f"{word.strip()}: the rules' reading is filled in; correct it if needed and press Add / update."
+
+
 def dataset_choices(ws: Workspace, current: str | None = None):
     return dataset_pick(ws, current)
 
@@ -159,7 +166,8 @@ def build(ctx: AppContext) -> list:
     # a refusal is written where the curator looks (warnings, dictionary status, conversion result)
     explained = says_errors(partial(explain, ws), [normalized, ipa, symbols, notes], notes)
     run.click(explained, text, [normalized, ipa, symbols, notes], api_name="g2p_explain")
-    fill.click(suggest, word, word_ipa, api_name="g2p_suggest")
+    fill.click(says_errors(fill_from_rules, [word_ipa, dict_status], dict_status), word, [word_ipa, dict_status],
+               api_name="g2p_suggest")
     # the reading above is of the dictionary as it was: shown again once an entry came in (its warning asking for
     # that word's entry is then no longer true)
     shown = [normalized, ipa, symbols, notes]
