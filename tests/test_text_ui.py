@@ -78,6 +78,7 @@ def test_dictionary_edits_are_saved_to_the_workspace_and_used(ws):
     assert ipa == "ʔ i t ɨ j o pʼ ɨ j a"
     table, status = g2p.save_rows(ws, [["ሰላም", "s ə l a m"], ["", ""]])
     assert table == [["ሰላም", "s ə l a m"]] and set(load_user_dict(ws)) == {"ሰላም"}
+    assert "(removed ኢትዮጵያ; added ሰላም)" in status  # the cleared row is named, not only a count
     assert g2p.dict_rows(ws) == table
 
 

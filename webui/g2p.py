@@ -62,8 +62,14 @@ def save_rows(ws: Workspace, rows) -> tuple[list[list[str]], str]:
     mapping, problems = dict_from_rows(values)
     if problems:
         raise gr.Error("; ".join(problems[:5]) + f". The model can use: {usable_symbols_hint()}.")  # after "Not done:"
+    before = _user_dict(ws)
     path = save_user_dict(ws, mapping)
-    return dict_rows(ws), f"Saved {len(mapping)} word(s) to `{path}`; training and inference use them."
+    gone, changed = [w for w in before if w not in mapping], [w for w in mapping if w in before and before[w] != mapping[w]]
+    added = [w for w in mapping if w not in before]
+    what = "; ".join(f"{label} {', '.join(words[:8])}{' ...' if len(words) > 8 else ''}" for label, words in
+                     (("removed", gone), ("changed", changed), ("added", added)) if words)  # a cleared row, named
+    return dict_rows(ws), (f"Saved {len(mapping)} word(s) to `{path}`" + (f" ({what})" if what else " (no change)")
+                           + "; training and inference use them.")
 
 
 def add_word(ws: Workspace, word: str, ipa: str) -> tuple[list[list[str]], str]:
