@@ -42,7 +42,7 @@ class Normalized:
 LATIN_WORDS = "Latin-script word(s) read with approximate letter rules: "  # then the words, then ASK_ENTRY
 ASK_ENTRY = ". Add them to the pronunciation dictionary for an exact reading."
 SPELLED = "Spelled letter by letter: "  # then "BBC (ቢቢሲ), ...", then SAID_AS_WORD
-SAID_AS_WORD = ". One said as a word (NATO) needs a pronunciation dictionary entry."
+SAID_AS_WORD = ". An abbreviation said as a word, as NATO is, needs a pronunciation dictionary entry."
 ACRONYM = re.compile(r"(?<![A-Za-z])[A-Z]{2,5}(?![A-Za-z])")  # BBC, USA, UN (a prefix or suffix may be glued on)
 
 def tokens(normalized_text: str) -> list[str]:
