@@ -131,8 +131,8 @@ def test_all_capital_abbreviations_are_spelled_with_the_letters_names():
     """BBC was read with Latin letter rules ("bbk"); Amharic speakers say ቢቢሲ, letter by letter."""
     n = normalize("የBBC ዘጋቢ ከUSA ና UN ዘገበ፤ WHOን ጠየቀ")
     assert n.text == "የቢቢሲ ዘጋቢ ከዩኤስኤ ና ዩኤን ዘገበ, ደብሊውኤችኦን ጠየቀ"
-    assert n.warnings == ["Spelled letter by letter: BBC (ቢቢሲ), USA (ዩኤስኤ), UN (ዩኤን), WHO (ደብሊውኤችኦ). One said as "
-                          "a word (NATO) needs a pronunciation dictionary entry."]
+    assert n.warnings == ["Spelled letter by letter: BBC (ቢቢሲ), USA (ዩኤስኤ), UN (ዩኤን), WHO (ደብሊውኤችኦ). An "
+                          "abbreviation said as a word, as NATO is, needs a pronunciation dictionary entry."]
     assert normalize("BBC1 ዜና").text == "ቢቢሲ አንድ ዜና"  # a number glued to the letters is a word of its own
     assert normalize("በ2015").text == "በሁለት ሺህ አስራ አምስት"  # ... while one after Amharic letters stays glued
     for kept in ("Google", "iPhone", "I", "UNESCOS"):  # mixed case, one letter, longer than five: as before
