@@ -69,6 +69,8 @@ def test_years_before_era_are_read_in_hundreds_and_the_era_expanded():
 def test_a_prefix_or_suffix_on_a_number_stays_on_its_words():
     assert said("በ5 ቀን") == "በአምስት ቀን"
     assert said("ከ20ዎቹ") == "ከሃያዎቹ"
+    # a suffix starting with the consonant the number's word ends in takes its letter: አምስቱ, not አምስትቱ
+    assert [said(t) for t in ("5ቱ", "2ቱ", "9ኙ", "በ10ሩ")] == ["አምስቱ", "ሁለቱ", "ዘጠኙ", "በአስሩ"]
 
 
 def test_dates_read_month_day_and_year():

@@ -245,7 +245,16 @@ def _read_numbers(text: str) -> str:
     # years: a four-digit number before ዓመተ ምሕረት / ዓመተ ዓለም (already expanded) or a date
     text = re.sub(rf"({NUM})(?=\s?(?:ዓመተ|አመተ|ኣመተ|ዓ\.ም|ዓ/ም))", lambda m: _words(numbers.year(_value(m.group(1)))), text)
     text = re.sub(NUM, lambda m: _words(numbers.cardinal(_value(m.group(0)))), text)
-    return text.replace(JOIN + " ", JOIN).replace(" " + JOIN, JOIN).replace(JOIN, "")
+    text = text.replace(JOIN + " ", JOIN).replace(" " + JOIN, JOIN)
+    return re.sub(rf"(\S){JOIN}(\S)", _joined, text).replace(JOIN, "")
+
+
+def _joined(m: re.Match) -> str:
+    """A suffix on a number's last word: 5ቱ is አምስቱ, not አምስትቱ. Where the word ends in a bare consonant and the
+    suffix starts with the same one (ሁለት+ቱ, ዘጠኝ+ኙ, አስር+ሩ), the suffix's letter takes its place."""
+    last, first = syllable(m.group(1)), syllable(m.group(2))
+    same = last is not None and first is not None and last.vowel is None and last.consonant == first.consonant
+    return m.group(2) if same else m.group(0)
 
 
 def _punctuate(text: str, warnings: list[str]) -> str:
