@@ -229,7 +229,7 @@ def _licence(folder: Path, source: str) -> str:
     return "unknown: check the model card before using its output"
 
 
-RECOGNIZER_FILES = {"config.json": "config.json",
+RECOGNIZER_FILES = {"config.json": ("config.json",),  # what a saved CTC model holds: one of each
                     "the weights": ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json"),
                     "the processor": ("preprocessor_config.json", "processor_config.json")}
 
@@ -238,7 +238,7 @@ def refuse_non_recognizer(folder: Path) -> None:
     """A folder given as a recognizer that lacks what a saved CTC model has (a folder of audio, a half copy) is
     named with what it lacks: loading it ended on the library's own error about a temporary copy."""
     missing = [what for what, names in RECOGNIZER_FILES.items()
-               if not any((folder / n).is_file() for n in ([names] if isinstance(names, str) else names))]
+               if not any((folder / n).is_file() for n in names)]
     if missing:
         raise StudioError(f"{folder} holds no speech recognizer: it lacks {', '.join(missing)} (a recognizer saved "
                           "with transformers' save_pretrained has config.json, model.safetensors and "

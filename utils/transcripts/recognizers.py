@@ -66,15 +66,15 @@ def choose(gpus_gb: list[float], omniasr: bool | None = None) -> tuple[Known, st
                      f"{sys.version_info[0]}.{sys.version_info[1]}); on a newer Python, install the requirements "
                      "again for omniASR")
     if not gpus_gb:
-        return OMNI_300M, (f"there is no GPU, and on a CPU omniASR's 1B model takes {CPU_SLOWER_1B}x as long for its lower error "
-                           f"rate ({OMNI_1B.cer_gsma})")
+        return OMNI_300M, (f"there is no GPU, and on a CPU omniASR's 1B model takes {CPU_SLOWER_1B}x as long for "
+                           f"its lower error rate ({OMNI_1B.cer_gsma})")
     if max(gpus_gb) < BIG_GPU_GB:
-        return OMNI_300M, (f"this {max(gpus_gb):.0f} GB GPU keeps its memory for training; omniASR's 1B model needs about "
-                           f"{OMNI_1B.gpu_gb:.0f} GB beside it")
+        return OMNI_300M, (f"this {max(gpus_gb):.0f} GB GPU keeps its memory for training; omniASR's 1B model "
+                           f"needs about {OMNI_1B.gpu_gb:.0f} GB beside it")
     if not OMNI_1B.confirmed:
-        return OMNI_300M, (f"omniASR's 1B model (error rate {OMNI_1B.cer_gsma}) would fit this {max(gpus_gb):.0f} GB GPU, but no "
-                           f"source confirms its hub id {OMNI_1B.repo} yet; pick it in the Recognizer box to try it "
-                           "(the 300M is fetched instead if the hub does not have it)")
+        return OMNI_300M, (f"omniASR's 1B model (error rate {OMNI_1B.cer_gsma}) would fit this {max(gpus_gb):.0f} GB "
+                           f"GPU, but no source confirms its hub id {OMNI_1B.repo} yet; pick it in the Recognizer box "
+                           "to try it (the 300M is fetched instead if the hub does not have it)")
     return OMNI_1B, (f"this {max(gpus_gb):.0f} GB GPU holds it beside a training run, for a lower error rate than "
                      f"the 300M's ({OMNI_300M.cer_gsma})")
 
