@@ -184,7 +184,10 @@ def cmd_g2p(args) -> None:
             lines = sys.stdin.read().splitlines() if args.words == "-" else Path(args.words).read_text(encoding="utf-8-sig").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
             raise StudioError(f"Cannot read the word list {args.words}: {exc}. Give a UTF-8 text file, one word a line.")
-        for word, segments in word_list_ipa(lines, user_dict):
+        for number, (word, segments) in enumerate(word_list_ipa(lines, user_dict), 1):
+            if len(word.split()) > 1:
+                print(f"warning: line {number} holds {len(word.split())} words ({word}): their sounds are printed as "
+                      "one word's. Put one word a line.", file=sys.stderr)
             print(f"{word}\t{' '.join(segments)}")
         return
     if not (args.text or "").strip():

@@ -23,6 +23,16 @@ def test_g2p_words_prints_one_line_per_input_line_in_order(tmp_path):
     assert run.stdout.splitlines() == ["ሰላም\ts ə l a m", "ሁለተኛ\th u l ə tː ə ɲː a", "\t", "ሐላሚ\th a l a m i"]
 
 
+def test_g2p_words_names_a_line_that_holds_two_words(capsys, tmp_path):
+    """A two-word line was printed as one word's sounds, with nothing said."""
+    words = tmp_path / "words.txt"
+    words.write_text("ሰላም\nሰላም ለዓለም\n", encoding="utf-8")
+    assert app.main(["g2p", "--workspace", str(tmp_path / "ws"), "--words", str(words)]) == 0
+    said = capsys.readouterr()
+    assert said.out.splitlines()[0] == "ሰላም\ts ə l a m"
+    assert "line 2 holds 2 words (ሰላም ለዓለም)" in said.err and "line 1" not in said.err
+
+
 def test_g2p_uses_the_workspace_dictionary(capsys, tmp_path):
     (tmp_path / "pronunciations.tsv").write_text("ሰላም\ts a l a m\n", encoding="utf-8")
     assert app.main(["g2p", "--workspace", str(tmp_path), "ሰላም"]) == 0
