@@ -118,9 +118,9 @@ def test_every_flag_of_every_command_says_what_it_does():
 
 def test_a_progress_bar_says_whole_words():
     """The batch's bar read "...this voice needs Amharic words, numbers, ca - 75.0%": cut at 120 characters."""
-    from webui.components import progress_line
+    from webui.components import cut_at_word
 
     long = ("batch [3/4] line 00004: The text has no Amharic (Ethiopic) letters: this voice needs Amharic words, "
             "numbers, capital letters")
-    said = progress_line(long)
-    assert said.endswith("numbers, capital ...") and len(said) <= 124 and progress_line("short") == "short"
+    said = cut_at_word(long)
+    assert said.endswith("numbers, capital ...") and len(said) <= 124 and cut_at_word("short") == "short"

@@ -102,6 +102,18 @@ def test_upload_inspect_prepare_review_and_edit_through_the_handlers(tmp_path):
         tab.edit_row(ws, "up", "", "keep")
 
 
+def test_a_long_transcript_is_cut_in_its_table_cell_and_whole_in_the_editor(tmp_path):
+    """A 60 s clip's transcript made its table cell taller than the screen."""
+    ws = make_dataset(tmp_path / "ws", n_train=3, n_val=1, max_chars=60)
+    row = load_manifest(ws, "am")[0]
+    long_text = " ".join([row["text"]] * 12)
+    tab.edit_row(ws, "am", row["id"], "text", long_text)
+    table = tab.load_view(ws, "am", show_all=True)[3]
+    cell = table.set_index("id").loc[row["id"], "text"]
+    assert cell.endswith(" ...") and len(cell) <= tab.CELL_CHARS + 4 and long_text.startswith(cell[:-4])
+    assert tab.select_row(ws, "am", row["id"])[2] == long_text
+
+
 def test_the_rate_plots_axes_end_on_round_numbers_past_the_longest_and_the_fastest_clip(tmp_path):
     """Limited only from 0, the speaking-rate plot ended its axes on the farthest points, drawn half off its edges,
     and ticked the odd range finely: 21 labels from 0.0 to 4.0 side by side."""

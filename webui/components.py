@@ -122,6 +122,8 @@ def says_errors(fn, outputs: list, box, log: bool = False, also: dict | None = N
     return wrapper
 
 
-def progress_line(text: str, most: int = 120) -> str:
-    """A progress bar's words: whole words, "..." where they are cut (a bar has one line; it was cut mid-word)."""
+def cut_at_word(text, most: int = 120) -> str:
+    """Words for a place with little room, whole words, "..." where they are cut: a progress bar has one line (it was
+    cut mid-word); a table cell of a 60 s transcript was taller than the screen (the row's editor shows it whole)."""
+    text = str(text or "")
     return text if len(text) <= most else text[:most].rsplit(" ", 1)[0] + " ..."

@@ -21,11 +21,12 @@ from utils.datasets.prepare import no_text_yet
 from utils.training.speed import say_hours
 from utils.workspace import check_name, readable
 from webui import transcripts
-from webui.components import dataset_pick, dataset_picker, says_errors, shown_name
+from webui.components import cut_at_word, dataset_pick, dataset_picker, says_errors, shown_name
 from webui.context import AppContext
 
 FRONTENDS = (("Amharic pronunciation rules (phoneme), recommended", "phoneme"), ("letters as written (char)", "char"),
              ("word pieces learned from the transcripts (bpe)", "bpe"))
+CELL_CHARS = 160  # about three lines of a text column: a 60 s transcript made a cell taller than the screen
 TABLE_COLUMNS = ["id", "flags", "excluded", "decision", "duration", "speaker", "text", "messages"]
 # column types of the two plots, kept even when empty: a plot keeps the axis types of the first frame it gets
 HIST_TYPES = {"seconds": str, "start": float, "clips": int}
@@ -217,7 +218,9 @@ def load_view(ws, name: str, show_all: bool = False, page: int = 1):
         page = pages
         rows, total = datasets.review_page(ws, name, show_all, page)
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS + ["path"])
+    table["text"] = table["text"].map(lambda t: cut_at_word(t, CELL_CHARS))
     return summary_markdown(ws, name), hist, rates, table.drop(columns="path"), page, page_note(page, pages, total)
+
 
 
 def page_note(page: int, pages: int, total: int) -> str:

@@ -17,7 +17,7 @@ from utils import families
 from utils.inference.speech import engine_steps
 from utils.vocoder.default import DEFAULT_NAME
 from webui import clip_voice
-from webui.components import progress_line, says_errors
+from webui.components import cut_at_word, says_errors
 from webui.context import AppContext
 
 AUTO_VOCODER = "auto"  # the voice's own vocoder, else the workspace's default (public Vocos), else Griffin-Lim
@@ -150,7 +150,7 @@ def speak_file(ctx: AppContext, voice, speaker, upload, steps, temperature, spee
                                       seed=None if seed is None or int(seed) < 0 else int(seed))
         for event in events:
             if event.total:
-                progress(event.fraction, desc=progress_line(event.format()))
+                progress(event.fraction, desc=cut_at_word(event.format()))
             if event.level != "info":
                 log.append(f"- {event.message}")
             result = event.result or result

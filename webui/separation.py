@@ -15,7 +15,7 @@ from utils import separation
 from utils.events import StudioError
 from utils.separation import dataset as sep_dataset
 from utils.separation.gate import CLEAR as THRESHOLD_CLEAR
-from webui.components import dataset_pick, dataset_picker, progress_line, says_errors, shown_name
+from webui.components import dataset_pick, dataset_picker, cut_at_word, says_errors, shown_name
 from webui.context import AppContext
 
 BACKEND_LABELS = [("auto: the best this machine has", "auto"),
@@ -63,7 +63,7 @@ def _drive(events, progress):
     lines = []
     for event in events:
         if progress is not None and event.total:
-            progress(event.fraction, desc=progress_line(event.format()))
+            progress(event.fraction, desc=cut_at_word(event.format()))
         lines.append(event.format())
         yield "\n".join(lines[-300:])
 

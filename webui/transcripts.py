@@ -16,12 +16,13 @@ from utils.transcripts.review import check_running, review_row, still_current
 from utils.transcripts.scoring import cancel_check
 from utils.workers import events_in_child
 from utils.workspace import readable
-from webui.components import says_errors
+from webui.components import cut_at_word, says_errors
 from webui.context import AppContext
 
 REVIEW_COLUMNS = ["rank", "id", "score", "reason", "text", "decision"]
 REVIEW_WIDTHS = ["6%", "12%", "7%", "38%", "27%", "10%"]  # every column on screen, and "rank" on one line
 DRAFT_COLUMNS = ["id", "confidence", "draft"]
+CELL_CHARS = 160  # a long transcript is cut in its cell, whole in the editor below (as on the rows table)
 METHOD_HELP = ("alignment: a short training of the tiny voice model on this dataset, then its aligner lays each "
                "transcript over its audio (offline, works on a CPU; the time is said before it starts); asr: the "
                "speech recognizer below; auto: the alignment, plus the recognizer when there is one")
@@ -32,7 +33,8 @@ REVIEW_UNDECIDED = 300  # the list runs until this many clips without a decision
 
 def review_frame(ws, name: str) -> pd.DataFrame:
     rows = review_rows(ws, name, undecided=REVIEW_UNDECIDED) if name else []
-    return pd.DataFrame(rows, columns=REVIEW_COLUMNS + ["path"]).drop(columns="path")
+    frame = pd.DataFrame(rows, columns=REVIEW_COLUMNS + ["path"]).drop(columns="path")
+    return frame.assign(text=frame["text"].map(lambda t: cut_at_word(t, CELL_CHARS)))
 
 
 def review_label(ws, name: str, listed: pd.DataFrame) -> str:
@@ -48,7 +50,8 @@ def review_label(ws, name: str, listed: pd.DataFrame) -> str:
 
 def drafts_frame(ws, name: str) -> pd.DataFrame:
     rows = asr.draft_rows(ws, name) if name else []
-    return pd.DataFrame(rows, columns=DRAFT_COLUMNS + ["path"]).drop(columns="path")
+    frame = pd.DataFrame(rows, columns=DRAFT_COLUMNS + ["path"]).drop(columns="path")
+    return frame.assign(draft=frame["draft"].map(lambda t: cut_at_word(t, CELL_CHARS)))
 
 
 def press_check(ws, name: str, method: str) -> bool:
