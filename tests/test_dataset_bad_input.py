@@ -375,3 +375,38 @@ def test_an_upload_that_makes_no_clip_leaves_no_dataset_and_says_what_was_given_
     assert not ws.dataset_dir("notes").exists() and not ws.dataset_dir("notes-cli").exists()
     assert "notes" not in ws.list_datasets() and "notes-cli" not in ws.list_datasets()
     assert notes.read_text(encoding="utf-8") == "ሰላም ነው።\n" and notes.stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize("header", [True, False])
+def test_a_three_column_metadata_csv_from_a_spreadsheet_reads_its_text_once_without_quotes(tmp_path, header):
+    """Excel's id,text,normalized (a BOM, Windows line ends, quotes around a text holding a comma) was split once at
+    the first comma: every transcript said twice ("text,normalized"), its quotes kept, and no flag raised."""
+    ds = tmp_path / "ds"
+    for i in range(3):
+        espeak_amharic(SENTS[i], ds / "raw" / "wavs" / f"a{i}.wav")
+    quoted = f'"{SENTS[1]}, ""{SENTS[2][:10]}"""'
+    lines = ([] if not header else ["id,text,normalized"]) + [
+        f"a0,{SENTS[0]},{SENTS[0]}", "", f"a1,{quoted},{quoted}", f"a2,{SENTS[2]},{SENTS[2]} ።"]
+    (ds / "raw" / "metadata.csv").write_bytes(("\ufeff" + "\r\n".join(lines) + "\r\n").encode("utf-8"))
+    found = discover(ds)
+    assert [(it.id, it.text) for it in found.items] == [
+        ("a0", SENTS[0]), ("a1", f'{SENTS[1]}, "{SENTS[2][:10]}"'), ("a2", SENTS[2])]
+    assert found.errors == []
+    said = " ".join(found.notes)
+    assert "read as id,text,normalized, its text from the column text" in said, found.notes
+    assert ("line 1 read as a header" in said) == header
+
+
+def test_lines_are_numbered_as_the_file_is_blank_lines_counted(tmp_path):
+    """A line after a blank one was named one line too early ("line 8" of line 9), a CSV row likewise."""
+    ds = tmp_path / "ds"
+    espeak_amharic(SENTS[0], ds / "raw" / "wavs" / "a0.wav")
+    (ds / "raw" / "metadata.csv").write_text(f"a0|{SENTS[0]}\n\n\nmissing|{SENTS[1]}\n", encoding="utf-8")
+    assert [e["message"].split(":")[0] for e in discover(ds).errors] == ["raw/metadata.csv line 4"]
+    table = tmp_path / "t"
+    espeak_amharic(SENTS[0], table / "raw" / "c0.wav")
+    (table / "raw" / "list.csv").write_text(f"file,text\nc0.wav,{SENTS[0]}\n\nc9.wav,{SENTS[1]}\n,{SENTS[2]}\n",
+                                            encoding="utf-8")
+    said = [e["message"] for e in discover(table).errors]
+    assert [m.split(":")[0] for m in said] == ["raw/list.csv row 4", "raw/list.csv row 5"]
+    assert "names no audio file; fill in its file column or delete the row" in said[1]

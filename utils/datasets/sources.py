@@ -233,28 +233,27 @@ def _ljspeech(ds_dir, files, columns, origin):
     index = _audio_index(files)
     items, errors, used = [], [], set()
     for meta in metas:
-        lines = [l for l in read_text_file(meta).replace("\r", "").split("\n") if l.strip()]
-        rows, sep = _split_metadata(lines)
+        numbered = [(n, l) for n, l in enumerate(read_text_file(meta).replace("\r", "").split("\n"), 1) if l.strip()]
+        lines, line_numbers = [l for _, l in numbered], [n for n, _ in numbered]  # a blank line still counts
+        rows, sep, how = _split_metadata(lines)
         if sep != "|":
             errors.append({"source": _rel(ds_dir, meta), "level": "info",
                            "message": f"{_rel(ds_dir, meta)} separates its columns with {SEPARATOR_NAMES[sep]}, not "
-                                      f"'|' as LJSpeech does: read as id{sep}text" + (
-                                          f" (a {SEPARATOR_NAMES[sep][:-1]} later in a line is part of its text)"
-                                          if sep in ",;" else "")})
-        first = 1
+                                      f"'|' as LJSpeech does: read as {how}"})
         if rows and _is_header(rows[0], lambda uid: _find_audio(uid, [meta.parent], index, raw, None)):
             errors.append({"source": _rel(ds_dir, meta), "level": "info",
-                           "message": f"{_rel(ds_dir, meta)} line 1 read as a header ({lines[0][:60]!r}), not a clip."})
-            rows, first = rows[1:], 2
+                           "message": f"{_rel(ds_dir, meta)} line {line_numbers[0]} read as a header "
+                                      f"({lines[0][:60]!r}), not a clip."})
+            rows, lines, line_numbers = rows[1:], lines[1:], line_numbers[1:]
         three = [r for r in rows if len(r) >= 3]
         # id|speaker|text when the middle column looks like a label (few distinct short values, no spaces)
         middle = [r[1].strip() for r in three]
         speaker_col = bool(middle) and all(" " not in m and len(m) <= 40 for m in middle) and \
             len(set(middle)) <= max(1, len(middle) // 2)
-        for n, r in enumerate(rows, first):
+        for n, line, r in zip(line_numbers, lines, rows):
             where = f"{_rel(ds_dir, meta)} line {n}"
             if len(r) < 2:
-                errors.append({"source": where, "message": f"{where}: expected 'id|text', found {lines[n - 1][:60]!r}."})
+                errors.append({"source": where, "message": f"{where}: expected 'id|text', found {line[:60]!r}."})
                 continue
             uid = r[0].strip()
             speaker = r[1].strip() if speaker_col and len(r) >= 3 else DEFAULT_SPEAKER
@@ -274,16 +273,38 @@ def _ljspeech(ds_dir, files, columns, origin):
 SEPARATOR_NAMES = {"|": "'|'", "\t": "tabs", ";": "semicolons", ",": "commas"}
 
 
-def _split_metadata(lines: list[str]) -> tuple[list[list[str]], str]:
-    """(rows, separator): LJSpeech's '|'; a metadata.csv written with tabs, semicolons (a spreadsheet's export where
+def _split_metadata(lines: list[str]) -> tuple[list[list[str]], str, str]:
+    """(rows, separator, how the columns were read): LJSpeech's '|'; a metadata.csv written with tabs, semicolons (a spreadsheet's export where
     the comma is the decimal mark) or commas, a common slip, where no line holds a '|' and every line holds the
-    other. A semicolon or comma splits once: text may hold them (Amharic's own semicolon is another letter, ፤),
-    and its id comes first."""
+    other. Semicolons and commas are read as a spreadsheet writes them (quotes around a text that holds one); each
+    row becomes id + text (_spreadsheet_rows)."""
     if lines and not any("|" in l for l in lines):
         for sep in ("\t", ";", ","):
             if all(sep in l for l in lines):
-                return [l.split(sep) if sep == "\t" else l.split(sep, 1) for l in lines], sep
-    return [l.split("|") for l in lines], "|"
+                if sep == "\t":
+                    return [l.split(sep) for l in lines], sep, f"id{sep}text"
+                rows, how = _spreadsheet_rows(lines, sep)
+                return rows, sep, how
+    return [l.split("|") for l in lines], "|", "id|text"
+
+
+def _spreadsheet_rows(lines: list[str], sep: str) -> tuple[list[list[str]], str]:
+    """Rows of a metadata.csv a spreadsheet wrote, as [id, text], and how they were read. LJSpeech's three columns
+    (id, text, normalized text) give the text column: named so by a header, or found in every row (a normalized copy
+    was appended to the text, every transcript said twice). Otherwise more fields are a text holding the separator
+    unquoted."""
+    rows = list(csv.reader(lines, delimiter=sep))
+    header = [f.strip().lower() for f in rows[0]] if rows else []
+    named = len(header) >= 2 and all(h in _HEADER_WORDS for h in header)
+    body = rows[1:] if named else rows
+    text_at = next((header.index(n) for n in _TEXT_NAMES + ("label",) if n in header), 1) if named else 1
+    columns = len(header) if named else (3 if body and all(len(r) == 3 for r in body) else 0)
+    picked = [[r[0], r[text_at]] if columns >= 3 and len(r) == columns else
+              [r[0], sep.join(r[1:])] if len(r) >= 2 else r for r in body]
+    how = (f"{sep.join(header[:columns]) if named else f'id{sep}text{sep}normalized'}, its text from the column "
+           f"{header[text_at] if named else 'text'}" if columns >= 3 else
+           f"id{sep}text (a {SEPARATOR_NAMES[sep][:-1]} later in a line is part of its text)")
+    return ([rows[0]] if named else []) + picked, how
 
 
 def _is_header(fields: list[str], find_audio) -> bool:
@@ -308,7 +329,8 @@ def _orphans(ds_dir, files, used) -> list[Item]:
 
 # ------------------------------------------------------------------------------------------- CSV
 def read_table(path: Path) -> pd.DataFrame:
-    """A CSV/TSV of strings: encoding from the BOM (UTF-8, UTF-16) and separator sniffed."""
+    """A CSV/TSV of strings: encoding from the BOM (UTF-8, UTF-16) and separator sniffed. Its index is the row's
+    number in the file less one: a blank line is dropped but counted, so a row is named by the line it is on."""
     text = read_text_file(path)
     sample = "\n".join(text.splitlines()[:20])
     if path.suffix.lower() == ".tsv":
@@ -320,7 +342,8 @@ def read_table(path: Path) -> pd.DataFrame:
             sep = max(",\t|;", key=sample.count)
     try:
         frame = pd.read_csv(io.StringIO(text), sep=sep, header=None, dtype=str, keep_default_na=False,
-                            skip_blank_lines=True, engine="python", quoting=csv.QUOTE_MINIMAL)
+                            skip_blank_lines=False, engine="python", quoting=csv.QUOTE_MINIMAL)
+        frame = frame[~(frame.fillna("").astype(str).apply(lambda c: c.str.strip()) == "").all(axis=1)]
     except Exception as exc:
         raise StudioError(f"{path.name}: cannot be read as a table ({exc}).") from exc
     if frame.empty:
@@ -330,7 +353,7 @@ def read_table(path: Path) -> pd.DataFrame:
         any(v.lower() in _AUDIO_NAMES + _TEXT_NAMES + _SPEAKER_NAMES for v in first)
         or (len(frame) > 1 and any(str(v).lower().endswith(AUDIO_SUFFIXES) for v in frame.iloc[1])))
     if looks_header:
-        frame = frame.iloc[1:].reset_index(drop=True)
+        frame = frame.iloc[1:]
         frame.columns = [v or f"column {i + 1}" for i, v in enumerate(first)]
     else:
         frame.columns = [f"column {i + 1}" for i in range(frame.shape[1])]
@@ -384,13 +407,14 @@ def _csv(ds_dir, files, columns, origin):
             raise StudioError(f"{table.name}: choose the audio and text columns (the header is ambiguous): the "
                               "Dataset tab's column pickers, or --audio-column and --text-column on the command line. "
                               f"Columns: {', '.join(map(str, frame.columns))}.")
-        header_offset = 2 if frame.columns[0] != "column 1" else 1
         for n, row in frame.iterrows():
-            where = f"{_rel(ds_dir, table)} row {n + header_offset}"
+            where = f"{_rel(ds_dir, table)} row {n + 1}"
             ref = str(row[pick["audio"]])
             audio = _find_audio(ref, [table.parent], index, raw, origin)
             if audio is None:
-                errors.append({"source": where, "message": f"{where}: audio {ref!r} does not exist"
+                errors.append({"source": where, "message": f"{where}: names no audio file; fill in its "
+                               f"{pick['audio']} column or delete the row." if not ref.strip() else
+                               f"{where}: audio {ref!r} does not exist"
                                + (" (or points outside the dataset)." if ".." in ref or ref.startswith("/") else ".")})
                 continue
             used.add(audio)
