@@ -410,3 +410,25 @@ def test_lines_are_numbered_as_the_file_is_blank_lines_counted(tmp_path):
     said = [e["message"] for e in discover(table).errors]
     assert [m.split(":")[0] for m in said] == ["raw/list.csv row 4", "raw/list.csv row 5"]
     assert "names no audio file; fill in its file column or delete the row" in said[1]
+
+
+def test_a_folder_prepared_again_with_one_file_changed_still_brings_its_new_recordings(tmp_path):
+    """The first changed file of a folder stopped its import: recordings added after it never came in, unsaid; a
+    transcript fixed without changing its length was taken for the file the dataset had, and the fix ignored unsaid."""
+    src = tmp_path / "pairs"
+    for i in range(2):
+        espeak_amharic(SENTS[i], src / f"a{i}.wav")
+        (src / f"a{i}.txt").write_text(SENTS[i], encoding="utf-8")
+    ws = Workspace.open(tmp_path / "ws")
+    run_to_end(prepare(ws, "p", src, workers=1))
+    fixed = src / "a0.txt"
+    fixed.unlink()  # as an editor saves: a new file, the dataset's hard link keeps the old one
+    fixed.write_text(SENTS[0][::-1], encoding="utf-8")  # the same length, other letters
+    espeak_amharic(SENTS[2], src / "b.wav")
+    (src / "b.txt").write_text(SENTS[2], encoding="utf-8")
+    events = list(prepare(ws, "p", src, workers=1))
+    assert sorted(r["id"] for r in load_manifest(ws, "p")) == ["a0", "a1", "b"]
+    warned = [e.message for e in events if e.level == "warning"]
+    assert any(m.startswith("a0.txt: not read: this dataset already holds another file of this name") and
+               "delete the dataset and prepare the upload again" in m for m in warned), warned
+    assert (ws.dataset_dir("p") / "raw" / "pairs" / "a0.txt").read_text(encoding="utf-8") == SENTS[0]  # kept

@@ -102,18 +102,31 @@ def copy_tree(src: Path, dest: Path) -> tuple[list[Path], list[str]]:
             continue
         if not path.is_file() or any(part.startswith(".") for part in rel.parts):
             continue
-        written.append(copy_file(path, dest / rel))
+        try:
+            written.append(copy_file(path, dest / rel))
+        except StudioError as exc:  # one changed file: said, and the rest of the folder still comes in
+            messages.append(str(exc))
     return written, messages
 
 
+def same_bytes(a: Path, b: Path) -> bool:
+    """Whether two files hold the same bytes: a transcript fixed without changing its length is another file."""
+    import filecmp
+
+    return a.stat().st_size == b.stat().st_size and (a.samefile(b) or filecmp.cmp(a, b, shallow=False))
+
+
 def copy_file(src: Path, dest: Path) -> Path:
-    """Byte-exact copy; a hard link when possible (free for large uploads already in the workspace)."""
+    """Byte-exact copy; a hard link when possible (free for large uploads already in the workspace). A file the
+    dataset already holds is kept; another file under its name is refused with what to do."""
     src, dest = Path(src), Path(dest)
     if dest.exists():
-        if dest.stat().st_size == src.stat().st_size:
+        if same_bytes(src, dest):
             return dest
-        raise StudioError(f"{dest.name}: a different file with this name was already imported into this "
-                          "dataset; choose another dataset name.")
+        raise StudioError(f"{src.name}: not read: this dataset already holds another file of this name, imported "
+                          "before, and keeps it (uploads are kept as received). Give new recordings new names; to "
+                          "replace its files with corrected ones, delete the dataset and prepare the upload again "
+                          "(its review decisions go with it).")
     dest.parent.mkdir(parents=True, exist_ok=True)
     try:
         dest.hardlink_to(src)
