@@ -432,3 +432,23 @@ def test_a_folder_prepared_again_with_one_file_changed_still_brings_its_new_reco
     assert any(m.startswith("a0.txt: not read: this dataset already holds another file of this name") and
                "delete the dataset and prepare the upload again" in m for m in warned), warned
     assert (ws.dataset_dir("p") / "raw" / "pairs" / "a0.txt").read_text(encoding="utf-8") == SENTS[0]  # kept
+
+
+def test_session_folders_numbered_alike_are_all_trained_on_each_id_taking_its_folders_name(tmp_path):
+    """Day1/001.wav and Day2/001.wav, each with its own transcript: Day2's were renamed 001-dup2 and left out of
+    training as duplicates, half the data, said only as "given to 2 or more recordings"."""
+    ds = tmp_path / "ds"
+    for day in (1, 2):
+        for i in range(2):
+            text = SENTS[2 * (day - 1) + i]
+            espeak_amharic(text, ds / "raw" / "days" / f"Day{day}" / f"00{i}.wav")
+            (ds / "raw" / "days" / f"Day{day}" / f"00{i}.txt").write_text(text, encoding="utf-8")
+    found = discover(ds)
+    assert sorted(it.id for it in found.items) == ["000", "001", "Day2_000", "Day2_001"]
+    assert not any(it.notes for it in found.items) and found.errors == []
+    assert "2 recording(s) share a name with one in another folder" in " ".join(found.notes)
+    day2 = {it.id: it.text for it in found.items}
+    assert day2["Day2_001"] == SENTS[3]
+    # prepared again, each keeps its id (the one that held it first keeps the plain one)
+    owners = {it.id: it.source for it in found.items}
+    assert {it.id: it.source for it in discover(ds, owners=owners).items} == owners

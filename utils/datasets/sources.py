@@ -131,8 +131,8 @@ def discover(ds_dir: Path, fmt: str = "auto", columns: dict | None = None, origi
         raise StudioError(f"Unknown format {fmt!r}; use one of {', '.join(FORMATS)}.")
     items, errors = {"ljspeech": _ljspeech, "csv": _csv, "pairs": _pairs, "subtitles": _subtitles,
                      "long": _long}[fmt](ds_dir, files, columns or {}, origin)
-    _dedupe_ids(items, owners or {})
-    notes = [e["message"] for e in errors if e.get("level") == "info"]
+    said = _dedupe_ids(items, owners or {})
+    notes = [e["message"] for e in errors if e.get("level") == "info"] + said
     return Discovery(fmt, items, [e for e in errors if e.get("level") != "info"], notes)
 
 
@@ -167,25 +167,43 @@ def line_id(uid: str) -> str:
     return safe_id(str(Path(uid).with_suffix("")) if Path(uid).suffix.lower() in AUDIO_SUFFIXES else uid)
 
 
-def _dedupe_ids(items: list[Item], owners: dict[str, str]) -> None:
+def _dedupe_ids(items: list[Item], owners: dict[str, str]) -> list[str]:
     """Several recordings under one id: the one that held it before (`owners`: id -> source) keeps it, else the first
-    found; the others are renamed id-dup2, id-dup3, ... A day-two folder that sorts before day one's would otherwise
-    take the id, and day one's review (an Exclude, a fixed text) would land on the new recording."""
+    found. One in another folder takes that folder's name too (Day2/001.wav is Day2_001: sessions numbered alike are
+    all trained on); the others are renamed id-dup2, id-dup3, ... and flagged. A day-two folder that sorts before day
+    one's would otherwise take the id, and day one's review (an Exclude, a fixed text) would land on the new
+    recording. Returns what was said of the renamed by folder."""
     holder = {}
     for it in items:
         if owners.get(it.id) == it.source:
             holder.setdefault(it.id, it)
+    taken = {it.id for it in items}
     renamed: Counter = Counter()
+    by_folder: list[str] = []
     for it in items:
-        if holder.setdefault(it.id, it) is not it:
-            renamed[it.id] += 1
-            n = renamed[it.id] + 1
-            it.notes["duplicate_id"] = (
-                f"id {it.id!r} is given to the same recording again, with this text: kept as row {it.id}-dup{n}, "
-                f"beside row {it.id} with the first text; keep the row whose text is right and exclude the other"
-                if holder[it.id].source == it.source else
-                f"id {it.id!r} is given to {n} or more recordings; this one is renamed {it.id}-dup{n}")
-            it.id = f"{it.id}-dup{n}"
+        if holder.setdefault(it.id, it) is it:
+            continue
+        folder = Path(it.audio).parent.name
+        qualified = safe_id(f"{folder}_{it.id}")
+        if folder and Path(holder[it.id].audio).parent != Path(it.audio).parent and qualified not in taken:
+            by_folder.append(f"{it.id} → {qualified}")
+            taken.add(qualified)
+            holder[qualified] = it
+            it.id = qualified
+            continue
+        renamed[it.id] += 1
+        n = renamed[it.id] + 1
+        it.notes["duplicate_id"] = (
+            f"id {it.id!r} is given to the same recording again, with this text: kept as row {it.id}-dup{n}, "
+            f"beside row {it.id} with the first text; keep the row whose text is right and exclude the other"
+            if holder[it.id].source == it.source else
+            f"id {it.id!r} is given to {n} or more recordings; this one is renamed {it.id}-dup{n}")
+        it.id = f"{it.id}-dup{n}"
+    if not by_folder:
+        return []
+    shown = ", ".join(by_folder[:5]) + (f" and {len(by_folder) - 5} more" if len(by_folder) > 5 else "")
+    return [f"{len(by_folder)} recording(s) share a name with one in another folder: each takes its folder's name "
+            f"({shown})."]
 
 
 def _audio_index(files: list[Path]) -> dict[str, list[Path]]:
