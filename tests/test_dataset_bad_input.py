@@ -452,3 +452,25 @@ def test_session_folders_numbered_alike_are_all_trained_on_each_id_taking_its_fo
     # prepared again, each keeps its id (the one that held it first keeps the plain one)
     owners = {it.id: it.source for it in found.items}
     assert {it.id: it.source for it in discover(ds, owners=owners).items} == owners
+
+
+def test_a_zip_with_utf8_names_not_flagged_as_utf8_keeps_its_amharic_file_names(tmp_path):
+    """macOS's Archive Utility writes UTF-8 names without the zip's UTF-8 flag: they were read in the old DOS code
+    page, so metadata.csv found no audio for ድምፅ_01 ("0 usable") and pairs got ids like ßëÇßê_1."""
+    name = "ድምፅ_01"
+    wav = tmp_path / "a.wav"
+    espeak_amharic(SENTS[0], wav)
+    placeholder = "x" * len(name.encode("utf-8"))  # written as ASCII (no flag), then given the UTF-8 bytes
+    made = tmp_path / "made.zip"
+    with zipfile.ZipFile(made, "w") as zf:
+        zf.write(wav, f"lj/wavs/{placeholder}.wav")
+        zf.writestr("lj/metadata.csv", f"{name}|{SENTS[0]}\n")
+    data = made.read_bytes().replace(placeholder.encode(), name.encode("utf-8"))
+    mac = tmp_path / "mac.zip"
+    mac.write_bytes(data)
+    with zipfile.ZipFile(mac) as zf:
+        assert not any(i.flag_bits & 0x800 for i in zf.infolist())  # as the Mac wrote it
+    ws = Workspace.open(tmp_path / "ws")
+    summary = run_to_end(prepare(ws, "mac", mac, workers=1))
+    assert summary["clips"] == 1 and summary["errors"] == 0, messages(ws, "mac")
+    assert [r["id"] for r in load_manifest(ws, "mac")] == [name]

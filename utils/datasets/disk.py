@@ -32,6 +32,7 @@ import soundfile as sf
 
 from utils.audio import FFMPEG_SUFFIXES, FeatureConfig
 from utils.datasets.config import AUDIO_SUFFIXES, PrepareConfig
+from utils.datasets.safezip import entry_name
 from utils.events import StudioError
 
 BLOCK = 4096               # bytes; a file's last block is half empty on average, and `du` counts whole blocks
@@ -163,10 +164,10 @@ def _add_zip(scan: Scan, path: Path) -> None:
                 if info.is_dir():
                     continue
                 scan.raw_bytes += info.file_size + BLOCK // 2
-                parts = info.filename.replace("\\", "/").split("/")
+                parts = entry_name(info).replace("\\", "/").split("/")
                 suffix = os.path.splitext(parts[-1])[1].lower()
                 if suffix in AUDIO_SUFFIXES and not any(p.startswith(".") or p == "__MACOSX" for p in parts):
-                    _add_audio(scan, f"{path.name}:{info.filename}", suffix, *_member_seconds(zf, info))
+                    _add_audio(scan, f"{path.name}:{entry_name(info)}", suffix, *_member_seconds(zf, info))
     except (zipfile.BadZipFile, OSError) as exc:
         scan.unreadable.append(f"{path.name} (not a readable zip: {exc})")
 

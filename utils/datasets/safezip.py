@@ -15,8 +15,20 @@ from utils.events import StudioError
 CHUNK = 1 << 20
 
 
+def entry_name(info: zipfile.ZipInfo) -> str:
+    """An entry's name as its maker wrote it. A name not flagged UTF-8 is read as the old DOS code page, but macOS's
+    Archive Utility and others write UTF-8 without the flag: ድምፅ_01.wav came out as ßëÇßê_01.wav (and metadata.csv
+    found no audio for it). Read as UTF-8 when its bytes are valid UTF-8."""
+    if info.flag_bits & 0x800:
+        return info.filename
+    try:
+        return info.filename.encode("cp437").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return info.filename
+
+
 def _entry_problem(info: zipfile.ZipInfo) -> str | None:
-    name = info.filename.replace("\\", "/")
+    name = entry_name(info).replace("\\", "/")
     pure = PurePosixPath(name)
     if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
         return "absolute path"
@@ -54,15 +66,15 @@ def safe_extract(zip_path: Path, target: Path, max_bytes: int, max_entries: int,
         for info in infos:
             problem = _entry_problem(info)
             if problem:
-                messages.append(f"{label}: entry {info.filename!r} skipped ({problem}).")
+                messages.append(f"{label}: entry {entry_name(info)!r} skipped ({problem}).")
                 continue
             if info.compress_size and info.file_size / max(info.compress_size, 1) > max_ratio and info.file_size > 10 * CHUNK:
-                messages.append(f"{label}: entry {info.filename!r} skipped: it expands {info.file_size // max(info.compress_size, 1)}x "
+                messages.append(f"{label}: entry {entry_name(info)!r} skipped: it expands {info.file_size // max(info.compress_size, 1)}x "
                                 "(a zip bomb guard).")
                 continue
-            dest = (target / info.filename.replace("\\", "/")).resolve()
+            dest = (target / entry_name(info).replace("\\", "/")).resolve()
             if not dest.is_relative_to(target):
-                messages.append(f"{label}: entry {info.filename!r} skipped (it points outside the dataset).")
+                messages.append(f"{label}: entry {entry_name(info)!r} skipped (it points outside the dataset).")
                 continue
             if dest.exists() and dest.stat().st_size == info.file_size:
                 written.append(dest)  # extracted by an earlier, interrupted run
@@ -77,7 +89,7 @@ def safe_extract(zip_path: Path, target: Path, max_bytes: int, max_entries: int,
                         size += len(block)
                         total += len(block)
                         if size > info.file_size or total > max_bytes:
-                            raise StudioError(f"{label}: entry {info.filename!r} is larger than declared or the "
+                            raise StudioError(f"{label}: entry {entry_name(info)!r} is larger than declared or the "
                                               "total exceeds the limit (a zip bomb guard); extraction stopped.")
                         out.write(block)
                 tmp.replace(dest)
@@ -87,7 +99,7 @@ def safe_extract(zip_path: Path, target: Path, max_bytes: int, max_entries: int,
                 raise
             except (zipfile.BadZipFile, OSError, EOFError, RuntimeError) as exc:  # corrupt, encrypted
                 tmp.unlink(missing_ok=True)
-                messages.append(f"{label}: entry {info.filename!r} could not be extracted ({exc}).")
+                messages.append(f"{label}: entry {entry_name(info)!r} could not be extracted ({exc}).")
     return written, messages
 
 
