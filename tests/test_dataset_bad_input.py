@@ -224,6 +224,22 @@ def test_phone_recordings_in_m4a_are_decoded_with_ffmpeg_and_raw_keeps_the_origi
     assert (ws.dataset_dir("phone") / "decoded" / "ok1.m4a.flac").is_file()
 
 
+def test_aac_saved_under_an_mp3_or_wav_name_is_decoded_with_ffmpeg_too(tmp_path):
+    """A phone's AAC named .mp3 or .wav was "not readable audio ... (File does not exist ...)" with ffmpeg there."""
+    from utils.datasets.disk import file_seconds
+
+    src = good_pairs(tmp_path / "phone", n=3)
+    for i, name in ((1, "ok1.mp3"), (2, "ok2.wav")):
+        to_m4a(src / f"ok{i}.wav").rename(src / name)
+    seconds, how = file_seconds(src / "ok2.wav", (src / "ok2.wav").stat().st_size)
+    assert how == "guess" and seconds > 0  # the disk line counts it, to be decoded
+    ws = Workspace.open(tmp_path / "ws")
+    summary = run(ws, "phone", sorted(src.iterdir()))
+    rows = {r["id"]: r for r in load_manifest(ws, "phone")}
+    assert summary["clips"] == 3 and summary["errors"] == 0, messages(ws, "phone")
+    assert 1.0 < rows["ok1"]["duration"] < 15 and (ws.dataset_dir("phone") / "decoded" / "ok2.wav.flac").is_file()
+
+
 def test_without_ffmpeg_an_m4a_is_named_with_what_to_do_and_the_rest_is_prepared(tmp_path, monkeypatch):
     import utils.audio
 

@@ -67,8 +67,23 @@ def audio_info(path: str | Path) -> sf._SoundFileInfo:
         raise StudioError(unreadable(Path(path).name, exc)) from exc
 
 
+# The first bytes of containers libsndfile does not read, whatever the file is called (a phone's AAC saved as .mp3
+# or .wav was "not readable audio" while ffmpeg was there to decode it): MP4/M4A/3GP ("ftyp" at byte 4),
+# Matroska/WebM, ASF (WMA), AMR.
+FFMPEG_MAGIC = ((4, b"ftyp"), (0, b"\x1a\x45\xdf\xa3"), (0, b"\x30\x26\xb2\x75\x8e\x66\xcf\x11"), (0, b"#!AMR"))
+
+
 def needs_ffmpeg(path: str | Path) -> bool:
-    return Path(path).suffix.lower() in FFMPEG_SUFFIXES
+    """Whether only ffmpeg decodes this file: by its suffix, else by its first bytes."""
+    path = Path(path)
+    if path.suffix.lower() in FFMPEG_SUFFIXES:
+        return True
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return False
+    return any(head[at:at + len(magic)] == magic for at, magic in FFMPEG_MAGIC)
 
 
 def decode_with_ffmpeg(src: str | Path, dst: str | Path) -> Path:
@@ -76,7 +91,9 @@ def decode_with_ffmpeg(src: str | Path, dst: str | Path) -> Path:
     src, dst = Path(src), Path(dst)
     ffmpeg = shutil.which("ffmpeg")
     if ffmpeg is None:
-        raise StudioError(f"{src.name}: {src.suffix.lstrip('.').upper()} audio needs ffmpeg to decode. Install it "
+        kind = (f"{src.suffix.lstrip('.').upper()} audio" if src.suffix.lower() in FFMPEG_SUFFIXES else
+                "this audio (M4A/AAC, WebM, WMA or AMR inside, whatever its name says)")
+        raise StudioError(f"{src.name}: {kind} needs ffmpeg to decode. Install it "
                           "(apt-get install ffmpeg, brew install ffmpeg; Colab has it) or re-export the file as WAV, "
                           "FLAC or MP3.")
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -201,7 +218,7 @@ def log_mel(audio, cfg: FeatureConfig = FeatureConfig()):
     return log_mel_of_magnitude(magnitude_spectrogram(torch.as_tensor(audio, dtype=torch.float32), cfg), cfg)
 
 
-def _short(exc: Exception) -> str:
+def short_reason(exc: Exception) -> str:
     """What the audio reader said, for a curator: its first line, without the server path it names ("Error opening
     '/tmp/.../x.wav': ..."), cut at a word rather than mid-word."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -211,4 +228,4 @@ def _short(exc: Exception) -> str:
 
 def unreadable(name: str, exc: Exception) -> str:
     """The message for an audio file that cannot be read: which file, in plain words, and what to do."""
-    return f"{name}: not readable audio, damaged or not a sound file ({_short(exc)}); re-export it as WAV or FLAC."
+    return f"{name}: not readable audio, damaged or not a sound file ({short_reason(exc)}); re-export it as WAV or FLAC."

@@ -30,7 +30,7 @@ from typing import Iterable
 
 import soundfile as sf
 
-from utils.audio import FFMPEG_SUFFIXES, FeatureConfig
+from utils.audio import FFMPEG_SUFFIXES, FeatureConfig, needs_ffmpeg, short_reason
 from utils.datasets.config import AUDIO_SUFFIXES, PrepareConfig
 from utils.datasets.safezip import entry_name
 from utils.events import StudioError
@@ -104,12 +104,12 @@ def file_seconds(path: Path, size: int) -> tuple[float | None, str]:
         seconds = header_seconds(f.read(HEAD), size)
     if seconds is not None:
         return seconds, "header"
-    if path.suffix.lower() in FFMPEG_SUFFIXES:  # decoded by ffmpeg later; its header is not read here
+    if needs_ffmpeg(path):  # decoded by ffmpeg later; its header is not read here
         return size * 8 / GUESS_BITRATE, "guess"
     try:  # preparation reads these formats with soundfile too: what it cannot open now gives no clip then
         info = sf.info(str(path))
     except Exception as exc:  # soundfile raises several kinds for a file it cannot read
-        return None, f"not readable audio: {(str(exc).strip().splitlines() or [type(exc).__name__])[-1][-80:]}"
+        return None, f"not readable audio: {short_reason(exc)}"
     if info.frames <= 0 or info.samplerate <= 0:
         return None, "no audio samples"
     return info.frames / info.samplerate, "header"
@@ -124,7 +124,7 @@ def _add_audio(scan: Scan, name: str, suffix: str, seconds: float | None, how: s
     scan.clips += 1 if seconds <= scan.clip_max else seconds / LONG_CLIP_SECONDS
     if how == "guess":
         scan.guessed.append(name)
-    if suffix in FFMPEG_SUFFIXES:
+    if suffix in FFMPEG_SUFFIXES or how == "guess":  # a guess is of a file ffmpeg decodes
         scan.decoded_seconds += seconds
 
 

@@ -412,7 +412,8 @@ def decode_compressed(ds_dir: Path, found, errors: list[dict]) -> Iterator[Event
     ffmpeg into decoded/<raw path>.flac and read from there; raw/ keeps the original. A file that cannot
     be decoded (no ffmpeg, a broken file) is one message, and its items are left out."""
     raw = ds_dir / "raw"
-    files = sorted({it.audio for it in found.items if needs_ffmpeg(it.audio)})
+    files = sorted({it.audio for it in found.items if needs_ffmpeg(it.audio)})  # by suffix, else first bytes
+    wanted = set(files)
     decoded: dict[Path, Path] = {}
     for i, src in enumerate(files, 1):
         rel = src.relative_to(raw) if src.is_relative_to(raw) else Path(src.name)
@@ -427,7 +428,7 @@ def decode_compressed(ds_dir: Path, found, errors: list[dict]) -> Iterator[Event
             yield Event("decode", i, len(files), str(exc), level="warning")
     kept = []
     for it in found.items:
-        if needs_ffmpeg(it.audio):
+        if it.audio in wanted:
             if it.audio not in decoded:
                 continue
             it.audio = decoded[it.audio]
