@@ -490,3 +490,23 @@ def test_a_zip_with_utf8_names_not_flagged_as_utf8_keeps_its_amharic_file_names(
     summary = run_to_end(prepare(ws, "mac", mac, workers=1))
     assert summary["clips"] == 1 and summary["errors"] == 0, messages(ws, "mac")
     assert [r["id"] for r in load_manifest(ws, "mac")] == [name]
+
+
+def test_transcripts_turned_to_question_marks_by_a_spreadsheet_say_to_save_it_as_utf8(tmp_path):
+    """Excel's "CSV (Comma delimited)" writes '?' for each Amharic letter: every row said to write the clip "in
+    Amharic letters (Save text)", the curator sent to retype the whole dataset the file once held."""
+    from utils.datasets.checks import check_text, lost_letters
+
+    src = good_pairs(tmp_path / "ansi", n=2)
+    for p in sorted(src.glob("*.txt")):
+        p.unlink()
+    table = "file,text\n" + "".join(f"ok{i}.wav,{''.join('?' if not c.isspace() else c for c in SENTS[i])}\n"
+                                      for i in range(2))
+    (src / "list.csv").write_text(table, encoding="cp1252")
+    ws = Workspace.open(tmp_path / "ws")
+    run(ws, "ansi", src)
+    rows = load_manifest(ws, "ansi")
+    assert len(rows) == 2 and all('again as "CSV UTF-8"' in r["notes"]["non_ethiopic"] for r in rows)
+    said = check_text("??? ???? ??", PrepareConfig())["notes"]["non_ethiopic"]
+    assert said.startswith("the transcript is question marks where its letters were") and "CSV UTF-8" in said
+    assert not lost_letters("ሰላም?") and not lost_letters("?") and lost_letters("???? ???")

@@ -20,6 +20,12 @@ def is_ethiopic(ch: str) -> bool:
     return any(a <= o <= b for a, b in ETHIOPIC_RANGES)
 
 
+def lost_letters(text: str) -> bool:
+    """A transcript whose letters a spreadsheet's save replaced with '?': no letter, and '?' most of what is left."""
+    kept = [c for c in text if not c.isspace()]
+    return not any(c.isalpha() for c in kept) and kept.count("?") >= max(3, len(kept) // 2)
+
+
 def check_text(text: str, cfg: PrepareConfig, user_dict: dict | None = None) -> dict:
     """{"normalized", "phonemes", "notes": {flag: message}} for one transcript ("normalizer" holds
     the normalizer's warnings and is not a flag). `user_dict`: the pronunciation dictionary, whose words are read
@@ -32,7 +38,11 @@ def check_text(text: str, cfg: PrepareConfig, user_dict: dict | None = None) -> 
         return out
     letters = [c for c in text if c.isalpha()]
     share = sum(map(is_ethiopic, letters)) / len(letters) if letters else 0.0
-    if share < cfg.min_ethiopic:
+    if lost_letters(text):
+        notes["non_ethiopic"] = ("the transcript is question marks where its letters were: the file was saved in a "
+                                 "code page without Amharic letters (Excel's \"CSV (Comma delimited)\"). Save it "
+                                 "again as \"CSV UTF-8\" (or Unicode Text) and prepare the dataset again")
+    elif share < cfg.min_ethiopic:
         notes["non_ethiopic"] = ("the transcript is not written in Ethiopic script (fidel)" if share == 0 else
                                  f"only {share:.0%} of the letters are Ethiopic script") + \
             ": write what the clip says in Amharic letters (Save text), or exclude the row"
