@@ -510,3 +510,20 @@ def test_transcripts_turned_to_question_marks_by_a_spreadsheet_say_to_save_it_as
     said = check_text("??? ???? ??", PrepareConfig())["notes"]["non_ethiopic"]
     assert said.startswith("the transcript is question marks where its letters were") and "CSV UTF-8" in said
     assert not lost_letters("ሰላም?") and not lost_letters("?") and lost_letters("???? ???")
+
+
+def test_a_float_wav_louder_than_full_scale_is_not_called_clipped_but_a_flat_topped_one_is(tmp_path):
+    """32-bit float keeps samples above 1.0 (the gain brings them back down): a peak of 4.0 read "clipping: 2.93% of
+    samples at full scale"."""
+    from utils.datasets.clips import clipped_share
+
+    src = good_pairs(tmp_path / "f", n=2)
+    speech, sr = sf.read(src / "ok0.wav", dtype="float32")
+    loud = speech / np.abs(speech).max() * 4.0
+    sf.write(src / "ok0.wav", loud, sr, subtype="FLOAT")
+    sf.write(src / "ok1.wav", np.clip(loud, -1, 1), sr, subtype="FLOAT")  # flat at 1.0: clipped, float or not
+    ws = Workspace.open(tmp_path / "ws")
+    run(ws, "f", src)
+    flags = {r["id"]: r["flags"] for r in load_manifest(ws, "f")}
+    assert "clipping" not in flags["ok0"] and "clipping" in flags["ok1"]
+    assert clipped_share(np.clip(loud, -1, 1), "PCM_16") == clipped_share(np.clip(loud, -1, 1), "FLOAT") > 0.01

@@ -65,6 +65,13 @@ def open_info(path: Path, name: str):
     return info, None
 
 
+def clipped_share(data: np.ndarray, subtype: str) -> float:
+    """The share of samples held at full scale. Floating-point audio has no full scale at 1.0 (a float WAV peaking at
+    4.0 is whole, and the gain brings it down: it was called clipped): there it is the file's own peak."""
+    full = 0.999 * max(1.0, float(np.max(np.abs(data)))) if subtype in ("FLOAT", "DOUBLE") and data.size else 0.999
+    return float(np.mean(np.abs(data) >= full))
+
+
 def process_clip(task: dict) -> dict:
     """task: id, src, source, start, end, out, text, cfg (dict), dictionary ((path, stamp) of the pronunciation
     dictionary), mel_dir/mel_cfg (optional). Returns the measured row fields, or {"error": message}."""
@@ -87,7 +94,7 @@ def process_clip(task: dict) -> dict:
     if len(data) == 0:
         return {"id": task["id"], "error": f"{name}: the file holds no audio samples."}
     t1 = time.perf_counter()
-    clipped = float(np.mean(np.abs(data) >= 0.999))
+    clipped = clipped_share(data, info.subtype)
     mono = resample(data.mean(axis=1), sr, cfg.sample_rate)
     t2 = time.perf_counter()
     db = vad.frame_db(mono, cfg.sample_rate)
