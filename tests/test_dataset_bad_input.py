@@ -527,3 +527,23 @@ def test_a_float_wav_louder_than_full_scale_is_not_called_clipped_but_a_flat_top
     flags = {r["id"]: r["flags"] for r in load_manifest(ws, "f")}
     assert "clipping" not in flags["ok0"] and "clipping" in flags["ok1"]
     assert clipped_share(np.clip(loud, -1, 1), "PCM_16") == clipped_share(np.clip(loud, -1, 1), "FLOAT") > 0.01
+
+
+def test_a_recording_too_long_for_one_clip_with_its_transcript_is_told_to_keep_its_text(tmp_path):
+    """An 11-minute lecture.wav with lecture.txt was told "prepare it with --format long", which cuts it at pauses and
+    drops the transcript (a recording under the limit got the better advice: cut it with its text, or subtitles)."""
+    src = good_pairs(tmp_path / "lec", n=2)
+    (src / "ok1.txt").unlink()
+    ws = Workspace.open(tmp_path / "ws")
+    with pytest.raises(StudioError) as refused:  # no clip made: no dataset, and every file's why
+        run(ws, "lec", src, cfg=PrepareConfig(max_clip_file=0.5))
+    said = str(refused.value)
+    assert "ok0.wav: 0:00:0" in said and "too long for one clip (limit 0:00:00)" in said
+    assert "to use it with its transcript" in said and "subtitle file (.srt or .vtt" in said  # ok0 has a text
+    assert "ok1.wav" in said and "prepare this recording on its own with Format long" in said  # ok1 has none
+
+    # cut at pauses as told: the transcript beside it is said to be unused, not counted as unreadable
+    good_pairs(tmp_path / "long" / "raw", n=1)
+    found = discover(tmp_path / "long", "long")
+    assert found.errors == [] and any("ok0.txt: a transcript, not used when recordings are cut at pauses" in n
+                                      for n in found.notes), found.notes

@@ -85,7 +85,7 @@ def process_clip(task: dict) -> dict:
     end = task.get("end") or info.frames / info.samplerate
     if end - start > cfg.max_clip_file:
         return {"id": task["id"], "error": f"{name}: {_hms(end - start)} long, too long for one clip (limit "
-                f"{_hms(cfg.max_clip_file)}); prepare it with --format long (cut by VAD) or subtitles."}
+                f"{_hms(cfg.max_clip_file)})" + long_advice(task, cfg) + "."}
     try:
         data, sr = sf.read(str(src), start=int(start * info.samplerate), stop=int(end * info.samplerate),
                            dtype="float32", always_2d=True)
@@ -194,19 +194,22 @@ def segment_recording(task: dict) -> dict:
 
 
 def too_long_note(duration: float, task: dict, cfg: PrepareConfig) -> str:
+    return f"{duration:.1f} s (maximum {cfg.max_duration} s)" + long_advice(task, cfg)
+
+
+def long_advice(task: dict, cfg: PrepareConfig) -> str:
     """What a curator can do with a clip too long to train on, or it reads as speech lost: a whole file is cut at
     pauses when prepared as a long recording, a subtitle cue is split in its file."""
-    said = f"{duration:.1f} s (maximum {cfg.max_duration} s)"
     if task.get("start") is None and task.get("text"):  # Format long would cut it at pauses and drop its transcript
-        return said + (f"; to use it with its transcript, cut the recording and its text into pieces under "
-                       f"{cfg.max_duration:g} s, or put a subtitle file (.srt or .vtt, the recording's name) beside "
-                       "it whose cues time its sentences and prepare it again: it is then cut with its text")
+        return (f"; to use it with its transcript, cut the recording and its text into pieces under "
+                f"{cfg.max_duration:g} s, or put a subtitle file (.srt or .vtt, the recording's name) beside "
+                "it whose cues time its sentences and prepare it again: it is then cut with its text")
     if task.get("start") is None:
-        return said + ("; to use its speech, prepare this recording on its own with Format long (--format long on "
-                       "the command line): it is cut at pauses into clips whose text you then draft or type")
+        return ("; to use its speech, prepare this recording on its own with Format long (--format long on "
+                "the command line): it is cut at pauses into clips whose text you then draft or type")
     if task.get("text"):
-        return said + "; split this cue in its subtitle file and prepare again"
-    return said
+        return "; split this cue in its subtitle file and prepare again"
+    return ""
 
 
 def noise_note(snr: float, cfg: PrepareConfig, after: str = "") -> str:

@@ -500,7 +500,12 @@ def _subtitles(ds_dir, files, columns, origin):
 
 
 def _long(ds_dir, files, columns, origin):
+    """Recordings cut at pauses, their clips without text. A transcript beside them was read fine and is not used:
+    said as such (it was "not an audio file", then counted among files that could not be read)."""
     items = [Item(safe_id(p.stem), p, _rel(ds_dir, p), kind="long") for p in files if p.suffix.lower() in AUDIO_SUFFIXES]
-    errors = [{"source": _rel(ds_dir, p), "message": f"{_rel(ds_dir, p)}: not an audio file; ignored."}
+    errors = [{"source": _rel(ds_dir, p), "level": "info", "message": f"{_rel(ds_dir, p)}: a transcript, not used "
+               "when recordings are cut at pauses (Format long): their clips get no text; draft or type it, or give "
+               "the recording subtitles (.srt/.vtt) to keep its text."} if p.suffix.lower() in (".txt", ".csv", ".tsv")
+              else {"source": _rel(ds_dir, p), "message": f"{_rel(ds_dir, p)}: not an audio file; ignored."}
               for p in files if p.suffix.lower() not in AUDIO_SUFFIXES]
     return items, errors
