@@ -547,3 +547,17 @@ def test_a_recording_too_long_for_one_clip_with_its_transcript_is_told_to_keep_i
     found = discover(tmp_path / "long", "long")
     assert found.errors == [] and any("ok0.txt: a transcript, not used when recordings are cut at pauses" in n
                                       for n in found.notes), found.notes
+
+
+def test_a_table_saved_as_unicode_text_says_to_rename_it_tsv(tmp_path):
+    """Excel's "Unicode Text" (UTF-16, tabs, .txt) was "a transcript with no audio", and nothing said what to do."""
+    ds = tmp_path / "ds"
+    good_pairs(ds / "raw", n=2)
+    for p in sorted((ds / "raw").glob("*.txt")):
+        p.unlink()
+    (ds / "raw" / "list.txt").write_text(f"wav\ttext\nok0.wav\t{SENTS[0]}\nok1.wav\t{SENTS[1]}\n", encoding="utf-16")
+    said = [e["message"] for e in discover(ds).errors]
+    assert said == ['raw/list.txt: a table of transcripts (its columns are separated by tabs, as Excel\'s "Unicode '
+                    'Text" saves): rename it list.tsv and prepare again, and it is read as one.']
+    (ds / "raw" / "list.txt").rename(ds / "raw" / "list.tsv")
+    assert [(it.id, it.text) for it in discover(ds).items] == [("ok0", SENTS[0]), ("ok1", SENTS[1])]

@@ -407,7 +407,8 @@ def _csv(ds_dir, files, columns, origin):
     raw = ds_dir / "raw"
     tables = [p for p in files if p.suffix.lower() in (".csv", ".tsv")]
     if not tables:
-        raise StudioError("No .csv or .tsv file was found in the upload.")
+        raise StudioError("No .csv or .tsv file was found in the upload (a table saved as .txt is read once it is "
+                          "renamed .tsv).")
     index = _audio_index(files)
     items, errors, used = [], [], set()
     for table in tables:
@@ -449,8 +450,10 @@ def _pairs(ds_dir, files, columns, origin):
     items, errors = [], []
     for p in files:
         if p.suffix.lower() == ".txt" and p.with_suffix("") not in audio:
-            errors.append({"source": _rel(ds_dir, p), "message": f"{_rel(ds_dir, p)}: transcript with no audio "
-                           "(expected an audio file with the same name)."})
+            errors.append({"source": _rel(ds_dir, p), "message": f"{_rel(ds_dir, p)}: " + (
+                f"a table of transcripts (its columns are separated by tabs, as Excel's \"Unicode Text\" saves): "
+                f"rename it {p.stem}.tsv and prepare again, and it is read as one." if _looks_like_table(p) else
+                "transcript with no audio (expected an audio file with the same name).")})
     for stem, p in sorted(audio.items()):
         txt = stem.with_name(stem.name + ".txt")  # spk1.utt3.wav's is spk1.utt3.txt, not spk1.txt
         try:
@@ -460,6 +463,16 @@ def _pairs(ds_dir, files, columns, origin):
             continue
         items.append(Item(safe_id(p.stem), p, _rel(ds_dir, p), " ".join(text.split())))
     return items, errors
+
+
+def _looks_like_table(path: Path) -> bool:
+    """A .txt whose first line is columns separated by tabs, one of them audio (a name like wav, or a file name)."""
+    try:
+        first = read_text_file(path).lstrip().split("\n", 1)[0]
+    except StudioError:
+        return False
+    fields = [f.strip().strip('"').lower() for f in first.split("\t")]
+    return len(fields) >= 2 and any(f in _AUDIO_NAMES or f.endswith(AUDIO_SUFFIXES) for f in fields)
 
 
 # ---------------------------------------------------------------------------- long recordings
