@@ -603,8 +603,9 @@ def test_a_day_two_recording_under_a_day_one_id_does_not_take_its_decisions(tmp_
     rows = {r["id"]: r for r in load_manifest(ws, "abebe")}
     assert rows["u0"]["source"] == first["u0"]["source"] == "raw/zeta/u0.wav"
     assert rows["u0"]["excluded"] and rows["u0"]["review"] == "exclude"  # the decision stays with its recording
-    assert rows["u0-dup2"]["source"] == "raw/alpha/u0.wav" and not rows["u0-dup2"]["review"]
-    assert rows["u0-dup2"]["text"] == SENTS[5 % len(SENTS)]
+    new = rows["alpha_u0"]  # named after its folder, and trained on: not a duplicate left out
+    assert new["source"] == "raw/alpha/u0.wav" and not new["review"] and not new["excluded"]
+    assert new["text"] == SENTS[5 % len(SENTS)]
 
 
 def test_a_summary_of_rows_brought_without_a_preparation_names_no_format(tmp_path):

@@ -138,7 +138,7 @@ def test_zero_byte_non_audio_and_three_hour_files_are_named_and_the_rest_prepare
     assert "zero.wav: the file is empty (0 bytes)" in text
     assert "fake.wav: not readable audio, damaged or not a sound file" in text and "re-export it as WAV" in text
     assert str(tmp_path) not in text and "Error opening" not in text  # no server path, no library wording
-    assert "marathon.wav: 3:00:00 long" in text and "--format long" in text
+    assert "marathon.wav: 3:00:00 long" in text and "or put a subtitle file (.srt or .vtt" in text  # it has its transcript
     assert not (ws.dataset_dir("bad") / "audio" / "marathon.wav").exists()
 
 
@@ -423,8 +423,11 @@ def test_lines_are_numbered_as_the_file_is_blank_lines_counted(tmp_path):
     espeak_amharic(SENTS[0], table / "raw" / "c0.wav")
     (table / "raw" / "list.csv").write_text(f"file,text\nc0.wav,{SENTS[0]}\n\nc9.wav,{SENTS[1]}\n,{SENTS[2]}\n",
                                             encoding="utf-8")
-    said = [e["message"] for e in discover(table).errors]
+    espeak_amharic(SENTS[1], table / "raw" / "extra.wav")  # named by no row
+    found = discover(table)
+    said = [e["message"] for e in found.errors]
     assert [m.split(":")[0] for m in said] == ["raw/list.csv row 4", "raw/list.csv row 5"]
+    assert "1 recording(s) that no row of list.csv names are left out: raw/extra.wav" in " ".join(found.notes)
     assert "names no audio file; fill in its file column or delete the row" in said[1]
 
 

@@ -55,7 +55,7 @@ def open_info(path: Path, name: str):
     if not path.exists():
         return None, f"{name}: file not found."
     if path.stat().st_size == 0:
-        return None, f"{name}: the file is empty (0 bytes)."
+        return None, f"{name}: the file is empty (0 bytes): export or copy the recording again, or leave it out."
     try:
         info = sf.info(str(path))
     except Exception as exc:

@@ -60,6 +60,7 @@ class Scan:
     clips: float = 0.0            # clips preparation will make of them
     raw_bytes: int = 0            # new bytes the import writes into raw/
     linked_bytes: int = 0         # bytes brought in as hard links instead
+    linked_zip: bool = False      # a zip among them (kept as received, beside its unpacked files)
     in_place_bytes: int = 0       # bytes of folders read where they are (the owner's data folders)
     decoded_seconds: float = 0.0  # of `seconds`, in formats ffmpeg decodes first
     guessed: list[str] = field(default_factory=list)     # length guessed from the size
@@ -134,6 +135,7 @@ def _add_file(scan: Scan, path: str, st: os.stat_result, name: str, in_place: bo
         scan.in_place_bytes += st.st_size
     elif st.st_dev == scan.dev:
         scan.linked_bytes += st.st_size
+        scan.linked_zip |= path.lower().endswith(".zip")
     else:
         scan.raw_bytes += st.st_size + BLOCK // 2
     suffix = os.path.splitext(path)[1].lower()
@@ -256,7 +258,7 @@ def estimate(sources: Iterable[str | Path], where: str | Path, cfg: PrepareConfi
             "after": total - (0 if cfg.keep_uploads else uploads),  # what stays once prepared
             "alternatives": {"without_raw": total - uploads, "half_mels": total - halving,
                              "both": total - uploads - halving},
-            "linked": scan.linked_bytes, "in_place": scan.in_place_bytes, "guessed": scan.guessed,
+            "linked": scan.linked_bytes, "linked_zip": scan.linked_zip, "in_place": scan.in_place_bytes, "guessed": scan.guessed,
             "unreadable": scan.unreadable,
             "where": str(where), "free": usage.free, "disk": usage.total,
             "fits": total <= usage.free, "tight": usage.free - total < TRAINING_ROOM}
@@ -307,8 +309,9 @@ def describe(est: dict, markdown: bool = True) -> str:
     if est["after"] < est["total"]:
         text += f" Once prepared, the copy of the uploads is deleted: {_gb(est['after'])} stays."
     if est["linked"]:
-        text += (f" The {_gb(est['linked'])} of uploads already on the workspace's disk (a zip as received, beside "
-                 "its unpacked files) take no more room: the dataset links to them.")
+        text += (f" The {_gb(est['linked'])} of uploads already on the workspace's disk"
+                 + (" (a zip as received, beside its unpacked files)" if est.get("linked_zip") else "")
+                 + " take no more room: the dataset links to them.")
     if est.get("in_place"):
         text += f" {_gb(est['in_place'])} of recordings are read where they are, not copied."
     if est["guessed"]:

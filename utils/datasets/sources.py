@@ -441,7 +441,17 @@ def _csv(ds_dir, files, columns, origin):
             items.append(Item(safe_id(Path(ref).stem), audio, _rel(ds_dir, audio), str(row[pick["text"]]).strip(),
                               speaker or DEFAULT_SPEAKER))
     subtitled, ignored = _subtitled(ds_dir, files, used)
-    return items + subtitled, errors + ignored
+    return items + subtitled, errors + ignored + _not_in_tables(ds_dir, files, used, tables)
+
+
+def _not_in_tables(ds_dir, files, used, tables) -> list[dict]:
+    """Recordings of the upload that no row of its tables names: left out, said in one line (they went unsaid)."""
+    left = [_rel(ds_dir, p) for p in files if p.suffix.lower() in AUDIO_SUFFIXES and p not in used]
+    if not left:
+        return []
+    named = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+    return [{"source": left[0], "level": "info", "message": f"{len(left)} recording(s) that no row of "
+             f"{', '.join(p.name for p in tables)} names are left out: {named}; add rows for them to prepare them."}]
 
 
 # ----------------------------------------------------------------------------------------- pairs
