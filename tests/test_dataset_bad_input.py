@@ -431,11 +431,12 @@ def test_lines_are_numbered_as_the_file_is_blank_lines_counted(tmp_path):
     assert "names no audio file; fill in its file column or delete the row" in said[1]
 
 
-def test_a_folder_prepared_again_with_one_file_changed_still_brings_its_new_recordings(tmp_path):
+def test_a_folder_prepared_again_reads_its_corrected_transcripts_and_brings_its_new_recordings(tmp_path):
     """The first changed file of a folder stopped its import: recordings added after it never came in, unsaid; a
-    transcript fixed without changing its length was taken for the file the dataset had, and the fix ignored unsaid."""
+    transcript fixed without changing its length was taken for the file the dataset had, and the fix ignored unsaid;
+    one fixed with another length was refused ("choose another dataset name", its review decisions lost)."""
     src = tmp_path / "pairs"
-    for i in range(2):
+    for i in range(3):
         espeak_amharic(SENTS[i], src / f"a{i}.wav")
         (src / f"a{i}.txt").write_text(SENTS[i], encoding="utf-8")
     ws = Workspace.open(tmp_path / "ws")
@@ -443,14 +444,22 @@ def test_a_folder_prepared_again_with_one_file_changed_still_brings_its_new_reco
     fixed = src / "a0.txt"
     fixed.unlink()  # as an editor saves: a new file, the dataset's hard link keeps the old one
     fixed.write_text(SENTS[0][::-1], encoding="utf-8")  # the same length, other letters
-    espeak_amharic(SENTS[2], src / "b.wav")
-    (src / "b.txt").write_text(SENTS[2], encoding="utf-8")
+    (src / "a1.wav").unlink()
+    espeak_amharic(SENTS[4], src / "a1.wav")  # another recording under a name the dataset has
+    espeak_amharic(SENTS[3], src / "b.wav")
+    (src / "b.txt").write_text(SENTS[3], encoding="utf-8")
     events = list(prepare(ws, "p", src, workers=1))
-    assert sorted(r["id"] for r in load_manifest(ws, "p")) == ["a0", "a1", "b"]
-    warned = [e.message for e in events if e.level == "warning"]
-    assert any(m.startswith("a0.txt: not read: this dataset already holds another file of this name") and
-               "delete the dataset and prepare the upload again" in m for m in warned), warned
-    assert (ws.dataset_dir("p") / "raw" / "pairs" / "a0.txt").read_text(encoding="utf-8") == SENTS[0]  # kept
+    rows = {r["id"]: r for r in load_manifest(ws, "p")}
+    assert sorted(rows) == ["a0", "a1", "a2", "b"] and rows["a0"]["text"] == SENTS[0][::-1]
+    said = {e.level: [] for e in events}
+    for e in events:
+        said[e.level].append(e.message or "")
+    assert any(m.startswith("a0.txt: replaces the version imported before, which is kept as .a0.txt.before-")
+               for m in said["info"]), said["info"]
+    assert any(m.startswith("a1.wav: not read: this dataset already holds another file of this name") and
+               "delete the dataset and prepare the upload again" in m for m in said["warning"]), said["warning"]
+    raw = ws.dataset_dir("p") / "raw" / "pairs"
+    assert [p.read_text(encoding="utf-8") for p in raw.glob(".a0.txt.before-*")] == [SENTS[0]]  # nothing lost
 
 
 def test_session_folders_numbered_alike_are_all_trained_on_each_id_taking_its_folders_name(tmp_path):

@@ -139,7 +139,11 @@ def _import(ds_dir: Path, name: str, sources: list[Path], fmt: str, columns: dic
         how = "bringing" if in_place else "copying"  # a folder in a data folder is linked, read where it is
         yield Event("import", 0, len(sources), f"{how} {len(sources)} upload(s) into {raw}"
                     + (" (a folder inside a data folder is read where it is, not copied)" if in_place else ""))
-        errors += import_source(sources, raw, cfg, in_place)
+        brought = import_source(sources, raw, cfg, in_place)
+        errors += [e for e in brought if e.get("level") != "info"]
+        for e in brought:
+            if e.get("level") == "info":  # a corrected transcript replaced the one read before
+                yield Event("import", message=e["message"])
     elif last.get("uploads_dropped"):
         raise StudioError(f"Dataset {name!r} was prepared without keeping a copy of its uploads, so it cannot be "
                           "prepared again from them: give the recordings again (upload them, or their path).")

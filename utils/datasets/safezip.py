@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import stat
+import time
 import zipfile
 from pathlib import Path, PurePosixPath
 
@@ -103,8 +104,8 @@ def safe_extract(zip_path: Path, target: Path, max_bytes: int, max_entries: int,
     return written, messages
 
 
-def copy_tree(src: Path, dest: Path) -> tuple[list[Path], list[str]]:
-    """Copy a folder (hard links when on the same disk), skipping symlinks with a message."""
+def copy_tree(src: Path, dest: Path, replaced: list[str] | None = None) -> tuple[list[Path], list[str]]:
+    """Copy a folder (hard links when on the same disk), skipping symlinks with a message; `replaced`: as copy_file."""
     src, dest = Path(src), Path(dest)
     written, messages = [], []
     for path in sorted(src.rglob("*")):
@@ -115,7 +116,7 @@ def copy_tree(src: Path, dest: Path) -> tuple[list[Path], list[str]]:
         if not path.is_file() or any(part.startswith(".") for part in rel.parts):
             continue
         try:
-            written.append(copy_file(path, dest / rel))
+            written.append(copy_file(path, dest / rel, replaced))
         except StudioError as exc:  # one changed file: said, and the rest of the folder still comes in
             messages.append(str(exc))
     return written, messages
@@ -128,17 +129,27 @@ def same_bytes(a: Path, b: Path) -> bool:
     return a.stat().st_size == b.stat().st_size and (a.samefile(b) or filecmp.cmp(a, b, shallow=False))
 
 
-def copy_file(src: Path, dest: Path) -> Path:
+# Transcripts and tables: a corrected one given again replaces the one the dataset read (which is set aside, not lost)
+TEXT_SUFFIXES = (".txt", ".csv", ".tsv", ".srt", ".vtt")
+
+
+def copy_file(src: Path, dest: Path, replaced: list[str] | None = None) -> Path:
     """Byte-exact copy; a hard link when possible (free for large uploads already in the workspace). A file the
-    dataset already holds is kept; another file under its name is refused with what to do."""
+    dataset already holds is kept. Another file under its name: a transcript (when `replaced` is given, which is told
+    of it) replaces the one read before, kept beside it as a hidden file; a recording is refused with what to do."""
     src, dest = Path(src), Path(dest)
     if dest.exists():
         if same_bytes(src, dest):
             return dest
-        raise StudioError(f"{src.name}: not read: this dataset already holds another file of this name, imported "
-                          "before, and keeps it (uploads are kept as received). Give new recordings new names; to "
-                          "replace its files with corrected ones, delete the dataset and prepare the upload again "
-                          "(its review decisions go with it).")
+        if replaced is None or dest.suffix.lower() not in TEXT_SUFFIXES:
+            raise StudioError(f"{src.name}: not read: this dataset already holds another file of this name, "
+                              "imported before, and keeps it (uploads are kept as received). Give new recordings new "
+                              "names; to replace its recordings, delete the dataset and prepare the upload again (its "
+                              "review decisions go with it).")
+        before = dest.with_name(f".{dest.name}.before-{time.strftime('%Y%m%d-%H%M%S')}")
+        dest.replace(before)
+        replaced.append(f"{src.name}: replaces the version imported before, which is kept as {before.name} beside it "
+                        "(a row whose transcript you fixed here keeps your fix).")
     dest.parent.mkdir(parents=True, exist_ok=True)
     try:
         dest.hardlink_to(src)

@@ -58,8 +58,9 @@ class Discovery:
 # ------------------------------------------------------------------------------ import into raw/
 def import_source(sources: list[Path], raw: Path, cfg: PrepareConfig, in_place: tuple = ()) -> list[dict]:
     """Copy (or safely extract) each upload into `raw/`; a folder inside one of `in_place` (the owner's data
-    folders: a mounted drive) is linked there instead and read where it is. Returns messages about skipped parts."""
-    errors = []
+    folders: a mounted drive) is linked there instead and read where it is. Returns messages about skipped parts, and
+    (level info) the transcripts given again that replace the ones read before."""
+    errors, replaced = [], []
     for src in sources:
         src = Path(src)
         if src.is_symlink():
@@ -72,21 +73,21 @@ def import_source(sources: list[Path], raw: Path, cfg: PrepareConfig, in_place: 
                 link_folder(src, raw / src.name)
                 msgs = []
             elif src.is_dir():
-                _, msgs = copy_tree(src, raw / src.name)
+                _, msgs = copy_tree(src, raw / src.name, replaced)
             elif src.suffix.lower() == ".zip":
                 kept = copy_file(src, raw / src.name)
                 _, msgs = safe_extract(kept, raw / src.stem, cfg.max_zip_bytes, cfg.max_zip_entries, cfg.max_zip_ratio)
             else:
-                copy_file(src, raw / src.name)
+                copy_file(src, raw / src.name, replaced)
                 msgs = []
                 for sib in src.parent.glob(src.stem + ".*"):  # a recording's own subtitles / transcript
                     if sib != src and sib.suffix.lower() in SUBTITLE_SUFFIXES + (".txt",) and sib.is_file():
-                        copy_file(sib, raw / sib.name)
+                        copy_file(sib, raw / sib.name, replaced)
         except StudioError as exc:  # this upload is unusable; the others go on
             errors.append({"source": src.name, "message": str(exc)})
             continue
         errors += [{"source": m.split(":")[0], "message": m} for m in msgs]
-    return errors
+    return errors + [{"source": m.split(":")[0], "message": m, "level": "info"} for m in replaced]
 
 
 def link_folder(src: Path, link: Path) -> None:
