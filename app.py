@@ -534,6 +534,13 @@ def cmd_synth(args) -> None:
         raise StudioError(f"The speed must be between 0.2x and 10x, not {args.speed:g} (--speed).")
     options = dict(speaker=args.speaker, steps=args.steps, temperature=args.temperature,
                    length_scale=1.0 / args.speed, seed=None if args.seed < 0 else args.seed)
+    if (args.voice or "").lower().endswith(".zip"):  # an exported voice, from this machine or another
+        from utils.inference.export import import_voice
+
+        if not Path(args.voice).expanduser().is_file():
+            raise StudioError(f"{args.voice}: no such voice zip.")
+        args.voice, said = import_voice(ws, Path(args.voice).expanduser())
+        print(f"note: {said}", file=sys.stderr)
     if args.file:
         dest = zip_destination(args)
         result = run_to_end(speak_file(ws, args.voice, args.file, vocoder=args.vocoder, device=args.device, **options),

@@ -290,6 +290,39 @@ def test_exported_voice_is_self_contained_zipped_and_loads_outside_the_workspace
     assert far_sr == sr and far_info["vocoder"].startswith("vocos") and len(far) == len(wave)
 
 
+def test_a_voice_zip_is_imported_into_another_workspace_by_the_tab_and_by_synth(ws, tmp_path):
+    """A voice zip crashed synth (NotADirectoryError, a traceback) after the advice to copy it into the workspace, and
+    nothing imported one: the only way was to unzip it into voices/ by hand, which no document named. Its dictionary
+    entries the new workspace reads otherwise went unsaid."""
+    from utils.inference.export import import_voice
+    from webui.context import AppContext
+    from webui.inference import import_voice_zip
+
+    save_user_dict(ws, {"ቡና": ["b", "u", "n", "a"]})
+    inference.export_voice(ws, CKPT, "almaz", vocoder=VOC)
+    exported = ws.root / "exports" / "almaz.zip"
+    other = Workspace.open(tmp_path / "other")
+    said, picker = import_voice_zip(AppContext(workspace=other), str(exported))
+    assert said.startswith(f"Imported voice almaz into {other.voices / 'almaz'}.") and "1 of them" in said
+    assert "(ቡና)" in said and picker["value"] == "almaz" and ("almaz (exported voice)", "almaz") in picker["choices"]
+    assert inference.list_voices(other) == ["almaz"] and not [p for p in other.voices.iterdir() if p.name[0] == "."]
+    assert "in this workspace already (the same export)" in import_voice(other, exported)[1]
+    out = tmp_path / "far.wav"
+    third = tmp_path / "third"
+    assert cli("synth", "--workspace", str(third), "--voice", str(exported), "--steps", "2", "ሰላም ነው።",
+               str(out)).returncode == 0
+    assert sf.info(out).frames > 0 and inference.list_voices(Workspace.open(third)) == ["almaz"]
+    with pytest.raises(StudioError, match="is a voice zip: import it first"):
+        inference.synthesize(other, "exports/almaz.zip", "ሰላም")
+    junk = tmp_path / "junk.zip"
+    with zipfile.ZipFile(junk, "w") as zf:
+        zf.writestr("notes/readme.txt", "no voice")
+    with pytest.raises(StudioError, match="junk.zip holds no voice"):
+        import_voice(other, junk)
+    with pytest.raises(StudioError, match="Upload a voice zip"):
+        import_voice_zip(AppContext(workspace=other), None)
+
+
 def test_onnx_export_speaks_like_pytorch(ws):
     from utils.inference.onnx_voice import OnnxVoice, istft
 

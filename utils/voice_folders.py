@@ -107,14 +107,18 @@ def resolve_voice(ws: Workspace, voice: str) -> Path:
         if folder is None:
             raise StudioError(f"Run {name} has no checkpoint yet; it writes one at each evaluation and when stopped.")
     elif Path(name).is_dir() and not ws.holds(name):  # an unzipped export: the studio speaks what it holds
-        raise StudioError(f"{name} is outside the workspace: copy the folder into {ws.voices} and give its name "
-                          f"(--voice {Path(name).name}), or load it in Python with Voice.load as its README says.")
+        raise StudioError(f"{name} is outside the workspace: give its zip (Import a voice on the Inference tab, or "
+                          f"--voice {Path(name).name}.zip), or copy the folder into {ws.voices} and pick it by its "
+                          "name, or load it in Python with Voice.load as its README says.")
+    elif name.lower().endswith(".zip"):
+        raise StudioError(f"{name} is a voice zip: import it first (Import a voice on the Inference tab; synth "
+                          "--voice takes the zip itself).")
     else:
         folder = ws.inside(name)
     if not folder.exists():
         raise StudioError(f"There is no voice, run or checkpoint called {name!r}. Voices: "
                           f"{', '.join(list_voices(ws)) or 'none yet'}; runs: {', '.join(_speaking_runs(ws)) or 'none yet'}.")
-    if not is_acoustic(folder):
+    if not folder.is_dir() or not is_acoustic(folder):
         raise StudioError(f"{name} is not an acoustic-model checkpoint (model.safetensors + config.json with "
                           "model and frontend); a vocoder folder goes in the vocoder field instead.")
     return folder

@@ -196,6 +196,16 @@ def add_vocoder(ctx: AppContext, files, name):
     return f"Added `{rel}`: pick it as the vocoder.", gr.update(choices=vocoder_choices(ctx), value=rel)
 
 
+def import_voice_zip(ctx: AppContext, file):
+    """The zip Export voice wrote, in this studio or another: unpacked into voices/ and picked to speak."""
+    from utils.inference.export import import_voice
+
+    if not file:
+        raise StudioError("Upload a voice zip (what Export voice writes) first.")
+    name, said = import_voice(ctx.workspace, Path(file if isinstance(file, str) else file.name))
+    return said, gr.update(choices=inference.voice_choices(ctx.workspace), value=name)
+
+
 # ----------------------------------------------------------------------------------- layout
 def build(ctx: AppContext):
     ws = ctx.workspace
@@ -297,6 +307,11 @@ def build(ctx: AppContext):
         export_btn = gr.Button("Export voice", elem_id="inference-export")
         export_zip = gr.File(label="Voice (zip)", interactive=False, elem_id="inference-export-zip")
         export_msg = gr.Markdown(elem_id="inference-export-msg")
+
+    with gr.Accordion("Import a voice (a zip from Export voice, made here or in another studio)", open=False):
+        with gr.Row():
+            voice_zip = gr.File(label="Voice zip", file_types=[".zip"], elem_id="inference-import-zip")
+            import_msg = gr.Markdown(elem_id="inference-import-msg")
 
     with gr.Accordion("Add Vocos weights (e.g. the public vocos-mel-24khz)", open=False):
         gr.Markdown("Upload `config.yaml` + `pytorch_model.bin` as published (or `model.safetensors` + "
@@ -408,6 +423,8 @@ def build(ctx: AppContext):
                                  also={export_zip: None}),
                      inputs=[export_from, export_name, export_vocoder, overwrite, onnx, onnx_steps],
                      outputs=[export_msg, export_zip], api_name="export_voice")
+    voice_zip.upload(says_errors(lambda f: import_voice_zip(ctx, f), [import_msg, voice], import_msg),
+                     inputs=[voice_zip], outputs=[import_msg, voice], api_name="import_voice")
     # the vocoder added is picked, so the line under the pickers follows it (on_vocoder)
     vocoder_btn.click(says_errors(lambda f, n: add_vocoder(ctx, f, n), [vocoder_msg, vocoder], vocoder_msg),
                       inputs=[vocoder_files, vocoder_name], outputs=[vocoder_msg, vocoder], api_name="add_vocoder")

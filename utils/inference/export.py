@@ -184,3 +184,46 @@ def zip_voice(ws: Workspace, voice_name: str) -> Path:
                 zf.write(path, f"{voice_name}/{path.relative_to(folder)}")
     tmp.replace(out)
     return out
+
+
+# A voice zip unpacks to its weights (an F5 or OmniVoice fine-tune is a few GB), never more
+VOICE_ZIP_BYTES, VOICE_ZIP_ENTRIES, VOICE_ZIP_RATIO = 40 * 10**9, 10_000, 200
+
+
+def import_voice(ws: Workspace, zip_path: Path) -> tuple[str, str]:
+    """A voice zip (what Export writes: <name>/ with the weights, config and README) unpacked into voices/<name>/:
+    (its name, what was done). The same voice already there is used as it is; another of that name is refused. Its
+    pronunciation entries that this workspace reads otherwise are named: a voice inside a workspace reads with the
+    workspace's dictionary."""
+    from utils.datasets.safezip import safe_extract
+    from utils.voice_folders import is_acoustic, voice_dictionary
+    from utils.workspace import check_name
+
+    zip_path = Path(zip_path)
+    tmp = ws.voices / f".{zip_path.stem}.tmp-import"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        safe_extract(zip_path, tmp, VOICE_ZIP_BYTES, VOICE_ZIP_ENTRIES, VOICE_ZIP_RATIO)
+        inner = [p for p in tmp.iterdir() if not p.name.startswith((".", "__MACOSX"))]
+        folder = inner[0] if len(inner) == 1 and inner[0].is_dir() else tmp
+        if not is_acoustic(folder):
+            raise StudioError(f"{zip_path.name} holds no voice: a voice zip holds a folder with model.safetensors "
+                              "and config.json, as Export voice writes it (a vocoder goes under Add Vocos weights).")
+        name = check_name(folder.name if folder is not tmp else zip_path.stem, "voice name")
+        target = ws.voice_dir(name)
+        if target.exists():
+            if (target / "config.json").read_bytes() == (folder / "config.json").read_bytes():
+                return name, f"Voice {name} is in this workspace already (the same export): it is used as it is."
+            raise StudioError(f"A different voice called {name} is in this workspace already: rename the zip's folder, "
+                              "or delete voices/" + name + " first.")
+        folder.rename(target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    said = f"Imported voice {name} into {target}."
+    carried, here = voice_dictionary(target), load_user_dict(ws)
+    if differ := sorted(w for w, reading in carried.items() if here.get(w) != reading):
+        shown = ", ".join(differ[:8]) + (f" and {len(differ) - 8} more" if len(differ) > 8 else "")
+        said += (f" It carries {len(carried)} pronunciation entries; {len(differ)} of them this workspace's dictionary "
+                 f"lacks or reads otherwise ({shown}), and here it reads with the workspace's: add them on the G2P "
+                 "tab to hear it as it was exported.")
+    return name, said
