@@ -91,6 +91,12 @@ def test_a_line_whose_only_words_are_in_the_dictionary_is_spoken(ws, tmp_path):
     result = run_to_end(inference.speak_file(ws, CKPT, lines, steps=1))
     assert result["written"] == 1 and [f[0] for f in result["failed"]] == ["line 2"]
     assert "no Amharic (Ethiopic) letters" in result["failed"][0][1]
+    # no line spoken: refused, no empty zip (the command line exited 0 and offered one, as for a batch done)
+    lines.write_text("bye|Goodbye\n።።\n", encoding="utf-8")
+    zips = set((ws.root / "exports").glob("*.zip"))
+    with pytest.raises(StudioError, match=r"No line of lines.txt could be spoken, so no zip was made \(line 1: "):
+        run_to_end(inference.speak_file(ws, CKPT, lines, steps=1))
+    assert set((ws.root / "exports").glob("*.zip*")) == zips
 
 
 def test_a_number_alone_is_spoken_in_amharic_words(ws):

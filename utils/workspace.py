@@ -129,6 +129,15 @@ def readable(ws: Workspace, path: str | Path, data_dirs: Iterable[Path] = ()) ->
     return p
 
 
+def stamped_name(stem: str, suffix: str) -> str:
+    """stem-YYYYmmdd-HHMMSS-xxxx+suffix: when it was made, and its own (two Speaks ending in the same second, in two
+    browser tabs, wrote one file: the second took the first's place)."""
+    import secrets
+    import time
+
+    return f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}{suffix}"
+
+
 def file_mode() -> int:
     """The mode a file this user writes gets (0644 under the usual umask), read without changing the umask (os.umask
     would, for every thread at once). For writers that make 0600 files (mkstemp, safetensors): an exported voice

@@ -5,7 +5,6 @@ Every handler turns component values into calls of utils.inference; no torch her
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import gradio as gr
@@ -18,6 +17,7 @@ from utils.inference.speech import engine_steps
 from utils.vocoder.default import DEFAULT_NAME
 from webui import clip_voice
 from webui.components import cut_at_word, says_errors
+from utils.workspace import stamped_name
 from webui.context import AppContext
 
 AUTO_VOCODER = "auto"  # the voice's own vocoder, else the workspace's default (public Vocos), else Griffin-Lim
@@ -113,7 +113,7 @@ def speak(ctx: AppContext, voice, speaker, text, steps, temperature, speed, voco
     from utils.audio import save_audio
 
     wave, sr, info = inference.join_chunks(made)
-    out = ws.root / "exports" / "speech" / f"speech-{time.strftime('%Y%m%d-%H%M%S')}.wav"
+    out = ws.root / "exports" / "speech" / stamped_name("speech", ".wav")
     save_audio(out, wave, sr)
     yield (gr.update() if stream else (sr, _int16(wave)), str(out), inference.spectrogram_image(info["mels"]),
            inference.describe(info), _rows_table(info["rows"]))
@@ -157,7 +157,7 @@ def speak_file(ctx: AppContext, voice, speaker, upload, steps, temperature, spee
     except StudioError as exc:
         raise gr.Error(str(exc)) from None
     report = (f"**{result['written']}** WAV(s) of voice `{result['voice']}` in `{result['zip'].name}` "
-              f"({result['seconds']:.1f} s).")
+              f"(made in {result['seconds']:.1f} s).")
     if result["failed"]:
         report += f"\n\n{len(result['failed'])} line(s) could not be spoken:\n" + "\n".join(log[:50])
     return str(result["zip"]), report
@@ -415,7 +415,8 @@ def build(ctx: AppContext):
 
     text.change(on_text, [text, ab_text, ab_copied], [ab_text, ab_copied], show_progress="hidden")
     batch_go.click(says_errors(lambda v, s, f, st, te, sp, vo, d, se, progress=gr.Progress(): speak_file(
-        ctx, v, s, f, st, te, sp, vo, d, se, progress), [batch_zip, batch_report], batch_report),
+        ctx, v, s, f, st, te, sp, vo, d, se, progress), [batch_zip, batch_report], batch_report,
+        also={batch_zip: None}),  # a refused batch takes the zip of the one before away, as Export does
         inputs=[voice, speaker, batch_file, *settings, device, seed], outputs=[batch_zip, batch_report],
         api_name="speak_file")
     # a refused export takes the zip of the one before away: left there, it read as this attempt's

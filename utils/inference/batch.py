@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Iterator
 
 from utils.events import Event, StudioError
-from utils.workspace import Workspace
+from utils.workspace import Workspace, stamped_name
 
 MAX_LINES = 5000
 
@@ -56,7 +56,7 @@ def speak_file(ws: Workspace, voice: str, path: str | Path, vocoder: str | None 
     rows = read_lines(path)
     loaded = workspace_voice(ws, voice, vocoder, device)  # a voice that cannot load fails here, once
     user_dict = load_user_dict(ws)
-    out = ws.root / "exports" / f"batch-{time.strftime('%Y%m%d-%H%M%S')}-{Path(path).stem[:40]}.zip"
+    out = ws.root / "exports" / stamped_name("batch", f"-{Path(path).stem[:40]}.zip")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".zip.tmp")
     manifest = io.StringIO()
@@ -81,9 +81,14 @@ def speak_file(ws: Workspace, voice: str, path: str | Path, vocoder: str | None 
             table.writerow([f"{name}.wav", text, f"{info['duration_s']:.2f}", voice])
             yield Event("batch", done, len(rows), f"{name}.wav ({info['duration_s']:.1f} s{again})")
         zf.writestr("manifest.csv", manifest.getvalue())
-    tmp.replace(out)
     written = len(rows) - len(failed)
-    yield Event("batch", len(rows), len(rows), f"{written} WAV(s) of voice {voice} in {out.name}"
+    if not written:  # an empty zip offered as the batch's result, and the command line's exit 0, read as done
+        tmp.unlink()
+        shown = "; ".join(f"{where}: {why}" for where, why in failed[:3]) + ("; ..." if len(failed) > 3 else "")
+        raise StudioError(f"No line of {Path(path).name} could be spoken, so no zip was made ({shown}). Fix those "
+                          "lines and try again.")
+    tmp.replace(out)
+    yield Event("batch", len(rows), len(rows), f"{written} WAV(s) of voice {voice}"
                 + (f", {len(failed)} line(s) failed" if failed else ""),
                 result={"zip": out, "written": written, "failed": failed, "seconds": time.perf_counter() - start,
                         "voice": voice})
