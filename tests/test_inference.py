@@ -515,6 +515,12 @@ def test_a_refused_speak_clears_the_speech_of_the_text_before(ws):
     assert (wav, image, rows) == (None, None, None)
     # emptied; a streamed player (ffmpeg here) goes, as it showed 'pause 0:00 / 0:00' as if a stream were coming
     assert audio == {"__type__": "update", "value": None, "visible": not tab.can_stream_audio()}
+    # Stop cancels the speech and says so: the line read "Speaking… 17/133 sentences" for good after it
+    deps = demo.config["dependencies"]
+    speak_id = next(d["id"] for d in deps if d.get("api_name") == "speak")
+    stop = next(d for d in deps if speak_id in (d.get("cancels") or []))
+    said = [demo.fns[d["id"]] for d in deps if d["targets"] == stop["targets"] and d.get("outputs")]
+    assert [(fn.fn(), [o.elem_id for o in fn.outputs]) for fn in said] == [(tab.STOPPED, ["inference-info"])]
 
 
 def test_the_voice_picker_starts_on_the_best_voice_not_the_newest(ws):

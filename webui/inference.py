@@ -196,6 +196,9 @@ def add_vocoder(ctx: AppContext, files, name):
     return f"Added `{rel}`: pick it as the vocoder.", gr.update(choices=vocoder_choices(ctx), value=rel)
 
 
+STOPPED = "Stopped: what was spoken so far played above; press **Speak** to start again."
+
+
 def import_voice_zip(ctx: AppContext, file):
     """The zip Export voice wrote, in this studio or another: unpacked into voices/ and picked to speak."""
     from utils.inference.export import import_voice
@@ -405,7 +408,8 @@ def build(ctx: AppContext):
     # the voice spoken with is the curator's pick from now on: the picker no longer follows the run to its next best
     # checkpoint while this one's speech is on the page
     go.click(lambda before: [*before[:2], None], shown, shown, show_progress="hidden")
-    stop.click(None, cancels=[speaking])
+    # the line said "Speaking… 17/133 sentences" for good after a Stop, as if it went on
+    stop.click(lambda: STOPPED, None, info, cancels=[speaking], show_progress="hidden")
     ab_outputs = [audio_a, info_a, audio_b, info_b]
     ab_go.click(says_errors(lambda *a: compare(ctx, *a), ab_outputs, info_a),
                 inputs=[voice_a, voice_b, ab_text, speaker, *settings, seed], outputs=ab_outputs, api_name="compare")
