@@ -604,6 +604,22 @@ def test_an_export_left_unnamed_takes_its_runs_name_as_the_training_tab_does(tmp
     said, _ = tab.export(AppContext(ws), CKPT, "abebe", inference.GRIFFIN_LIM, False, False, 2)
     assert "also its run's" not in said
     assert tab.run_of(ws, "r1") == "r1" and tab.run_of(ws, "some-voice") == ""
+    # the Training tab's Export as voice, pressed again for the run's later best, replaces what it exported (that tab
+    # has no Overwrite box, and the refusal sent the curator to one); a voice from another run of that name stays
+    from utils.inference.export import exported_from_run
+
+    assert exported_from_run(ws, "r1", "r1") and exported_from_run(ws, "abebe", "r1")
+    assert not exported_from_run(ws, "r1", "other") and not exported_from_run(ws, "nobody", "r1")
+    with pytest.raises(StudioError, match="'Overwrite a voice of that name' under the Inference tab's Export a voice"):
+        inference.export_voice(ws, CKPT, "r1")
+    import gradio as gr
+
+    from webui import training
+
+    with gr.Blocks() as demo:
+        training.build(AppContext(ws))
+    press = next(fn.fn for fn in demo.fns.values() if getattr(fn, "api_name", None) == "training_export_voice")
+    assert "Saved voice **r1** (from `step-10`, in place of the one exported from this run before)" in press("r1", "")
 
 
 def test_a_refused_export_takes_the_zip_of_the_one_before_away(tmp_path):

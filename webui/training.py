@@ -565,6 +565,7 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
     line then follows (`about`): the timer rewrites it from status.json, so "queued: starting" becomes "is
     training", then "finished". A refusal is written there too (says_errors), and the line stops following."""
     from utils import inference
+    from utils.inference.export import exported_from_run
 
     ws = ctx.workspace
 
@@ -630,8 +631,11 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
         best = inference.best_checkpoint(ws, name) or (v.checkpoints[-1][1] if v.checkpoints else None)
         if not best:
             raise StudioError(f"{name} has no checkpoint yet: export it once it has saved one.")
-        folder = inference.export_voice(ws, str(best), voice or name)
-        return (f"Saved voice **{folder.name}** (from `{Path(best).name}`). Open the **Inference** tab to hear it."
+        again = exported_from_run(ws, voice or name, name)
+        folder = inference.export_voice(ws, str(best), voice or name, overwrite=again)
+        return (f"Saved voice **{folder.name}** (from `{Path(best).name}`"
+                + (", in place of the one exported from this run before" if again else "")
+                + "). Open the **Inference** tab to hear it."
                 + inference.same_name_note(ws, folder.name))
 
     def action(fn, outputs):

@@ -108,7 +108,14 @@ def same_name_note(ws: Workspace, name: str) -> str:
     if name not in ws.list_runs():
         return ""
     return (f" The name {name} is also its run's: picking {name} (or --voice {name}) now speaks this voice, the "
-            "checkpoint it was made from, even if the run trains on; export again (Overwrite) to take a later one.")
+            "checkpoint it was made from, even if the run trains on; export it again to take a later one.")
+
+
+def exported_from_run(ws: Workspace, voice_name: str, run: str) -> bool:
+    """Whether the voice of that name was exported from this run: the Training tab's Export as voice, pressed again
+    for the run's later best, replaces it (that tab has no Overwrite box; it was refused and sent there)."""
+    config = read_json(ws.voices / voice_name / "config.json", {}) or {} if ws.voices.is_dir() else {}
+    return str((config.get("voice") or {}).get("source") or "").startswith(f"runs/{run}/")
 
 
 def export_voice(ws: Workspace, source: str, voice_name: str, vocoder: str | None = None,
@@ -121,7 +128,9 @@ def export_voice(ws: Workspace, source: str, voice_name: str, vocoder: str | Non
     folder = resolve_voice(ws, source)
     target = ws.voice_dir(voice_name)
     if target.exists() and not overwrite:
-        raise StudioError(f"A voice called {voice_name} exists already; pick another name, or replace it ('Overwrite a voice of that name'; --overwrite on the command line).")
+        raise StudioError(f"A voice called {voice_name} exists already; pick another name, or replace it ('Overwrite "
+                          "a voice of that name' under the Inference tab's Export a voice; --overwrite on the command "
+                          "line).")
     if target == folder:
         raise StudioError(f"{voice_name} is the voice being exported; pick another name.")
     tmp = target.with_name(f".{target.name}.tmp-export")
