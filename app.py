@@ -296,7 +296,7 @@ def existing_run(args) -> Workspace:
 def cmd_stop(args) -> None:
     from utils import jobs
 
-    print(jobs.stop(existing_run(args), args.run, again="Run the same command again"))
+    print(jobs.stop(existing_run(args), args.run, again="Run the same command again", by="python app.py stop"))
 
 
 def add_delete_run_command(sub) -> None:

@@ -268,10 +268,16 @@ def test_a_second_stop_ends_every_rank_of_a_torchrun_run(tmp_path):
         run_dir.mkdir(parents=True)
         (run_dir / "status.json").write_text(json.dumps({
             "state": "running", "devices": "cuda:0,1", "nproc": 2, "pid": ranks[0], "launcher_pid": launcher.pid,
-            "created": 1.0}))
+            "created": 1.0, "step": 86}))
+        (run_dir / "checkpoints" / "step-50").mkdir(parents=True)
         ws = Workspace.open(tmp_path)
-        jobs.stop(ws, "two-gpus")  # the STOP file: ranks that run would stop after their step; these never read it
-        assert "was killed" in jobs.stop(ws, "two-gpus")
+        jobs.stop(ws, "two-gpus", by="python app.py stop")  # ranks that run would stop after their step: these never do
+        assert (run_dir / "STOP").read_text() == "python app.py stop\n"  # who asked, not "from the UI"
+        # what the kill keeps and loses is said: "stopped at step 86" was all, of a run whose work ended at step 50
+        said = jobs.stop(ws, "two-gpus")
+        assert said == ("two-gpus was killed. Its last saved checkpoint, step-50, is kept: the 36 step(s) after it are "
+                        "lost, and Resume goes on from it.")
+        assert "step-50, is kept: the 36 step(s)" in json.loads((run_dir / "status.json").read_text())["message"]
         launcher.wait(timeout=10)
 
         def gone(pid):

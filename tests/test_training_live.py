@@ -318,11 +318,12 @@ def test_the_stop_buttons_signal_is_said_as_the_stop_button(tmp_path):
     end". A SIGTERM with no STOP file (the machine shutting down) keeps its own words."""
     from utils.training.loop import SIGNAL_WORDS, StopRequest
 
-    for pressed, said in ((True, "the Stop button"), (False, SIGNAL_WORDS[signal.SIGTERM])):
+    for pressed, said in (("the Stop button", "the Stop button"), ("", SIGNAL_WORDS[signal.SIGTERM]),
+                          ("python app.py stop", "python app.py stop")):  # the command line's stop was "the button"
         request = StopRequest(tmp_path)
         try:
             if pressed:
-                (tmp_path / "STOP").write_text("stop requested from the UI\n")
+                (tmp_path / "STOP").write_text(f"{pressed}\n")
             os.kill(os.getpid(), signal.SIGTERM)
             assert request() and request.reason == said
         finally:

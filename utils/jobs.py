@@ -197,9 +197,9 @@ def start(ws: Workspace, run_name: str, config_path: Path, devices: str = "cpu",
     return update_status(run_dir, launcher_pid=proc.pid)
 
 
-def stop(ws: Workspace, run_name: str, again: str = "Press Stop again") -> str:
+def stop(ws: Workspace, run_name: str, again: str = "Press Stop again", by: str = "the Stop button") -> str:
     """First call: ask the trainer to finish its step, save and exit. Second call: kill it. `again`: how a second
-    call is made, in the words of the UI or the command line."""
+    call is made, in the words of the UI or the command line; `by`: who asked, as the run's record says it."""
     run_dir = ws.run_dir(run_name)
     status = reconcile(run_dir)
     if status.get("state") not in ACTIVE:
@@ -210,7 +210,7 @@ def stop(ws: Workspace, run_name: str, again: str = "Press Stop again") -> str:
     if not request.exists():
         if status.get("state") == "running":  # said before the signal: the trainer's own "stopped" comes after
             update_status(run_dir, state="stopping")
-        request.write_text("stop requested from the UI\n")
+        request.write_text(f"{by}\n")
         # one process: SIGTERM makes it stop after its step. Under torchrun the ranks read the STOP file at every
         # step and agree; torchrun itself would pass a SIGTERM on and kill the ranks 30 s later, in their save
         torchrun = status.get("state") != "queued" and int(status.get("nproc") or 1) > 1
@@ -222,9 +222,20 @@ def stop(ws: Workspace, run_name: str, again: str = "Press Stop again") -> str:
                 "it.")
     for pid in _tree(status.get("launcher_pid")) + _tree(status.get("pid")):  # children first, then their parents
         _kill_group(pid)
-    update_status(run_dir, state="stopped", ended=time.time(),
-                  message="killed on a second Stop; the last saved checkpoint is kept.")
-    return f"{run_name} was killed. Its last saved checkpoint is kept."
+    kept = last_saved(run_dir, status.get("step"))
+    update_status(run_dir, state="stopped", ended=time.time(), message=f"killed on a second Stop; {kept}")
+    return f"{run_name} was killed. {kept[0].upper()}{kept[1:]}"
+
+
+def last_saved(run_dir: Path, step) -> str:
+    """What a kill keeps: the newest checkpoint, and the steps after it that are lost (the run's step counter went on
+    past it, and said "stopped at step 86" of a run whose work ended at step 50)."""
+    folders = sorted((int(p.name[5:]) for p in (run_dir / "checkpoints").glob("step-*") if p.name[5:].isdigit()))
+    if not folders:
+        return "it had saved no checkpoint yet: its training so far is lost."
+    lost = int(step or 0) - folders[-1]
+    return (f"its last saved checkpoint, step-{folders[-1]}, is kept" + (f": the {lost} step(s) after it are lost, "
+            "and Resume goes on from it." if lost > 0 else "."))
 
 
 def _signal(pid: int | None, sig: int) -> None:

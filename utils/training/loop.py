@@ -151,10 +151,19 @@ class StopRequest:
         # the Stop button writes the STOP file, then sends SIGTERM (jobs.stop): the file names the cause the signal
         # cannot ("a stop signal: Stop pressed, or the process asked to end", for a press of Stop)
         if self.reason in ("", SIGNAL_WORDS[signal.SIGTERM]) and self.file.exists():
-            self.reason = "the Stop button"
+            self.reason = stop_asker(self.file)
         if not self.reason and self.event is not None and self.event.is_set():
             self.reason = "request"
         return bool(self.reason)
+
+
+def stop_asker(request: Path) -> str:
+    """Who wrote the STOP file (jobs.stop: the Stop button, or the command line's stop)."""
+    try:
+        said = request.read_text(encoding="utf-8").strip()
+    except OSError:
+        said = ""
+    return "the Stop button" if said in ("", "stop requested from the UI") else said  # (the words before it said who)
 
 
 def drain(events: Iterator[Event]) -> dict:
