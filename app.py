@@ -532,6 +532,9 @@ def cmd_synth(args) -> None:
     ws = Workspace.open(args.workspace)
     if not args.speed > 0:  # the synthesiser says the range of any other speed out of it
         raise StudioError(f"The speed must be between 0.2x and 10x, not {args.speed:g} (--speed).")
+    if not 0 <= args.temperature <= 1.5:  # the Inference tab's slider's range: past it the noise drowns the voice
+        raise StudioError(f"The temperature must be between 0 and 1.5, not {args.temperature:g} (--temperature; "
+                          "0.667 is the default).")
     options = dict(speaker=args.speaker, steps=args.steps, temperature=args.temperature,
                    length_scale=1.0 / args.speed, seed=None if args.seed < 0 else args.seed)
     if (args.voice or "").lower().endswith(".zip"):  # an exported voice, from this machine or another

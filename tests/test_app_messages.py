@@ -86,6 +86,8 @@ def test_the_command_line_says_a_bad_workspace_speed_or_an_early_ctrl_c_in_words
     assert a_file.read_text() == "mine"
     assert app.main(["synth", "ሰላም", "--voice", "v", "--speed", "0", "--workspace", str(tmp_path / "ws")]) == 2
     assert "The speed must be between 0.2x and 10x, not 0 (--speed)" in capsys.readouterr().err
+    assert app.main(["synth", "ሰላም", "--voice", "v", "--temperature", "-3", "--workspace", str(tmp_path / "ws")]) == 2
+    assert "The temperature must be between 0 and 1.5, not -3 (--temperature" in capsys.readouterr().err
 
     missing = tmp_path / "interview.wav"  # not "damaged or not a sound file": it is not there
     assert app.main(["separate", str(missing), str(tmp_path / "out.wav"), "--workspace", str(tmp_path / "ws")]) == 2
