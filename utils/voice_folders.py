@@ -108,8 +108,8 @@ def resolve_voice(ws: Workspace, voice: str) -> Path:
             raise StudioError(f"Run {name} has no checkpoint yet; it writes one at each evaluation and when stopped.")
     elif Path(name).is_dir() and not ws.holds(name):  # an unzipped export: the studio speaks what it holds
         raise StudioError(f"{name} is outside the workspace: give its zip (Import a voice on the Inference tab, or "
-                          f"--voice {Path(name).name}.zip), or copy the folder into {ws.voices} and pick it by its "
-                          "name, or load it in Python with Voice.load as its README says.")
+                          f"synth --voice with the .zip), or copy the folder into {ws.voices} and give its name "
+                          f"(--voice {Path(name).name}), or load it in Python with Voice.load as its README says.")
     elif name.lower().endswith(".zip"):
         raise StudioError(f"{name} is a voice zip: import it first (Import a voice on the Inference tab; synth "
                           "--voice takes the zip itself).")
