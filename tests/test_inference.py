@@ -484,7 +484,7 @@ def test_inference_tab_builds_and_its_handlers_speak_compare_and_export(ws):
     with gr.Blocks() as demo:
         tab.build(ctx)
     api_names = {getattr(fn, "api_name", None) for fn in demo.fns.values()}
-    assert {"speak", "compare", "speak_file", "export_voice", "add_vocoder", "inference_refresh"} <= api_names
+    assert {"speak", "compare", "speak_file", "export_voice", "add_vocoder", "inference_refresh", "import_voice"} <= api_names
     steps = list(tab.speak(ctx, CKPT, "almaz", "ሰላም ነው። እንዴት ነህ?", 2, 0.667, 1.0, tab.AUTO_VOCODER, "auto", 0))
     (sr, first), *_ = steps[0]
     _, wav, image, info, rows = steps[-1]
