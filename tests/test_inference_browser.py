@@ -105,6 +105,19 @@ def test_speak_see_the_phonemes_compare_and_export(server, page, tmp_path):
     expect(page.locator("#inference-export-msg")).to_contain_text("Voice.load")
     assert (server.ws.voices / "browser-voice" / "model.safetensors").exists()
 
+    # a voice zip from another studio (the one just exported, under another name) is imported and picked
+    import zipfile
+
+    made = tmp_path / "from-elsewhere.zip"
+    with zipfile.ZipFile(made, "w") as zf:
+        for f in sorted((server.ws.voices / "browser-voice").rglob("*")):
+            if f.is_file():
+                zf.write(f, f"elsewhere-voice/{f.relative_to(server.ws.voices / 'browser-voice')}")
+    page.get_by_text("Import a voice (a zip from Export voice").click()
+    page.locator("#inference-import-zip input[type=file]").set_input_files(str(made))
+    expect(page.locator("#inference-import-msg")).to_contain_text("Imported voice elsewhere-voice", timeout=60_000)
+    expect(page.get_by_label("Voice or checkpoint")).to_have_value("elsewhere-voice (exported voice)")
+
 
 def test_an_f5_voice_gets_f5s_own_steps_and_no_temperature_slider(server, page, tmp_path):
     page.goto(server.url)
