@@ -573,3 +573,16 @@ def test_a_table_saved_as_unicode_text_says_to_rename_it_tsv(tmp_path):
                     'Text" saves): rename it list.tsv and prepare again, and it is read as one.']
     (ds / "raw" / "list.txt").rename(ds / "raw" / "list.tsv")
     assert [(it.id, it.text) for it in discover(ds).items] == [("ok0", SENTS[0]), ("ok1", SENTS[1])]
+
+
+def test_a_wav_cut_short_says_the_file_did_not_finish_not_only_too_short(tmp_path):
+    """A recording whose copy stopped part way read only "too_short 0.07 s": nothing said the file was broken."""
+    src = good_pairs(tmp_path / "cut", n=2)
+    whole = (src / "ok1.wav").read_bytes()
+    (src / "ok1.wav").write_bytes(whole[:len(whole) // 3])
+    ws = Workspace.open(tmp_path / "ws")
+    run(ws, "cut", src)
+    rows = {r["id"]: r for r in load_manifest(ws, "cut")}
+    assert "cut_short" in rows["ok1"]["flags"] and rows["ok1"]["excluded"] and not rows["ok0"]["flags"]
+    said = rows["ok1"]["notes"]["cut_short"]
+    assert said.startswith("the file ends at ") and "before the" in said and "copy it again from the original" in said

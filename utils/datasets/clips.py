@@ -22,6 +22,7 @@ from utils.audio import resample, unreadable, wav_bytes
 from utils.datasets import vad
 from utils.datasets.checks import check_text
 from utils.datasets.config import PrepareConfig
+from utils.datasets.disk import wav_cut_short
 
 LOW_RATE = 16_000  # Hz: a recording made at less (a telephone's 8 kHz) is flagged low_sample_rate
 
@@ -125,6 +126,9 @@ def process_clip(task: dict) -> dict:
         notes["silent"] = "no speech: " + ("the audio is digital silence (all zeros)" if active_dbfs <= -120 else
                                            f"its loudest part is {-active_dbfs:.0f} dB below full volume, too quiet "
                                            "to be speech")
+    if task.get("start") is None and (cut := wav_cut_short(src)):
+        notes["cut_short"] = (f"the file ends at {cut[1]:.2f} s, before the {cut[0]:.2f} s its header promises: a "
+                              "copy or recording that did not finish; copy it again from the original")
     if clipped > cfg.clip_fraction:
         notes["clipping"] = f"{clipped:.2%} of samples at full scale"
     if not silent and snr < cfg.min_snr_db:

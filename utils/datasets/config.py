@@ -54,13 +54,14 @@ class PrepareConfig:
 
 # Flags that keep a row out of training until the curator says "keep".
 EXCLUDING_FLAGS = {"missing_text", "too_short", "too_long", "silent", "duplicate_audio", "duplicate_id",
-                   "non_ethiopic", "text_error"}
+                   "non_ethiopic", "text_error", "cut_short"}
 
 FLAG_HELP = {
     "missing_text": "no transcript",
     "too_short": "shorter than the minimum duration",
     "too_long": "longer than the maximum duration",
     "silent": "no speech (silence)",
+    "cut_short": "the file ends before its header says: a copy or recording that did not finish",
     "clipping": "samples at full scale (distorted)",
     "low_snr": "noisy: low speech-to-noise ratio",
     "low_sample_rate": "recorded at a low sample rate (telephone quality): the voice learns it muffled",

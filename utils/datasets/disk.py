@@ -96,6 +96,19 @@ def _wav_seconds(head: bytes, size: int) -> float | None:
     return None
 
 
+def wav_cut_short(path: Path) -> tuple[float, float] | None:
+    """(seconds its header promises, seconds it holds) of a WAV that ends early (a copy or a recording that did not
+    finish: it read as a 0.07 s clip "too short", nothing saying the file was broken); None for a whole one."""
+    with open(path, "rb") as f:
+        head = f.read(HEAD)
+    if head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+        return None
+    promised, held = _wav_seconds(head, 1 << 62), _wav_seconds(head, Path(path).stat().st_size)
+    if promised is None or held is None or promised - held <= max(0.1, 0.02 * promised):
+        return None
+    return promised, held
+
+
 def file_seconds(path: Path, size: int) -> tuple[float | None, str]:
     """(seconds, how): from the header, else soundfile's header read, else a guess from the size;
     (None, why) when the file is not audio that preparation can read."""
