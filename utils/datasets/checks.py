@@ -145,9 +145,14 @@ def mark_same_texts(rows: list[dict]) -> None:
                                             "one sentence are fine)")
 
 
+NO_RATE = ("missing_text", "silent", "cut_short")  # no transcript, no speech, or part of it: a rate says nothing
+
+
 def row_rate(row: dict) -> float | None:
-    """The row's speaking rate, None for a row without a transcript (its notes say so, or its flags before any)."""
-    return None if "missing_text" in row.get("notes", row.get("flags") or ()) else speaking_rate(row)
+    """The row's speaking rate, None for a row without a transcript or without (all) its speech (its notes say so, or
+    its flags before any): a silent clip was also a rate outlier, two flags for one fault."""
+    said = row.get("notes", row.get("flags") or ())
+    return None if any(f in said for f in NO_RATE) else speaking_rate(row)
 
 
 def mark_rate(row: dict, median: float | None, cfg: PrepareConfig) -> None:
