@@ -477,6 +477,10 @@ def test_session_folders_numbered_alike_are_all_trained_on_each_id_taking_its_fo
     assert "2 recording(s) share a name with one in another folder" in " ".join(found.notes)
     day2 = {it.id: it.text for it in found.items}
     assert day2["Day2_001"] == SENTS[3]
+    from utils.datasets.sources import _own_folder
+
+    assert _own_folder("raw/spk2/wavs/001.wav", "raw/spk1/wavs/001.wav") == "spk2"  # not "wavs", which both have
+    assert _own_folder("raw/a/b/001.wav", "raw/a/001.wav") == "b" and _own_folder("raw/a/1.wav", "raw/a/1.flac") == ""
     # prepared again, each keeps its id (the one that held it first keeps the plain one)
     owners = {it.id: it.source for it in found.items}
     assert {it.id: it.source for it in discover(ds, owners=owners).items} == owners

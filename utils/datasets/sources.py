@@ -14,7 +14,7 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pandas as pd
 
@@ -184,9 +184,9 @@ def _dedupe_ids(items: list[Item], owners: dict[str, str]) -> list[str]:
     for it in items:
         if holder.setdefault(it.id, it) is it:
             continue
-        folder = Path(it.audio).parent.name
+        folder = _own_folder(it.source, holder[it.id].source)
         qualified = safe_id(f"{folder}_{it.id}")
-        if folder and Path(holder[it.id].audio).parent != Path(it.audio).parent and qualified not in taken:
+        if folder and qualified not in taken:
             by_folder.append(f"{it.id} → {qualified}")
             taken.add(qualified)
             holder[qualified] = it
@@ -205,6 +205,15 @@ def _dedupe_ids(items: list[Item], owners: dict[str, str]) -> list[str]:
     shown = ", ".join(by_folder[:5]) + (f" and {len(by_folder) - 5} more" if len(by_folder) > 5 else "")
     return [f"{len(by_folder)} recording(s) share a name with one in another folder: each takes its folder's name "
             f"({shown})."]
+
+
+def _own_folder(source: str, other: str) -> str:
+    """The first folder of `source`'s path that is not `other`'s (Day2 of raw/days/Day2/001.wav beside
+    raw/days/Day1/001.wav, spk2 of raw/spk2/wavs/001.wav beside raw/spk1/wavs/...); "" when both lie in one folder."""
+    mine, theirs = PurePosixPath(source).parent.parts, PurePosixPath(other).parent.parts
+    if mine == theirs:
+        return ""
+    return next((a for a, b in zip(mine, theirs) if a != b), mine[-1] if mine else "")
 
 
 def _audio_index(files: list[Path]) -> dict[str, list[Path]]:
