@@ -114,7 +114,10 @@ def same_name_note(ws: Workspace, name: str) -> str:
 def exported_from_run(ws: Workspace, voice_name: str, run: str) -> bool:
     """Whether the voice of that name was exported from this run: the Training tab's Export as voice, pressed again
     for the run's later best, replaces it (that tab has no Overwrite box; it was refused and sent there)."""
-    config = read_json(ws.voices / voice_name / "config.json", {}) or {} if ws.voices.is_dir() else {}
+    try:
+        config = read_json(ws.voice_dir(voice_name) / "config.json", {}) or {}
+    except StudioError:  # a name no voice can have: export_voice says why
+        return False
     return str((config.get("voice") or {}).get("source") or "").startswith(f"runs/{run}/")
 
 
@@ -229,7 +232,10 @@ def import_voice(ws: Workspace, zip_path: Path) -> tuple[str, str]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     said = f"Imported voice {name} into {target}."
-    carried, here = voice_dictionary(target), load_user_dict(ws)
+    try:
+        carried, here = voice_dictionary(target), load_user_dict(ws)
+    except StudioError as exc:  # imported all the same: it speaks; the words it reads otherwise cannot be told
+        return name, f"{said} Its pronunciation dictionary or this workspace's cannot be read ({exc})."
     if differ := sorted(w for w, reading in carried.items() if here.get(w) != reading):
         shown = ", ".join(differ[:8]) + (f" and {len(differ) - 8} more" if len(differ) > 8 else "")
         said += (f" It carries {len(carried)} pronunciation entries; {len(differ)} of them this workspace's dictionary "
