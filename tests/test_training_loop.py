@@ -144,7 +144,9 @@ def test_a_new_model_trains_evaluates_and_checkpoints_through_an_adapter(tmp_pat
     # the checkpoint's model is whichever of the averaged and the raw weights the evaluation found better
     held = state["ema"][0] if state["winner"] == "ema" else state["modules"]["model"]["weight"]
     assert torch.equal(weights["weight"], held)
-    assert result["best_checkpoint"].endswith("step-8") and read_json(tmp_path / "run" / "status.json")["kind"] == "line"
+    status = read_json(tmp_path / "run" / "status.json")
+    assert result["best_checkpoint"].endswith("step-8") and status["kind"] == "line"
+    assert status["eval_s"] > 0  # what an evaluation takes, for a resume's ETA before it times one of its own
 
 
 def test_the_log_says_what_each_number_measures_with_its_unit(tmp_path):
@@ -505,11 +507,22 @@ def test_the_eta_counts_the_steps_and_evaluations_left_never_compilation():
     assert Eta(LoopSettings(max_steps=80, eval_every=40)).evaluations_left(10) == 2  # the end is the one at 80
 
     budget = Eta(LoopSettings(max_steps=1000), deadline=100.0)  # a time budget that ends the run at t = 100 s
+    budget.step(1.0, compiled=True)
     budget.step(1.0, compiled=False)
     assert budget.seconds(10, now=40.0) == 60.0  # the budget's 60 s left, not the 990 steps' 990 s
     budget.evaluation(5.0)
     assert budget.seconds(10, now=40.0) == 65.0 and budget.seconds(10, now=150.0) == 5.0  # and the end's evaluation
     assert budget.seconds(990, now=40.0) == 15.0  # the steps end it first
+
+    # the first step of a start (loaders starting, caches filling; compiled or not) is not the pace: a 2-core CPU's
+    # said 1,490 s for a run that ended 189 s later; a resume counts the evaluations its earlier starts timed
+    resumed = Eta(LoopSettings(max_steps=100, eval_every=50), evaluation_s=12.0)
+    resumed.step(9.0, compiled=False)
+    assert resumed.seconds(1) is None
+    resumed.step(0.5, compiled=False)
+    assert resumed.seconds(2) == round(98 * 0.5 + 2 * 12.0, 1)
+    resumed.evaluation(8.0)  # one timed in this start wins
+    assert resumed.seconds(50) == round(50 * 0.5 + 8.0, 1) and resumed.evaluation_seconds() == 8.0
 
 
 class SlowLine(LineAdapter):

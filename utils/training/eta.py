@@ -10,20 +10,29 @@ RECENT_STEPS = 50  # the pace is that of the last RECENT_STEPS steps that compil
 
 
 class Eta:
-    def __init__(self, settings, deadline: float | None = None):
+    def __init__(self, settings, deadline: float | None = None, evaluation_s: float | None = None):
         """`settings`: the run's LoopSettings (max_steps, eval_every, early_evals, eval_at_end); `deadline`: the
-        time.time() its time budget ends training (then one evaluation and the save), None without one."""
-        self.s, self.deadline = settings, deadline
+        time.time() its time budget ends training (then one evaluation and the save), None without one;
+        `evaluation_s`: an evaluation's seconds in the run's earlier starts (a resume), until one is timed in this."""
+        self.s, self.deadline, self.before = settings, deadline, evaluation_s
         self.steps: deque = deque(maxlen=RECENT_STEPS)
         self.evals: list[float] = []
+        self.warm = False
 
     def step(self, seconds: float, compiled: bool) -> None:
-        """A training step's seconds; `compiled`: it built a graph (not counted)."""
-        if not compiled:
+        """A training step's seconds; `compiled`: it built a graph (not counted). The first step of a start is not
+        counted either: it starts the data loaders and fills the caches (a 2-core CPU's first step said 1,490 s for a
+        run that ended 189 s later)."""
+        if self.warm and not compiled:
             self.steps.append(seconds)
+        self.warm = True
 
     def evaluation(self, seconds: float) -> None:
         self.evals.append(seconds)
+
+    def evaluation_seconds(self) -> float | None:
+        """An evaluation's seconds: the mean of this start's, else the earlier starts' (kept in status.json)."""
+        return sum(self.evals) / len(self.evals) if self.evals else self.before
 
     def evaluations_left(self, step: int) -> int:
         """Evaluations after `step`: on schedule, the early ones, and the one at the end unless the last step has
@@ -43,7 +52,7 @@ class Eta:
         the run sooner caps it: the budget's rest and the end's one evaluation."""
         if not self.steps:
             return None
-        evaluation = sum(self.evals) / len(self.evals) if self.evals else 0.0
+        evaluation = self.evaluation_seconds() or 0.0
         left = (self.s.max_steps - step) * sum(self.steps) / len(self.steps) + self.evaluations_left(step) * evaluation
         if self.deadline is not None:
             left = min(left, max(0.0, self.deadline - (time.time() if now is None else now)) + evaluation)

@@ -428,7 +428,8 @@ class TrainingLoop:
                      "longer (minutes on a machine with few CPU cores); later steps run faster")
         start_step, self.last_saved, self.last_eval = self.step, (self.step if resume_from else -1), -1
         state, message, ended_by = "finished", "", None
-        self.eta = Eta(s, deadline=self.started + s.max_seconds if s.max_seconds else None)
+        self.eta = Eta(s, deadline=self.started + s.max_seconds if s.max_seconds else None,
+                       evaluation_s=(read_json(self.a.run_dir / "status.json", {}) or {}).get("eval_s"))
         self.start_score = None  # the base's own score before a fine-tune's first step (_against_start)
         if s.eval_at_start and self.step == 0 and dist.main:
             metrics = self._evaluate(0)
@@ -716,6 +717,7 @@ class TrainingLoop:
         self.last_eval = self.last_saved = self.step
         ddp.barrier(self.dist)
         self.eta.evaluation(time.perf_counter() - t0)
+        self.files.progress(eval_s=round(self.eta.evaluation_seconds(), 2))  # a resume's ETA counts it from its start
         return ddp.any_flag(overfit, self.dist, self.device)
 
     def _evaluate(self, step: int) -> dict:
