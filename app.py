@@ -463,9 +463,9 @@ def cmd_train(args) -> int | None:
                    prepare_run(new_run_config(args), accept_licence=args.accept_licence))
     cfg, _ = read_run_config(config_path)
     print(f"run {cfg.run}: config {config_path}", flush=True)
-    from utils import families
+    from utils.runs.control import time_ahead
 
-    for line in families.get(cfg.engine).guidance(Workspace.open(args.workspace), cfg):  # before hours of GPU time
+    for line in time_ahead(ws, cfg, going_on):  # before hours of GPU time
         print(f"what to expect: {line}", flush=True)
     if args.background:
         from utils.runs import control

@@ -453,6 +453,16 @@ def test_a_resume_takes_the_time_limit_of_the_session_it_starts_in(ws, capsys):
     control.plan_resume(ws, "timed", 1000)  # the tab's Resume
     assert "keeps its plan until it has done its steps; then Resume with more" in control.steps_not_taken(ws, "timed", 1000)
     assert control.steps_not_taken(ws, "timed", 250) is None and control.steps_not_taken(ws, "timed", None) is None
+    # the time a resume is told is of the steps after its newest checkpoint, with its time limit: a resume at step
+    # 292 of 900 said "about 5 min for 900 steps" (its 608 took 3.6), and a limit that would end it went unsaid
+    from utils.training import read_run_config
+
+    (ws.run_dir("timed") / "checkpoints" / "step-90").mkdir(parents=True)
+    cfg = read_run_config(ws.run_dir("timed") / "config.json")[0]
+    said = control.time_ahead(ws, cfg, going_on=True)
+    assert said[0] == f"It goes on from step 90 of {cfg.max_steps:,}: the time below is of the {cfg.max_steps - 90:,} steps left."
+    assert f"for {cfg.max_steps - 90:,} steps" in said[1] and said[-1].startswith("Time limit: 5 min: a run that takes")
+    assert f"for {cfg.max_steps:,} steps" in control.time_ahead(ws, cfg)[0]  # a new run: every step
 
 
 def test_the_command_line_starts_where_the_training_tab_would_on_this_machine(ws):

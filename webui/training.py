@@ -566,6 +566,7 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
     training", then "finished". A refusal is written there too (says_errors), and the line stops following."""
     from utils import inference
     from utils.inference.export import exported_from_run
+    from utils.training import read_run_config
 
     ws = ctx.workspace
 
@@ -615,7 +616,8 @@ def _wire_actions(ctx: AppContext, f: SimpleNamespace, p: SimpleNamespace) -> No
         if said := control.steps_not_taken(ws, name, asked):
             gr.Info(f"The {'vocoder ' if vocoder else ''}steps box says {asked}: {said}", duration=20)
             return said
-        return f"Resumed **{name}**: it goes on from its newest checkpoint (its progress below)."
+        ahead = [] if vocoder else control.time_ahead(ws, read_run_config(ws.run_dir(name) / "config.json")[0], True)
+        return " ".join([f"Resumed **{name}**: it goes on from its newest checkpoint (its progress below).", *ahead])
 
     def on_delete(name, confirmed, about):  # the picker and the list forget the run at once, not at the next poll
         if not confirmed:

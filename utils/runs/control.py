@@ -259,3 +259,21 @@ def delete(ws: Workspace, name: str) -> str:
         raise StudioError(f"There is no run called {name}.")
     shutil.rmtree(run_dir)
     return f"Deleted run {name}."
+
+
+def time_ahead(ws: Workspace, cfg, going_on: bool = False) -> list[str]:
+    """What a run is told of its time before it trains: its family's guidance for the steps it will take (a run
+    going on from a checkpoint, only those after it: a resume at step 292 of 900 said "about 5 min for 900 steps",
+    and its 608 took 3.6), and the time limit that may end it sooner (the command line's said nothing of one)."""
+    import dataclasses
+
+    from utils.voice_folders import checkpoints_of, step_of
+
+    done = step_of(checkpoints_of(ws.run_dir(cfg.run))[-1]) if going_on and checkpoints_of(ws.run_dir(cfg.run)) else 0
+    left = dataclasses.replace(cfg, max_steps=max(1, cfg.max_steps - done)) if done else cfg
+    lines = ([f"It goes on from step {done:,} of {cfg.max_steps:,}: the time below is of the {left.max_steps:,} "
+              "steps left."] if done else []) + families.get(cfg.engine).guidance(ws, left)
+    if cfg.max_minutes:
+        lines.append(f"Time limit: {cfg.max_minutes:g} min: a run that takes longer ends there with a last quality "
+                     "check and a save, however many steps are left; a resume trains on.")
+    return lines
