@@ -136,11 +136,13 @@ def workspace_contents(ws: Workspace) -> dict:
 
     datasets = [{"name": name, **{k: summarize(ws, name, [])[k] for k in ("usable_clips", "clips", "usable_hours")}}
                 for name in ws.list_datasets()]
-    runs = [{k: r[k] for k in ("run", "status", "step", "dataset", "preset", "doing")} for r in run_table(ws)]
+    runs = [{k: r[k] for k in ("run", "status", "step", "max_steps", "eta_s", "dataset", "preset", "doing")}
+            for r in run_table(ws)]
     return {"datasets": datasets, "runs": runs, "voices": list_voices(ws), "vocoders": list_vocoders(ws)}
 
 
 def cmd_list(args) -> None:
+    from utils.runs.views import format_seconds
     from utils.training.speed import say_hours
 
     held = workspace_contents(Workspace.open(args.workspace))
@@ -153,7 +155,9 @@ def cmd_list(args) -> None:
     lines += [f"runs ({len(held['runs'])}):"]
     have = {d["name"] for d in held["datasets"]}
     # its dataset after a dot: "...; Resume trains on  (am, tiny)" read as one phrase
-    lines += [f"  {r['run']}  {r['status']} at step {r['step']}{': ' + r['doing'] if r['doing'] else ''}"
+    lines += [f"  {r['run']}  {r['status']} at step {r['step']}" + (f" of {r['max_steps']}" if r.get("max_steps") else "")
+              + (f", about {format_seconds(r['eta_s'])} left" if r.get("eta_s") else "")
+              + f"{': ' + r['doing'] if r['doing'] else ''}"
               f" · dataset {r['dataset']}{'' if r['dataset'] in have else ' (deleted)'}, {r['preset']}"
               for r in held["runs"]]
     lines += [f"voices ({len(held['voices'])}): {', '.join(held['voices']) or '-'}",

@@ -18,7 +18,7 @@ def test_list_names_the_datasets_runs_and_voices_of_the_workspace(capsys, tmp_pa
     assert app.main(["list", "--workspace", str(ws.root)]) == 0
     out = capsys.readouterr().out
     assert re.search(r"datasets \(1\):\n  am  4 usable of 4 clips, \d+ s\n", out), out  # seconds, not "0.00 h"
-    assert "runs (1):\n  r1  finished at step 40 · dataset am, tiny" in out and "voices (0): -" in out
+    assert "runs (1):\n  r1  finished at step 40 of 1000 · dataset am, tiny" in out and "voices (0): -" in out
     assert "go on with it (Resume): python app.py train --run RUN --continue; stop it: python app.py stop RUN" in out
 
     assert app.main(["list", "--workspace", str(ws.root), "--json"]) == 0
@@ -31,7 +31,7 @@ def test_list_says_when_a_runs_dataset_was_deleted(capsys, tmp_path):
     ws = Workspace.open(tmp_path / "ws")
     fake_run(ws, "orphan", state="finished", steps=40)  # trained on "am", which this workspace no longer has
     assert app.main(["list", "--workspace", str(ws.root)]) == 0
-    assert "orphan  finished at step 40 · dataset am (deleted), tiny" in capsys.readouterr().out
+    assert "orphan  finished at step 40 of 1000 · dataset am (deleted), tiny" in capsys.readouterr().out
 
 
 def test_list_of_an_empty_workspace_says_there_is_nothing(capsys, tmp_path):
@@ -46,10 +46,10 @@ def test_a_running_run_says_what_it_does_while_its_step_stands_still(capsys, tmp
 
     ws = Workspace.open(tmp_path / "ws")
     fake_run(ws, "warming", state="running", steps=0, message="compiling graph 3 of ~16 (encoder)")
-    fake_run(ws, "steady", state="running", steps=40, message="training")
+    fake_run(ws, "steady", state="running", steps=40, message="training", eta_s=125)
     assert app.main(["list", "--workspace", str(ws.root)]) == 0
     out = capsys.readouterr().out
-    assert "warming  running at step 0: compiling graph 3 of ~16 (encoder) · dataset am" in out
-    assert "steady  running at step 40 · dataset am" in out
+    assert "warming  running at step 0 of 1000: compiling graph 3 of ~16 (encoder) · dataset am" in out
+    assert "steady  running at step 40 of 1000, about 2m05s left · dataset am"  # its ETA too in out
     assert "compiling graph 3 of ~16 (encoder)" in view(ws, "warming").summary()
     assert "\n\ntraining" not in view(ws, "steady").summary()  # plain training needs no words

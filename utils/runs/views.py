@@ -107,6 +107,7 @@ def at_work(status: dict) -> str:
 
 STOPPED = re.compile(r"stopped by request \((.*)\) at step (\d+)$")
 STOP_CAUSES = {"the Stop button": "because Stop was pressed", "request": "on request",
+               "python app.py stop": "by python app.py stop (the command line)",
                "another rank": "because another process of this run was stopped"}
 
 
@@ -204,6 +205,7 @@ def run_table(ws: Workspace) -> list[dict]:
             preset = families.get(config["engine"]).TITLE  # its size is its base's: the family says what it is
         rows.append({
             "run": r["name"], "status": r.get("state", "?"), "step": r.get("step") or 0, "doing": at_work(r),
+            "max_steps": r.get("max_steps"), "eta_s": r.get("eta_s") if r.get("state") == "running" else None,
             "dataset": config.get("dataset", ""), "preset": preset,
             "best (val MCD)": (f"{Path(r['best_checkpoint']).name} ({r['best_mcd']:.2f} dB)" if r.get("best_mcd")
                                else Path(r["best_checkpoint"]).name) if r.get("best_checkpoint") else "",

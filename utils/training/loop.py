@@ -53,6 +53,7 @@ from utils.training import ddp
 from utils.training import optimization as opt
 from utils.training.compile_watch import CompileWatch
 from utils.training.eta import Eta
+from utils.training.speed import say_time
 from utils.training.probe import optimizer_state_ballast, probe_limit, probe_max_frames
 from utils.training.runfiles import RunFiles, disk_full_message
 from utils.training.words import plain, said
@@ -685,7 +686,8 @@ class TrainingLoop:
         if self.step % s.log_every == 0 or self.step == s.max_steps:
             # status.json first, now: the page reads the step there and in metrics.jsonl, and a heartbeat's status
             # behind the row said "at step 82" above a summary at step 90
-            self.files.status(step=self.step, eta_s=self.eta.seconds(self.step), **self.a.progress())
+            left = self.eta.seconds(self.step)
+            self.files.status(step=self.step, eta_s=left, **self.a.progress())
             elapsed, good = time.perf_counter() - w["t0"], max(1, w["steps"])
             norms = ({"grad_norm": float(v) for v in grad_norms.values()} if len(grad_norms) == 1 else
                      {f"grad_norm_{k}": float(v) for k, v in grad_norms.items()})
@@ -699,7 +701,8 @@ class TrainingLoop:
             update = ", ".join(f"{plain(k)} {v:.2f}" for k, v in norms.items())
             self.log(f"step {self.step}/{s.max_steps}: errors (lower is better) {shown}; {plain('lr')} "
                      f"{w['lr']:.2e}; {update}; {row.get('samples_per_s', 0):.1f} clips a second; "
-                     f"{row['data_wait']:.0%} of the time waiting for data")
+                     f"{row['data_wait']:.0%} of the time waiting for data"
+                     + (f"; about {say_time(left)} left" if (left or 0) >= 1 and self.step < s.max_steps else ""))
             self.window = self._new_window()
             if line := self.watch.so_far():
                 self.log(line)
