@@ -411,6 +411,9 @@ def test_a_three_column_metadata_csv_from_a_spreadsheet_reads_its_text_once_with
     said = " ".join(found.notes)
     assert "read as id,text,normalized, its text from the column text" in said, found.notes
     assert ("line 1 read as a header" in said) == header
+    if not header:  # one comma in each text of a headerless file is a text, not a third column
+        (ds / "raw" / "metadata.csv").write_text(f"a0,{SENTS[0]}, {SENTS[1]}\n", encoding="utf-8")
+        assert [it.text for it in discover(ds).items if it.id == "a0"] == [f"{SENTS[0]}, {SENTS[1]}"]
 
 
 def test_lines_are_numbered_as_the_file_is_blank_lines_counted(tmp_path):

@@ -326,7 +326,10 @@ def _spreadsheet_rows(lines: list[str], sep: str) -> tuple[list[list[str]], str]
     named = len(header) >= 2 and all(h in _HEADER_WORDS for h in header)
     body = rows[1:] if named else rows
     text_at = next((header.index(n) for n in _TEXT_NAMES + ("label",) if n in header), 1) if named else 1
-    columns = len(header) if named else (3 if body and all(len(r) == 3 for r in body) else 0)
+    # unnamed, three fields in every row are LJSpeech's columns when the third mostly repeats the second (one comma
+    # in the text of a file's few rows is not)
+    columns = len(header) if named else (3 if body and all(len(r) == 3 for r in body)
+                                         and 2 * sum(r[1].strip() == r[2].strip() for r in body) >= len(body) else 0)
     picked = [[r[0], r[text_at]] if columns >= 3 and len(r) == columns else
               [r[0], sep.join(r[1:])] if len(r) >= 2 else r for r in body]
     how = (f"{sep.join(header[:columns]) if named else f'id{sep}text{sep}normalized'}, its text from the column "
