@@ -230,11 +230,13 @@ def stop(ws: Workspace, run_name: str, again: str = "Press Stop again", by: str 
 def last_saved(run_dir: Path, step) -> str:
     """What a kill keeps: the newest checkpoint, and the steps after it that are lost (the run's step counter went on
     past it, and said "stopped at step 86" of a run whose work ended at step 50)."""
-    folders = sorted((int(p.name[5:]) for p in (run_dir / "checkpoints").glob("step-*") if p.name[5:].isdigit()))
-    if not folders:
+    from utils.voice_folders import newest_step  # below jobs at import time: it reads jobs' run kinds
+
+    newest = newest_step(run_dir)
+    if newest is None:
         return "it had saved no checkpoint yet: its training so far is lost."
-    lost = int(step or 0) - folders[-1]
-    return (f"its last saved checkpoint, step-{folders[-1]}, is kept" + (f": the {lost} step(s) after it are lost, "
+    lost = int(step or 0) - newest
+    return (f"its last saved checkpoint, step-{newest}, is kept" + (f": the {lost} step(s) after it are lost, "
             "and Resume goes on from it." if lost > 0 else "."))
 
 

@@ -55,6 +55,12 @@ def checkpoints_of(run: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name.split("-")[1]))
 
 
+def newest_step(run: Path) -> int | None:
+    """The step of a run's newest checkpoint, None before its first."""
+    found = checkpoints_of(run)
+    return step_of(found[-1]) if found else None
+
+
 def run_folders(ws: Workspace) -> list[Path]:
     """Run folders whose checkpoints are offered (the transcript check's throwaway aligner is not a voice)."""
     found = sorted(p for p in ws.runs.iterdir() if p.is_dir()) if ws.runs.exists() else []

@@ -328,8 +328,7 @@ def expectations(ctx: AppContext, engine: str | None, dataset: str | None, steps
         lines = lines if can else [f"**Start refuses {family.TITLE} on this machine** (why is said above); what "
                                    "follows is what a run would take here", *lines]
         if limit := settings.saved_time_limit(ctx.workspace):
-            lines.append(f"**Time limit: {limit:g} min** (the Optimizations tab's): a run that takes longer ends there "
-                         "with a last quality check and a save, however many steps are left; Resume trains on")
+            lines.append(f"**Time limit: {limit:g} min** (the Optimizations tab's): {control.LIMIT_ENDS}")
     return gr.update(visible=bool(lines), value="\n".join(f"- {line}" for line in lines))
 
 

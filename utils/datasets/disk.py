@@ -271,7 +271,8 @@ def estimate(sources: Iterable[str | Path], where: str | Path, cfg: PrepareConfi
             "after": total - (0 if cfg.keep_uploads else uploads),  # what stays once prepared
             "alternatives": {"without_raw": total - uploads, "half_mels": total - halving,
                              "both": total - uploads - halving},
-            "linked": scan.linked_bytes, "linked_zip": scan.linked_zip, "in_place": scan.in_place_bytes, "guessed": scan.guessed,
+            "linked": scan.linked_bytes, "linked_zip": scan.linked_zip, "in_place": scan.in_place_bytes,
+            "guessed": scan.guessed,
             "unreadable": scan.unreadable,
             "where": str(where), "free": usage.free, "disk": usage.total,
             "fits": total <= usage.free, "tight": usage.free - total < TRAINING_ROOM}

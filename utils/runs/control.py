@@ -267,13 +267,17 @@ def time_ahead(ws: Workspace, cfg, going_on: bool = False) -> list[str]:
     and its 608 took 3.6), and the time limit that may end it sooner (the command line's said nothing of one)."""
     import dataclasses
 
-    from utils.voice_folders import checkpoints_of, step_of
+    from utils.voice_folders import newest_step
 
-    done = step_of(checkpoints_of(ws.run_dir(cfg.run))[-1]) if going_on and checkpoints_of(ws.run_dir(cfg.run)) else 0
+    done = (newest_step(ws.run_dir(cfg.run)) or 0) if going_on else 0
     left = dataclasses.replace(cfg, max_steps=max(1, cfg.max_steps - done)) if done else cfg
     lines = ([f"It goes on from step {done:,} of {cfg.max_steps:,}: the time below is of the {left.max_steps:,} "
               "steps left."] if done else []) + families.get(cfg.engine).guidance(ws, left)
     if cfg.max_minutes:
-        lines.append(f"Time limit: {cfg.max_minutes:g} min: a run that takes longer ends there with a last quality "
-                     "check and a save, however many steps are left; a resume trains on.")
+        lines.append(f"Time limit: {cfg.max_minutes:g} min: {LIMIT_ENDS}.")
     return lines
+
+
+# what a time limit does to a run, said before Start (the Training tab) and before a resume or continue
+LIMIT_ENDS = ("a run that takes longer ends there with a last quality check and a save, however many steps are left; "
+              "Resume trains on")
