@@ -310,7 +310,8 @@ def test_a_voice_zip_is_imported_into_another_workspace_by_the_tab_and_by_synth(
     other = Workspace.open(tmp_path / "other")
     said, picker = import_voice_zip(AppContext(workspace=other), str(exported))
     assert said.startswith(f"Imported voice almaz into {other.voices / 'almaz'}.") and "1 of them" in said
-    assert "(ቡና)" in said and picker["value"] == "almaz" and ("almaz (exported voice)", "almaz") in picker["choices"]
+    assert "(ቡና)" in said and said.endswith("It is picked above (Voice or checkpoint): type Amharic and press **Speak**.")
+    assert picker["value"] == "almaz" and ("almaz (exported voice)", "almaz") in picker["choices"]
     assert inference.list_voices(other) == ["almaz"] and not [p for p in other.voices.iterdir() if p.name[0] == "."]
     assert "in this workspace already (the same export)" in import_voice(other, exported)[1]
     out = tmp_path / "far.wav"

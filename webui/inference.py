@@ -206,7 +206,8 @@ def import_voice_zip(ctx: AppContext, file):
     if not file:
         raise StudioError("Upload a voice zip (what Export voice writes) first.")
     name, said = import_voice(ctx.workspace, Path(file if isinstance(file, str) else file.name))
-    return said, gr.update(choices=inference.voice_choices(ctx.workspace), value=name)
+    return (f"{said} It is picked above (Voice or checkpoint): type Amharic and press **Speak**.",
+            gr.update(choices=inference.voice_choices(ctx.workspace), value=name))
 
 
 # ----------------------------------------------------------------------------------- layout
