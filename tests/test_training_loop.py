@@ -147,7 +147,8 @@ def test_a_new_model_trains_evaluates_and_checkpoints_through_an_adapter(tmp_pat
     assert torch.equal(weights["weight"], held)
     status = read_json(tmp_path / "run" / "status.json")
     assert result["best_checkpoint"].endswith("step-8") and status["kind"] == "line"
-    assert status["eval_s"] > 0  # what an evaluation takes, for a resume's ETA before it times one of its own
+    assert isinstance(status["eval_s"], float) and status["eval_s"] >= 0  # an evaluation's seconds (a few ms here,
+    # 0.0 once rounded), for a resume's ETA before it times one of its own
 
 
 def test_the_log_says_what_each_number_measures_with_its_unit(tmp_path):
@@ -161,7 +162,9 @@ def test_the_log_says_what_each_number_measures_with_its_unit(tmp_path):
     step = next(line for line in log.splitlines() if " step 4/8: " in line)
     assert "errors (lower is better) total (loss) " in step and "learning rate (lr) 2.00e-01" in step
     assert "size of the update (grad_norm) " in step and " clips a second; " in step
-    assert step.endswith("% of the time waiting for data") and " gnorm " not in step and "samples/s" not in step
+    # the time left ends the line once it is a second or more (the suite's load can make it so)
+    assert re.search(r"% of the time waiting for data(; about \d+ s left)?$", step), step
+    assert " gnorm " not in step and "samples/s" not in step
     assert "eval step 4: " in log and "(lower is better)" in log.split("eval step 4: ")[1].splitlines()[0]
     assert said("mcd_ema", 9.7412) == "smoothed model (mcd_ema) 9.74 dB"
     assert said("val_cer", 0.123) == "held-out: letters misheard in the synthesised speech (val_cer) 12%"
