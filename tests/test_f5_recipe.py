@@ -181,7 +181,9 @@ def test_the_training_tab_says_what_to_expect_of_an_f5_run_and_nothing_for_match
     assert "Checkpoints need up to" in shown["value"]
     base = public_base(corpus.root / "pretrained" / "tab-base")
     assert f"It starts from {base}" in expectations(ctx, "f5", "am", 100, str(base))["value"]
-    assert "Time: about" in expectations(ctx, "matcha", "am", 100, "")["value"]  # Matcha says its time too
+    matcha = expectations(ctx, "matcha", "am", 100, "")["value"]
+    assert "Time: about" in matcha  # Matcha says its time too, and the quality checks Start would schedule
+    assert "Also 2 quality checks (each speaks the held-out clips" in matcha  # at 50 and 100, about six a run
     assert "Time limit" not in shown["value"]
     settings.save_settings(corpus, {"max_minutes": 45})  # the Optimizations tab's time limit: every run stops there
     try:

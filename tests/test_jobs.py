@@ -18,6 +18,7 @@ from utils import jobs
 from utils.datasets import load_manifest, save_manifest
 from utils.events import StudioError
 from utils.runs import control, settings, views
+from utils.training import speed
 from utils.workspace import Workspace
 
 TINY = dict(preset="tiny", max_frames_per_batch=400, grad_accumulation=1, log_every=1, eval_every=0,
@@ -538,3 +539,27 @@ def test_start_refuses_a_dataset_with_no_usable_clip_before_any_run_is_made(tiny
                "--workspace", str(ws.root))
     assert proc.returncode == 2 and "has no usable clip to train on" in proc.stderr
     assert sorted(p.name for p in ws.runs.iterdir()) == before
+
+
+def test_the_time_before_start_counts_the_quality_checks_a_run_of_the_dataset_timed(tiny_runs):
+    """A family's time is of its steps alone: a short CPU run spent a sixth of its time on quality checks (~45 s of
+    268) that the estimate before Start left out. They are counted and timed as this dataset's runs timed them."""
+    import dataclasses
+
+    from utils.workspace import read_jsonl
+
+    ws = tiny_runs
+    cfg = control.new_config(ws, dict(workspace=str(ws.root), dataset="am", run="next", preset="tiny", max_steps=300))
+    assert cfg.eval_every == 50  # as Start schedules them: about six a run
+    each = [r["eval_s"] for r in read_jsonl(ws.run_dir("one") / "metrics.jsonl") if r.get("eval_s")]
+    assert len(each) == 1  # run `one` evaluated at its end; `f5` is another family's and not counted
+    assert control.checks_ahead(ws, cfg) == (
+        "Also 6 quality checks (each speaks the held-out clips, scores them and saves): about "
+        f"{speed.say_time(6 * each[0])} more, {speed.say_time(each[0])} each (measured by run one on this kind of "
+        "machine).")
+    assert control.checks_ahead(ws, cfg, done=200).startswith("Also 2 quality checks")  # a resume: those ahead
+    assert control.checks_ahead(ws, dataclasses.replace(cfg, dataset="other")) == (
+        "Also 6 quality checks (each speaks the held-out clips, scores them and saves): their time comes on top (no "
+        "run of other here has timed one yet).")
+    assert control.checks_ahead(ws, dataclasses.replace(cfg, evaluate=False)) is None
+    assert control.time_ahead(ws, cfg)[-1].startswith("Also 6 quality checks")

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -480,7 +481,6 @@ def test_a_save_on_a_tight_disk_never_holds_two_trainer_states(tmp_path, monkeyp
 def test_the_speed_after_an_evaluation_leaves_the_evaluation_out(tmp_path):
     """samples/s of the stretch after an evaluation counted the evaluation's time too (0.45 samples/s at a CPU
     run's step 65, after a 34 s evaluation at step 60, beside about 2 elsewhere)."""
-    import time
 
     class SlowToEvaluate(LineAdapter):
         def evaluate(self, step, folder):
@@ -491,6 +491,21 @@ def test_the_speed_after_an_evaluation_leaves_the_evaluation_out(tmp_path):
     rows = {r["step"]: r for r in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "samples_per_s" in r}
     # steps 3-4 trained 32 samples; with the 0.5 s evaluation at step 2 in their window they would read under 64/s
     assert rows[4]["samples_per_s"] > 128, rows[4]
+
+
+def test_a_fine_tunes_eta_counts_the_evaluations_ahead_from_its_scored_start(tmp_path):
+    """A fine-tune scores its base before step 1: that evaluation's time stands for those ahead until one is
+    timed (before, a fresh run's ETA left every evaluation out until its first, minutes on a CPU)."""
+    class SlowStart(LineAdapter):
+        def evaluate(self, step, folder):
+            time.sleep(1.2 if step == 0 else 0)
+            return super().evaluate(step, folder)
+
+    run = tmp_path / "run"
+    train(SlowStart(run, max_steps=3, eval_every=0, eval_at_start=True, checkpoint_every=0, ema_decay=0.0))
+    step_2 = next(line for line in (run / "train.log").read_text().splitlines() if "step 2/3:" in line)
+    assert re.search(r"; about \d+ s left$", step_2), step_2  # one step and the evaluation at the end: >= 1.2 s
+    assert read_json(run / "status.json")["eval_s"] >= 0  # kept for a resume (the end's evaluation, timed, wins)
 
 
 def test_the_eta_counts_the_steps_and_evaluations_left_never_compilation():
@@ -528,13 +543,17 @@ def test_the_eta_counts_the_steps_and_evaluations_left_never_compilation():
     resumed.evaluation(8.0)  # one timed in this start wins
     assert resumed.seconds(50) == round(50 * 0.5 + 8.0, 1) and resumed.evaluation_seconds() == 8.0
 
+    fresh = Eta(LoopSettings(max_steps=100, eval_every=50))  # a fine-tune: its base scored (averaged and raw: x2)
+    fresh.scored_start(3.0, times=2)
+    fresh.step(9.0, compiled=False)
+    fresh.step(0.5, compiled=False)
+    assert fresh.seconds(2) == round(98 * 0.5 + 2 * 6.0, 1)
+
 
 class SlowLine(LineAdapter):
     """Steps of ~0.1 s (two micro-batches of 50 ms): a time budget of seconds ends the run after some."""
 
     def losses(self, batch, phase, step):
-        import time
-
         time.sleep(0.05)
         return super().losses(batch, phase, step)
 
@@ -586,7 +605,6 @@ def test_near_its_time_limit_a_run_builds_no_new_graph_and_ends_on_time(tmp_path
     """A graph takes minutes to build on a GPU machine's CPU: one started just before the time limit ended the run
     minutes late (the GPU suite's time-to-quality lane was killed before its last evaluation). Once less time is
     left than a graph of this run took, a shape not compiled yet runs eager: the steps go on, the graphs stop."""
-    import time
 
     from utils.training import compiled
 

@@ -307,18 +307,17 @@ def expectations(ctx: AppContext, engine: str | None, dataset: str | None, steps
                  size: str | None = None) -> dict:
     """The family's "what to expect" before Start (F5: where it starts and under which licence, hours of speech
     against what a new language needed, time on this machine, disk), hidden for a family that says nothing."""
-    from utils.training import TrainConfig
-
     family = families.get(engine if engine in families.names() else None)
     if not dataset or dataset not in ctx.workspace.list_datasets():
         return gr.update(visible=False)
     if refused := nothing_to_train(ctx.workspace, dataset):  # its time and held-out clips would read as a run
         return gr.update(visible=True, value=f"- {refused}")
-    cfg = TrainConfig(workspace=str(ctx.workspace.root), dataset=dataset, engine=family.NAME,
-                      max_steps=int(steps or 0) or 1, init=(base or "").strip() or family.default_init("base"),
-                      **({"preset": size} if size else {}))
-    try:
+    try:  # the config Start would make (the saved settings' batch and evaluations), so its time is the run's
+        cfg = control.new_config(ctx.workspace, dict(
+            workspace=str(ctx.workspace.root), dataset=dataset, engine=family.NAME, max_steps=int(steps or 0) or 1,
+            init=(base or "").strip() or family.default_init("base"), **({"preset": size} if size else {})))
         lines = family.guidance(ctx.workspace, cfg)
+        lines += [checks] if lines and (checks := control.checks_ahead(ctx.workspace, cfg)) else []
     except StudioError as exc:
         lines = [str(exc)]
     if lines:  # Start refuses it here: said first, or its time on this machine read as a run that would start

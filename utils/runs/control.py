@@ -35,15 +35,14 @@ def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str 
                    overrides: dict | None = None, engine: str = families.DEFAULT, accept_licence: bool = False) -> dict:
     """Write the run's config (saved optimization settings + this form) and hand it to the job service. The F5
     engine starts from the public pretrained base unless a checkpoint or the tiny test size is chosen."""
-    from utils.training import TrainConfig, prepare_run
+    from utils.training import prepare_run
 
     if not dataset:
         raise StudioError("Choose a prepared dataset first (Dataset tab).")
     if dataset not in ws.list_datasets():
         raise StudioError(f"There is no prepared dataset called {dataset!r}; prepare it on the Dataset tab (or "
                           "python app.py prepare).")
-    # the saved settings serve every family: from_dict keeps those of a family's own (mas...) that this one takes
-    values = {**saved_settings(ws), **(overrides or {})}
+    values = dict(overrides or {})
     init = init or families.get(engine).default_init(preset)  # the family's start: from zero, or its base
     values.update(workspace=str(ws.root), dataset=dataset, preset=preset, run=run.strip(), engine=engine,
                   init=init)  # paths are checked by the family's prepare
@@ -52,11 +51,24 @@ def start_training(ws: Workspace, dataset: str, preset: str = "small", run: str 
     if max_steps:
         values["max_steps"] = int(max_steps)
     refuse_taken_name(ws, values["run"])
+    cfg = new_config(ws, values)
+    config_path = prepare_run(cfg, accept_licence=accept_licence)
+    return {"run": config_path.parent.name, "eval_every": cfg.eval_every, **queue(ws, config_path, all_gpus)}
+
+
+def new_config(ws: Workspace, values: dict):
+    """A new run's TrainConfig: the saved optimization settings (they serve every family: from_dict keeps those of
+    a family's own, mas..., that this one takes) under `values`, evaluated about EVALS_PER_RUN times unless chosen.
+    Start makes its run of it; the Training tab reckons its time and quality checks from the same."""
+    from utils.training import TrainConfig
+
+    saved = saved_settings(ws)
+    values = {**saved, **values, **({"options": {**saved["options"], **values.get("options", {})}}
+                                    if isinstance(saved.get("options"), dict) else {})}
     cfg = TrainConfig.from_dict(values)
     if "eval_every" not in values:
         cfg.eval_every = eval_schedule(cfg.max_steps, cfg.eval_every)
-    config_path = prepare_run(cfg, accept_licence=accept_licence)
-    return {"run": config_path.parent.name, "eval_every": cfg.eval_every, **queue(ws, config_path, all_gpus)}
+    return cfg
 
 
 def queue(ws: Workspace, config_path: Path, all_gpus: bool = False, **job) -> dict:
@@ -273,9 +285,31 @@ def time_ahead(ws: Workspace, cfg, going_on: bool = False) -> list[str]:
     left = dataclasses.replace(cfg, max_steps=max(1, cfg.max_steps - done)) if done else cfg
     lines = ([f"It goes on from step {done:,} of {cfg.max_steps:,}: the time below is of the {left.max_steps:,} "
               "steps left."] if done else []) + families.get(cfg.engine).guidance(ws, left)
+    if checks := checks_ahead(ws, cfg, done):
+        lines.append(checks)
     if cfg.max_minutes:
         lines.append(f"Time limit: {cfg.max_minutes:g} min: {LIMIT_ENDS}.")
     return lines
+
+
+def checks_ahead(ws: Workspace, cfg, done: int = 0) -> str | None:
+    """The quality checks a run makes after step `done` and their time, where a run of this dataset here timed one:
+    a family's time is of its steps alone, and a short CPU run spent a sixth of its time on them (~45 s of 268)."""
+    from utils import hardware
+    from utils.training.eta import Eta
+    from utils.training.loop import LoopSettings
+    from utils.training.speed import measured, say_time
+
+    s = LoopSettings.of_train_config(cfg, ema_decay=0.0)
+    n = Eta(s).evaluations_left(done) + int(s.eval_at_start and not done)
+    if not n:
+        return None
+    device = cfg.device if cfg.device in ("cpu", "cuda") else "cuda" if hardware.detect(ws.root).gpus else "cpu"
+    timed = measured(ws, cfg.engine, device, fits=lambda train: train.get("dataset") == cfg.dataset, key="eval_s")
+    checks = f"{n} quality check{'s' if n > 1 else ''} (each speaks the held-out clips, scores them and saves)"
+    if timed is None:
+        return f"Also {checks}: their time comes on top (no run of {cfg.dataset} here has timed one yet)."
+    return f"Also {checks}: about {say_time(n * timed[0])} more, {say_time(timed[0])} each ({timed[1]})."
 
 
 # what a time limit does to a run, said before Start (the Training tab) and before a resume or continue

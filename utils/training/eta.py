@@ -30,6 +30,13 @@ class Eta:
     def evaluation(self, seconds: float) -> None:
         self.evals.append(seconds)
 
+    def scored_start(self, seconds: float, times: int) -> None:
+        """A fine-tune's score of its base before the first step: the evaluations ahead until one is timed, each
+        scoring `times` sets of weights (an averaged and the raw one); without it a fresh run's ETA left every
+        evaluation out until its first."""
+        if self.before is None:
+            self.before = seconds * times
+
     def evaluation_seconds(self) -> float | None:
         """An evaluation's seconds: the mean of this start's, else the earlier starts' (kept in status.json)."""
         return sum(self.evals) / len(self.evals) if self.evals else self.before

@@ -433,7 +433,10 @@ class TrainingLoop:
                        evaluation_s=(read_json(self.a.run_dir / "status.json", {}) or {}).get("eval_s"))
         self.start_score = None  # the base's own score before a fine-tune's first step (_against_start)
         if s.eval_at_start and self.step == 0 and dist.main:
+            t0 = time.perf_counter()
             metrics = self._evaluate(0)
+            self.eta.scored_start(time.perf_counter() - t0, times=1 if self.ema is None else 2)
+            self.files.progress(eval_s=round(self.eta.evaluation_seconds(), 2))
             metrics.pop("mcd_per_clip", None)
             self.files.metrics({"step": 0, **metrics, "time": time.time()})
             self.log(f"before training: {_fmt(metrics)}")

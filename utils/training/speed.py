@@ -19,14 +19,15 @@ ENOUGH_WINDOWS = 5  # log windows pooled from the newest fitting runs before the
 MOST_RUNS = 3
 
 
-def measured(ws: Workspace, engine: str, device: str, fits=lambda train: bool(train.get("init"))
-             ) -> tuple[float, str] | None:
+def measured(ws: Workspace, engine: str, device: str, fits=lambda train: bool(train.get("init")),
+             key: str = "frames_per_s") -> tuple[float, str] | None:
     """The frames a second of the newest runs of `engine` in this workspace on this kind of device whose settings
     `fits` takes (by default: one that fine-tuned a base), and where the number comes from: the median of their log
     windows, pooled from the newest run back until there are ENOUGH_WINDOWS (at most MOST_RUNS runs). A run's first
     window holds its start (threads, caches) and is left out where it has others. The newest run alone said 579
     frames a second from the one window of a run stopped at step 14, where the machine trains at ~3,700; its last
-    window alone (a busy minute) moved the estimate 12x."""
+    window alone (a busy minute) moved the estimate 12x. `key`: the metrics' number pooled (eval_s: an evaluation's
+    seconds, the first also left out: it loads the vocoder)."""
     from utils.jobs import check_run
 
     windows, names = [], []
@@ -38,7 +39,7 @@ def measured(ws: Workspace, engine: str, device: str, fits=lambda train: bool(tr
         train, resolved = config.get("train") or {}, config.get("resolved") or {}
         if train.get("engine") != engine or not fits(train) or resolved.get("device") != device:
             continue
-        speeds = [r["frames_per_s"] for r in read_jsonl(path) if r.get("frames_per_s")]
+        speeds = [r[key] for r in read_jsonl(path) if r.get(key)]
         if not speeds:
             continue
         windows += speeds[1:] or speeds
