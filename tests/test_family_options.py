@@ -13,7 +13,7 @@ from utils.family_options import every_option, names_of, saved_option
 from utils.training.config import TrainConfig, cli_fields, config_from_cli
 from utils.training.optimization import resolve
 
-OWN = {"matcha": ["finetune_mode", "blanks", "frontend", "mas"], "f5": ["prompt", "frontend"], "mms": ["mas"],
+OWN = {"matcha": ["finetune_mode", "blanks", "frontend", "mas", "parts"], "f5": ["prompt", "frontend"], "mms": ["mas"],
        "omnivoice": ["prompt"]}
 
 

@@ -116,6 +116,23 @@ def test_forward_gives_finite_losses_and_gradients_everywhere_used():
     assert no_grad == []
 
 
+def test_an_aligner_trains_the_text_encoder_alone_and_computes_nothing_of_the_decoder():
+    """The transcript check's aligner (option parts=aligner) uses only the encoder's alignment: the decoder, ~9x the
+    cost of the rest on a CPU, is neither run nor trained, and the losses that train the encoder are the same."""
+    torch.manual_seed(1)
+    args = batch()
+    full = tiny()(*args)
+    model = tiny()
+    calls = []
+    model.decoder.estimator.register_forward_pre_hook(lambda *a: calls.append(1))
+    aligner = model(*args, decoder=False)
+    assert set(aligner) == {"dur", "prior", "loss"} and not calls
+    assert torch.equal(aligner["prior"], full["prior"]) and torch.equal(aligner["dur"], full["dur"])
+    aligner["loss"].backward()
+    assert all(p.grad is None for p in model.decoder.parameters())
+    assert all(p.grad is not None for p in model.encoder.parameters()) and model.encoder.emb.weight.grad.abs().sum() > 0
+
+
 def test_synthesise_returns_denormalised_mel_and_at_least_one_frame_per_token():
     model = tiny(mel_mean=-5.0, mel_std=2.0).eval()
     out = model.synthesise([3, 4, 5, 6], speaker=1, n_steps=2, length_scale=0.1)

@@ -207,7 +207,9 @@ def test_a_workspace_without_a_recognizer_is_said_once_not_at_every_evaluation(t
                     "Dataset tab, Get recognizer; or on the command line: python app.py transcribe --dataset NAME)"]
 
 
-def test_the_aligner_training_of_a_check_evaluates_nothing(ws):
+def test_the_aligner_training_of_a_check_evaluates_nothing_and_trains_no_decoder(ws):
+    """Its alignment is the text encoder's: the decoder (~9x the rest's cost on a CPU) is not trained; only the
+    encoder and its duration predictor learn."""
     from utils.transcripts import scoring
 
     events = scoring.train_aligner(ws, "am", 2, "cpu")
@@ -219,7 +221,12 @@ def test_the_aligner_training_of_a_check_evaluates_nothing(ws):
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     assert metrics and not any({"mcd", "cer", "val_loss"} & set(m) for m in metrics), metrics
     assert not (run_dir / "samples").exists()
-    assert "eval step" not in (run_dir / "train.log").read_text(encoding="utf-8")
+    log = (run_dir / "train.log").read_text(encoding="utf-8")
+    assert "eval step" not in log and "evaluations            none" in log
+    assert "parts: aligner: the text encoder and its duration predictor learn; the decoder is skipped" in log
+    assert "sound detail" not in log  # no decoder loss is shown as 0.000
+    total, trained = map(float, re.search(r"([\d.]+)M parameters \(([\d.]+)M trained\)", log).groups())
+    assert trained < total / 5, log  # the tiny decoder is most of the model
 
 
 def broken_recognizer(ws, source):

@@ -38,6 +38,9 @@ OPTIONS = declare(
                          "(on: 1.7-2.1 dB lower held-out MCD, the distance to real speech, in the studio's A/B test); a checkpoint's own choice wins"),
     frontend=FRONTEND(),
     mas=MAS(),
+    parts=setting("all", "the parts that learn: all | aligner (only the text encoder and its duration predictor, the "
+                         "decoder skipped: the transcript check's aligner, whose steps are ~9x faster; it cannot speak)",
+                  choices=["all", "aligner"]),
 )
 
 

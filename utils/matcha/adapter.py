@@ -46,6 +46,11 @@ class MatchaAdapter(TextMelAdapter):
 
         return MemoryPlan(f"Matcha {cfg.preset}", 0.0, FRAME_MEMORY.get(cfg.preset, 1.0))
 
+    @property
+    def aligner(self) -> bool:
+        """Only the text encoder and its duration predictor learn (option parts=aligner: the transcript check's)."""
+        return self.cfg.family_options.parts == "aligner"
+
     # ------------------------------------------------------------------------------ build
     def build(self, ctx) -> None:
         cfg, log = self.cfg, ctx.log
@@ -97,6 +102,9 @@ class MatchaAdapter(TextMelAdapter):
         if init_cfg is not None:  # fine-tuning (also when resuming a fine-tuning run): the speakers the init lacked
             added = [s for s in self.speakers if s not in init_cfg.get("speakers", [])]
             _apply_finetune_mode(model, cfg, self.speakers, added, ctx.log)
+        if self.aligner:  # nothing of the decoder is computed or trained (several GPUs: no unused parameter waited on)
+            model.decoder.requires_grad_(False)
+            ctx.log("parts: aligner: the text encoder and its duration predictor learn; the decoder is skipped")
         self.model = model.to(ctx.device)
         opt.apply_model_settings(self.model, m)  # attention kernel, checkpointing (compile: later, the loop)
         n_params = sum(p.numel() for p in model.parameters())
@@ -113,7 +121,8 @@ class MatchaAdapter(TextMelAdapter):
         """Duration, prior and flow-matching losses of one micro-batch ("loss" is their sum)."""
         b = batch_to_device(batch, self.ctx.device, non_blocking=self.machine.pin_memory)
         with self.ctx.autocast():
-            return self.model(b["tokens"], b["token_lens"], b["mels"], b["mel_lens"], b["speakers"])
+            return self.model(b["tokens"], b["token_lens"], b["mels"], b["mel_lens"], b["speakers"],
+                              decoder=not self.aligner)
 
     # ------------------------------------------------------------------------------ evaluation, files
     def evaluate(self, step: int, samples: Path) -> dict:

@@ -236,11 +236,13 @@ class TextMelAdapter(DataPosition):
         warmup = opt.warmup_updates(cfg)
         per_pass = self.sampler.batches_per_epoch() // max(1, m.grad_accumulation)
         early = f"at steps {', '.join(map(str, s.early_evals))}, then " if s.early_evals else ""
+        evaluations = (f"{s.eval_every or 'end':<10} {early}every {s.eval_every or cfg.max_steps} updates: held-out "
+                       "MCD (and CER with a recognizer) of the averaged and the raw weights, samples"
+                       if s.eval_at_end else f"{'none':<10} this run is not evaluated (evaluate: false)")
         return [f"{'lr schedule':22} {m.lr:<10} warm-up {warmup} updates (at most a tenth of the run), cosine to "
                 f"{m.lr * cfg.min_lr_ratio:.2e} at update {cfg.max_steps}",
                 f"{'passes over the data':22} {cfg.max_steps / max(1, per_pass):<10.1f} {per_pass} updates a pass "
                 f"({len(self.items)} clips, {m.effective_batch} frames an update)",
-                f"{'evaluations':22} {s.eval_every or 'end':<10} {early}every {s.eval_every or cfg.max_steps} "
-                "updates: held-out MCD (and CER with a recognizer) of the averaged and the raw weights, samples"]
+                f"{'evaluations':22} {evaluations}"]
 
     # ------------------------------------------------------------------------------ trainer state
