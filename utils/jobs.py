@@ -174,8 +174,9 @@ def physical_gpus(indices: str, visible: str | None = None) -> str:
 
 # ---------------------------------------------------------------------------------- actions
 def start(ws: Workspace, run_name: str, config_path: Path, devices: str = "cpu", nproc: int = 1,
-          trainer_module: str = "utils.training") -> dict:
-    """Queue a run on `devices` ("cpu", "cuda:0", "cuda:0,1"); it starts as soon as the device is free."""
+          trainer_module: str = "utils.training", cpu_threads: int = 0) -> dict:
+    """Queue a run on `devices` ("cpu", "cuda:0", "cuda:0,1"); it starts as soon as the device is free.
+    `cpu_threads`: the trainer's (0: torch's choice, every core)."""
     run_dir = ws.run_dir(run_name)
     status = reconcile(run_dir)
     if status.get("state") in ACTIVE:
@@ -188,7 +189,7 @@ def start(ws: Workspace, run_name: str, config_path: Path, devices: str = "cpu",
                   message=f"waiting for {devices}: {', '.join(waiting_for)} holds it" if waiting_for else "starting")
     (run_dir / "STOP").unlink(missing_ok=True)
     log = open(run_dir / "train.log", "ab")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **({"OMP_NUM_THREADS": str(cpu_threads)} if cpu_threads else {})}
     if devices.startswith("cuda:"):
         env["CUDA_VISIBLE_DEVICES"] = physical_gpus(devices.split(":", 1)[1])
     proc = subprocess.Popen([sys.executable, "-m", "utils.jobs", "launch", str(run_dir)], cwd=ROOT, env=env,

@@ -404,7 +404,9 @@ class TrainingLoop:
         self.a.load_state_dict(state.get("adapter", {}))
 
     def _describe(self) -> Iterator[Event]:
-        self.log(f"machine: {self.device}, {self.dist.world_size} process(es)")
+        threads = torch.get_num_threads()  # on a CPU shared with other work, fewer run faster (bench/RESULTS.md)
+        self.log(f"machine: {self.device}, {self.dist.world_size} process(es)"
+                 + (f", {threads} CPU thread{'s' if threads > 1 else ''} each" if self.device == "cpu" else ""))
         for line in self.a.describe():
             self.log(f"  {line}")
         if self.dist.main:

@@ -523,7 +523,9 @@ def train_aligner(ws: Workspace, dataset: str, steps: int, device: str = "auto")
     cfg = aligner_config(ws, dataset, steps, device)
     path = prepare_run(cfg)
     gpu = device == "cuda" or (device == "auto" and hardware.has_cuda())
-    jobs.start(ws, name, path, devices="cuda:0" if gpu else "cpu")
+    # one thread on a CPU: the aligner's small ops gain ~20 % from a second core, and lose 2x when another program
+    # holds it (a browser, another training: 100x with two of them, bench/RESULTS.md)
+    jobs.start(ws, name, path, devices="cuda:0" if gpu else "cpu", cpu_threads=0 if gpu else 1)
     shown, status, countdown = (-1, ""), {}, None
     try:
         while (status := jobs.reconcile(path.parent)).get("state") in jobs.ACTIVE:
