@@ -59,7 +59,7 @@ def main() -> None:
     compared, k = [], len(damaged)
     for parts in args.parts.split(","):
         result, rows, wall, said = check_once(ws, damaged, args, parts.strip())
-        compared.append({"parts": parts, "wall_s": round(wall, 1), "steps": said.get("steps"),
+        compared.append({"parts": parts, "wall_s": round(wall, 1),
                          "hits_top_k": sum(r["rank"] <= k for r in rows), "hits_top_2k": sum(r["rank"] <= 2 * k for r in rows),
                          "ranks": " ".join(str(r["rank"]) for r in rows)})
     if len(compared) > 1:
@@ -98,7 +98,7 @@ def check_once(ws, damaged: dict, args, parts: str):
 
     def printer(line: str) -> None:
         if "this will take about" in line:
-            said["estimate"], said["steps"] = line, int(line.split("-step training")[0].rsplit(" ", 1)[1])
+            said["estimate"] = line
         print(line, flush=True)
 
     t0 = time.perf_counter()
