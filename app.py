@@ -208,7 +208,9 @@ def cmd_g2p(args) -> None:
 
 # ----------------------------------------------------------------------------------- prepare
 def add_prepare_command(sub) -> None:
-    p = sub.add_parser("prepare", help="import, check and prepare a dataset")
+    p = sub.add_parser("prepare", help="import, check and prepare a dataset",
+                       epilog="Exit status: 0 when every file given was read; 1 when the dataset was prepared but some "
+                              "files given were not read (each named, with what to do); 2 when nothing was prepared.")
     p.add_argument("source", help="zip, folder, CSV/TSV, or long recording (+ .srt/.vtt)")
     p.add_argument("--name", required=True, help="dataset name (folder under workspace/datasets)")
     p.add_argument("--format", default="auto", choices=["auto", "ljspeech", "csv", "pairs", "subtitles", "long"],
@@ -228,7 +230,7 @@ def add_prepare_command(sub) -> None:
     p.set_defaults(func=cmd_prepare)
 
 
-def cmd_prepare(args) -> None:
+def cmd_prepare(args) -> int:
     from utils.datasets import prepare
     from utils.datasets.config import PrepareConfig
 
@@ -236,12 +238,29 @@ def cmd_prepare(args) -> None:
     in_place = (Path(args.source).resolve().parent,) if args.in_place else ()
     cfg = PrepareConfig(half_mels=args.half_mels, keep_uploads=not args.drop_uploads)
     columns = {k: v for k in ("audio", "text", "speaker") if (v := getattr(args, f"{k}_column"))} or None
-    summary = run_to_end(prepare(workspace, args.name, args.source, fmt=args.format, in_place=in_place, cfg=cfg,
-                                 columns=columns), print)
+    not_read: list[str] = []
+    summary = run_to_end(uploads_not_read(prepare(workspace, args.name, args.source, fmt=args.format,
+                                                  in_place=in_place, cfg=cfg, columns=columns), not_read), print)
     print(json.dumps(summary, ensure_ascii=False, indent=2))
     if not summary or not summary.get("clips"):
         raise StudioError(f"nothing usable was found in {args.source}; see "
                           f"{workspace.dataset_dir(args.name) / 'report.json'} for what was wrong with each file.")
+    if not_read:  # a script's `prepare ... && train ...` must not go on as if all it gave was in the dataset
+        print(f"error: {len(not_read)} of the files given {'was' if len(not_read) == 1 else 'were'} not read (each "
+              f"named above with what to do); {args.name} was prepared from the rest.", file=sys.stderr)
+        return NOT_ALL_READ
+    return 0
+
+
+NOT_ALL_READ = 1  # prepare's exit status when some files given were refused (a recording under a name already held)
+
+
+def uploads_not_read(events, into: list[str]):
+    """The events, passed on; the messages of the files the import refused (read as given) collected `into`."""
+    for event in events:
+        if event.stage == "import" and event.level == "warning":
+            into.append(event.message)
+        yield event
 
 
 def add_export_dataset_command(sub) -> None:

@@ -434,7 +434,7 @@ def test_lines_are_numbered_as_the_file_is_blank_lines_counted(tmp_path):
     assert "names no audio file; fill in its file column or delete the row" in said[1]
 
 
-def test_a_folder_prepared_again_reads_its_corrected_transcripts_and_brings_its_new_recordings(tmp_path):
+def test_a_folder_prepared_again_reads_its_corrected_transcripts_and_brings_its_new_recordings(tmp_path, capsys):
     """The first changed file of a folder stopped its import: recordings added after it never came in, unsaid; a
     transcript fixed without changing its length was taken for the file the dataset had, and the fix ignored unsaid;
     one fixed with another length was refused ("choose another dataset name", its review decisions lost)."""
@@ -463,6 +463,14 @@ def test_a_folder_prepared_again_reads_its_corrected_transcripts_and_brings_its_
                "delete the dataset and prepare the upload again" in m for m in said["warning"]), said["warning"]
     raw = ws.dataset_dir("p") / "raw" / "pairs"
     assert [p.read_text(encoding="utf-8") for p in raw.glob(".a0.txt.before-*")] == [SENTS[0]]  # nothing lost
+    import app  # the command line: the refused recording makes its exit status 1 (a script stops), the rest prepared
+
+    capsys.readouterr()
+    assert app.main(["prepare", str(src), "--name", "p", "--workspace", str(ws.root)]) == app.NOT_ALL_READ == 1
+    out, err = capsys.readouterr()
+    assert "WARNING: import a1.wav: not read: this dataset already holds another file of this name" in out
+    assert '"clips": 4' in out and "error: 1 of the files given was not read (each named above with what to do); " \
+                                   "p was prepared from the rest." in err
 
 
 def test_session_folders_numbered_alike_are_all_trained_on_each_id_taking_its_folders_name(tmp_path):

@@ -96,3 +96,22 @@ def test_the_saved_settings_of_every_family_start_an_f5_run_with_only_its_own(tm
     assert train["options"] == {"prompt": row, "frontend": "auto"} and "mas" not in train
     with pytest.raises(StudioError, match="F5-TTS takes no setting 'finetune_mode'"):
         control.start_training(ws, "am", preset="tiny", engine="f5", finetune_mode="freeze_encoder")
+
+
+def test_a_voice_of_the_aligner_alone_is_refused_and_the_transcript_checks_aligner_is_not(tmp_path, capsys):
+    """--parts aligner trains no decoder: a voice run of it trained, was scored on noise and exported a voice that
+    could not speak. Only a run that is not evaluated (the transcript check's) may take it."""
+    import app
+    from utils.transcripts.scoring import aligner_config
+    from utils.workspace import Workspace
+
+    matcha = families.get("matcha")
+    voice = TrainConfig(engine="matcha", dataset="am", options={"parts": "aligner"})
+    with pytest.raises(StudioError, match=r"--parts aligner trains only the text encoder .* cannot be a voice\. "
+                                          r"Leave --parts out \(all\) to train a voice"):
+        matcha.check_request(voice)
+    matcha.check_request(TrainConfig(engine="matcha", dataset="am"))
+    matcha.check_request(aligner_config(Workspace.open(tmp_path / "ws"), "am", 600))
+    assert app.main(["train", "--workspace", str(tmp_path / "ws"), "--dataset", "am", "--parts", "aligner"]) == 2
+    assert "error: Matcha's --parts aligner trains only the text encoder" in capsys.readouterr().err
+    assert not (tmp_path / "ws" / "runs").exists() or not any((tmp_path / "ws" / "runs").iterdir())

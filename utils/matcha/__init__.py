@@ -39,7 +39,8 @@ OPTIONS = declare(
     frontend=FRONTEND(),
     mas=MAS(),
     parts=setting("all", "the parts that learn: all | aligner (only the text encoder and its duration predictor, the "
-                         "decoder skipped: the transcript check's aligner, whose steps are ~9x faster; it cannot speak)",
+                         "decoder skipped: the transcript check's own aligner, whose steps are ~9x faster; it cannot speak, so a voice "
+                         "run is refused it)",
                   choices=["all", "aligner"]),
 )
 
@@ -65,7 +66,14 @@ def base_verdict(ws) -> tuple[bool, str]:
 
 
 def check_request(cfg, report=None) -> None:
-    """Nothing Matcha cannot do here: every mode and size runs on any machine (slowly on a CPU)."""
+    """Every mode and size runs on any machine (slowly on a CPU); only a voice of the aligner alone is refused: its
+    decoder never learns, so it could neither be scored nor speak."""
+    from utils.events import StudioError
+
+    if cfg.family_options.parts == "aligner" and cfg.evaluate:
+        raise StudioError("Matcha's --parts aligner trains only the text encoder and its durations (the transcript "
+                          "check's aligner, on the Dataset tab): a run of it cannot speak, so it cannot be a voice. "
+                          "Leave --parts out (all) to train a voice.")
 
 
 def prepare(ws, cfg, accept_licence: bool = False) -> None:
