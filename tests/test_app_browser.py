@@ -156,6 +156,24 @@ def test_a_reload_stays_on_the_tab_that_was_open(studio, page, tmp_path):
     assert "#music-removal" in page.url
 
 
+def test_on_a_phone_a_tab_of_the_more_tabs_menu_opens_from_the_address_and_is_kept(studio, browser, tmp_path):
+    """At 420 px Gradio moves the later tabs into a "More tabs" menu whose buttons carry no tab id: #inference opened
+    the Dataset tab, and a tab picked from the menu was kept neither in the address nor for a reload."""
+    context = browser.new_context(viewport={"width": 420, "height": 900})
+    page = context.new_page()
+    try:
+        page.goto(studio.url.rstrip("/") + "/#inference")
+        expect(page.get_by_role("tab", name="Inference")).to_have_attribute("aria-selected", "true", timeout=30_000)
+        page.get_by_role("button", name="More tabs").click()
+        page.locator(".overflow-dropdown button", has_text="Training").click()
+        expect(page).to_have_url(re.compile("#training$"))
+        page.reload()
+        expect(page.get_by_role("tab", name="Training")).to_have_attribute("aria-selected", "true", timeout=30_000)
+        screenshot(page, tmp_path, "phone-reload-stays-on-training")
+    finally:
+        context.close()
+
+
 def test_refusals_stay_written_in_the_tab_after_their_toast_is_gone(studio, page, tmp_path):
     page.goto(studio.url)
     page.get_by_label("...or a path inside the workspace").fill("uploads/nothing-here")
