@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.helpers import cli, make_dataset
-from utils import jobs
+from utils import families, jobs
 from utils.datasets import load_manifest, save_manifest
 from utils.events import StudioError
 from utils.runs import control, settings, views
@@ -563,3 +563,41 @@ def test_the_time_before_start_counts_the_quality_checks_a_run_of_the_dataset_ti
         "run of other here has timed one yet).")
     assert control.checks_ahead(ws, dataclasses.replace(cfg, evaluate=False)) is None
     assert control.time_ahead(ws, cfg)[-1].startswith("Also 6 quality checks")
+
+
+def test_the_time_before_start_counts_the_loading_a_run_of_the_dataset_timed_and_the_clips_real_frames(tiny_runs):
+    """The estimate before Start left out the loading before the first step, and reckoned each step at the batch's
+    frame budget, where a dataset's clips fill ~82 % of it (espeak-ng, 2,000 frames: 1,650): a quarter too long."""
+    import dataclasses
+
+    from utils.datasets.manifest import load_manifest
+    from utils.training.batching import FrameBatchSampler
+    from utils.training.data import training_rows
+    from utils.training.speed import MEL_FRAMES_PER_SECOND, batch_fill
+    from utils.workspace import read_jsonl
+
+    ws = tiny_runs
+    cfg = control.new_config(ws, dict(workspace=str(ws.root), dataset="am", run="next", preset="tiny", max_steps=300))
+    started = [r["start_s"] for r in read_jsonl(ws.run_dir("one") / "metrics.jsonl") if "start_s" in r]
+    assert len(started) == 1 and started[0] > 0  # written by the run at its first step (step 0)
+    assert control.loading_ahead(ws, cfg) == ("Before its first step it loads the data and the model: about "
+                                              f"{speed.say_time(started[0])} (measured by run one on this kind of "
+                                              "machine).")
+    assert control.loading_ahead(ws, dataclasses.replace(cfg, dataset="other")) == (
+        "Before its first step it loads the data and the model: that time comes on top too (no run of other here "
+        "has timed it yet).")
+    assert control.time_ahead(ws, cfg)[-2] == control.loading_ahead(ws, cfg)  # before the quality checks' line
+    # the fill: the trainer's own batches of this dataset's training clips, at the frames a second of its mels
+    train, _ = training_rows(ws, "am")
+    frames = [int(r["duration"] * MEL_FRAMES_PER_SECOND) + 1 for r in train]
+    for budget in (300, 1000, 2000):
+        batches = FrameBatchSampler(frames, budget, length_multiple=4).epoch_batches(0)
+        assert batch_fill(ws, "am", budget) == pytest.approx(min(1.0, sum(frames) / (len(batches) * budget)))
+    assert 0.1 < batch_fill(ws, "am", 2000) < 0.9  # 4 short clips: a step holds them all, far from 2,000 frames
+    assert len(load_manifest(ws, "am")) == len(train) + 1  # the held-out clip is not trained on, so not counted
+    said = families.get("matcha").guidance(ws, dataclasses.replace(cfg, max_frames_per_batch=2000,
+                                                                    grad_accumulation=1))[0]
+    fill = batch_fill(ws, "am", 2000)
+    fps = float(re.search(r"; ([\d,]+) frames a second", said).group(1).replace(",", ""))
+    assert f"up to 2,000 frames a step (am's clips fill {fill:.0%} of them; " in said
+    assert f"Time: about {speed.say_time(300 * 2000 * fill / fps)} for 300 steps" in said

@@ -61,7 +61,8 @@ def test_a_resumed_run_names_its_best_checkpoint_and_its_step_from_its_first_sta
     # at the step it goes on from, not 0: the page said "is training · at step 0" of a run at step 2 after Resume
     assert first["state"] == "running" and first["step"] == 2
     # and never behind the metrics: the step above the runs, in the run list and in the summary is one number
-    assert {step for step, _ in rows_seen if step} == {3, 4} and all(said == step for step, said in rows_seen if step)
+    # (step 2: the start's time before its first step, start_s; 3 and 4: the steps)
+    assert {step for step, _ in rows_seen if step} == {2, 3, 4} and all(said == step for step, said in rows_seen if step)
     assert first["best_checkpoint"] == before["best_checkpoint"] and first["best_mcd"] == before["best_mcd"]
     assert first["last_checkpoint"].endswith("step-2")
     # until the resumed run's own evaluation (at its end), every write still names the best checkpoint

@@ -55,7 +55,9 @@ def test_tiny_run_lowers_the_loss_and_writes_every_run_file(corpus):
     config = json.loads((run_dir / "config.json").read_text())
     assert config["train"]["preset"] == "tiny" and config["resolved"]["precision"] == "fp32"
     assert all(config["reasons"][k] for k in config["resolved"])
-    row = read_jsonl(run_dir / "metrics.jsonl")[0]
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    assert set(rows[0]) == {"step", "start_s", "time"} and rows[0]["step"] == 0  # the start's loading, timed
+    row = rows[1]
     for key in ("step", "epoch", "loss", "dur", "prior", "cfm", "lr", "grad_norm", "samples_per_s", "frames_per_s",
                 "data_wait"):
         assert key in row

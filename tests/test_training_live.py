@@ -342,7 +342,8 @@ def test_matcha_says_how_long_its_run_takes_here_as_the_other_engines_do(tmp_pat
     cpu = hardware.HardwareReport(gpus=[], cpu_count=2, ram_gb=8.0, disk_free_gb=50.0)
     monkeypatch.setattr(hardware, "detect", lambda *a, **k: cpu)
     said = training.expectations(AppContext(ws), "matcha", "am", 2000, "", "tiny")
-    frames = hardware.recommend(cpu)["max_frames_per_batch"].value
+    budget = hardware.recommend(cpu)["max_frames_per_batch"].value
+    frames = budget * speed.batch_fill(ws, "am", budget)  # a step learns from its clips' frames, not the budget
     seconds = 2000 * frames / CPU_FRAMES_PER_S["tiny"]
     assert said["visible"]
     assert f"Time: about {speed.say_time(seconds)} for 2,000 steps of the tiny model" in said["value"]

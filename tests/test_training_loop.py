@@ -508,6 +508,30 @@ def test_a_fine_tunes_eta_counts_the_evaluations_ahead_from_its_scored_start(tmp
     assert read_json(run / "status.json")["eval_s"] >= 0  # kept for a resume (the end's evaluation, timed, wins)
 
 
+def test_a_fresh_runs_eta_counts_the_evaluations_ahead_as_the_datasets_earlier_runs_took_them(tmp_path):
+    """A run from zero evaluates first at its first scheduled step: until then its ETA left every evaluation out (154 s
+    said at step 100 of a CPU run with 223 s left). An earlier run of the dataset here that timed its evaluations
+    stands for them; a run of another dataset does not."""
+    from utils.workspace import append_jsonl, atomic_write_json
+
+    ws = tmp_path / "ws"
+    earlier = ws / "runs" / "earlier"
+    atomic_write_json(earlier / "config.json", {"train": {"engine": "matcha", "dataset": "am"},
+                                                "resolved": {"device": "cpu"}})
+    for step, seconds in ((50, 30.0), (100, 20.0), (150, 20.0)):  # the first loads the vocoder: left out
+        append_jsonl(earlier / "metrics.jsonl", {"step": step, "eval_s": seconds})
+
+    def said_at_step_2(dataset: str) -> str:
+        run = ws / "runs" / f"fresh-{dataset}"
+        atomic_write_json(run / "config.json", {"train": {"workspace": str(ws), "engine": "matcha",
+                                                          "dataset": dataset}})
+        train(LineAdapter(run, max_steps=4, eval_every=2, checkpoint_every=0, ema_decay=0.0))
+        return next(line for line in (run / "train.log").read_text().splitlines() if "step 2/4:" in line)
+
+    assert said_at_step_2("am").endswith("; about 20 s left")  # the evaluation at step 4 (step 2's is not yet timed)
+    assert "left" not in said_at_step_2("other")  # none timed for it: the steps' milliseconds, not said
+
+
 def test_the_eta_counts_the_steps_and_evaluations_left_never_compilation():
     """`eta = steps left x mean of the last 50 step times` made a 20,000-step run say 794 h after a 143 s first step
     (compilation), and left evaluations out. Steps that built a graph are not the run's pace; evaluations are."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shutil
 
-from utils.training.speed import estimated, measured, say_hours, say_time  # noqa: F401
+from utils.training.speed import batch_fill, estimated, measured, say_hours, say_time  # noqa: F401
 from utils.workspace import Workspace
 
 NEW_LANGUAGE_HOURS = (10.0, 15.0)    # F5-TTS issue 87
@@ -62,10 +62,12 @@ def guidance(ws: Workspace, dataset: str, max_steps: int, report=None, keep_chec
         data = f"{say_hours(hours)} of usable speech: within or above the {low:.0f}-{high:.0f} h a new language needed."
     speed, source = training_speed(ws, report)
     one_pass = hours * 3600 * FRAMES_PER_SECOND_OF_AUDIO / speed
-    run_s = max_steps * frames_per_update / speed
-    passes = max_steps * frames_per_update / max(1.0, hours * 3600 * FRAMES_PER_SECOND_OF_AUDIO)
+    learnt = frames_per_update * batch_fill(ws, dataset, frames_per_update)  # the clips' frames, not the budget
+    run_s = max_steps * learnt / speed
+    passes = max_steps * learnt / max(1.0, hours * 3600 * FRAMES_PER_SECOND_OF_AUDIO)
     time = (f"About {say_time(one_pass)} for one pass over the data and {say_time(run_s)} for the {max_steps} updates "
-            f"({passes:.0f} passes of {frames_per_update} frames an update; {speed:,.0f} frames a second, {source}).")
+            f"({passes:.0f} passes of up to {frames_per_update} frames an update, {learnt:,.0f} of them filled by "
+            f"{dataset}'s clips; {speed:,.0f} frames a second, {source}).")
     # the peak is during a save: the newest `keep`, the best and the new one's weights, and one trainer state (the
     # previous one is removed first when the disk cannot hold both: utils.training.checkpoint.make_room)
     need = (keep_checkpoints + 2) * WEIGHTS_GB + STATE_GB

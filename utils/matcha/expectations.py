@@ -28,27 +28,37 @@ def training_speed(ws, preset: str, report) -> tuple[float, str]:
 
 
 def frames_per_step(cfg, report) -> int:
-    """The mel frames a step learns from: the batch (and accumulation) set, else this machine's recommendation."""
+    """The mel frames a step may learn from: the batch (and accumulation) set, else this machine's recommendation."""
+    batch = _setting(cfg, report, "max_frames_per_batch")
+    return batch * accumulation(cfg, report)
+
+
+def accumulation(cfg, report) -> int:
+    """The micro-batches a step adds up: as set, else this machine's recommendation."""
+    return _setting(cfg, report, "grad_accumulation")
+
+
+def _setting(cfg, report, name: str) -> int:
     from utils import hardware
     from utils.matcha.adapter import MatchaAdapter
     from utils.training.config import AUTO
 
-    recommended = hardware.recommend(report, MatchaAdapter.memory_plan(cfg))
-    batch = cfg.max_frames_per_batch if cfg.max_frames_per_batch != AUTO else recommended["max_frames_per_batch"].value
-    accumulate = cfg.grad_accumulation if cfg.grad_accumulation != AUTO else recommended["grad_accumulation"].value
-    return int(batch) * int(accumulate)
+    value = getattr(cfg, name)
+    return int(value if value != AUTO else hardware.recommend(report, MatchaAdapter.memory_plan(cfg))[name].value)
 
 
 def guidance(ws, cfg, report=None) -> list[str]:
     """The time the run's steps take here, in the words F5's, MMS's and OmniVoice's say it."""
     from utils import hardware
-    from utils.training.speed import say_time
+    from utils.training.speed import batch_fill, say_time
 
     report = report if report is not None else hardware.detect(ws.root)
     speed, source = training_speed(ws, cfg.preset, report)
     frames = frames_per_step(cfg, report)
-    time = (f"Time: about {say_time(cfg.max_steps * frames / speed)} for {cfg.max_steps:,} steps of the {cfg.preset} "
-            f"model, {frames:,} frames a step ({speed:,.0f} frames a second, {source}).")
+    fill = batch_fill(ws, cfg.dataset, frames // accumulation(cfg, report))
+    time = (f"Time: about {say_time(cfg.max_steps * frames * fill / speed)} for {cfg.max_steps:,} steps of the "
+            f"{cfg.preset} model, up to {frames:,} frames a step ({cfg.dataset}'s clips fill {fill:.0%} of them; "
+            f"{speed:,.0f} frames a second, {source}).")
     return [time, *fine_tune_gain(ws, cfg)]
 
 

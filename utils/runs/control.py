@@ -285,31 +285,54 @@ def time_ahead(ws: Workspace, cfg, going_on: bool = False) -> list[str]:
     left = dataclasses.replace(cfg, max_steps=max(1, cfg.max_steps - done)) if done else cfg
     lines = ([f"It goes on from step {done:,} of {cfg.max_steps:,}: the time below is of the {left.max_steps:,} "
               "steps left."] if done else []) + families.get(cfg.engine).guidance(ws, left)
-    if checks := checks_ahead(ws, cfg, done):
-        lines.append(checks)
+    lines += beyond_the_steps(ws, cfg, done)
     if cfg.max_minutes:
         lines.append(f"Time limit: {cfg.max_minutes:g} min: {LIMIT_ENDS}.")
     return lines
 
 
+def beyond_the_steps(ws: Workspace, cfg, done: int = 0) -> list[str]:
+    """What a run takes besides the steps a family's time counts, said after it: the loading before its first step
+    and its quality checks (a short CPU run spent ~45 s of 268 on them, which the estimate left out)."""
+    return [line for line in (loading_ahead(ws, cfg), checks_ahead(ws, cfg, done)) if line]
+
+
+def loading_ahead(ws: Workspace, cfg) -> str:
+    """The time a start of a run of this dataset takes before its first step (data, model, the GPU's batch probe),
+    as this dataset's earlier runs of the family took it (metrics' start_s)."""
+    from utils.training.speed import say_time
+
+    timed = _timed(ws, cfg, "start_s")
+    if timed is None:
+        return (f"Before its first step it loads the data and the model: that time comes on top too (no run of "
+                f"{cfg.dataset} here has timed it yet).")
+    return f"Before its first step it loads the data and the model: about {say_time(timed[0])} ({timed[1]})."
+
+
 def checks_ahead(ws: Workspace, cfg, done: int = 0) -> str | None:
-    """The quality checks a run makes after step `done` and their time, where a run of this dataset here timed one:
-    a family's time is of its steps alone, and a short CPU run spent a sixth of its time on them (~45 s of 268)."""
-    from utils import hardware
+    """The quality checks a run makes after step `done` and their time, where a run of this dataset here timed one."""
     from utils.training.eta import Eta
     from utils.training.loop import LoopSettings
-    from utils.training.speed import measured, say_time
+    from utils.training.speed import say_time
 
     s = LoopSettings.of_train_config(cfg, ema_decay=0.0)
     n = Eta(s).evaluations_left(done) + int(s.eval_at_start and not done)
     if not n:
         return None
-    device = cfg.device if cfg.device in ("cpu", "cuda") else "cuda" if hardware.detect(ws.root).gpus else "cpu"
-    timed = measured(ws, cfg.engine, device, fits=lambda train: train.get("dataset") == cfg.dataset, key="eval_s")
+    timed = _timed(ws, cfg, "eval_s")
     checks = f"{n} quality check{'s' if n > 1 else ''} (each speaks the held-out clips, scores them and saves)"
     if timed is None:
         return f"Also {checks}: their time comes on top (no run of {cfg.dataset} here has timed one yet)."
     return f"Also {checks}: about {say_time(n * timed[0])} more, {say_time(timed[0])} each ({timed[1]})."
+
+
+def _timed(ws: Workspace, cfg, key: str) -> tuple[float, str] | None:
+    """A time (metrics' `key`) as this dataset's earlier runs of the family took it on this kind of device."""
+    from utils import hardware
+    from utils.training.speed import dataset_time
+
+    device = cfg.device if cfg.device in ("cpu", "cuda") else "cuda" if hardware.detect(ws.root).gpus else "cpu"
+    return dataset_time(ws, cfg.engine, cfg.dataset, device, key)
 
 
 # what a time limit does to a run, said before Start (the Training tab) and before a resume or continue

@@ -53,7 +53,7 @@ from utils.training import ddp
 from utils.training import optimization as opt
 from utils.training.compile_watch import CompileWatch
 from utils.training.eta import Eta
-from utils.training.speed import say_time
+from utils.training.speed import run_dataset_time, say_time
 from utils.training.probe import optimizer_state_ballast, probe_limit, probe_max_frames
 from utils.training.runfiles import RunFiles, disk_full_message
 from utils.training.words import plain, said
@@ -419,6 +419,8 @@ class TrainingLoop:
         self.files.status(message="compiling (the first steps build the model's graphs)" if self.compiled
                           else "training", step=self.step)
         self.log(f"training from step {self.step} to {s.max_steps}")
+        if dist.main:  # what a start takes before its first step: said before the next Start (utils.runs.control)
+            self.files.metrics({"step": self.step, "start_s": round(time.time() - self.started, 2), "time": time.time()})
         if s.max_seconds:  # the curator's time limit (Colab: under the session's time left)
             self.log(f"time limit: training ends by {time.strftime('%H:%M', time.localtime(self.started + s.max_seconds))}"
                      f" ({s.max_seconds / 60:g} min after this start), then a last evaluation and a save")
@@ -431,8 +433,13 @@ class TrainingLoop:
                      "longer (minutes on a machine with few CPU cores); later steps run faster")
         start_step, self.last_saved, self.last_eval = self.step, (self.step if resume_from else -1), -1
         state, message, ended_by = "finished", "", None
+        own = (read_json(self.a.run_dir / "status.json", {}) or {}).get("eval_s")  # this run's earlier starts'
+        # else, unless a fine-tune times its own at step 0, as this dataset's earlier runs took one: a fresh run's
+        # ETA left every evaluation out until its first (154 s said at step 100 of a run with 223 s left)
+        earlier = None if own or (s.eval_at_start and self.step == 0) else run_dataset_time(
+            self.a.run_dir, self.m.device, "eval_s")
         self.eta = Eta(s, deadline=self.started + s.max_seconds if s.max_seconds else None,
-                       evaluation_s=(read_json(self.a.run_dir / "status.json", {}) or {}).get("eval_s"))
+                       evaluation_s=own or earlier)
         self.start_score = None  # the base's own score before a fine-tune's first step (_against_start)
         if s.eval_at_start and self.step == 0 and dist.main:
             t0 = time.perf_counter()
@@ -793,11 +800,12 @@ class TrainingLoop:
         """A resumed fine-tune's base score, as its first part recorded it at step 0: a resume compared with nothing,
         and a fine-tune made worse than its base after a Stop and Resume went unnamed."""
         path = self.a.run_dir / "metrics.jsonl"
-        first = next((r for r in read_jsonl(path) if r.get("step") == 0), None) if path.is_file() else None
-        try:
-            return float(self.a.score(first)) if first else None
-        except (KeyError, TypeError, ValueError):  # a row of another layout: nothing to compare with, as before
-            return None
+        for row in (r for r in read_jsonl(path) if r.get("step") == 0) if path.is_file() else ():
+            try:  # the evaluation's row: step 0 also has the start's time (start_s), which holds no score
+                return float(self.a.score(row))
+            except (KeyError, TypeError, ValueError):  # a row of another layout: nothing to compare with, as before
+                continue
+        return None
 
     def _against_start(self, step: int, score: float) -> None:
         """A fine-tune scored worse than its base before training (step 0) is named in the log and on the run's

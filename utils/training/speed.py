@@ -4,9 +4,11 @@ card's published tensor throughput at a fair utilisation. Shared by the families
 OmniVoice), which differ only in their FLOPs a frame and their CPU figure."""
 from __future__ import annotations
 
+import functools
 import json
+from pathlib import Path
 
-from utils.workspace import Workspace, read_jsonl
+from utils.workspace import Workspace, read_json, read_jsonl
 
 UTILISATION = 0.35                   # a fair share of a card's peak for a transformer's mix of matmuls and norms
 # dense half-precision tensor TFLOPS by name pattern (first match), as published by NVIDIA
@@ -51,6 +53,54 @@ def measured(ws: Workspace, engine: str, device: str, fits=lambda train: bool(tr
         return None
     by = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
     return float(sorted(windows)[len(windows) // 2]), f"measured by {by} on this kind of machine"
+
+
+def dataset_time(ws: Workspace, engine: str, dataset: str, device: str, key: str) -> tuple[float, str] | None:
+    """A time of the metrics (`key`: eval_s an evaluation's, start_s a start's before its first step) as the earlier
+    runs of `engine` on `dataset` here took it on this kind of device (`measured`), with where it comes from."""
+    return measured(ws, engine, device, fits=lambda train: train.get("dataset") == dataset, key=key)
+
+
+def run_dataset_time(run_dir, device: str, key: str) -> float | None:
+    """dataset_time for the run in `run_dir` (its config.json), None where it names no workspace or dataset."""
+    train = (read_json(Path(run_dir) / "config.json", {}) or {}).get("train") or {}
+    if not (train.get("workspace") and train.get("engine") and train.get("dataset")):
+        return None
+    found = dataset_time(Workspace(Path(train["workspace"])), train["engine"], train["dataset"], device, key)
+    return found[0] if found else None
+
+
+MEL_FRAMES_PER_SECOND = 24_000 / 256  # the mels Matcha and F5 train on (utils.audio.FeatureConfig)
+
+
+def batch_fill(ws: Workspace, dataset: str, max_frames: int, length_multiple: int = 4) -> float:
+    """The share of a batch's frame budget that this dataset's training clips fill, batched as the trainer batches
+    them (utils.training.batching.FrameBatchSampler): a step learns from the frames of its clips, not from the
+    budget. A time reckoned at the budget was a fifth too long (espeak-ng clips: 1,650 frames of 2,000)."""
+    from utils.datasets.manifest import manifest_folder
+    from utils.datasets.store import FILE
+
+    folder = manifest_folder(ws, dataset)
+    try:
+        changed = (folder / FILE).stat().st_mtime_ns
+    except OSError:
+        changed = 0
+    return _fill(str(folder), changed, int(max_frames), int(length_multiple))
+
+
+@functools.lru_cache(maxsize=16)
+def _fill(folder: str, changed: int, max_frames: int, length_multiple: int) -> float:
+    """batch_fill's count, once per version of the dataset's table (200k rows: under a second)."""
+    from utils.datasets.store import query
+    from utils.training.batching import FrameBatchSampler
+
+    frames = [int(d * MEL_FRAMES_PER_SECOND) + 1 for (d,) in query(
+        Path(folder), "SELECT duration FROM rows WHERE excluded = 0 AND coalesce(split, 'train') != 'val' "
+                      "AND duration > 0")]
+    if not frames:
+        return 1.0
+    batches = FrameBatchSampler(frames, max_frames, length_multiple=length_multiple, shuffle=False).epoch_batches(0)
+    return min(1.0, sum(frames) / (len(batches) * max_frames))
 
 
 def peak_tflops(gpu) -> float:
