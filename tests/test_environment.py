@@ -67,3 +67,23 @@ def test_the_install_report_says_whether_a_preinstalled_torch_was_kept_or_replac
     assert replaced.startswith(f"Replaced the preinstalled PyTorch 2.4.1+cu121 with {torch.__version__}: the studio "
                                "needs 2.5 or newer")
     assert report("") == f"Installed PyTorch {torch.__version__}."
+
+
+def test_openmp_threads_sleep_soon_as_torch_loads_unless_the_user_chose_otherwise(tmp_path):
+    """libgomp reads GOMP_SPINCOUNT once, when torch loads it: at its 300,000 spins two CPU trainings at once took
+    ~25x longer a step than at 1,000 (bench/cpu_sharing.py). A stand-in torch records what it would have read, for
+    the app and for a training's own process; a value the user set is theirs."""
+    seen = tmp_path / "seen.txt"
+    recorder = (f"import os, pathlib; pathlib.Path({str(seen)!r}).write_text(os.environ.get('GOMP_SPINCOUNT', "
+                "'unset')); raise OSError('the stand-in torch stops here')")
+    env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
+    assert app(tmp_path, "hardware", fake_torch=recorder).returncode == 2 and seen.read_text() == "1000"
+    seen.unlink()
+    env["PYTHONPATH"] = str(tmp_path / "fake")  # the stand-in written by app() above
+    trainer = subprocess.run([sys.executable, "-c", "import utils.training.loop"],  # what a trainer's process loads
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert trainer.returncode != 0 and seen.read_text() == "1000"
+    mine = subprocess.run([sys.executable, str(ROOT / "app.py"), "hardware", "--workspace", str(tmp_path / "ws")],
+                          cwd=tmp_path, env={**env, "GOMP_SPINCOUNT": "77"}, capture_output=True, text=True,
+                          timeout=120)
+    assert mine.returncode == 2 and seen.read_text() == "77"
