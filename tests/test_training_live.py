@@ -347,7 +347,7 @@ def test_matcha_says_how_long_its_run_takes_here_as_the_other_engines_do(tmp_pat
     seconds = 2000 * frames / CPU_FRAMES_PER_S["tiny"]
     assert said["visible"]
     assert f"Time: about {speed.say_time(seconds)} for 2,000 steps of the tiny model" in said["value"]
-    assert "measured on a 2-core CPU" in said["value"]
+    assert "measured on a quiet 2-core CPU" in said["value"]
     assert "of the base model" in training.expectations(AppContext(ws), "matcha", "am", 2000, "", "base")["value"]
 
     run = ws.run_dir("earlier")

@@ -6,10 +6,11 @@ batch the machine is recommended (utils.hardware), times its accumulation.
 """
 from __future__ import annotations
 
-# mel frames a second on 2 CPU cores, fp32, 4000 frames a batch: tiny from bench/RESULTS.md's batch sweep (2,329 at
-# 3,200 frames, load ~4); small and base by their ratio to tiny measured back to back with bench/train_throughput.py
-# --frames 4000 on the same (busier) machine, 2026-11-28: 384, 281 and 124 frames a second
-CPU_FRAMES_PER_S = {"tiny": 2300.0, "small": 1700.0, "base": 750.0}
+# mel frames a second on 2 quiet CPU cores (AMD EPYC), fp32, 2,000 frames a batch (the CPU's batch), two runs each of
+# `python bench/train_throughput.py --preset P --frames 2000 --rows fp32`, 2026-11-29: tiny 6,239 and 5,678, small
+# 3,239 and 2,771, base 1,831 and 1,914 (the figures before, 2,300 / 1,700 / 750, were measured on a machine busy
+# with other work, and said 3 min for a run that took 90 s); a real dataset's run of tiny measured 6,168
+CPU_FRAMES_PER_S = {"tiny": 5900.0, "small": 3000.0, "base": 1870.0}
 PARAMS_M = {"tiny": 3.0, "small": 9.6, "base": 21.5}  # bench/RESULTS.md, as bench/common.model_size counts them
 
 
@@ -22,8 +23,8 @@ def training_speed(ws, preset: str, report) -> tuple[float, str]:
     if found:
         return found
     if not report.gpus:
-        return CPU_FRAMES_PER_S.get(preset, CPU_FRAMES_PER_S["small"]), ("measured on a 2-core CPU; one busy with "
-                                                                         "other work is slower")
+        return CPU_FRAMES_PER_S.get(preset, CPU_FRAMES_PER_S["small"]), ("measured on a quiet 2-core CPU; one busy "
+                                                                         "with other work is slower")
     return estimated(report, 6 * PARAMS_M.get(preset, PARAMS_M["small"]) * 1e6)
 
 
