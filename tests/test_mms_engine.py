@@ -70,8 +70,9 @@ def test_a_fine_tune_trains_evaluates_and_resumes_onto_the_same_curve(corpus):
     losses = curve(run_dir)
     assert sorted(losses) == [1, 2, 3, 4] and all(torch.isfinite(torch.tensor(v)).all() for v in losses.values())
     metrics = read_jsonl(run_dir / "metrics.jsonl")
-    assert "loss_mel" not in metrics[0] and metrics[0]["step"] == 0  # the base's own score comes first
-    assert {"loss_mel", "loss_kl", "loss_dur", "loss_adv", "loss_fm"} <= set(metrics[1])
+    assert set(metrics[0]) == {"step", "start_s", "time"} and metrics[0]["step"] == 0  # the loading, timed
+    assert "mcd" in metrics[1] and "loss_mel" not in metrics[1] and metrics[1]["step"] == 0  # the base's own score
+    assert {"loss_mel", "loss_kl", "loss_dur", "loss_adv", "loss_fm"} <= set(metrics[2])
     evaluation = [r for r in metrics if "mcd" in r]
     assert evaluation and evaluation[-1]["mcd"] > 0 and {"mcd_ema", "mcd_raw"} <= set(evaluation[-1])
     sample = next((run_dir / "samples" / "step-4").glob("*.wav"))
