@@ -18,14 +18,19 @@ def training_speed(ws, preset: str, report) -> tuple[float, str]:
     """(mel frames a second a Matcha model of this size trains at here, where the number comes from)."""
     from utils.training.speed import estimated, measured
 
-    found = measured(ws, "matcha", "cuda" if report.gpus else "cpu",
-                     fits=lambda train: train.get("preset") == preset)
+    found = measured(ws, "matcha", "cuda" if report.gpus else "cpu",  # the transcript check's aligner-only steps
+                     fits=lambda train: train.get("preset") == preset and speaks(train))  # are ~9x a voice's
     if found:
         return found
     if not report.gpus:
         return CPU_FRAMES_PER_S.get(preset, CPU_FRAMES_PER_S["small"]), ("measured on a quiet 2-core CPU; one busy "
                                                                          "with other work is slower")
     return estimated(report, 6 * PARAMS_M.get(preset, PARAMS_M["small"]) * 1e6)
+
+
+def speaks(train: dict) -> bool:
+    """Whether a run's config ("train") trains the whole model, not the transcript check's aligner alone."""
+    return ((train.get("options") or {}).get("parts") or "all") == "all"
 
 
 def frames_per_step(cfg, report) -> int:
