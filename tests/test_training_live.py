@@ -426,3 +426,25 @@ def test_before_start_a_dataset_with_no_usable_clip_is_said_to_be_refused(tmp_pa
     assert said["visible"] and "**Start refuses bare: it has no usable clip** (no clip has text yet)" in said["value"]
     assert "Time:" not in said["value"]
     assert "held-out" not in training.engine_advice(AppContext(ws), "bare")["value"]  # no quality to measure yet
+
+
+def test_an_unmeasured_gpu_is_estimated_at_the_speed_each_family_reached_on_one(tmp_path):
+    """A card's speed was guessed at 35 % of its peak for every family: Matcha base then trained at 2.7 M frames a
+    second on an H100 (a 20,000-step run said 5 min; measured there: 235,491 frames a second, about an hour), F5 at
+    2.8x and OmniVoice at 3x what their steps reached on an H200 and an H100 (bench/RESULTS.md)."""
+    from utils import hardware
+    from utils.f5.expectations import training_speed as f5_speed
+    from utils.matcha.expectations import training_speed as matcha_speed
+    from utils.omnivoice.expectations import run_time as omnivoice_time
+    from utils.workspace import Workspace
+
+    ws = Workspace.open(tmp_path / "ws")  # no run here: nothing measured
+    h100 = hardware.HardwareReport(gpus=[hardware.GPUInfo(0, "NVIDIA H100 80GB HBM3", 79.0, "9.0")], cpu_count=16,
+                                   ram_gb=125.0, disk_free_gb=500.0)
+    h200 = hardware.HardwareReport(gpus=[hardware.GPUInfo(0, "NVIDIA H200", 139.0, "9.0")], cpu_count=16,
+                                   ram_gb=125.0, disk_free_gb=500.0)
+    frames_a_second, said = matcha_speed(ws, "base", h100)
+    assert frames_a_second == pytest.approx(235_491, rel=0.02) and "estimated for 1 x NVIDIA H100" in said
+    assert f5_speed(ws, h200)[0] == pytest.approx(38_352 / 0.621, rel=0.02)
+    line = omnivoice_time(ws, 1000, h100)  # 1,000 updates of the recipe's 8,192 positions at 0.269 s each
+    assert f"about {speed.say_time(1000 * 0.269)} for 1,000 updates" in line, line

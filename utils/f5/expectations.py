@@ -21,6 +21,9 @@ NEW_LANGUAGE_HOURS = (10.0, 15.0)    # F5-TTS issue 87
 ADAPT_HOURS = 1.0                    # a base that speaks Amharic: an hour or two adapts a voice
 FRAMES_PER_S_CPU = 60.0              # the v1 Base on 2 CPU cores (bench/f5_step.py, RESULTS.md)
 FLOPS_PER_FRAME = 6 * 337e6          # forward + backward of 337 M parameters per mel frame (attention aside)
+# the share of a card's peak the v1 Base's step reaches: bf16 at 38,352 frames in 621 ms on an H200 (bench/RESULTS.md,
+# issue 57's text): 61,758 frames a second x FLOPS_PER_FRAME / 989 TFLOPS = 12.6 % (35 % said it 2.8x too short)
+GPU_UTILISATION = 0.126
 FRAMES_PER_SECOND_OF_AUDIO = 24_000 / 256
 WEIGHTS_GB, STATE_GB = 1.35, 5.4     # one checkpoint's weights; the newest one's trainer state on top
 
@@ -38,7 +41,7 @@ def training_speed(ws: Workspace, report) -> tuple[float, str]:
         return found
     if not report.gpus:
         return FRAMES_PER_S_CPU, "measured on a 2-core CPU"
-    return estimated(report, FLOPS_PER_FRAME)
+    return estimated(report, FLOPS_PER_FRAME, GPU_UTILISATION, "the share the v1 Base's step reached on an H200")
 
 
 def guidance(ws: Workspace, dataset: str, max_steps: int, report=None, keep_checkpoints: int = 3,

@@ -12,6 +12,10 @@ from __future__ import annotations
 # with other work, and said 3 min for a run that took 90 s); a real dataset's run of tiny measured 6,168
 CPU_FRAMES_PER_S = {"tiny": 5900.0, "small": 3000.0, "base": 1870.0}
 PARAMS_M = {"tiny": 3.0, "small": 9.6, "base": 21.5}  # bench/RESULTS.md, as bench/common.model_size counts them
+# the share of a card's peak a Matcha step reaches: base, bf16, 40,000 frames, alone on an H100 (bench/RESULTS.md, the
+# second one-call suite): 235,491 frames a second x 6 x 21.5 M FLOPs / 989 TFLOPS = 3.1 % (convolutions and small
+# matmuls: a transformer's 35 % said a 20,000-step run would take 5 min where it takes about an hour)
+GPU_UTILISATION = 0.031
 
 
 def training_speed(ws, preset: str, report) -> tuple[float, str]:
@@ -25,7 +29,8 @@ def training_speed(ws, preset: str, report) -> tuple[float, str]:
     if not report.gpus:
         return CPU_FRAMES_PER_S.get(preset, CPU_FRAMES_PER_S["small"]), ("measured on a quiet 2-core CPU; one busy "
                                                                          "with other work is slower")
-    return estimated(report, 6 * PARAMS_M.get(preset, PARAMS_M["small"]) * 1e6)
+    return estimated(report, 6 * PARAMS_M.get(preset, PARAMS_M["small"]) * 1e6, GPU_UTILISATION,
+                     "the share the base model's step reached on an H100")
 
 
 def speaks(train: dict) -> bool:

@@ -26,6 +26,10 @@ FLOPS_PER_POSITION = 6 * PARAMS        # forward + backward of 613 M parameters 
 WEIGHTS_BYTES = 4
 STATE_BYTES = 4 * 4
 AUDIO_SHARE = 0.85                     # of a step's positions, the audio tokens (the rest: the text and its marks)
+# the share of a card's peak its step reaches: the 613 M base at the recipe's 8,192 positions in 0.269 s, bf16, on an
+# H100 (bench/RESULTS.md, the second one-call suite; shared): 30,454 positions a second x FLOPS_PER_POSITION / 989
+# TFLOPS = 11.3 % (35 % said it 3x too short)
+GPU_UTILISATION = 0.113
 
 
 def machine_verdict(report) -> tuple[bool, str]:
@@ -104,7 +108,8 @@ def run_time(ws, max_steps: int, report) -> str:
     if not report.gpus:
         return "Time: no GPU here, so no fine-tune (a clip voice speaks with no training)."
     per_update = BATCH_AUDIO_TOKENS * AUDIO_SHARE
-    speed, source = measured(ws, "omnivoice", "cuda") or estimated(report, FLOPS_PER_POSITION / AUDIO_SHARE)
+    speed, source = measured(ws, "omnivoice", "cuda") or estimated(
+        report, FLOPS_PER_POSITION / AUDIO_SHARE, GPU_UTILISATION, "the share its step reached on an H100")
     return (f"Time: about {say_time(max_steps * per_update / speed)} for {max_steps:,} updates of "
             f"{BATCH_AUDIO_TOKENS:,} positions ({speed:,.0f} audio frames a second, {source}).")
 

@@ -108,13 +108,15 @@ def peak_tflops(gpu) -> float:
     return next((tflops for pattern, tflops in PEAK_TFLOPS if pattern in gpu.name), 30.0 if not gpu.bf16 else 120.0)
 
 
-def estimated(report, flops_per_frame: float) -> tuple[float, str]:
-    """Frames a second on the report's GPUs (their smallest, times their number) from its peak TFLOPS."""
+def estimated(report, flops_per_frame: float, utilisation: float = UTILISATION,
+              where: str = "a fair share for a transformer") -> tuple[float, str]:
+    """Frames a second on the report's GPUs (their smallest, times their number) from its peak TFLOPS, at the share
+    of the peak (`utilisation`) a family's step reached where it was measured (`where`)."""
     gpu = min(report.gpus, key=lambda g: g.memory_gb)
     peak = peak_tflops(gpu)
-    per_gpu = peak * 1e12 * UTILISATION / flops_per_frame
+    per_gpu = peak * 1e12 * utilisation / flops_per_frame
     return per_gpu * len(report.gpus), (f"estimated for {len(report.gpus)} x {gpu.name} ({peak:.0f} TFLOPS at "
-                                        f"{UTILISATION:.0%}); the run's own log gives the measured speed")
+                                        f"{utilisation:.1%}, {where}); the run's own log gives the measured speed")
 
 
 def say_hours(hours: float) -> str:
