@@ -252,7 +252,7 @@ def cmd_prepare(args) -> int:
     return 0
 
 
-NOT_ALL_READ = 1  # prepare's exit status when some files given were refused (a recording under a name already held)
+NOT_ALL_READ = 1  # prepare's exit status when some files given were refused (a link, a zip's unsafe entry)
 
 
 def uploads_not_read(events, into: list[str]):

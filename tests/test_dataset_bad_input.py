@@ -434,21 +434,33 @@ def test_lines_are_numbered_as_the_file_is_blank_lines_counted(tmp_path):
     assert "names no audio file; fill in its file column or delete the row" in said[1]
 
 
-def test_a_folder_prepared_again_reads_its_corrected_transcripts_and_brings_its_new_recordings(tmp_path, capsys):
-    """The first changed file of a folder stopped its import: recordings added after it never came in, unsaid; a
-    transcript fixed without changing its length was taken for the file the dataset had, and the fix ignored unsaid;
-    one fixed with another length was refused ("choose another dataset name", its review decisions lost)."""
+def _three_pairs_prepared(tmp_path: Path, excluded: tuple[str, ...]) -> tuple[Path, Workspace]:
+    """A folder of three recordings with their transcripts, prepared as dataset "p", the rows `excluded` by hand."""
+    from utils.datasets.curate import apply_edits
+
     src = tmp_path / "pairs"
     for i in range(3):
         espeak_amharic(SENTS[i], src / f"a{i}.wav")
         (src / f"a{i}.txt").write_text(SENTS[i], encoding="utf-8")
     ws = Workspace.open(tmp_path / "ws")
     run_to_end(prepare(ws, "p", src, workers=1))
+    apply_edits(ws, "p", [{"id": i, "action": "exclude"} for i in excluded])
+    return src, ws
+
+
+def test_a_folder_prepared_again_reads_its_corrected_transcripts_and_recordings_and_brings_its_new_ones(tmp_path,
+                                                                                                       capsys):
+    """The first changed file of a folder stopped its import: recordings added after it never came in, unsaid; a
+    transcript fixed without changing its length was taken for the file the dataset had, and the fix ignored unsaid;
+    one fixed with another length was refused ("choose another dataset name", its review decisions lost). A recording
+    made again under its name was refused until the dataset was deleted (its decisions with it)."""
+    src, ws = _three_pairs_prepared(tmp_path, excluded=("a1", "a2"))
+    before = {r["id"]: r for r in load_manifest(ws, "p")}
     fixed = src / "a0.txt"
     fixed.unlink()  # as an editor saves: a new file, the dataset's hard link keeps the old one
     fixed.write_text(SENTS[0][::-1], encoding="utf-8")  # the same length, other letters
     (src / "a1.wav").unlink()
-    espeak_amharic(SENTS[4], src / "a1.wav")  # another recording under a name the dataset has
+    espeak_amharic(SENTS[4], src / "a1.wav")  # the recording made again under its name
     espeak_amharic(SENTS[3], src / "b.wav")
     (src / "b.txt").write_text(SENTS[3], encoding="utf-8")
     events = list(prepare(ws, "p", src, workers=1))
@@ -457,20 +469,74 @@ def test_a_folder_prepared_again_reads_its_corrected_transcripts_and_brings_its_
     said = {e.level: [] for e in events}
     for e in events:
         said[e.level].append(e.message or "")
+    assert not [e.message for e in events if e.level == "warning" and e.stage == "import"]
     assert any(m.startswith("a0.txt: replaces the version imported before, which is kept as .a0.txt.before-")
                for m in said["info"]), said["info"]
-    assert any(m.startswith("a1.wav: not read: this dataset already holds another file of this name") and
-               "delete the dataset and prepare the upload again" in m for m in said["warning"]), said["warning"]
+    assert any(m.startswith("a1.wav: replaces the recording imported before, which is kept as .a1.wav.before-")
+               and "its clip is made again" in m for m in said["info"]), said["info"]
+    assert "1 clip(s) made again: their recordings changed since they were made (a1)" in said["info"]
+    # the new recording is the row's audio now, judged afresh; the other row's decision stays
+    assert rows["a1"]["sha1"] != before["a1"]["sha1"] and rows["a1"]["duration"] != before["a1"]["duration"]
+    assert rows["a1"]["review"] is None and not rows["a1"]["excluded"]
+    assert rows["a2"]["review"] == "exclude" and rows["a2"]["sha1"] == before["a2"]["sha1"]
+    assert any("Your Keep/Exclude on 1 row(s) whose recording changed was cleared" in m and "(a1)" in m
+               for m in said["info"]), said["info"]
     raw = ws.dataset_dir("p") / "raw" / "pairs"
     assert [p.read_text(encoding="utf-8") for p in raw.glob(".a0.txt.before-*")] == [SENTS[0]]  # nothing lost
-    import app  # the command line: the refused recording makes its exit status 1 (a script stops), the rest prepared
+    assert [sf.info(p).duration for p in raw.glob(".a1.wav.before-*")] == [pytest.approx(before["a1"]["duration"],
+                                                                                          abs=0.6)]
+    import app  # the command line: a file refused (a link) makes its exit status 1 (a script stops), the rest prepared
 
+    (src / "c.wav").symlink_to(src / "a2.wav")
     capsys.readouterr()
     assert app.main(["prepare", str(src), "--name", "p", "--workspace", str(ws.root)]) == app.NOT_ALL_READ == 1
     out, err = capsys.readouterr()
-    assert "WARNING: import a1.wav: not read: this dataset already holds another file of this name" in out
+    assert "WARNING: import pairs/c.wav: skipped (symbolic link; copy the real file in)." in out
     assert '"clips": 4' in out and "error: 1 of the files given was not read (each named above with what to do); " \
                                    "p was prepared from the rest." in err
+
+
+def test_a_recording_saved_over_where_it_lies_is_noticed_and_a_zip_given_again_replaces_what_changed(tmp_path):
+    """The dataset's copy of a recording is a hard link (or a folder read in place): one saved over in its folder
+    changed what raw/ holds while its clip, made of the old one, was kept by every later Prepare. A zip exported again
+    with one recording made again was refused whole."""
+    src, ws = _three_pairs_prepared(tmp_path, excluded=("a0", "a1"))
+    before = {r["id"]: r for r in load_manifest(ws, "p")}
+    audio, rate = sf.read(src / "a0.wav")
+    sf.write(src / "a0.wav", audio[: len(audio) // 2], rate)  # saved over: the same file, so raw/'s link changes too
+    os.utime(src / "a1.wav")  # touched, not changed: its clip is made again, into the same audio
+    events = list(prepare(ws, "p", workers=1))  # Prepare again with nothing given: what raw/ holds
+    rows = {r["id"]: r for r in load_manifest(ws, "p")}
+    said = [e.message for e in events if e.message]
+    assert "2 clip(s) made again: their recordings changed since they were made (a0, a1)" in said
+    assert rows["a0"]["duration"] < before["a0"]["duration"] - 0.5 and rows["a0"]["review"] is None
+    assert rows["a1"]["sha1"] == before["a1"]["sha1"] and rows["a1"]["review"] == "exclude"  # the same audio: kept
+    assert rows["a2"] == before["a2"]
+    again = list(prepare(ws, "p", workers=1))  # nothing changed since: nothing made again
+    assert not any("made again" in (e.message or "") for e in again)
+    # a zip given again: the same entries are kept, the one that changed replaces its old version (kept, hidden)
+    zipped = tmp_path / "takes.zip"
+    with zipfile.ZipFile(zipped, "w") as zf:
+        for i in range(3):
+            zf.write(src / f"a{i}.wav", f"a{i}.wav")
+            zf.writestr(f"a{i}.txt", SENTS[i])
+    run_to_end(prepare(ws, "z", zipped, workers=1))
+    espeak_amharic(SENTS[5], tmp_path / "new.wav")
+    zipped.unlink()
+    with zipfile.ZipFile(zipped, "w") as zf:
+        for i in range(3):
+            zf.write(tmp_path / "new.wav" if i == 2 else src / f"a{i}.wav", f"a{i}.wav")
+            zf.writestr(f"a{i}.txt", SENTS[i])
+    events = list(prepare(ws, "z", zipped, workers=1))
+    said = [e.message for e in events if e.message]
+    assert not [e.message for e in events if e.level == "warning" and e.stage == "import"]
+    assert any(m.startswith("takes.zip: replaces the version imported before, which is kept as .takes.zip.before-")
+               for m in said), said
+    assert [m.split(",")[0] for m in said if "replaces the recording" in m] == [
+        "a2.wav: replaces the recording imported before"]
+    assert "1 clip(s) made again: their recordings changed since they were made (a2)" in said
+    kept = list((ws.dataset_dir("z") / "raw" / "takes").glob(".a2.wav.before-*"))
+    assert len(kept) == 1 and sf.info(kept[0]).duration == pytest.approx(sf.info(src / "a2.wav").duration)
 
 
 def test_session_folders_numbered_alike_are_all_trained_on_each_id_taking_its_folders_name(tmp_path):

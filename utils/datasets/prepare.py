@@ -85,7 +85,8 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
         yield Event("disk", message=describe_disk(est, markdown=False), level="warning" if est["tight"] else "info")
     (ds_dir / STATE_DIR).mkdir(parents=True, exist_ok=True)
     errors: list[dict] = []
-    fmt, columns, exports = yield from _import(ds_dir, name, sources, fmt, columns, cfg, in_place, errors)
+    renewed: set[Path] = set()  # recordings given again under a name the dataset holds (the old one set aside)
+    fmt, columns, exports = yield from _import(ds_dir, name, sources, fmt, columns, cfg, in_place, errors, renewed)
     old = {r["id"]: r for r in store.iter_rows(ds_dir)} if store.exists(ds_dir) else None  # None: a first import
     origin = sources[0].parent if len(sources) == 1 and sources[0].suffix.lower() in (".csv", ".tsv") else None
     found = yield from _discover(ws, name, sources, fmt, columns, origin, exports, old, errors)
@@ -99,7 +100,8 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
     user_dict = load_user_dict(ws)  # transcripts are read as training and speaking read them
     read_with = dictionary_stamp(user_dict)
     use_gpu_mels = feature_cfg is not None and (device or _device()) == "cuda"
-    with _Work(ds_dir, cfg, read_with, str(ws.pronunciations), workers or default_workers(), cancel) as work:
+    with _Work(ds_dir, cfg, read_with, str(ws.pronunciations), workers or default_workers(), cancel,
+               renewed) as work:
         clips = [it for it in found.items if it.kind == "clip"]
         clips += yield from _cut_long_recordings(work, [it for it in found.items if it.kind != "clip"], errors)
         results = {} if work.cancelled() else (yield from _make_clips(work, clips, feature_cfg, use_gpu_mels))
@@ -110,7 +112,7 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
     if not rows:  # a dataset of no clip would be offered by every picker and fail every run: none is made
         raise NoDataset(nothing_usable(sources or sorted(p for p in (ds_dir / "raw").rglob("*") if p.is_file()),
                                        errors))
-    kept = _carry_decisions(old or {}, rows, cfg, user_dict)
+    kept = _carry_decisions(old or {}, rows, cfg, user_dict, work.remade)
     if kept:
         yield Event("check", message=kept)
     finish_rows(rows, cfg)
@@ -129,10 +131,11 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
 
 
 def _import(ds_dir: Path, name: str, sources: list[Path], fmt: str, columns: dict | None, cfg: PrepareConfig,
-            in_place: tuple, errors: list[dict]) -> Iterator[Event]:
+            in_place: tuple, errors: list[dict], renewed: set[Path]) -> Iterator[Event]:
     """Step 1: the uploads go into raw/ byte for byte (a lone CSV brings its audio along); with none, a re-run on
     what raw/ holds, with last time's format and columns unless told otherwise. Returns (format, columns, the
-    studio's own exports found in raw/, which are set aside, not read as transcripts)."""
+    studio's own exports found in raw/, which are set aside, not read as transcripts); the recordings that replaced
+    others are added to `renewed`."""
     raw = ds_dir / "raw"
     last = read_json(ds_dir / "prepare.json", default={}) or {}
     if sources:
@@ -142,8 +145,10 @@ def _import(ds_dir: Path, name: str, sources: list[Path], fmt: str, columns: dic
         brought = import_source(sources, raw, cfg, in_place)
         errors += [e for e in brought if e.get("level") != "info"]
         for e in brought:
-            if e.get("level") == "info":  # a corrected transcript replaced the one read before
+            if e.get("level") == "info":  # a corrected transcript, a recording made again, replaced the one before
                 yield Event("import", message=e["message"])
+                if e.get("kind") == "recording":
+                    renewed.add(Path(e["path"]).resolve())
     elif last.get("uploads_dropped"):
         raise StudioError(f"Dataset {name!r} was prepared without keeping a copy of its uploads, so it cannot be "
                           "prepared again from them: give the recordings again (upload them, or their path).")
@@ -189,11 +194,13 @@ def _discover(ws: Workspace, name: str, sources: list[Path], fmt: str, columns: 
 class _Work:
     """What the long steps of one preparation share: the tasks an earlier run finished (`.prepare/done.jsonl`, one
     handle, whole lines flushed: a crash loses at most the line being written), the settings every task gets, and a
-    process pool started only when a step is big enough to repay its start-up (torch import)."""
+    process pool started only when a step is big enough to repay its start-up (torch import). `renewed`: recordings
+    that replaced others in this import; `remade` gathers the ids whose clip is made again for a changed recording."""
 
     def __init__(self, ds_dir: Path, cfg: PrepareConfig, read_with: str, dictionary: str, workers: int,
-                 cancel: threading.Event | None):
+                 cancel: threading.Event | None, renewed: set[Path] = frozenset()):
         self.ds_dir, self.cfg, self.workers, self.cancel = ds_dir, cfg, workers, cancel
+        self.renewed, self.remade = renewed, set()
         state = ds_dir / STATE_DIR
         self.done = {d["key"]: d["result"] for d in read_jsonl(state / "done.jsonl")}
         self.common = {"cfg": cfg.to_dict(), "dictionary": (dictionary, read_with)}
@@ -263,31 +270,56 @@ def _make_clips(work: _Work, clips: list[Item], feature_cfg: FeatureConfig | Non
     """Step 4: each clip decoded, resampled, trimmed, normalized, written, measured, its text checked (and its mels
     made, on a CPU); one made by an earlier run is kept. Returns {id: result}."""
     mel_dir = work.ds_dir / "features" / feature_cfg.key() if feature_cfg else None
-    tasks, results = [], {}
+    tasks, results, stamps = [], {}, {}
     for it in clips:
         key = _key("clip", it.source, it.start, it.end, it.id, it.text, work.cfg.processing_key())
         out = work.ds_dir / "audio" / f"{it.id}.wav"
+        stamp = stamps[it.audio] if it.audio in stamps else stamps.setdefault(it.audio, source_stamp(it.audio))
         done = work.done.get(key)
         if done and out.exists() and (mel_dir is None or use_gpu_mels
                                       or (mel_dir / f"{done['sha1'][:16]}.npy").exists()):
-            results[it.id] = done
-            continue
+            if not recorded_again(work, it.audio, done, stamp):
+                results[it.id] = done
+                if "stamp" not in done:  # made before recordings were stamped: from now on a change is seen
+                    work.finished(key, {**done, "stamp": stamp})
+                continue
+            work.remade.add(it.id)
         tasks.append({"id": it.id, "src": str(it.audio), "source": it.source, "start": it.start, "end": it.end,
-                      "out": str(out), "text": it.text, "key": key, **work.common,
+                      "out": str(out), "text": it.text, "key": key, "stamp": stamp, **work.common,
                       **({"mel_dir": str(mel_dir), "mel_cfg": feature_cfg.to_dict(), "mel_half": work.cfg.half_mels}
                          if mel_dir and not use_gpu_mels else {})})
     if results:
         yield Event("clips", len(results), len(clips), f"{len(results)} clip(s) already made by an earlier run")
+    if work.remade:
+        yield Event("clips", message=f"{len(work.remade)} clip(s) made again: their recordings changed since they were "
+                    f"made ({shown(sorted(work.remade))})")
     n, pace = len(results), Pace(len(tasks))
     for task, res in run_tasks(process_clip, tasks, work.workers, work.cancelled, work.pool_for(len(tasks))):
         n += 1
-        work.finished(task["key"], res)
+        work.finished(task["key"], {**res, "stamp": task["stamp"]})
         results[task["id"]] = res
         pace.step(res.get("duration") or 0.0)
         if n % 25 == 0 or n == len(clips) or "error" in res:
             yield Event("clips", n, len(clips), res.get("error", f"{task['source']} · {pace.said()}"),
                         level="warning" if "error" in res else "info")
     return results
+
+
+def source_stamp(path: Path) -> list[int]:
+    """What tells an edited recording from the one a clip was made of without reading it: size and modification
+    time (a recording saved over in its folder changes the dataset's hard link to it too)."""
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
+def recorded_again(work: _Work, audio: Path, done: dict, stamp: list[int]) -> bool:
+    """Whether a clip made earlier came from another recording than the one under its name now: one given again
+    in this import, or one changed where it lies (a clip made before stamps were kept is trusted)."""
+    return done.get("stamp", stamp) != stamp or bool(work.renewed and audio.resolve() in work.renewed)
+
+
+def shown(ids: list[str]) -> str:
+    return ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
 
 
 def _rows(clips: list[Item], results: dict, errors: list[dict]) -> list[dict]:
@@ -334,7 +366,6 @@ def what_was_added(name: str, old: dict[str, dict] | None, rows: list[dict]) -> 
     new = [i for i in now if i not in old]
     other = [i for i in now if i in old and old[i].get("source") != now[i]["source"]]
     gone = [i for i in old if i not in now]
-    shown = lambda ids: ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
     said = f"{len(new)} new clip(s) added to {name} ({len(old)} before, {len(now)} now)"
     if other:
         said += f"; {len(other)} id(s) it had now hold another recording ({shown(other)})"
@@ -544,28 +575,36 @@ def _decide(row: dict) -> None:
     row["excluded"] = review == "exclude" or (review != "keep" and checks.default_excluded(row["flags"]))
 
 
-def _carry_decisions(old: dict[str, dict], rows: list[dict], cfg: PrepareConfig, user_dict: dict) -> str | None:
+def _carry_decisions(old: dict[str, dict], rows: list[dict], cfg: PrepareConfig, user_dict: dict,
+                     remade: set[str] = frozenset()) -> str | None:
     """A re-run keeps what the curator decided (`old`: the table's rows by id): keep/exclude and fixed transcripts (a
-    fixed transcript wins over the text the files give now). Returns what it kept, said so the curator knows (None:
-    nothing was)."""
-    decided, fixed = 0, []
+    fixed transcript wins over the text the files give now). A Keep/Exclude judged another recording: one whose clip
+    was made again (`remade`) into other audio starts undecided. Returns what it kept and cleared, said so the
+    curator knows (None: nothing)."""
+    decided, fixed, cleared = 0, [], []
     for r in rows:
         prev = old.get(r["id"])
         if not prev:
             continue
-        r["review"] = prev.get("review")
+        if prev.get("review") and r["id"] in remade and prev.get("sha1") != r["sha1"]:
+            cleared.append(r["id"])
+        else:
+            r["review"] = prev.get("review")
         decided += bool(r["review"])
         if prev.get("text_fixed") and prev.get("text") != r["text"]:
             set_text(r, prev["text"], cfg, user_dict)
             fixed.append(r["id"])
-    if not decided and not fixed:
+    if not decided and not fixed and not cleared:
         return None
     said = f"Kept your earlier Keep/Exclude on {decided} row(s)" if decided else "Kept"
     if fixed:
-        shown = ", ".join(fixed[:5]) + (f" and {len(fixed) - 5} more" if len(fixed) > 5 else "")
         said += (f"{' and' if decided else ''} your fixed transcript of {len(fixed)} row(s), in place of the files' "
-                 f"text ({shown}): to use the files' text, type it in the row editor and press Save text")
-    return said + "."
+                 f"text ({shown(fixed)}): to use the files' text, type it in the row editor and press Save text")
+    said = "" if said == "Kept" else said + ". "
+    if cleared:
+        said += (f"Your Keep/Exclude on {len(cleared)} row(s) whose recording changed was cleared, since it judged "
+                 f"the old recording: listen to them again ({shown(cleared)}). ")
+    return said.strip()
 
 
 def set_text(row: dict, text: str, cfg: PrepareConfig, user_dict: dict) -> None:

@@ -9,8 +9,10 @@ import shutil
 import stat
 import time
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
 
+from utils.datasets.config import AUDIO_SUFFIXES
 from utils.events import StudioError
 
 CHUNK = 1 << 20
@@ -43,8 +45,11 @@ def _entry_problem(info: zipfile.ZipInfo) -> str | None:
     return None
 
 
-def safe_extract(zip_path: Path, target: Path, max_bytes: int, max_entries: int, max_ratio: int) -> tuple[list[Path], list[str]]:
-    """Extract `zip_path` into `target`. Returns (files written, messages about refused entries)."""
+def safe_extract(zip_path: Path, target: Path, max_bytes: int, max_entries: int, max_ratio: int,
+                 replaced: list[dict] | None = None) -> tuple[list[Path], list[str]]:
+    """Extract `zip_path` into `target`. Returns (files written, messages about refused entries). A file already
+    there of the entry's size is taken as extracted before (an interrupted run); with `replaced` (a dataset's zip
+    given again) its bytes must match the entry's CRC too, and one that differs is set aside (`set_aside`)."""
     zip_path, target = Path(zip_path), Path(target).resolve()
     label = zip_path.name
     try:
@@ -77,10 +82,12 @@ def safe_extract(zip_path: Path, target: Path, max_bytes: int, max_entries: int,
             if not dest.is_relative_to(target):
                 messages.append(f"{label}: entry {entry_name(info)!r} skipped (it points outside the dataset).")
                 continue
-            if dest.exists() and dest.stat().st_size == info.file_size:
-                written.append(dest)  # extracted by an earlier, interrupted run
+            if dest.exists() and dest.stat().st_size == info.file_size and (replaced is None or _same_crc(dest, info)):
+                written.append(dest)  # extracted by an earlier, interrupted run, or the same file in a zip given again
                 total += info.file_size
                 continue
+            if dest.exists() and replaced is not None:  # another version of it in a zip given again
+                set_aside(dest, entry_name(info), replaced)
             dest.parent.mkdir(parents=True, exist_ok=True)
             tmp = dest.with_name(f".{dest.name}.part")
             size = 0
@@ -104,7 +111,15 @@ def safe_extract(zip_path: Path, target: Path, max_bytes: int, max_entries: int,
     return written, messages
 
 
-def copy_tree(src: Path, dest: Path, replaced: list[str] | None = None) -> tuple[list[Path], list[str]]:
+def _same_crc(path: Path, info: zipfile.ZipInfo) -> bool:
+    crc = 0
+    with open(path, "rb") as f:
+        while block := f.read(CHUNK):
+            crc = zlib.crc32(block, crc)
+    return crc == info.CRC
+
+
+def copy_tree(src: Path, dest: Path, replaced: list[dict] | None = None) -> tuple[list[Path], list[str]]:
     """Copy a folder (hard links when on the same disk), skipping symlinks with a message; `replaced`: as copy_file."""
     src, dest = Path(src), Path(dest)
     written, messages = [], []
@@ -129,27 +144,42 @@ def same_bytes(a: Path, b: Path) -> bool:
     return a.stat().st_size == b.stat().st_size and (a.samefile(b) or filecmp.cmp(a, b, shallow=False))
 
 
-# Transcripts and tables: a corrected one given again replaces the one the dataset read (which is set aside, not lost)
+def set_aside(dest: Path, name: str, replaced: list[dict]) -> None:
+    """Move the file the dataset held at `dest` beside it as a hidden `.NAME.before-TIME` (discovery skips hidden
+    files; nothing the user gave is lost) and tell `replaced` of it: the import says it, and a recording's clip is
+    made again from the new one."""
+    stem = f".{dest.name}.before-{time.strftime('%Y%m%d-%H%M%S')}"
+    before = next(b for k in range(1, 1000) if not (b := dest.with_name(stem + (f"-{k}" if k > 1 else ""))).exists())
+    dest.replace(before)
+    what = "transcript" if dest.suffix.lower() in TEXT_SUFFIXES else "file"
+    if dest.suffix.lower() in AUDIO_SUFFIXES:
+        what = "recording"
+    said = {"transcript": "a row whose transcript you fixed here keeps your fix",
+            "recording": "its clip is made again from this one, and your Keep/Exclude of the old one is cleared"}
+    replaced.append({"source": name, "path": str(dest), "level": "info", "kind": what,
+                     "message": f"{name}: replaces the {'version' if what != 'recording' else 'recording'} imported "
+                                f"before, which is kept as {before.name} beside it"
+                                + (f" ({said[what]})." if what in said else ".")})
+
+
+# Transcripts and tables
 TEXT_SUFFIXES = (".txt", ".csv", ".tsv", ".srt", ".vtt")
 
 
-def copy_file(src: Path, dest: Path, replaced: list[str] | None = None) -> Path:
+def copy_file(src: Path, dest: Path, replaced: list[dict] | None = None) -> Path:
     """Byte-exact copy; a hard link when possible (free for large uploads already in the workspace). A file the
-    dataset already holds is kept. Another file under its name: a transcript (when `replaced` is given, which is told
-    of it) replaces the one read before, kept beside it as a hidden file; a recording is refused with what to do."""
+    dataset already holds is kept. Another file under its name (a corrected transcript, a recording made again, a zip
+    exported again) replaces the one read before when `replaced` is given, which is told of it (`set_aside`);
+    without it (a recording a lone table names) it is refused with what to do."""
     src, dest = Path(src), Path(dest)
     if dest.exists():
         if same_bytes(src, dest):
             return dest
-        if replaced is None or dest.suffix.lower() not in TEXT_SUFFIXES:
+        if replaced is None:
             raise StudioError(f"{src.name}: not read: this dataset already holds another file of this name, "
-                              "imported before, and keeps it (uploads are kept as received). Give new recordings new "
-                              "names; to replace its recordings, delete the dataset and prepare the upload again (its "
-                              "review decisions go with it).")
-        before = dest.with_name(f".{dest.name}.before-{time.strftime('%Y%m%d-%H%M%S')}")
-        dest.replace(before)
-        replaced.append(f"{src.name}: replaces the version imported before, which is kept as {before.name} beside it "
-                        "(a row whose transcript you fixed here keeps your fix).")
+                              "imported before, and keeps it. To replace it, give the folder that holds the table and "
+                              "its recordings (or a zip of it); give new recordings new names.")
+        set_aside(dest, src.name, replaced)
     dest.parent.mkdir(parents=True, exist_ok=True)
     try:
         dest.hardlink_to(src)

@@ -59,7 +59,7 @@ class Discovery:
 def import_source(sources: list[Path], raw: Path, cfg: PrepareConfig, in_place: tuple = ()) -> list[dict]:
     """Copy (or safely extract) each upload into `raw/`; a folder inside one of `in_place` (the owner's data
     folders: a mounted drive) is linked there instead and read where it is. Returns messages about skipped parts, and
-    (level info) the transcripts given again that replace the ones read before."""
+    (level info, with the file's `path` and `kind`) the files given again that replace the ones read before."""
     errors, replaced = [], []
     for src in sources:
         src = Path(src)
@@ -75,8 +75,9 @@ def import_source(sources: list[Path], raw: Path, cfg: PrepareConfig, in_place: 
             elif src.is_dir():
                 _, msgs = copy_tree(src, raw / src.name, replaced)
             elif src.suffix.lower() == ".zip":
-                kept = copy_file(src, raw / src.name)
-                _, msgs = safe_extract(kept, raw / src.stem, cfg.max_zip_bytes, cfg.max_zip_entries, cfg.max_zip_ratio)
+                kept = copy_file(src, raw / src.name, replaced)
+                _, msgs = safe_extract(kept, raw / src.stem, cfg.max_zip_bytes, cfg.max_zip_entries, cfg.max_zip_ratio,
+                                       replaced)
             else:
                 copy_file(src, raw / src.name, replaced)
                 msgs = []
@@ -87,7 +88,7 @@ def import_source(sources: list[Path], raw: Path, cfg: PrepareConfig, in_place: 
             errors.append({"source": src.name, "message": str(exc)})
             continue
         errors += [{"source": m.split(":")[0], "message": m} for m in msgs]
-    return errors + [{"source": m.split(":")[0], "message": m, "level": "info"} for m in replaced]
+    return errors + replaced
 
 
 def link_folder(src: Path, link: Path) -> None:

@@ -1,6 +1,6 @@
 """How fast a family's model trains on this machine, for what the Training tab says before Start: measured where a
 run of this workspace measured it (its metrics' frames a second, on this kind of device), else estimated from the
-card's published tensor throughput at a fair utilisation. Shared by the families with a large pretrained base (F5,
+card's published tensor throughput at the share of it each family's step reached where measured. Shared by the families with a large pretrained base (F5,
 OmniVoice), which differ only in their FLOPs a frame and their CPU figure."""
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from pathlib import Path
 
 from utils.workspace import Workspace, read_json, read_jsonl
 
-UTILISATION = 0.35                   # a fair share of a card's peak for a transformer's mix of matmuls and norms
 # dense half-precision tensor TFLOPS by name pattern (first match), as published by NVIDIA
 PEAK_TFLOPS = (("H200", 989.0), ("H100 PCIe", 756.0), ("H100", 989.0), ("A100", 312.0), ("L40S", 362.0),
                ("L40", 181.0), ("L4", 121.0), ("A10", 125.0), ("A6000", 155.0), ("V100", 125.0), ("T4", 65.0),
@@ -108,8 +107,7 @@ def peak_tflops(gpu) -> float:
     return next((tflops for pattern, tflops in PEAK_TFLOPS if pattern in gpu.name), 30.0 if not gpu.bf16 else 120.0)
 
 
-def estimated(report, flops_per_frame: float, utilisation: float = UTILISATION,
-              where: str = "a fair share for a transformer") -> tuple[float, str]:
+def estimated(report, flops_per_frame: float, utilisation: float, where: str) -> tuple[float, str]:
     """Frames a second on the report's GPUs (their smallest, times their number) from its peak TFLOPS, at the share
     of the peak (`utilisation`) a family's step reached where it was measured (`where`)."""
     gpu = min(report.gpus, key=lambda g: g.memory_gb)
