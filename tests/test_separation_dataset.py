@@ -211,6 +211,13 @@ def test_accepted_clips_are_measured_as_they_are_now_and_the_advice_follows(tmp_
     assert "music removal found music in 1 clip(s); 1 train on their music-removed audio" in advice
     datasets.recheck(ws, "abebe")
     assert "low_snr" not in flags()["clip00"]
+    checked = len(load_manifest(ws, "abebe"))
+    said = [e.message for e in prepare(ws, "abebe")]  # prepared again, as adding recordings does: it stays accepted
+    assert (f"Kept the music removal of {checked} row(s), 1 of them playing their music-removed audio as you "
+            "accepted.") in said
+    row = {r["id"]: r for r in load_manifest(ws, "abebe")}["clip00"]
+    assert row["audio"] == "separated/clip00.wav" and row["music"]["separated"] and "low_snr" not in row["flags"]
+    assert row["sha1"] == file_digest(ws.dataset_dir("abebe") / "separated" / "clip00.wav")
     assert dataset.revert(ws, "abebe") == 1
     assert flags()["clip00"] == ["low_snr"]
     assert ("music removal found music in 1 clip(s); 1 with music still train on their original (Accept on the "

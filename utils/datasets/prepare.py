@@ -22,7 +22,7 @@ from typing import Iterable, Iterator
 
 from utils.audio import FeatureConfig, decode_with_ffmpeg, needs_ffmpeg
 from utils.datasets import checks, store
-from utils.datasets.clips import process_clip, segment_recording
+from utils.datasets.clips import measure_in_use, process_clip, segment_recording
 from utils.datasets.config import AUDIO_SUFFIXES, PrepareConfig
 from utils.datasets.disk import check_space, describe as describe_disk
 from utils.datasets.features import record_digests
@@ -115,6 +115,8 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
     kept = _carry_decisions(old or {}, rows, cfg, user_dict, work.remade)
     if kept:
         yield Event("check", message=kept)
+    if music := _carry_music(ds_dir, old or {}, rows, work.made, cfg):
+        yield Event("check", message=music)
     finish_rows(rows, cfg)
     save_manifest(ws, name, rows)
     # clips an earlier run made were read with the dictionary of then: whether all match is known, or not
@@ -200,7 +202,7 @@ class _Work:
     def __init__(self, ds_dir: Path, cfg: PrepareConfig, read_with: str, dictionary: str, workers: int,
                  cancel: threading.Event | None, renewed: set[Path] = frozenset()):
         self.ds_dir, self.cfg, self.workers, self.cancel = ds_dir, cfg, workers, cancel
-        self.renewed, self.remade = renewed, set()
+        self.renewed, self.remade, self.made = renewed, set(), set()
         state = ds_dir / STATE_DIR
         self.done = {d["key"]: d["result"] for d in read_jsonl(state / "done.jsonl")}
         self.common = {"cfg": cfg.to_dict(), "dictionary": (dictionary, read_with)}
@@ -288,6 +290,7 @@ def _make_clips(work: _Work, clips: list[Item], feature_cfg: FeatureConfig | Non
                       "out": str(out), "text": it.text, "key": key, "stamp": stamp, **work.common,
                       **({"mel_dir": str(mel_dir), "mel_cfg": feature_cfg.to_dict(), "mel_half": work.cfg.half_mels}
                          if mel_dir and not use_gpu_mels else {})})
+    work.made.update(t["id"] for t in tasks)
     if results:
         yield Event("clips", len(results), len(clips), f"{len(results)} clip(s) already made by an earlier run")
     if work.remade:
@@ -605,6 +608,23 @@ def _carry_decisions(old: dict[str, dict], rows: list[dict], cfg: PrepareConfig,
         said += (f"Your Keep/Exclude on {len(cleared)} row(s) whose recording changed was cleared, since it judged "
                  f"the old recording: listen to them again ({shown(cleared)}). ")
     return said.strip()
+
+
+def _carry_music(ds_dir: Path, old: dict[str, dict], rows: list[dict], made: set[str], cfg: PrepareConfig) -> str:
+    """A re-run keeps the music removal of each clip it did not make again (`made`: adding recordings to a dataset
+    dropped every row's, and training went back to the clips with music under them): its result, and where the
+    curator accepted it, the music-removed audio and its noise measure. Returns what it kept ("": nothing)."""
+    checked = playing = 0
+    for r in rows:
+        prev = old.get(r["id"])
+        if not prev or not prev.get("music") or r["id"] in made:
+            continue
+        r["music"], checked = prev["music"], checked + 1
+        if prev["audio"].startswith("separated/") and (ds_dir / prev["audio"]).is_file():
+            r["audio"], r["sha1"], playing = prev["audio"], prev["sha1"], playing + 1
+            measure_in_use(ds_dir, r, cfg)
+    return (f"Kept the music removal of {checked} row(s), {playing} of them playing their music-removed audio as "
+            "you accepted." if checked else "")
 
 
 def set_text(row: dict, text: str, cfg: PrepareConfig, user_dict: dict) -> None:
