@@ -562,7 +562,14 @@ def test_the_time_before_start_counts_the_quality_checks_a_run_of_the_dataset_ti
         "Also 6 quality checks (each speaks the held-out clips, scores them and saves): their time comes on top (no "
         "run of other here has timed one yet).")
     assert control.checks_ahead(ws, dataclasses.replace(cfg, evaluate=False)) is None
-    assert control.time_ahead(ws, cfg)[-1].startswith("Also 6 quality checks")
+    ahead = control.time_ahead(ws, cfg)
+    assert ahead[-2].startswith("Also 6 quality checks")
+    # the steps, the loading and the checks added up, so that a curator does not add three numbers
+    steps, loading, checks = ahead[0].seconds, control.loading_ahead(ws, cfg).seconds, 6 * each[0]
+    assert steps > 0 and ahead[-1] == f"In all: about {speed.say_time(steps + loading + checks)} from Start to the run's end."
+    assert ahead[-3].startswith("Before its first step") and len(ahead) == 4  # the steps' time first
+    other = control.beyond_the_steps(ws, dataclasses.replace(cfg, dataset="other"), said=ahead[:1])
+    assert len(other) == 2 and not any(line.startswith("In all") for line in other)  # none timed yet: no sum said
 
 
 def test_the_time_before_start_counts_the_loading_a_run_of_the_dataset_timed_and_the_clips_real_frames(tiny_runs):
@@ -586,7 +593,7 @@ def test_the_time_before_start_counts_the_loading_a_run_of_the_dataset_timed_and
     assert control.loading_ahead(ws, dataclasses.replace(cfg, dataset="other")) == (
         "Before its first step it loads the data and the model: that time comes on top too (no run of other here "
         "has timed it yet).")
-    assert control.time_ahead(ws, cfg)[-2] == control.loading_ahead(ws, cfg)  # before the quality checks' line
+    assert control.time_ahead(ws, cfg)[-3] == control.loading_ahead(ws, cfg)  # before the checks' and the sum's lines
     # the fill: the trainer's own batches of this dataset's training clips, at the frames a second of its mels
     train, _ = training_rows(ws, "am")
     frames = [int(r["duration"] * MEL_FRAMES_PER_SECOND) + 1 for r in train]

@@ -317,7 +317,7 @@ def expectations(ctx: AppContext, engine: str | None, dataset: str | None, steps
             workspace=str(ctx.workspace.root), dataset=dataset, engine=family.NAME, max_steps=int(steps or 0) or 1,
             init=(base or "").strip() or family.default_init("base"), **({"preset": size} if size else {})))
         lines = family.guidance(ctx.workspace, cfg)
-        lines += control.beyond_the_steps(ctx.workspace, cfg) if lines else []
+        lines += control.beyond_the_steps(ctx.workspace, cfg, said=lines) if lines else []
     except StudioError as exc:
         lines = [str(exc)]
     if lines:  # Start refuses it here: said first, or its time on this machine read as a run that would start

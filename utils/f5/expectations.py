@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shutil
 
-from utils.training.speed import batch_fill, estimated, measured, say_hours, say_time  # noqa: F401
+from utils.training.speed import Timed, batch_fill, estimated, measured, say_hours, say_time  # noqa: F401
 from utils.workspace import Workspace
 
 NEW_LANGUAGE_HOURS = (10.0, 15.0)    # F5-TTS issue 87
@@ -68,9 +68,9 @@ def guidance(ws: Workspace, dataset: str, max_steps: int, report=None, keep_chec
     learnt = frames_per_update * batch_fill(ws, dataset, frames_per_update)  # the clips' frames, not the budget
     run_s = max_steps * learnt / speed
     passes = max_steps * learnt / max(1.0, hours * 3600 * FRAMES_PER_SECOND_OF_AUDIO)
-    time = (f"About {say_time(one_pass)} for one pass over the data and {say_time(run_s)} for the {max_steps} updates "
-            f"({passes:.0f} passes of up to {frames_per_update} frames an update, {learnt:,.0f} of them filled by "
-            f"{dataset}'s clips; {speed:,.0f} frames a second, {source}).")
+    time = Timed(f"About {say_time(one_pass)} for one pass over the data and {say_time(run_s)} for the {max_steps} "
+                 f"updates ({passes:.0f} passes of up to {frames_per_update} frames an update, {learnt:,.0f} of them "
+                 f"filled by {dataset}'s clips; {speed:,.0f} frames a second, {source}).", run_s)
     # the peak is during a save: the newest `keep`, the best and the new one's weights, and one trainer state (the
     # previous one is removed first when the disk cannot hold both: utils.training.checkpoint.make_room)
     need = (keep_checkpoints + 2) * WEIGHTS_GB + STATE_GB

@@ -61,15 +61,16 @@ def _setting(cfg, report, name: str) -> int:
 def guidance(ws, cfg, report=None) -> list[str]:
     """The time the run's steps take here, in the words F5's, MMS's and OmniVoice's say it."""
     from utils import hardware
-    from utils.training.speed import batch_fill, say_time
+    from utils.training.speed import Timed, batch_fill, say_time
 
     report = report if report is not None else hardware.detect(ws.root)
     speed, source = training_speed(ws, cfg.preset, report)
     frames = frames_per_step(cfg, report)
     fill = batch_fill(ws, cfg.dataset, frames // accumulation(cfg, report))
-    time = (f"Time: about {say_time(cfg.max_steps * frames * fill / speed)} for {cfg.max_steps:,} steps of the "
-            f"{cfg.preset} model, up to {frames:,} frames a step ({cfg.dataset}'s clips fill {fill:.0%} of them; "
-            f"{speed:,.0f} frames a second, {source}).")
+    seconds = cfg.max_steps * frames * fill / speed
+    time = Timed(f"Time: about {say_time(seconds)} for {cfg.max_steps:,} steps of the {cfg.preset} model, up to "
+                 f"{frames:,} frames a step ({cfg.dataset}'s clips fill {fill:.0%} of them; {speed:,.0f} frames a "
+                 f"second, {source}).", seconds)
     return [time, *fine_tune_gain(ws, cfg)]
 
 

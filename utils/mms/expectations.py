@@ -20,7 +20,7 @@ STATE_GB = 1.2             # the newest checkpoint's trainer state: both network
 def guidance(ws, cfg, report=None) -> list[str]:
     from utils import hardware
     from utils.f5.expectations import usable_hours
-    from utils.training.speed import say_time
+    from utils.training.speed import Timed, say_time
 
     report = report if report is not None else hardware.detect(ws.root)
     start = (f"It starts from Meta's Amharic MMS-TTS voice ({HUB_ID}) under its licence: {LICENCE}. The voice you "
@@ -36,8 +36,8 @@ def guidance(ws, cfg, report=None) -> list[str]:
                 + ("." if minutes >= 60 * low else f"; {low:.0f}-{high:.0f} h makes a closer voice."))
     per_clip, source = _seconds_per_clip(ws, report)
     clips = CLIPS_PER_STEP if report.gpus else CPU_CLIPS_PER_STEP
-    time = (f"Up to {say_time(cfg.max_steps * clips * per_clip)} for {cfg.max_steps} steps of up to {clips} clips "
-            f"({per_clip:.2f} s a clip, {source})." if per_clip else
+    time = (Timed(f"Up to {say_time(cfg.max_steps * clips * per_clip)} for {cfg.max_steps} steps of up to {clips} "
+                  f"clips ({per_clip:.2f} s a clip, {source}).", cfg.max_steps * clips * per_clip) if per_clip else
             "On a GPU a step of 16 clips takes well under a second to a few seconds; the run's log says the speed.")
     need = (cfg.keep_checkpoints + 1) * SIZE_MB / 1024 + STATE_GB
     free = shutil.disk_usage(ws.root).free / 2**30

@@ -103,15 +103,16 @@ def checkpoint_gb(parameters: float = PARAMS) -> tuple[float, float]:
 def run_time(ws, max_steps: int, report) -> str:
     """The time a run of `max_steps` updates of the recipe's batch takes here: measured by an OmniVoice run of this
     workspace on this kind of device, else estimated from the card's throughput (no GPU: it is refused here)."""
-    from utils.training.speed import estimated, measured, say_time
+    from utils.training.speed import Timed, estimated, measured, say_time
 
     if not report.gpus:
         return "Time: no GPU here, so no fine-tune (a clip voice speaks with no training)."
     per_update = BATCH_AUDIO_TOKENS * AUDIO_SHARE
     speed, source = measured(ws, "omnivoice", "cuda") or estimated(
         report, FLOPS_PER_POSITION / AUDIO_SHARE, GPU_UTILISATION, "the share its step reached on an H100")
-    return (f"Time: about {say_time(max_steps * per_update / speed)} for {max_steps:,} updates of "
-            f"{BATCH_AUDIO_TOKENS:,} positions ({speed:,.0f} audio frames a second, {source}).")
+    seconds = max_steps * per_update / speed
+    return Timed(f"Time: about {say_time(seconds)} for {max_steps:,} updates of {BATCH_AUDIO_TOKENS:,} positions "
+                 f"({speed:,.0f} audio frames a second, {source}).", seconds)
 
 
 def guidance(ws, cfg, report=None) -> list[str]:

@@ -285,35 +285,44 @@ def time_ahead(ws: Workspace, cfg, going_on: bool = False) -> list[str]:
     left = dataclasses.replace(cfg, max_steps=max(1, cfg.max_steps - done)) if done else cfg
     lines = ([f"It goes on from step {done:,} of {cfg.max_steps:,}: the time below is of the {left.max_steps:,} "
               "steps left."] if done else []) + families.get(cfg.engine).guidance(ws, left)
-    lines += beyond_the_steps(ws, cfg, done)
+    lines += beyond_the_steps(ws, cfg, done, lines)
     if cfg.max_minutes:
         lines.append(f"Time limit: {cfg.max_minutes:g} min: {LIMIT_ENDS}.")
     return lines
 
 
-def beyond_the_steps(ws: Workspace, cfg, done: int = 0) -> list[str]:
-    """What a run takes besides the steps a family's time counts, said after it: the loading before its first step
-    and its quality checks (a short CPU run spent ~45 s of 268 on them, which the estimate left out)."""
-    return [line for line in (loading_ahead(ws, cfg), checks_ahead(ws, cfg, done)) if line]
+def beyond_the_steps(ws: Workspace, cfg, done: int = 0, said: list[str] = ()) -> list[str]:
+    """What a run takes besides the steps a family's time counts, said after the family's lines (`said`): the
+    loading before its first step, its quality checks (a short CPU run spent ~45 s of 268 on them, which the estimate
+    left out), and where all three have a time, their sum, so that a curator need not add three numbers."""
+    from utils.training.speed import Timed, say_time
+
+    lines = [line for line in (loading_ahead(ws, cfg), checks_ahead(ws, cfg, done)) if line]
+    steps = [line for line in said if isinstance(line, Timed)]
+    if steps and all(isinstance(line, Timed) for line in lines):
+        total = sum(line.seconds for line in steps + lines)
+        lines.append(f"In all: about {say_time(total)} from Start to the run's end.")
+    return lines
 
 
 def loading_ahead(ws: Workspace, cfg) -> str:
     """The time a start of a run of this dataset takes before its first step (data, model, the GPU's batch probe),
     as this dataset's earlier runs of the family took it (metrics' start_s)."""
-    from utils.training.speed import say_time
+    from utils.training.speed import Timed, say_time
 
     timed = _timed(ws, cfg, "start_s")
     if timed is None:
         return (f"Before its first step it loads the data and the model: that time comes on top too (no run of "
                 f"{cfg.dataset} here has timed it yet).")
-    return f"Before its first step it loads the data and the model: about {say_time(timed[0])} ({timed[1]})."
+    return Timed(f"Before its first step it loads the data and the model: about {say_time(timed[0])} ({timed[1]}).",
+                 timed[0])
 
 
 def checks_ahead(ws: Workspace, cfg, done: int = 0) -> str | None:
     """The quality checks a run makes after step `done` and their time, where a run of this dataset here timed one."""
     from utils.training.eta import Eta
     from utils.training.loop import LoopSettings
-    from utils.training.speed import say_time
+    from utils.training.speed import Timed, say_time
 
     s = LoopSettings.of_train_config(cfg, ema_decay=0.0)
     n = Eta(s).evaluations_left(done) + int(s.eval_at_start and not done)
@@ -323,7 +332,8 @@ def checks_ahead(ws: Workspace, cfg, done: int = 0) -> str | None:
     checks = f"{n} quality check{'s' if n > 1 else ''} (each speaks the held-out clips, scores them and saves)"
     if timed is None:
         return f"Also {checks}: their time comes on top (no run of {cfg.dataset} here has timed one yet)."
-    return f"Also {checks}: about {say_time(n * timed[0])} more, {say_time(timed[0])} each ({timed[1]})."
+    return Timed(f"Also {checks}: about {say_time(n * timed[0])} more, {say_time(timed[0])} each ({timed[1]}).",
+                 n * timed[0])
 
 
 def _timed(ws: Workspace, cfg, key: str) -> tuple[float, str] | None:

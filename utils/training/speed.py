@@ -117,6 +117,17 @@ def estimated(report, flops_per_frame: float, utilisation: float, where: str) ->
                                         f"{utilisation:.1%}, {where}); the run's own log gives the measured speed")
 
 
+class Timed(str):
+    """A line of what a run takes before Start that carries its seconds too, so that the lines of its steps, its
+    loading and its checks can be added up into one time."""
+    seconds: float
+
+    def __new__(cls, text: str, seconds: float) -> "Timed":
+        line = super().__new__(cls, text)
+        line.seconds = float(seconds)
+        return line
+
+
 def say_hours(hours: float) -> str:
     """An amount of speech in plain units: "42 s", "4 min 12 s" under ten minutes, "35 min" under an hour ("0.00 h"
     said nothing of a small dataset), else "1.4 h"; every tab, the command line and the preparation's progress say
