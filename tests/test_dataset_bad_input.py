@@ -475,6 +475,8 @@ def test_a_folder_prepared_again_reads_its_corrected_transcripts_and_recordings_
     assert any(m.startswith("a1.wav: replaces the recording imported before, which is kept as .a1.wav.before-")
                and "its clip is made again" in m for m in said["info"]), said["info"]
     assert "1 clip(s) made again: their recordings changed since they were made (a1)" in said["info"]
+    assert any(m.startswith("1 new clip(s) added to p (3 before, 4 now); 1 clip(s) made again from a changed recording "
+                            "(a1); ") for m in said["info"]), said["info"]
     # the new recording is the row's audio now, judged afresh; the other row's decision stays
     assert rows["a1"]["sha1"] != before["a1"]["sha1"] and rows["a1"]["duration"] != before["a1"]["duration"]
     assert rows["a1"]["review"] is None and not rows["a1"]["excluded"]

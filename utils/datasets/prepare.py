@@ -127,7 +127,7 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
     yield Event("check", len(rows), len(rows), f"{report['summary']['flagged_clips']} flagged row(s), "
                 f"{len(errors)} file error(s); report in {ds_dir / 'report.json'}")
     yield from _after_the_rows(ds_dir, rows, cfg, feature_cfg, frontend, use_gpu_mels, work.cancelled)
-    added, counts = what_was_added(name, old, rows)
+    added, counts = what_was_added(name, old, rows, work.remade)
     yield Event("done", len(rows), len(rows), added + describe(report["summary"], name),
                 result={"name": name, **report["summary"], **counts})
 
@@ -359,10 +359,12 @@ def _after_the_rows(ds_dir: Path, rows: list[dict], cfg: PrepareConfig, feature_
                     "asked: the clips are made; preparing again needs the recordings given again")
 
 
-def what_was_added(name: str, old: dict[str, dict] | None, rows: list[dict]) -> tuple[str, dict]:
+def what_was_added(name: str, old: dict[str, dict] | None, rows: list[dict],
+                   remade: set[str] = frozenset()) -> tuple[str, dict]:
     """For a preparation into a dataset that had rows (`old`, by id; None for a first import): how many clips are new
     and how many it had and has, said first in the summary ("" for a first import), and the counts for the result.
-    An id it had that now holds another recording, or that no recording made again, is said too."""
+    An id it had that now holds another recording, whose recording changed (`remade`), or that no recording made
+    again, is said too."""
     if old is None:
         return "", {}
     now = {r["id"]: r for r in rows}
@@ -372,6 +374,8 @@ def what_was_added(name: str, old: dict[str, dict] | None, rows: list[dict]) -> 
     said = f"{len(new)} new clip(s) added to {name} ({len(old)} before, {len(now)} now)"
     if other:
         said += f"; {len(other)} id(s) it had now hold another recording ({shown(other)})"
+    if changed := sorted(i for i in remade if i in old and i in now):
+        said += f"; {len(changed)} clip(s) made again from a changed recording ({shown(changed)})"
     if gone:
         said += f"; {len(gone)} row(s) it had were not made again ({shown(gone)})"
     had = {r.get("sha1") for r in old.values()} - {None}

@@ -155,7 +155,7 @@ def set_aside(dest: Path, name: str, replaced: list[dict]) -> None:
     if dest.suffix.lower() in AUDIO_SUFFIXES:
         what = "recording"
     said = {"transcript": "a row whose transcript you fixed here keeps your fix",
-            "recording": "its clip is made again from this one, and your Keep/Exclude of the old one is cleared"}
+            "recording": "its clip is made again from this one; a Keep/Exclude that judged the old one is cleared"}
     replaced.append({"source": name, "path": str(dest), "level": "info", "kind": what,
                      "message": f"{name}: replaces the {'version' if what != 'recording' else 'recording'} imported "
                                 f"before, which is kept as {before.name} beside it"
