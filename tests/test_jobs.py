@@ -568,6 +568,7 @@ def test_the_time_before_start_counts_the_quality_checks_a_run_of_the_dataset_ti
     steps, loading, checks = ahead[0].seconds, control.loading_ahead(ws, cfg).seconds, 6 * each[0]
     assert steps > 0 and ahead[-1] == f"In all: about {speed.say_time(steps + loading + checks)} from Start to the run's end."
     assert ahead[-3].startswith("Before its first step") and len(ahead) == 4  # the steps' time first
+    assert [speed.say_time(s) for s in (0.01, 0.3, 1.2, 89, 100)] == ["0.1 s", "0.3 s", "1 s", "89 s", "2 min"]  # not "0 s"
     other = control.beyond_the_steps(ws, dataclasses.replace(cfg, dataset="other"), said=ahead[:1])
     assert len(other) == 2 and not any(line.startswith("In all") for line in other)  # none timed yet: no sum said
 

@@ -139,6 +139,9 @@ def say_hours(hours: float) -> str:
 
 
 def say_time(seconds: float) -> str:
+    """A duration as a curator reads it (under a second with its tenth: a check of 0.3 s was said "0 s")."""
+    if seconds < 0.95:
+        return f"{max(seconds, 0.1):.1f} s"
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 5400:
