@@ -4,6 +4,7 @@
     python app.py hardware [--json]    what this machine is and the training settings it gets
     python app.py g2p "ሰላም ነው"         normalized text and IPA
     python app.py prepare SOURCE --name NAME
+    python app.py replace-recording NAME ROW TAKE.wav   a new take of one row
     python app.py delete-dataset NAME [--yes]
     python app.py separate INPUT OUTPUT
     python app.py train --dataset NAME
@@ -280,6 +281,23 @@ def cmd_export_dataset(args) -> None:
     if not out.parent.is_dir():  # a mistyped folder is said, not made
         raise StudioError(f"{out.parent} is not a folder: create it first, or give the file another path.")
     print(f"wrote {export_rows(Workspace.open(args.workspace), args.name, out)}")
+
+
+def add_retake_command(sub) -> None:
+    p = sub.add_parser("replace-recording", help="a new take of one row: its recording replaced (the old one kept "
+                                                  "hidden beside it) and its clip made again")
+    p.add_argument("name", help="the dataset (a folder under workspace/datasets)")
+    p.add_argument("row", help="the row's id, as its table and export-dataset name it")
+    p.add_argument("take", help="the new recording (any audio the studio reads; written as the old one's format)")
+    p.set_defaults(func=cmd_retake)
+
+
+def cmd_retake(args) -> int:
+    from utils.datasets.retake import replace_recording
+
+    summary = run_to_end(replace_recording(Workspace.open(args.workspace), args.name, args.row, args.take), print)
+    print(json.dumps(summary, ensure_ascii=False, indent=2))
+    return 0
 
 
 def add_delete_dataset_command(sub) -> None:
@@ -780,7 +798,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_ui_arguments(parser)
     sub = parser.add_subparsers(dest="command", parser_class=lambda **kw: argparse.ArgumentParser(parents=[common], **kw))
     for add in (add_hardware_command, add_list_command, add_g2p_command, add_prepare_command, add_export_dataset_command,
-                add_delete_dataset_command, add_separate_command,
+                add_retake_command, add_delete_dataset_command, add_separate_command,
                 add_train_command, add_stop_command, add_delete_run_command, add_synth_command,
                 add_clip_voice_command, add_export_command, add_train_vocoder_command,
                 add_check_transcripts_command, add_transcribe_command):

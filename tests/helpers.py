@@ -59,6 +59,15 @@ def espeak_amharic(text: str, path: Path, voice: str = "am", rate: int = 160) ->
     return path
 
 
+def spoken_pairs(folder: Path, n: int, prefix: str = "a") -> Path:
+    """`folder` with `n` espeak-ng recordings of the first sentences, each with its transcript beside it (a0.wav and
+    a0.txt, ...): a dataset in the audio + .txt layout."""
+    for i, text in enumerate(sentences(n)):
+        espeak_amharic(text, folder / f"{prefix}{i}.wav")
+        (folder / f"{prefix}{i}.txt").write_text(text, encoding="utf-8")
+    return folder
+
+
 def sentences(n: int | None = None) -> list[str]:
     """Amharic sentences from the project's fixture copy of UD_Amharic-ATT (CC BY-SA 4.0)."""
     lines = [l.strip() for l in (FIXTURES / "amharic_sentences.txt").read_text(encoding="utf-8").splitlines() if l.strip()]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.helpers import cli, espeak_amharic, sentences
+from tests.helpers import cli, espeak_amharic, sentences, spoken_pairs
 from utils.datasets import load_manifest, load_report, prepare
 from utils.datasets.config import PrepareConfig
 from utils.datasets.sources import discover
@@ -438,10 +438,7 @@ def _three_pairs_prepared(tmp_path: Path, excluded: tuple[str, ...]) -> tuple[Pa
     """A folder of three recordings with their transcripts, prepared as dataset "p", the rows `excluded` by hand."""
     from utils.datasets.curate import apply_edits
 
-    src = tmp_path / "pairs"
-    for i in range(3):
-        espeak_amharic(SENTS[i], src / f"a{i}.wav")
-        (src / f"a{i}.txt").write_text(SENTS[i], encoding="utf-8")
+    src = spoken_pairs(tmp_path / "pairs", 3)
     ws = Workspace.open(tmp_path / "ws")
     run_to_end(prepare(ws, "p", src, workers=1))
     apply_edits(ws, "p", [{"id": i, "action": "exclude"} for i in excluded])

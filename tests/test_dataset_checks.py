@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.helpers import espeak_amharic, sentences, tone, write_wav
+from tests.helpers import espeak_amharic, sentences, spoken_pairs, tone, write_wav
 from utils.audio import load_audio, resample
 from utils.datasets import apply_edits, get_rows, load_manifest, prepare, recheck, review_row
 from utils.datasets.config import PrepareConfig
@@ -198,10 +198,7 @@ def test_clips_are_trimmed_and_loudness_normalized(tmp_path):
 
 
 def test_bpe_frontend_trains_a_sentencepiece_model(tmp_path):
-    src = tmp_path / "b"
-    for i in range(6):
-        espeak_amharic(SENTS[i], src / f"b{i}.wav")
-        (src / f"b{i}.txt").write_text(SENTS[i], encoding="utf-8")
+    src = spoken_pairs(tmp_path / "b", 6, prefix="b")
     ws = Workspace.open(tmp_path / "ws")
     events = list(prepare(ws, "bpe", src, workers=1, frontend="bpe"))
     assert any(e.stage == "tokenizer" for e in events)

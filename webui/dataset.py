@@ -290,6 +290,24 @@ def edit_row(ws, name: str, row_id: str, action: str, text: str = "") -> str:
     return f"{row_id}: {action} saved · {name}: {summary['usable_clips']} usable clips"
 
 
+def retake_row(ws, name: str, row_id: str, take: str | None, progress=None) -> str:
+    """A new take of the row picked (recorded in the browser or uploaded) put in place of its recording, and the
+    dataset prepared again; what was done, in the status line's words."""
+    from utils.datasets.retake import replace_recording
+
+    if not name or not row_id:
+        raise StudioError("Pick a row in the table first, then record or upload its new take.")
+    if not take:
+        raise StudioError("Record or upload the new take first (the microphone or the upload button above it).")
+    said = []
+    for event in replace_recording(ws, name, row_id, take):
+        if progress is not None and event.total:
+            progress(event.fraction, desc=f"{event.stage} {event.done}/{event.total}")
+        if event.level != "info" or event.stage == "done" or (not event.total and event.stage in ("import", "check")):
+            said.append(event.message)
+    return "\n\n".join(said)
+
+
 def build(ctx: AppContext) -> list:
     ws = ctx.workspace
     gr.Markdown("### Import a dataset\nA zip or files in LJSpeech layout (`metadata.csv` + `wavs/`), a CSV/TSV "
@@ -367,6 +385,11 @@ def build(ctx: AppContext) -> list:
         keep_btn = gr.Button("Keep")  # the order of the transcript review's buttons: one habit for both panels
         save_btn = gr.Button("Save text")
         exclude_btn = gr.Button("Exclude", elem_id="dataset-exclude")
+    with gr.Accordion("A new take of this row: record it or upload it", open=False, elem_id="dataset-take-panel"):
+        take = gr.Audio(label="New take", sources=["upload", "microphone"], type="filepath", elem_id="dataset-take")
+        take_btn = gr.Button("Replace the row's recording", elem_id="dataset-take-replace")
+        gr.Markdown("The recording the row was made of is kept, hidden beside it; the clip is made again from the "
+                    "take, and a Keep or Exclude of the old one is cleared. The transcript stays.")
     status = gr.Markdown(elem_id="dataset-status")
     with gr.Accordion("Delete the dataset shown", open=False, elem_id="dataset-delete-panel"):
         gr.Markdown("Removes the dataset's folder: its uploads, clips and reviews. Runs trained on it keep their "
@@ -474,6 +497,13 @@ def build(ctx: AppContext) -> list:
     for btn, action in ((exclude_btn, "exclude"), (keep_btn, "keep"), (save_btn, "text")):
         btn.click(says_errors(lambda n, r, t, a=action: (edit_row(ws, n, r, a, t), time.time_ns()), [status, decided],
                               status), [dataset, row_id, text], [status, decided], api_name=f"dataset_{action}")
+    def on_take(n, r, t, progress=gr.Progress()):  # the row plays its new clip; the table redraws from `decided`
+        said = retake_row(ws, n, r, t, progress)
+        return said, None, select_row(ws, n, r)[1], time.time_ns()
+
+    retaken = [status, take, player, decided]
+    take_btn.click(says_errors(on_take, retaken, status), [dataset, row_id, take], retaken,
+                   api_name="dataset_replace_recording")
     decided.change(on_view, shown, view_outputs, show_progress="hidden")
     lists_on_load = transcripts.build(ctx, dataset, prepared, decided)  # transcripts to check and machine drafts
     def on_open(n, everything, pg=1):

@@ -144,10 +144,10 @@ def same_bytes(a: Path, b: Path) -> bool:
     return a.stat().st_size == b.stat().st_size and (a.samefile(b) or filecmp.cmp(a, b, shallow=False))
 
 
-def set_aside(dest: Path, name: str, replaced: list[dict]) -> None:
+def set_aside(dest: Path, name: str, replaced: list[dict]) -> Path:
     """Move the file the dataset held at `dest` beside it as a hidden `.NAME.before-TIME` (discovery skips hidden
     files; nothing the user gave is lost) and tell `replaced` of it: the import says it, and a recording's clip is
-    made again from the new one."""
+    made again from the new one. Returns where the old one went."""
     stem = f".{dest.name}.before-{time.strftime('%Y%m%d-%H%M%S')}"
     before = next(b for k in range(1, 1000) if not (b := dest.with_name(stem + (f"-{k}" if k > 1 else ""))).exists())
     dest.replace(before)
@@ -160,6 +160,7 @@ def set_aside(dest: Path, name: str, replaced: list[dict]) -> None:
                      "message": f"{name}: replaces the {'version' if what != 'recording' else 'recording'} imported "
                                 f"before, which is kept as {before.name} beside it"
                                 + (f" ({said[what]})." if what in said else ".")})
+    return before
 
 
 # Transcripts and tables

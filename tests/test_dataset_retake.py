@@ -1,0 +1,169 @@
+"""A new take of one row (recorded in the browser, uploaded, or given on the command line): the row's recording is
+replaced, the old one kept, its clip made again and a decision that judged the old audio cleared; what cannot be
+replaced is refused with what to do, and nothing is moved."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tests.helpers import espeak_amharic, sentences, spoken_pairs
+from utils.audio import file_digest, load_audio
+from utils.datasets import apply_edits, load_manifest, prepare
+from utils.datasets.retake import replace_recording
+from utils.events import StudioError, run_to_end
+from utils.workspace import Workspace
+
+SENTS = sentences(8)
+
+
+@pytest.fixture()
+def pairs(tmp_path):
+    """Dataset "p" of three recordings and their transcripts, row a1 excluded and a2 kept by hand."""
+    ws = Workspace.open(tmp_path / "ws")
+    run_to_end(prepare(ws, "p", spoken_pairs(tmp_path / "pairs", 3), workers=1))
+    apply_edits(ws, "p", [{"id": "a1", "action": "exclude"}, {"id": "a2", "action": "keep"}])
+    return ws
+
+
+def _raw(ws) -> dict[str, str]:
+    """Every file under raw/ (hidden ones included) and its digest."""
+    raw = ws.dataset_dir("p") / "raw"
+    return {p.relative_to(raw).as_posix(): file_digest(p) for p in sorted(raw.rglob("*")) if p.is_file()}
+
+
+def test_a_new_take_replaces_the_rows_recording_keeps_the_old_one_and_is_judged_afresh(pairs, tmp_path):
+    ws = pairs
+    before = {r["id"]: r for r in load_manifest(ws, "p")}
+    old = ws.dataset_dir("p") / "raw" / "pairs" / "a1.wav"
+    old_bytes = old.read_bytes()
+    take = espeak_amharic(SENTS[1], tmp_path / "take" / "audio.wav", voice="am+f2", rate=120)  # slower, another voice
+    said = [e.message for e in replace_recording(ws, "p", "a1", take) if e.message]
+    rows = {r["id"]: r for r in load_manifest(ws, "p")}
+    assert old.read_bytes() == take.read_bytes()  # the take, as it came, under the recording's name
+    kept = list(old.parent.glob(".a1.wav.before-*"))
+    assert len(kept) == 1 and kept[0].read_bytes() == old_bytes  # nothing lost
+    assert said[0] == (f"Row a1: the new take replaces its recording raw/pairs/a1.wav, which is kept as {kept[0].name} "
+                       "beside it; its clip is made again from the take, and a Keep/Exclude that judged the old one "
+                       "is cleared.")
+    assert "1 clip(s) made again: their recordings changed since they were made (a1)" in said
+    assert rows["a1"]["duration"] > before["a1"]["duration"] + 0.3 and rows["a1"]["sha1"] != before["a1"]["sha1"]
+    assert rows["a1"]["review"] is None and not rows["a1"]["excluded"] and rows["a1"]["text"] == SENTS[1]
+    assert rows["a2"]["review"] == "keep" and rows["a0"] == before["a0"]  # the other rows as they were
+    clip, _ = load_audio(ws.dataset_dir("p") / rows["a1"]["audio"])
+    assert len(clip) / 24000 == pytest.approx(rows["a1"]["duration"], abs=0.02)  # the clip is the take's
+
+
+def test_a_take_of_another_format_is_written_as_the_recording_it_replaces(pairs, tmp_path):
+    """The row's table (here its .txt beside it) names its file with its suffix: an MP3 or FLAC take put under
+    a1.wav keeps the name and becomes WAV, sample for sample."""
+    ws = pairs
+    spoken = espeak_amharic(SENTS[4], tmp_path / "spoken.wav")
+    audio, rate = sf.read(spoken)
+    sf.write(tmp_path / "take.flac", audio, rate)
+    run_to_end(replace_recording(ws, "p", "a1", tmp_path / "take.flac"))
+    old = ws.dataset_dir("p") / "raw" / "pairs" / "a1.wav"
+    assert sf.info(old).format == "WAV" and sf.info(old).samplerate == rate
+    assert np.allclose(sf.read(old)[0], audio, atol=1 / 2**15)
+    rows = {r["id"]: r for r in load_manifest(ws, "p")}
+    assert rows["a1"]["duration"] == pytest.approx(len(audio) / rate, abs=0.6)  # trimmed of its silence
+
+
+def test_what_cannot_be_replaced_is_refused_with_what_to_do_and_nothing_is_moved(pairs, tmp_path):
+    ws = pairs
+    files = _raw(ws)
+    (tmp_path / "notes.wav").write_text("not audio", encoding="utf-8")
+    take = espeak_amharic(SENTS[5], tmp_path / "take.wav")
+    refusals = [
+        (("nope", take), "Dataset 'p' has no row 'nope': pick a row of its table first."),
+        (("a1", tmp_path / "notes.wav"), "notes.wav: not readable audio"),
+        (("a1", tmp_path / "absent.wav"), "Record or upload the new take first."),
+        (("a0", ws.dataset_dir("p") / "raw" / "pairs" / "a0.wav"), "this take is the recording row a0 already has"),
+    ]
+    for (row, given), words in refusals:
+        with pytest.raises(StudioError, match=words.replace("(", r"\(").replace(")", r"\)")):
+            run_to_end(replace_recording(ws, "p", row, given))
+        assert _raw(ws) == files, row
+    # a clip cut from a long recording: the whole recording is what can be given again
+    long = tmp_path / "long"
+    espeak_amharic(" ".join(SENTS[:3]), long / "talk.wav")
+    run_to_end(prepare(ws, "talk", long / "talk.wav", fmt="long", workers=1))
+    cut = load_manifest(ws, "talk")[0]
+    with pytest.raises(StudioError, match=r"was cut from the long recording talk\.wav: one of its clips cannot be "
+                                          r"replaced alone"):
+        run_to_end(replace_recording(ws, "talk", cut["id"], take))
+
+
+def test_a_recording_read_where_it_lies_or_not_kept_is_refused(tmp_path):
+    """A folder inside a data folder is linked, not copied: its files are the curator's own, so the take goes
+    there by their hand, not the studio's. A dataset whose uploads were deleted has nothing to replace."""
+    data = tmp_path / "drive"
+    spoken_pairs(data / "takes", 2, prefix="b")
+    ws = Workspace.open(tmp_path / "ws")
+    run_to_end(prepare(ws, "linked", data / "takes", in_place=(data,), workers=1))
+    take = espeak_amharic(SENTS[5], tmp_path / "take.wav")
+    mine = file_digest(data / "takes" / "b0.wav")
+    with pytest.raises(StudioError, match=r"read where it lies, in your folder .*takes \(it was not copied in\)\. "
+                                          r"Save the new take over b0\.wav there, then press Prepare again"):
+        run_to_end(replace_recording(ws, "linked", "b0", take))
+    assert file_digest(data / "takes" / "b0.wav") == mine and sorted(p.name for p in (data / "takes").iterdir()) == [
+        "b0.txt", "b0.wav", "b1.txt", "b1.wav"]
+    from utils.datasets.config import PrepareConfig
+
+    run_to_end(prepare(ws, "dropped", data / "takes", cfg=PrepareConfig(keep_uploads=False), workers=1))
+    with pytest.raises(StudioError, match="kept no copy of its uploads"):
+        run_to_end(replace_recording(ws, "dropped", "b0", take))
+
+
+def test_the_command_line_and_the_dataset_tab_replace_a_recording(pairs, tmp_path, capsys):
+    import app
+    from webui.dataset import retake_row
+
+    ws = pairs
+    take = espeak_amharic(SENTS[6], tmp_path / "take.wav")
+    assert app.main(["replace-recording", "p", "a2", str(take), "--workspace", str(ws.root)]) == 0
+    out = capsys.readouterr().out
+    assert "Row a2: the new take replaces its recording raw/pairs/a2.wav" in out and '"clips": 3' in out
+    row = {r["id"]: r for r in load_manifest(ws, "p")}["a2"]
+    assert row["review"] is None  # its Keep judged the old recording
+    assert app.main(["replace-recording", "p", "ghost", str(take), "--workspace", str(ws.root)]) == 2
+    assert "Dataset 'p' has no row 'ghost'" in capsys.readouterr().err
+    # the tab: the handler the button calls says what was done, and the summary of the dataset after it
+    again = espeak_amharic(SENTS[7], tmp_path / "again.wav")
+    said = retake_row(ws, "p", "a0", str(again))
+    assert said.startswith("Row a0: the new take replaces its recording raw/pairs/a0.wav")
+    assert "1 clip(s) made again from a changed recording (a0)" in said and "2 usable of 3 clip(s)" in said  # a1 excluded
+    for name, row_id, given, words in (("p", "", str(again), "Pick a row in the table first"),
+                                       ("p", "a0", None, "Record or upload the new take first")):
+        with pytest.raises(StudioError, match=words):
+            retake_row(ws, name, row_id, given)
+
+
+def test_in_the_browser_a_row_picked_gets_its_new_take_and_plays_it(start_app, page, tmp_path):
+    """The Dataset tab's row editor: a take uploaded into its box replaces the picked row's recording; the status
+    line says so, the player plays the new clip and the row's Exclude is gone from the table."""
+    from playwright.sync_api import expect
+
+    from tests.helpers import screenshot
+
+    server = start_app(wait=False)
+    ws = Workspace.open(server.workspace)
+    run_to_end(prepare(ws, "p", spoken_pairs(tmp_path / "pairs", 3), workers=1))
+    apply_edits(ws, "p", [{"id": "a1", "action": "exclude"}])
+    take = espeak_amharic(SENTS[5], tmp_path / "take.wav", rate=120)
+    page.goto(server.wait_ready().url)
+    expect(page.locator("#dataset-summary")).to_contain_text("2 of 3 clips")  # the dataset prepared last, shown
+    page.locator("#dataset-flagged").get_by_test_id("cell-0-0").click()  # the excluded row, the one listed
+    expect(page.get_by_label("Row", exact=True)).to_have_value("a1")
+    page.locator("#dataset-take-panel").get_by_text("A new take of this row").click()
+    page.locator("#dataset-take input[type=file]").set_input_files(str(take))
+    expect(page.locator("#dataset-take audio, #dataset-take [data-testid=waveform-controls]").first).to_be_attached(
+        timeout=30_000)
+    page.locator("#dataset-take-replace").click()
+    status = page.locator("#dataset-status")
+    expect(status).to_contain_text("Row a1: the new take replaces its recording raw/pairs/a1.wav", timeout=120_000)
+    expect(status).to_contain_text("3 usable of 3 clip(s)")
+    expect(page.locator("#dataset-summary")).to_contain_text("3 of 3 clips")  # redrawn: a1 no longer excluded
+    screenshot(page.locator("#dataset-take-panel").locator(".."), tmp_path, "new-take")
+    row = {r["id"]: r for r in load_manifest(ws, "p")}["a1"]
+    assert row["review"] is None and row["duration"] > 2.0

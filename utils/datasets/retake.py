@@ -1,0 +1,106 @@
+"""A new take of one row: the recording a clip was made of replaced by another (recorded in the browser, or uploaded),
+the old one kept hidden beside it, and the dataset prepared again, which makes that clip again and clears a
+Keep/Exclude that judged the old recording (utils.datasets.prepare notices the changed recording by its stamp).
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+from utils.audio import FeatureConfig, decode_with_ffmpeg, load_audio, needs_ffmpeg, save_audio
+from utils.datasets.config import PrepareConfig
+from utils.datasets.manifest import get_rows
+from utils.datasets.prepare import prepare
+from utils.datasets.safezip import copy_file, same_bytes, set_aside
+from utils.events import Event, StudioError
+from utils.workspace import Workspace, read_json
+
+WRITABLE = (".wav", ".flac")  # a take of another format is written in these when the old recording is one
+
+
+def replace_recording(ws: Workspace, name: str, row_id: str, take: str | Path, cancel=None) -> Iterator[Event]:
+    """Put `take` in the place of the recording row `row_id` of dataset `name` was made of, then prepare the dataset
+    again with the settings it was prepared with; yields the preparation's events (the last carries its summary).
+    Refused, with what to do, for a row cut from a long recording, a recording read where it lies (a data folder), a
+    dataset that kept no copy of its uploads, and a take that is not audio."""
+    ds_dir, take = ws.dataset_dir(name), Path(take)
+    row = get_rows(ws, name, [row_id]).get(row_id)
+    if row is None:
+        raise StudioError(f"Dataset {name!r} has no row {row_id!r}: pick a row of its table first.")
+    old = recording_of(ds_dir, row)
+    _readable(take)
+    if same_bytes(take, old):
+        raise StudioError(f"{take.name}: this take is the recording row {row_id} already has; nothing was changed.")
+    before = set_aside(old, take.name, [])
+    try:
+        _put_in_place(take, old)
+    except BaseException:
+        before.replace(old)  # as it was
+        raise
+    yield Event("import", message=f"Row {row_id}: the new take replaces its recording {row['source']}, which is kept "
+                f"as {before.name} beside it; its clip is made again from the take, and a Keep/Exclude that judged "
+                "the old one is cleared.")
+    meta = read_json(ds_dir / "prepare.json", default={}) or {}
+    features = meta.get("features")
+    yield from prepare(ws, name, fmt=meta.get("format") or "auto", columns=meta.get("columns"),
+                       frontend=meta.get("frontend", "phoneme"), cfg=PrepareConfig.from_dict(meta.get("config")),
+                       feature_cfg=FeatureConfig.from_dict(features) if features else None, cancel=cancel)
+
+
+def recording_of(ds_dir: Path, row: dict) -> Path:
+    """The file under raw/ a row's clip was made of, or why a take cannot replace it."""
+    source, rid = str(row.get("source") or ""), row["id"]
+    if "#t=" in source:
+        raise StudioError(f"Row {rid} was cut from the long recording {source.split('#')[0].removeprefix('raw/')}: "
+                          "one of its clips cannot be replaced alone. Exclude the row, or give the whole recording "
+                          "again (a recording given again under its name replaces the old one).")
+    if (read_json(ds_dir / "prepare.json", default={}) or {}).get("uploads_dropped"):
+        raise StudioError(f"Row {rid}: this dataset kept no copy of its uploads (Keep a copy of the uploads was "
+                          "unticked), so a recording of it cannot be replaced; prepare the recordings again with it "
+                          "ticked.")
+    path = ds_dir / source
+    raw = ds_dir / "raw"
+    if not source.startswith("raw/") or not path.is_file():
+        raise StudioError(f"Row {rid}: its recording ({source or 'none named'}) is not in the dataset's raw/ folder "
+                          "any more, so there is nothing to replace; prepare the dataset again from its recordings.")
+    linked = next((p for p in path.relative_to(raw).parents if (raw / p).is_symlink()), None)
+    if linked is not None:
+        raise StudioError(f"Row {rid}: its recording is read where it lies, in your folder {(raw / linked).resolve()}"
+                          f" (it was not copied in). Save the new take over {path.name} there, then press Prepare "
+                          "again: a recording changed where it lies is made again.")
+    return path
+
+
+def _readable(take: Path) -> None:
+    """Refuse a take that is not audio before anything is moved."""
+    if not take.is_file():
+        raise StudioError("Record or upload the new take first.")
+    try:
+        if needs_ffmpeg(take):
+            with tempfile.TemporaryDirectory() as tmp:
+                load_audio(decode_with_ffmpeg(take, Path(tmp) / "take.flac"))
+        else:
+            load_audio(take)
+    except StudioError:
+        raise
+    except Exception as exc:
+        from utils.audio import unreadable
+
+        raise StudioError(unreadable(take.name, exc)) from exc
+
+
+def _put_in_place(take: Path, old: Path) -> None:
+    """The take under the old recording's name: its bytes as they are when its format is the old one's, else
+    decoded and written in the old one's format (a row's table names its file, suffix included)."""
+    if take.suffix.lower() == old.suffix.lower():
+        copy_file(take, old)
+        return
+    if old.suffix.lower() not in WRITABLE:
+        raise StudioError(f"{take.name}: the recording it replaces is a {old.suffix} file, which the studio cannot "
+                          f"write: give the take as {old.suffix}, or as WAV if the recording was WAV.")
+    with tempfile.TemporaryDirectory() as tmp:
+        decoded = decode_with_ffmpeg(take, Path(tmp) / "take.flac") if needs_ffmpeg(take) else take
+        audio, rate = load_audio(decoded, mono=False)
+        save_audio(old, audio, rate)
+
