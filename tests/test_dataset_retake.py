@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.helpers import espeak_amharic, sentences, spoken_pairs
+from tests.helpers import espeak_amharic, sentences, spoken_pairs, tone, write_wav
 from utils.audio import file_digest, load_audio
 from utils.datasets import apply_edits, load_manifest, prepare
+from utils.datasets.config import PrepareConfig
 from utils.datasets.retake import replace_recording
 from utils.events import StudioError, run_to_end
 from utils.workspace import Workspace
@@ -84,6 +85,13 @@ def test_what_cannot_be_replaced_is_refused_with_what_to_do_and_nothing_is_moved
         with pytest.raises(StudioError, match=words.replace("(", r"\(").replace(")", r"\)")):
             run_to_end(replace_recording(ws, "p", row, given))
         assert _raw(ws) == files, row
+    strict = Workspace.open(tmp_path / "strict")  # a take longer than a clip may be would lose its row
+    run_to_end(prepare(strict, "p", spoken_pairs(tmp_path / "p2", 1), cfg=PrepareConfig(max_clip_file=5.0), workers=1))
+    write_wav(tmp_path / "long.wav", tone(6.0), 24000)
+    with pytest.raises(StudioError, match=r"long\.wav: 6 s long, longer than a clip may be \(5 s\): record the row's "
+                                          "sentence alone"):
+        run_to_end(replace_recording(strict, "p", "a0", tmp_path / "long.wav"))
+    assert sorted(p.name for p in (strict.dataset_dir("p") / "raw" / "p2").iterdir()) == ["a0.txt", "a0.wav"]
     # a clip cut from a long recording: the whole recording is what can be given again
     long = tmp_path / "long"
     espeak_amharic(" ".join(SENTS[:3]), long / "talk.wav")
@@ -108,8 +116,6 @@ def test_a_recording_read_where_it_lies_or_not_kept_is_refused(tmp_path):
         run_to_end(replace_recording(ws, "linked", "b0", take))
     assert file_digest(data / "takes" / "b0.wav") == mine and sorted(p.name for p in (data / "takes").iterdir()) == [
         "b0.txt", "b0.wav", "b1.txt", "b1.wav"]
-    from utils.datasets.config import PrepareConfig
-
     run_to_end(prepare(ws, "dropped", data / "takes", cfg=PrepareConfig(keep_uploads=False), workers=1))
     with pytest.raises(StudioError, match="kept no copy of its uploads"):
         run_to_end(replace_recording(ws, "dropped", "b0", take))

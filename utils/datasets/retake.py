@@ -29,7 +29,9 @@ def replace_recording(ws: Workspace, name: str, row_id: str, take: str | Path, c
     if row is None:
         raise StudioError(f"Dataset {name!r} has no row {row_id!r}: pick a row of its table first.")
     old = recording_of(ds_dir, row)
-    _readable(take)
+    meta = read_json(ds_dir / "prepare.json", default={}) or {}
+    cfg = PrepareConfig.from_dict(meta.get("config"))
+    _usable(take, cfg)
     if same_bytes(take, old):
         raise StudioError(f"{take.name}: this take is the recording row {row_id} already has; nothing was changed.")
     before = set_aside(old, take.name, [])
@@ -41,11 +43,14 @@ def replace_recording(ws: Workspace, name: str, row_id: str, take: str | Path, c
     yield Event("import", message=f"Row {row_id}: the new take replaces its recording {row['source']}, which is kept "
                 f"as {before.name} beside it; its clip is made again from the take, and a Keep/Exclude that judged "
                 "the old one is cleared.")
-    meta = read_json(ds_dir / "prepare.json", default={}) or {}
     features = meta.get("features")
     yield from prepare(ws, name, fmt=meta.get("format") or "auto", columns=meta.get("columns"),
-                       frontend=meta.get("frontend", "phoneme"), cfg=PrepareConfig.from_dict(meta.get("config")),
+                       frontend=meta.get("frontend", "phoneme"), cfg=cfg,
                        feature_cfg=FeatureConfig.from_dict(features) if features else None, cancel=cancel)
+    if row_id not in get_rows(ws, name, [row_id]) and not (cancel is not None and cancel.is_set()):
+        raise StudioError(f"Row {row_id} could not be made from the take (the log above says why). The recording it "
+                          f"had is kept as {before.name} beside {old.name}: to bring the row back, record or upload "
+                          "another take of it in that folder under its name, or give the dataset's folder again.")
 
 
 def recording_of(ds_dir: Path, row: dict) -> Path:
@@ -72,22 +77,30 @@ def recording_of(ds_dir: Path, row: dict) -> Path:
     return path
 
 
-def _readable(take: Path) -> None:
-    """Refuse a take that is not audio before anything is moved."""
+def _usable(take: Path, cfg: PrepareConfig) -> None:
+    """Refuse, before anything is moved, a take that could not make a clip: not audio, empty, or longer than a clip
+    may be (its row would be dropped by the preparation)."""
     if not take.is_file():
         raise StudioError("Record or upload the new take first.")
     try:
         if needs_ffmpeg(take):
             with tempfile.TemporaryDirectory() as tmp:
-                load_audio(decode_with_ffmpeg(take, Path(tmp) / "take.flac"))
+                audio, rate = load_audio(decode_with_ffmpeg(take, Path(tmp) / "take.flac"))
         else:
-            load_audio(take)
+            audio, rate = load_audio(take)
     except StudioError:
         raise
     except Exception as exc:
         from utils.audio import unreadable
 
         raise StudioError(unreadable(take.name, exc)) from exc
+    if not len(audio):
+        raise StudioError(f"{take.name}: the take holds no audio samples: record it again.")
+    if len(audio) / rate > cfg.max_clip_file:
+        from utils.training.speed import say_time
+
+        raise StudioError(f"{take.name}: {say_time(len(audio) / rate)} long, longer than a clip may be "
+                          f"({say_time(cfg.max_clip_file)}): record the row's sentence alone.")
 
 
 def _put_in_place(take: Path, old: Path) -> None:
