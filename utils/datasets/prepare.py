@@ -282,8 +282,6 @@ def _make_clips(work: _Work, clips: list[Item], feature_cfg: FeatureConfig | Non
                                       or (mel_dir / f"{done['sha1'][:16]}.npy").exists()):
             if not recorded_again(work, it.audio, done, stamp):
                 results[it.id] = done
-                if "stamp" not in done:  # made before recordings were stamped: from now on a change is seen
-                    work.finished(key, {**done, "stamp": stamp})
                 continue
             work.remade.add(it.id)
         tasks.append({"id": it.id, "src": str(it.audio), "source": it.source, "start": it.start, "end": it.end,
@@ -317,7 +315,8 @@ def source_stamp(path: Path) -> list[int]:
 
 def recorded_again(work: _Work, audio: Path, done: dict, stamp: list[int]) -> bool:
     """Whether a clip made earlier came from another recording than the one under its name now: one given again
-    in this import, or one changed where it lies (a clip made before stamps were kept is trusted)."""
+    in this import, or one changed where it lies. A clip made before stamps were kept is trusted until it is made
+    again (stamping each then would append a line per clip to done.jsonl: 145 MB at 200k clips)."""
     return done.get("stamp", stamp) != stamp or bool(work.renewed and audio.resolve() in work.renewed)
 
 
