@@ -16,7 +16,7 @@ from tests.test_training import corpus, losses, tiny_config  # noqa: F401  (modu
 from utils.jobs import torchrun
 from utils.training import prepare_run, run
 from utils.training.checkpoint import load_trainer_state, step_folders
-from utils.workspace import read_json
+from utils.workspace import read_json, read_jsonl
 from utils.datasets import load_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,10 +51,15 @@ def wait_for(predicate, proc: subprocess.Popen, timeout: float = 120.0) -> None:
 def test_sigterm_finishes_the_step_saves_a_checkpoint_and_exits_0(corpus):
     path = prepare_run(tiny_config(corpus, "sigterm", max_steps=10_000, checkpoint_every=10_000))
     run_dir = corpus.run_dir("sigterm")
+    launched = time.time()
     proc = start_trainer(path)
     wait_for(lambda: (read_json(run_dir / "status.json", {}) or {}).get("step", 0) >= 2, proc)
     status = read_json(run_dir / "status.json")
     assert status["state"] == "running" and status["pid"] == proc.pid and status["eta_s"] is not None
+    # the time its start took (said before the next Start) counts from the process's start: the imports it waited on
+    start = next(r for r in read_jsonl(run_dir / "metrics.jsonl") if "start_s" in r)
+    counted_from = start["time"] - start["start_s"]
+    assert abs(counted_from - launched) < 1.0 and counted_from < status["started"] - 0.2
     beat = status["heartbeat"]
     time.sleep(3)  # the heartbeat refreshes status.json every 2 s, between steps too
     assert read_json(run_dir / "status.json")["heartbeat"] > beat

@@ -15,7 +15,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", required=True, help="runs/RUN/config.json written by prepare_run / app.py train")
     args = p.parse_args(argv)
     from utils.training import run
+    from utils.training.loop import started_to_train
 
+    started_to_train()
     try:
         result = run(args.config)
     except StudioError as exc:

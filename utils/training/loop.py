@@ -60,6 +60,21 @@ from utils.training.words import plain, said
 from utils.voice_folders import step_of
 from utils.workspace import read_json, read_jsonl
 
+# When this process began, in a process started to train (`python -m utils.training`: the Training tab's runs, a
+# queued one, each torchrun rank): a start's time (metrics' start_s, said before the next Start) then counts Python's
+# and torch's import too (1.75 s on this 2-core machine, more on Colab's first import). None where training is one
+# thing among others (`app.py train` in the foreground, the tests): the loop's own start is taken.
+PROCESS_STARTED: float | None = None
+
+
+def started_to_train() -> None:
+    """Say that this process was started to train (see PROCESS_STARTED)."""
+    global PROCESS_STARTED
+    import psutil
+
+    PROCESS_STARTED = psutil.Process().create_time()
+
+
 GROW_BACK_STEPS = 200  # good steps after an out-of-memory before a halved micro-batch is tried whole again
 STATE_FORMAT = 2       # trainer_state.pt layout (1: the two trainers' own layouts, upgraded by the adapters)
 # saved so that a resume keeps the grow-back timing and the count of non-finite steps in a row
@@ -420,7 +435,8 @@ class TrainingLoop:
                           else "training", step=self.step)
         self.log(f"training from step {self.step} to {s.max_steps}")
         if dist.main:  # what a start takes before its first step: said before the next Start (utils.runs.control)
-            self.files.metrics({"step": self.step, "start_s": round(time.time() - self.started, 2), "time": time.time()})
+            since = min(PROCESS_STARTED or self.started, self.started)
+            self.files.metrics({"step": self.step, "start_s": round(time.time() - since, 2), "time": time.time()})
         if s.max_seconds:  # the curator's time limit (Colab: under the session's time left)
             self.log(f"time limit: training ends by {time.strftime('%H:%M', time.localtime(self.started + s.max_seconds))}"
                      f" ({s.max_seconds / 60:g} min after this start), then a last evaluation and a save")
