@@ -156,6 +156,16 @@ def test_a_reload_stays_on_the_tab_that_was_open(studio, page, tmp_path):
     assert "#music-removal" in page.url
 
 
+# each heading of a table: how many lines its words take (the first text in it, not its menu button)
+HEADING_LINES_JS = """(sel) => Object.fromEntries([...document.querySelectorAll(sel + ' th')].map(th => {
+  const walk = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+  let node; while ((node = walk.nextNode()) && !node.textContent.trim()) {}
+  if (!node) return ['', 0];
+  const range = document.createRange(); range.selectNodeContents(node);
+  return [node.textContent.trim(), new Set([...range.getClientRects()].map(r => Math.round(r.top))).size];
+}))"""
+
+
 def test_on_a_phone_a_tab_of_the_more_tabs_menu_opens_from_the_address_and_is_kept(studio, browser, tmp_path):
     """At 420 px Gradio moves the later tabs into a "More tabs" menu whose buttons carry no tab id: #inference opened
     the Dataset tab, and a tab picked from the menu was kept neither in the address nor for a reload."""
@@ -170,6 +180,10 @@ def test_on_a_phone_a_tab_of_the_more_tabs_menu_opens_from_the_address_and_is_ke
         page.reload()
         expect(page.get_by_role("tab", name="Training")).to_have_attribute("aria-selected", "true", timeout=30_000)
         screenshot(page, tmp_path, "phone-reload-stays-on-training")
+        # the runs table's one-word headings on one line each: "dataset" was broken into "dat/ase/t"
+        expect(page.locator("#run-list th").first).to_be_visible()
+        lines = page.evaluate(HEADING_LINES_JS, "#run-list")
+        assert "dataset" in lines and all(n == 1 for head, n in lines.items() if " " not in head), lines
     finally:
         context.close()
 
