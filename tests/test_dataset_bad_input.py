@@ -222,6 +222,15 @@ def test_phone_recordings_in_m4a_are_decoded_with_ffmpeg_and_raw_keeps_the_origi
     assert rows["ok1"]["source"] == "raw/ok1.m4a" and 1.0 < rows["ok1"]["duration"] < 15
     assert (ws.dataset_dir("phone") / "raw" / "ok1.m4a").read_bytes() == original  # kept byte for byte
     assert (ws.dataset_dir("phone") / "decoded" / "ok1.m4a.flac").is_file()
+    # recorded again under its name, the new file's own time older than the decoding's (a hard link keeps it): it is
+    # decoded again and its clip made again, not the old recording's decoding kept
+    m4a.unlink()
+    again = to_m4a(espeak_amharic(SENTS[5], src / "ok1.wav", rate=110))
+    os.utime(again, ns=(10**18, 10**18))  # 2001
+    said = [e.message for e in prepare(ws, "phone", [again], workers=1) if e.message]
+    assert "1 clip(s) made again: their recordings changed since they were made (ok1)" in said, said
+    now = {r["id"]: r for r in load_manifest(ws, "phone")}["ok1"]
+    assert now["sha1"] != rows["ok1"]["sha1"] and abs(now["duration"] - rows["ok1"]["duration"]) > 0.3
 
 
 def test_aac_saved_under_an_mp3_or_wav_name_is_decoded_with_ffmpeg_too(tmp_path):

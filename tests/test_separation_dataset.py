@@ -222,6 +222,17 @@ def test_accepted_clips_are_measured_as_they_are_now_and_the_advice_follows(tmp_
     assert flags()["clip00"] == ["low_snr"]
     assert ("music removal found music in 1 clip(s); 1 with music still train on their original (Accept on the "
             "**Music removal** tab") in summary_markdown(ws, "abebe")
+    # a clip made again (its recording saved over) is not the clip that was separated: its result goes, said
+    assert dataset.accept(ws, "abebe") == 1
+    row = {r["id"]: r for r in load_manifest(ws, "abebe")}["clip00"]
+    recording = ws.dataset_dir("abebe") / row["source"]
+    audio, rate = sf.read(recording)
+    sf.write(recording, audio[: len(audio) // 2], rate)
+    said = [e.message for e in prepare(ws, "abebe")]
+    assert any("1 row(s) whose clip was made again lost the music removal done on their old clip (clip00): run Music "
+               "removal again for them." in (m or "") for m in said), said
+    row = {r["id"]: r for r in load_manifest(ws, "abebe")}["clip00"]
+    assert row["audio"] == "audio/clip00.wav" and row["music"] is None
 
 
 def test_a_run_cut_off_goes_on_where_it_stopped_and_says_what_is_left(ws):

@@ -96,7 +96,7 @@ def _prepare(ws: Workspace, name: str, sources: Iterable[str | Path] | str | Pat
     atomic_write_json(ds_dir / "prepare.json", {"format": found.format, "frontend": frontend, "columns": columns,
                                                 "config": cfg.to_dict(), "tables": tables,
                                                 "features": feature_cfg.to_dict() if feature_cfg else None})
-    yield from decode_compressed(ds_dir, found, errors)
+    yield from decode_compressed(ds_dir, found, errors, renewed)
     user_dict = load_user_dict(ws)  # transcripts are read as training and speaking read them
     read_with = dictionary_stamp(user_dict)
     use_gpu_mels = feature_cfg is not None and (device or _device()) == "cuda"
@@ -458,10 +458,11 @@ def only_ffmpeg_reads(paths: set[Path]) -> list[Path]:
         return [p for p, needed in zip(ordered, pool.map(needs_ffmpeg, ordered)) if needed]
 
 
-def decode_compressed(ds_dir: Path, found, errors: list[dict]) -> Iterator[Event]:
+def decode_compressed(ds_dir: Path, found, errors: list[dict], renewed: set[Path] = frozenset()) -> Iterator[Event]:
     """Audio that libsndfile cannot read (M4A from phones, WebM from video sites, ...) is decoded once by
     ffmpeg into decoded/<raw path>.flac and read from there; raw/ keeps the original. A file that cannot
-    be decoded (no ffmpeg, a broken file) is one message, and its items are left out."""
+    be decoded (no ffmpeg, a broken file) is one message, and its items are left out. Decoded again when the
+    original is newer, or `renewed` (a recording given again keeps its own time, which may be older)."""
     raw = ds_dir / "raw"
     files = sorted(only_ffmpeg_reads({it.audio for it in found.items}))
     wanted = set(files)
@@ -470,7 +471,7 @@ def decode_compressed(ds_dir: Path, found, errors: list[dict]) -> Iterator[Event
         rel = src.relative_to(raw) if src.is_relative_to(raw) else Path(src.name)
         target = ds_dir / "decoded" / rel.with_name(rel.name + ".flac")
         try:
-            if not (target.exists() and target.stat().st_mtime_ns >= src.stat().st_mtime_ns):
+            if src.resolve() in renewed or not (target.exists() and target.stat().st_mtime_ns >= src.stat().st_mtime_ns):
                 decode_with_ffmpeg(src, target)
             decoded[src] = target
             yield Event("decode", i, len(files), f"{rel}: decoded with ffmpeg")
@@ -616,18 +617,27 @@ def _carry_decisions(old: dict[str, dict], rows: list[dict], cfg: PrepareConfig,
 def _carry_music(ds_dir: Path, old: dict[str, dict], rows: list[dict], made: set[str], cfg: PrepareConfig) -> str:
     """A re-run keeps the music removal of each clip it did not make again (`made`: adding recordings to a dataset
     dropped every row's, and training went back to the clips with music under them): its result, and where the
-    curator accepted it, the music-removed audio and its noise measure. Returns what it kept ("": nothing)."""
-    checked = playing = 0
+    curator accepted it, the music-removed audio and its noise measure. A clip made again (a changed recording or
+    cleaning setting) is not the clip it was separated from: its result goes, said. Returns what it kept and what
+    went ("": nothing)."""
+    checked, playing, gone = 0, 0, []
     for r in rows:
         prev = old.get(r["id"])
-        if not prev or not prev.get("music") or r["id"] in made:
+        if not prev or not prev.get("music"):
+            continue
+        if r["id"] in made:
+            gone.append(r["id"])
             continue
         r["music"], checked = prev["music"], checked + 1
         if prev["audio"].startswith("separated/") and (ds_dir / prev["audio"]).is_file():
             r["audio"], r["sha1"], playing = prev["audio"], prev["sha1"], playing + 1
             measure_in_use(ds_dir, r, cfg)
-    return (f"Kept the music removal of {checked} row(s), {playing} of them playing their music-removed audio as "
-            "you accepted." if checked else "")
+    said = (f"Kept the music removal of {checked} row(s), {playing} of them playing their music-removed audio as you "
+            "accepted." if checked else "")
+    if gone:
+        said += (f" {len(gone)} row(s) whose clip was made again lost the music removal done on their old clip "
+                 f"({shown(gone)}): run Music removal again for them.")
+    return said.strip()
 
 
 def set_text(row: dict, text: str, cfg: PrepareConfig, user_dict: dict) -> None:
