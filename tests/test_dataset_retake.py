@@ -102,6 +102,29 @@ def test_what_cannot_be_replaced_is_refused_with_what_to_do_and_nothing_is_moved
         run_to_end(replace_recording(ws, "talk", cut["id"], take))
 
 
+def test_a_take_waits_for_a_run_training_on_the_dataset_but_not_for_one_queued(pairs, tmp_path):
+    """A run reads its clips as it trains (its held-out clips at each check): one made again under it would change
+    its data midway. A run queued has read nothing yet."""
+    import os
+    import time
+
+    from utils.workspace import atomic_write_json
+
+    ws = pairs
+    run_dir = ws.run_dir("busy")
+    atomic_write_json(run_dir / "config.json", {"train": {"dataset": "p", "engine": "matcha"}})
+    atomic_write_json(run_dir / "status.json", {"state": "running", "pid": os.getpid(), "heartbeat": time.time()})
+    take = espeak_amharic(SENTS[5], tmp_path / "take.wav")
+    files = _raw(ws)
+    with pytest.raises(StudioError, match="Run busy is training on dataset 'p' and reads its clips as it goes: replace "
+                                          "the recording when it has finished, or stop it first"):
+        run_to_end(replace_recording(ws, "p", "a1", take))
+    assert _raw(ws) == files
+    atomic_write_json(run_dir / "status.json", {"state": "queued", "queued": time.time()})
+    run_to_end(replace_recording(ws, "p", "a1", take))
+    assert _raw(ws) != files
+
+
 def test_a_recording_read_where_it_lies_or_not_kept_is_refused(tmp_path):
     """A folder inside a data folder is linked, not copied: its files are the curator's own, so the take goes
     there by their hand, not the studio's. A dataset whose uploads were deleted has nothing to replace."""

@@ -29,6 +29,7 @@ def replace_recording(ws: Workspace, name: str, row_id: str, take: str | Path, c
     if row is None:
         raise StudioError(f"Dataset {name!r} has no row {row_id!r}: pick a row of its table first.")
     old = recording_of(ds_dir, row)
+    _not_while_training(ws, name)
     meta = read_json(ds_dir / "prepare.json", default={}) or {}
     cfg = PrepareConfig.from_dict(meta.get("config"))
     _usable(take, cfg)
@@ -75,6 +76,18 @@ def recording_of(ds_dir: Path, row: dict) -> Path:
                           f" (it was not copied in). Save the new take over {path.name} there, then press Prepare "
                           "again: a recording changed where it lies is made again.")
     return path
+
+
+def _not_while_training(ws: Workspace, name: str) -> None:
+    """A run training on the dataset reads its clips as it goes (the held-out ones at each quality check, MMS's and
+    the vocoder's audio when first met): a clip made again under it would change its data midway. One queued has
+    not read them yet."""
+    from utils.runs.control import training_on
+
+    busy = training_on(ws, name)
+    if busy and busy[1].get("state") != "queued":
+        raise StudioError(f"Run {busy[0]} is training on dataset {name!r} and reads its clips as it goes: replace the "
+                          "recording when it has finished, or stop it first (Training tab).")
 
 
 def _usable(take: Path, cfg: PrepareConfig) -> None:
