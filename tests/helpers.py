@@ -68,6 +68,15 @@ def spoken_pairs(folder: Path, n: int, prefix: str = "a") -> Path:
     return folder
 
 
+def to_m4a(wav: Path) -> Path:
+    """The container phones and video sites give (AAC in MP4), made from real speech with ffmpeg (the WAV goes)."""
+    out = wav.with_suffix(".m4a")
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(wav), "-c:a", "aac", "-b:a", "96k", str(out)],
+                   check=True)
+    wav.unlink()
+    return out
+
+
 def sentences(n: int | None = None) -> list[str]:
     """Amharic sentences from the project's fixture copy of UD_Amharic-ATT (CC BY-SA 4.0)."""
     lines = [l.strip() for l in (FIXTURES / "amharic_sentences.txt").read_text(encoding="utf-8").splitlines() if l.strip()]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.helpers import cli, espeak_amharic, sentences, spoken_pairs
+from tests.helpers import cli, espeak_amharic, sentences, spoken_pairs, to_m4a
 from utils.datasets import load_manifest, load_report, prepare
 from utils.datasets.config import PrepareConfig
 from utils.datasets.sources import discover
@@ -198,17 +198,6 @@ def test_nothing_usable_raises_with_the_reason(tmp_path):
     (tmp_path / "void").mkdir()
     with pytest.raises(StudioError, match="no files found"):
         run(ws, "v", tmp_path / "void")
-
-
-def to_m4a(wav: Path) -> Path:
-    """The container phones and video sites give (AAC in MP4), made from real speech with ffmpeg."""
-    import subprocess
-
-    out = wav.with_suffix(".m4a")
-    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(wav), "-c:a", "aac", "-b:a", "96k", str(out)],
-                   check=True)
-    wav.unlink()
-    return out
 
 
 def test_phone_recordings_in_m4a_are_decoded_with_ffmpeg_and_raw_keeps_the_original(tmp_path):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.helpers import espeak_amharic, sentences, spoken_pairs, tone, write_wav
+from tests.helpers import espeak_amharic, sentences, spoken_pairs, to_m4a, tone, write_wav
 from utils.audio import file_digest, load_audio
 from utils.datasets import apply_edits, load_manifest, prepare
 from utils.datasets.config import PrepareConfig
@@ -68,6 +68,17 @@ def test_a_take_of_another_format_is_written_as_the_recording_it_replaces(pairs,
     assert np.allclose(sf.read(old)[0], audio, atol=1 / 2**15)
     rows = {r["id"]: r for r in load_manifest(ws, "p")}
     assert rows["a1"]["duration"] == pytest.approx(len(audio) / rate, abs=0.6)  # trimmed of its silence
+    # a phone's M4A, which the studio cannot write: the take goes under its name as FLAC, which ffmpeg reads the same
+    phone = Workspace.open(tmp_path / "phone")
+    src = spoken_pairs(tmp_path / "phone-pairs", 2)
+    to_m4a(src / "a0.wav")
+    run_to_end(prepare(phone, "m", src, workers=1))
+    said = [e.message for e in replace_recording(phone, "m", "a0", spoken) if e.message]
+    assert said[0].endswith("The take is written as FLAC under that name: the studio cannot write .m4a files.")
+    assert "1 clip(s) made again: their recordings changed since they were made (a0)" in said
+    assert sf.info(phone.dataset_dir("m") / "raw" / "phone-pairs" / "a0.m4a").format == "FLAC"
+    row = {r["id"]: r for r in load_manifest(phone, "m")}["a0"]
+    assert row["duration"] == pytest.approx(len(audio) / rate, abs=0.6)
 
 
 def test_what_cannot_be_replaced_is_refused_with_what_to_do_and_nothing_is_moved(pairs, tmp_path):

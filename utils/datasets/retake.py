@@ -4,11 +4,15 @@ Keep/Exclude that judged the old recording (utils.datasets.prepare notices the c
 """
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from utils.audio import FeatureConfig, decode_with_ffmpeg, load_audio, needs_ffmpeg, save_audio
+import numpy as np
+import soundfile as sf
+
+from utils.audio import FeatureConfig, decode_with_ffmpeg, load_audio, needs_ffmpeg
 from utils.datasets.config import PrepareConfig
 from utils.datasets.manifest import get_rows
 from utils.datasets.prepare import prepare
@@ -16,7 +20,9 @@ from utils.datasets.safezip import copy_file, same_bytes, set_aside
 from utils.events import Event, StudioError
 from utils.workspace import Workspace, read_json
 
-WRITABLE = (".wav", ".flac")  # a take of another format is written in these when the old recording is one
+# the format a take of another format is written in, by the old recording's suffix (libsndfile writes these)
+WRITTEN_AS = {".wav": "WAV", ".flac": "FLAC", ".ogg": "OGG", ".oga": "OGG", ".mp3": "MP3", ".aif": "AIFF",
+              ".aiff": "AIFF"}
 
 
 def replace_recording(ws: Workspace, name: str, row_id: str, take: str | Path, cancel=None) -> Iterator[Event]:
@@ -37,13 +43,14 @@ def replace_recording(ws: Workspace, name: str, row_id: str, take: str | Path, c
         raise StudioError(f"{take.name}: this take is the recording row {row_id} already has; nothing was changed.")
     before = set_aside(old, take.name, [])
     try:
-        _put_in_place(take, old)
+        how = _put_in_place(take, old)
     except BaseException:
+        old.unlink(missing_ok=True)
         before.replace(old)  # as it was
         raise
     yield Event("import", message=f"Row {row_id}: the new take replaces its recording {row['source']}, which is kept "
                 f"as {before.name} beside it; its clip is made again from the take, and a Keep/Exclude that judged "
-                "the old one is cleared.")
+                f"the old one is cleared.{how}")
     features = meta.get("features")
     yield from prepare(ws, name, fmt=meta.get("format") or "auto", columns=meta.get("columns"),
                        frontend=meta.get("frontend", "phoneme"), cfg=cfg,
@@ -116,17 +123,20 @@ def _usable(take: Path, cfg: PrepareConfig) -> None:
                           f"({say_time(cfg.max_clip_file)}): record the row's sentence alone.")
 
 
-def _put_in_place(take: Path, old: Path) -> None:
-    """The take under the old recording's name: its bytes as they are when its format is the old one's, else
-    decoded and written in the old one's format (a row's table names its file, suffix included)."""
+def _put_in_place(take: Path, old: Path) -> str:
+    """The take under the old recording's name (a row's table names its file, suffix included): its bytes as they are
+    when its format is the old one's, else decoded and written in the old one's format, or as FLAC where the studio
+    cannot write that (M4A, Opus: both readers go by the content). Returns what to add to the message about it."""
     if take.suffix.lower() == old.suffix.lower():
         copy_file(take, old)
-        return
-    if old.suffix.lower() not in WRITABLE:
-        raise StudioError(f"{take.name}: the recording it replaces is a {old.suffix} file, which the studio cannot "
-                          f"write: give the take as {old.suffix}, or as WAV if the recording was WAV.")
+        return ""
+    fmt = WRITTEN_AS.get(old.suffix.lower(), "FLAC")
     with tempfile.TemporaryDirectory() as tmp:
         decoded = decode_with_ffmpeg(take, Path(tmp) / "take.flac") if needs_ffmpeg(take) else take
         audio, rate = load_audio(decoded, mono=False)
-        save_audio(old, audio, rate)
-
+        written = Path(tmp) / f"take.{fmt.lower()}"
+        sf.write(written, np.clip(audio.T, -1.0, 1.0), rate, format=fmt,
+                 subtype="PCM_16" if fmt in ("WAV", "FLAC", "AIFF") else None)
+        shutil.move(written, old)
+    return "" if old.suffix.lower() in WRITTEN_AS else (f" The take is written as FLAC under that name: the studio "
+                                                        f"cannot write {old.suffix} files.")
