@@ -75,9 +75,10 @@ def import_source(sources: list[Path], raw: Path, cfg: PrepareConfig, in_place: 
             elif src.is_dir():
                 _, msgs = copy_tree(src, raw / src.name, replaced)
             elif src.suffix.lower() == ".zip":
-                kept = copy_file(src, raw / src.name, replaced)
+                before = len(replaced)
+                kept = copy_file(src, raw / src.name, replaced)  # the same zip again: its files are those extracted
                 _, msgs = safe_extract(kept, raw / src.stem, cfg.max_zip_bytes, cfg.max_zip_entries, cfg.max_zip_ratio,
-                                       replaced)
+                                       replaced if len(replaced) > before else None)
             else:
                 copy_file(src, raw / src.name, replaced)
                 msgs = []
