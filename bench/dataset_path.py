@@ -7,7 +7,8 @@ grows faster than the data shows up, and the arithmetic to 200 h.
 
 For each size: unique LJSpeech-style clips are generated (espeak-ng Amharic sentences, each copy with its own
 gain, padding and noise: bench/prepare.py), then each stage runs in its own fresh process (its peak RSS is its
-own): prepare (import, checks, clips, mel cache), the music gate over every clip (`separate --dataset`, auto
+own): prepare (import, checks, clips, mel cache), prepare again on what raw/ holds (every clip kept: discovery, each
+recording's size and time read to see it unchanged, the table written again), the music gate over every clip (`separate --dataset`, auto
 backend, the gate spread over the workers), the transcript check (its aligner trained --check-steps steps, then
 every clip aligned; in a process of its own as the app runs it, so its memory is the "child" column), the first
 training step of a tiny Matcha run (from Start: the rows read, the batches planned, one step), and the Dataset
@@ -30,8 +31,8 @@ from pathlib import Path
 import common  # bench/common.py (the script's folder is on sys.path); puts the repository root there too
 import prepare as prepare_bench  # bench/prepare.py: the unique-clip generator
 
-STAGES = ("prepare", "music_gate", "transcript_check", "first_step", "clicks", "first_step_rows")
-PER_HOUR = ("prepare", "music_gate", "transcript_check")  # work over every clip: seconds per audio hour
+STAGES = ("prepare", "prepare_again", "music_gate", "transcript_check", "first_step", "clicks", "first_step_rows")
+PER_HOUR = ("prepare", "prepare_again", "music_gate", "transcript_check")  # work over every clip: s per audio hour
 SPREAD = ("prepare", "music_gate")  # spread over the CPU cores (worker processes); the others run in one process
 
 
@@ -44,6 +45,10 @@ def _stage_work(name: str, ws, args: dict):
 
         src = Path(ws.root).parent / "src"
         return lambda: f"{run_to_end(prepare(ws, 'bench', src, workers=args['workers']))['clips']} clips"
+    if name == "prepare_again":  # Prepare pressed again on what raw/ holds: every clip kept, each recording's stamp read
+        from utils.datasets import prepare
+
+        return lambda: f"{run_to_end(prepare(ws, 'bench', workers=args['workers']))['clips']} clips kept"
     if name == "music_gate":
         from utils.separation.dataset import process_dataset
 
