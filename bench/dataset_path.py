@@ -8,7 +8,8 @@ grows faster than the data shows up, and the arithmetic to 200 h.
 For each size: unique LJSpeech-style clips are generated (espeak-ng Amharic sentences, each copy with its own
 gain, padding and noise: bench/prepare.py), then each stage runs in its own fresh process (its peak RSS is its
 own): prepare (import, checks, clips, mel cache), prepare again on what raw/ holds (every clip kept: discovery, each
-recording's size and time read to see it unchanged, the table written again), the music gate over every clip (`separate --dataset`, auto
+recording's size and time read to see it unchanged, the table written again), a new take of one row (another row's
+recording put in its place: one clip made again, one row written), the music gate over every clip (`separate --dataset`, auto
 backend, the gate spread over the workers), the transcript check (its aligner trained --check-steps steps, then
 every clip aligned; in a process of its own as the app runs it, so its memory is the "child" column), the first
 training step of a tiny Matcha run (from Start: the rows read, the batches planned, one step), and the Dataset
@@ -31,24 +32,29 @@ from pathlib import Path
 import common  # bench/common.py (the script's folder is on sys.path); puts the repository root there too
 import prepare as prepare_bench  # bench/prepare.py: the unique-clip generator
 
-STAGES = ("prepare", "prepare_again", "music_gate", "transcript_check", "first_step", "clicks", "first_step_rows")
+STAGES = ("prepare", "prepare_again", "retake", "music_gate", "transcript_check", "first_step", "clicks",
+          "first_step_rows")
 PER_HOUR = ("prepare", "prepare_again", "music_gate", "transcript_check")  # work over every clip: s per audio hour
 SPREAD = ("prepare", "music_gate")  # spread over the CPU cores (worker processes); the others run in one process
 
 
 def _stage_work(name: str, ws, args: dict):
     """The stage's work as a callable, its imports done (so the clock times the work, not Python's imports)."""
+    from utils.datasets import prepare
     from utils.events import run_to_end
 
     if name == "prepare":
-        from utils.datasets import prepare
-
         src = Path(ws.root).parent / "src"
         return lambda: f"{run_to_end(prepare(ws, 'bench', src, workers=args['workers']))['clips']} clips"
     if name == "prepare_again":  # Prepare pressed again on what raw/ holds: every clip kept, each recording's stamp read
-        from utils.datasets import prepare
-
         return lambda: f"{run_to_end(prepare(ws, 'bench', workers=args['workers']))['clips']} clips kept"
+    if name == "retake":  # a new take of one row (here another row's recording): only that clip made again
+        from utils.datasets import load_manifest
+        from utils.datasets.retake import replace_recording
+
+        first, other = load_manifest(ws, "bench")[:2]
+        take = Path(ws.dataset_dir("bench")) / other["source"]
+        return lambda: f"{run_to_end(replace_recording(ws, 'bench', first['id'], take))['clips']} clips"
     if name == "music_gate":
         from utils.separation.dataset import process_dataset
 

@@ -8,7 +8,7 @@ import pytest
 import soundfile as sf
 
 from tests.helpers import espeak_amharic, sentences, spoken_pairs, to_m4a, tone, write_wav
-from utils.audio import file_digest, load_audio
+from utils.audio import FeatureConfig, file_digest, load_audio
 from utils.datasets import apply_edits, load_manifest, prepare
 from utils.datasets.config import PrepareConfig
 from utils.datasets.retake import replace_recording
@@ -45,14 +45,23 @@ def test_a_new_take_replaces_the_rows_recording_keeps_the_old_one_and_is_judged_
     kept = list(old.parent.glob(".a1.wav.before-*"))
     assert len(kept) == 1 and kept[0].read_bytes() == old_bytes  # nothing lost
     assert said[0] == (f"Row a1: the new take replaces its recording raw/pairs/a1.wav, which is kept as {kept[0].name} "
-                       "beside it; its clip is made again from the take, and a Keep/Exclude that judged the old one "
-                       "is cleared.")
-    assert "1 clip(s) made again: their recordings changed since they were made (a1)" in said
+                       "beside it.")
+    assert said[1] == f"raw/pairs/a1.wav: made again from the take, {rows['a1']['duration']:.1f} s"
+    assert said[2] == ("your Exclude of row a1 went with the old recording: listen to the new clip, and decide "
+                       "again.")
+    assert said[3].startswith(f"Row a1: {rows['a1']['duration']:.1f} s, flags: none. 3 usable of 3 clip(s)")
     assert rows["a1"]["duration"] > before["a1"]["duration"] + 0.3 and rows["a1"]["sha1"] != before["a1"]["sha1"]
     assert rows["a1"]["review"] is None and not rows["a1"]["excluded"] and rows["a1"]["text"] == SENTS[1]
     assert rows["a2"]["review"] == "keep" and rows["a0"] == before["a0"]  # the other rows as they were
     clip, _ = load_audio(ws.dataset_dir("p") / rows["a1"]["audio"])
     assert len(clip) / 24000 == pytest.approx(rows["a1"]["duration"], abs=0.02)  # the clip is the take's
+    from utils.datasets.features import cache_path
+
+    assert cache_path(ws.dataset_dir("p"), rows["a1"]["sha1"], FeatureConfig()).is_file()  # its mels, for training
+    # the next preparation finds the clip made, under the key it looks for: nothing made again, nothing cleared
+    again = [e.message for e in prepare(ws, "p", workers=1) if e.message]
+    assert "3 clip(s) already made by an earlier run" in again and not any("made again" in m for m in again), again
+    assert {r["id"]: r for r in load_manifest(ws, "p")} == rows
 
 
 def test_a_take_of_another_format_is_written_as_the_recording_it_replaces(pairs, tmp_path):
@@ -75,7 +84,7 @@ def test_a_take_of_another_format_is_written_as_the_recording_it_replaces(pairs,
     run_to_end(prepare(phone, "m", src, workers=1))
     said = [e.message for e in replace_recording(phone, "m", "a0", spoken) if e.message]
     assert said[0].endswith("The take is written as FLAC under that name: the studio cannot write .m4a files.")
-    assert "1 clip(s) made again: their recordings changed since they were made (a0)" in said
+    assert said[1].startswith("raw/phone-pairs/a0.m4a: made again from the take")
     assert sf.info(phone.dataset_dir("m") / "raw" / "phone-pairs" / "a0.m4a").format == "FLAC"
     row = {r["id"]: r for r in load_manifest(phone, "m")}["a0"]
     assert row["duration"] == pytest.approx(len(audio) / rate, abs=0.6)
@@ -111,6 +120,19 @@ def test_what_cannot_be_replaced_is_refused_with_what_to_do_and_nothing_is_moved
     with pytest.raises(StudioError, match=r"was cut from the long recording talk\.wav: one of its clips cannot be "
                                           r"replaced alone"):
         run_to_end(replace_recording(ws, "talk", cut["id"], take))
+
+
+def test_a_clip_that_fails_to_be_made_puts_the_old_recording_back(pairs, tmp_path, monkeypatch):
+    """What the checks before could not see (a decoder failing on the take midway): the row keeps its recording,
+    and raw/ is as it was, with no hidden copy left."""
+    from utils.datasets import retake
+
+    ws = pairs
+    files, rows = _raw(ws), load_manifest(ws, "p")
+    monkeypatch.setattr(retake, "process_clip", lambda task: {"id": task["id"], "error": "a1.wav: decoding failed"})
+    with pytest.raises(StudioError, match="a1.wav: decoding failed"):
+        run_to_end(replace_recording(ws, "p", "a1", espeak_amharic(SENTS[5], tmp_path / "take.wav")))
+    assert _raw(ws) == files and load_manifest(ws, "p") == rows
 
 
 def test_a_take_waits_for_a_run_training_on_the_dataset_but_not_for_one_queued(pairs, tmp_path):
@@ -172,7 +194,7 @@ def test_the_command_line_and_the_dataset_tab_replace_a_recording(pairs, tmp_pat
     again = espeak_amharic(SENTS[7], tmp_path / "again.wav")
     said = retake_row(ws, "p", "a0", str(again))
     assert said.startswith("Row a0: the new take replaces its recording raw/pairs/a0.wav")
-    assert "1 clip(s) made again from a changed recording (a0)" in said and "2 usable of 3 clip(s)" in said  # a1 excluded
+    assert "Row a0: " in said and "2 usable of 3 clip(s)" in said  # a1 excluded
     for name, row_id, given, words in (("p", "", str(again), "Pick a row in the table first"),
                                        ("p", "a0", None, "Record or upload the new take first")):
         with pytest.raises(StudioError, match=words):

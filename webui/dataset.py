@@ -291,8 +291,8 @@ def edit_row(ws, name: str, row_id: str, action: str, text: str = "") -> str:
 
 
 def retake_row(ws, name: str, row_id: str, take: str | None, progress=None) -> str:
-    """A new take of the row picked (recorded in the browser or uploaded) put in place of its recording, and the
-    dataset prepared again; what was done, in the status line's words."""
+    """A new take of the row picked (recorded in the browser or uploaded) put in place of its recording and its clip
+    made again; what was done, in the status line's words."""
     from utils.datasets.retake import replace_recording
 
     if not name or not row_id:

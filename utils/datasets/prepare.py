@@ -274,7 +274,7 @@ def _make_clips(work: _Work, clips: list[Item], feature_cfg: FeatureConfig | Non
     mel_dir = work.ds_dir / "features" / feature_cfg.key() if feature_cfg else None
     tasks, results, stamps = [], {}, {}
     for it in clips:
-        key = _key("clip", it.source, it.start, it.end, it.id, it.text, work.cfg.processing_key())
+        key = clip_key(it, work.cfg)
         out = work.ds_dir / "audio" / f"{it.id}.wav"
         stamp = stamps[it.audio] if it.audio in stamps else stamps.setdefault(it.audio, source_stamp(it.audio))
         done = work.done.get(key)
@@ -304,6 +304,11 @@ def _make_clips(work: _Work, clips: list[Item], feature_cfg: FeatureConfig | Non
             yield Event("clips", n, len(clips), res.get("error", f"{task['source']} · {pace.said()}"),
                         level="warning" if "error" in res else "info")
     return results
+
+
+def clip_key(it: Item, cfg: PrepareConfig) -> str:
+    """The key of a clip's result in `.prepare/done.jsonl`: what it is cut from and read as, and how it is cleaned."""
+    return _key("clip", it.source, it.start, it.end, it.id, it.text, cfg.processing_key())
 
 
 def source_stamp(path: Path) -> list[int]:
@@ -458,6 +463,13 @@ def only_ffmpeg_reads(paths: set[Path]) -> list[Path]:
         return [p for p, needed in zip(ordered, pool.map(needs_ffmpeg, ordered)) if needed]
 
 
+def decoded_of(ds_dir: Path, recording: Path) -> Path:
+    """Where ffmpeg's decoding of a recording libsndfile cannot read is kept: decoded/<its path under raw/>.flac."""
+    raw = ds_dir / "raw"
+    rel = recording.relative_to(raw) if recording.is_relative_to(raw) else Path(recording.name)
+    return ds_dir / "decoded" / rel.with_name(rel.name + ".flac")
+
+
 def decode_compressed(ds_dir: Path, found, errors: list[dict], renewed: set[Path] = frozenset()) -> Iterator[Event]:
     """Audio that libsndfile cannot read (M4A from phones, WebM from video sites, ...) is decoded once by
     ffmpeg into decoded/<raw path>.flac and read from there; raw/ keeps the original. A file that cannot
@@ -469,7 +481,7 @@ def decode_compressed(ds_dir: Path, found, errors: list[dict], renewed: set[Path
     decoded: dict[Path, Path] = {}
     for i, src in enumerate(files, 1):
         rel = src.relative_to(raw) if src.is_relative_to(raw) else Path(src.name)
-        target = ds_dir / "decoded" / rel.with_name(rel.name + ".flac")
+        target = decoded_of(ds_dir, src)
         try:
             if src.resolve() in renewed or not (target.exists() and target.stat().st_mtime_ns >= src.stat().st_mtime_ns):
                 decode_with_ffmpeg(src, target)
