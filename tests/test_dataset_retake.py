@@ -217,6 +217,8 @@ def test_in_the_browser_a_row_picked_gets_its_new_take_and_plays_it(start_app, p
     expect(page.locator("#dataset-summary")).to_contain_text("2 of 3 clips")  # the dataset prepared last, shown
     page.locator("#dataset-flagged").get_by_test_id("cell-0-0").click()  # the excluded row, the one listed
     expect(page.get_by_label("Row", exact=True)).to_have_value("a1")
+    length = page.locator("#dataset-clip #duration")  # the player's own time: the clip's length, as it drew it
+    expect(length).to_have_text("0:02")
     page.locator("#dataset-take-panel").get_by_text("A new take of this row").click()
     page.locator("#dataset-take input[type=file]").set_input_files(str(take))
     expect(page.locator("#dataset-take audio, #dataset-take [data-testid=waveform-controls]").first).to_be_attached(
@@ -226,6 +228,7 @@ def test_in_the_browser_a_row_picked_gets_its_new_take_and_plays_it(start_app, p
     expect(status).to_contain_text("Row a1: the new take replaces its recording raw/pairs/a1.wav", timeout=120_000)
     expect(status).to_contain_text("3 usable of 3 clip(s)")
     expect(page.locator("#dataset-summary")).to_contain_text("3 of 3 clips")  # redrawn: a1 no longer excluded
+    expect(length).to_have_text("0:03")  # the player plays the new clip
     screenshot(page.locator("#dataset-take-panel").locator(".."), tmp_path, "new-take")
     row = {r["id"]: r for r in load_manifest(ws, "p")}["a1"]
     assert row["review"] is None and row["duration"] > 2.0

@@ -379,7 +379,7 @@ def build(ctx: AppContext) -> list:
         export_file = gr.File(label="The dataset's rows", visible=False, elem_id="dataset-export-file")
     with gr.Row():
         row_id = gr.Textbox(label="Row", interactive=False)
-        player = gr.Audio(label="Clip", type="filepath", interactive=False)
+        player = gr.Audio(label="Clip", type="filepath", interactive=False, elem_id="dataset-clip")
     text = gr.Textbox(label="Transcript (edit, then Save text)")
     with gr.Row():
         keep_btn = gr.Button("Keep")  # the order of the transcript review's buttons: one habit for both panels
