@@ -232,3 +232,10 @@ def test_in_the_browser_a_row_picked_gets_its_new_take_and_plays_it(start_app, p
     screenshot(page.locator("#dataset-take-panel").locator(".."), tmp_path, "new-take")
     row = {r["id"]: r for r in load_manifest(ws, "p")}["a1"]
     assert row["review"] is None and row["duration"] > 2.0
+    # a take waiting in the box is of the row picked: picking another empties it (it went to the wrong row)
+    page.locator("#dataset-take input[type=file]").set_input_files(str(take))
+    expect(page.locator("#dataset-take input[type=file]")).to_have_count(0)
+    page.get_by_label("Show every row, not only flagged ones").check()
+    page.locator("#dataset-flagged").get_by_test_id("cell-0-0").click()
+    expect(page.get_by_label("Row", exact=True)).to_have_value("a0")
+    expect(page.locator("#dataset-take input[type=file]")).to_have_count(1)  # the box is empty again

@@ -464,8 +464,9 @@ def build(ctx: AppContext) -> list:
     # the picked row belongs to the dataset it was picked in: another dataset, or the same prepared again, starts
     # with none picked
     # the status line too: it spoke of a row of the dataset shown before, or counted its clips before the prepare
-    gr.on([dataset.change, prepared.change], lambda: ("", None, "", ""), None, [row_id, player, text, status],
-          show_progress="hidden")
+    # and a take in the new-take box: it was of that row
+    gr.on([dataset.change, prepared.change], lambda: ("", None, "", "", None), None,
+          [row_id, player, text, status, take], show_progress="hidden")
     show_all.change(on_view, [dataset, show_all], view_outputs)
     refresh.click(on_prepared, dataset, dataset).then(on_view, shown, view_outputs)
     def on_recheck(n, progress=gr.Progress()):  # every row's text checked again: minutes at 200k rows, shown
@@ -486,13 +487,13 @@ def build(ctx: AppContext) -> list:
                      api_name="dataset_delete").then(on_view, [dataset, show_all], view_outputs)
 
     def on_select(n, frame, evt: gr.SelectData):  # the status line is about the row picked before: cleared
-        return (*select_row(ws, n, str(frame.iloc[evt.index[0]]["id"])), "")
+        return (*select_row(ws, n, str(frame.iloc[evt.index[0]]["id"])), "", None)  # a take was of the row before
 
     def on_page_load(n):  # a reload or a second browser sees the workspace as it is now
         shown = dataset_pick(ws, n)
         return (shown, *plot_updates(*load_view(ws, shown_name(shown, n))))
 
-    picked = [row_id, player, text, status]  # a row gone since the table was drawn is said in the status line
+    picked = [row_id, player, text, status, take]  # a row gone since the table was drawn is said in the status line
     table.select(says_errors(on_select, picked, status, what="Picking the row"), [dataset, table], picked)
     for btn, action in ((exclude_btn, "exclude"), (keep_btn, "keep"), (save_btn, "text")):
         btn.click(says_errors(lambda n, r, t, a=action: (edit_row(ws, n, r, a, t), time.time_ns()), [status, decided],
