@@ -48,7 +48,7 @@ def replace_recording(ws: Workspace, name: str, row_id: str, take: str | Path) -
     _usable(take, cfg)
     if same_bytes(take, old):
         raise StudioError(f"{take.name}: this take is the recording row {row_id} already has; nothing was changed.")
-    before = set_aside(old, take.name, [])
+    before = set_aside(old, take.name)
     try:
         how = _put_in_place(take, old)
         res = _make_clip(ws, name, row, old, cfg, meta)

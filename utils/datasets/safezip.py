@@ -144,22 +144,21 @@ def same_bytes(a: Path, b: Path) -> bool:
     return a.stat().st_size == b.stat().st_size and (a.samefile(b) or filecmp.cmp(a, b, shallow=False))
 
 
-def set_aside(dest: Path, name: str, replaced: list[dict]) -> Path:
+def set_aside(dest: Path, name: str, replaced: list[dict] | None = None) -> Path:
     """Move the file the dataset held at `dest` beside it as a hidden `.NAME.before-TIME` (discovery skips hidden
-    files; nothing the user gave is lost) and tell `replaced` of it: the import says it, and a recording's clip is
-    made again from the new one. Returns where the old one went."""
+    files; nothing the user gave is lost) and tell `replaced` of it, when given: the import says it, and a recording's
+    clip is made again from the new one. Returns where the old one went."""
     stem = f".{dest.name}.before-{time.strftime('%Y%m%d-%H%M%S')}"
     before = next(b for k in range(1, 1000) if not (b := dest.with_name(stem + (f"-{k}" if k > 1 else ""))).exists())
     dest.replace(before)
-    what = "transcript" if dest.suffix.lower() in TEXT_SUFFIXES else "file"
-    if dest.suffix.lower() in AUDIO_SUFFIXES:
-        what = "recording"
-    said = {"transcript": "a row whose transcript you fixed here keeps your fix",
-            "recording": "its clip is made again from this one; a Keep/Exclude that judged the old one is cleared"}
-    replaced.append({"source": name, "path": str(dest), "level": "info", "kind": what,
-                     "message": f"{name}: replaces the {'version' if what != 'recording' else 'recording'} imported "
-                                f"before, which is kept as {before.name} beside it"
-                                + (f" ({said[what]})." if what in said else ".")})
+    suffix = dest.suffix.lower()
+    what = "recording" if suffix in AUDIO_SUFFIXES else "transcript" if suffix in TEXT_SUFFIXES else "file"
+    why = {"transcript": " (a row whose transcript you fixed here keeps your fix)",
+           "recording": " (its clip is made again from this one; a Keep/Exclude that judged the old one is cleared)"}
+    if replaced is not None:
+        replaced.append({"source": name, "path": str(dest), "level": "info", "kind": what,
+                         "message": f"{name}: replaces the {'recording' if what == 'recording' else 'version'} "
+                                    f"imported before, which is kept as {before.name} beside it{why.get(what, '')}."})
     return before
 
 
